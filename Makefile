@@ -1,0 +1,146 @@
+# stepblame — build, test, demo.
+#
+#   make            build everything that does not need CUDA (build/)
+#   make static     a fully static build/static/stepblame
+#   make deps       install the build dependencies (Debian/Ubuntu, as root)
+#   make test       build with ASan+UBSan (build/san/) and run the tests (root for BPF tests)
+#   make demo       build, run simtrainer with injected interference, print the report
+#   make bench      overhead benchmarks (bench/RESULTS.md)
+
+CLANG    ?= clang
+CC       ?= cc
+BPFTOOL  ?= bpftool
+ARCH     := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+
+SAN ?= 0
+ifeq ($(SAN),1)
+BUILD    ?= build/san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD    ?= build
+SANFLAGS :=
+endif
+
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+	    -D_GNU_SOURCE -I$(BUILD) -Iuser -Ibpf -Iinclude $(SANFLAGS)
+LDFLAGS  += $(SANFLAGS)
+LIBS     := -lbpf -lelf -lz -lm -lpthread
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(BUILD) -Ibpf -Wall \
+	      -I/usr/include/$(shell gcc -print-multiarch 2>/dev/null) \
+	      -Wno-unused-variable -Wno-unused-function
+
+BPF_SRCS  := $(wildcard bpf/*.bpf.c)
+BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
+BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+
+USER_SRCS := $(wildcard user/*.c)
+USER_OBJS := $(patsubst user/%.c,$(BUILD)/user/%.o,$(USER_SRCS))
+# everything but main: linked into the tests too
+LIB_OBJS  := $(filter-out $(BUILD)/user/main.o,$(USER_OBJS))
+
+SIM_SRCS  := $(wildcard sim/*.c)
+SIM_BIN   := $(if $(SIM_SRCS),$(BUILD)/simtrainer)
+
+UNIT_SRCS := $(wildcard tests/unit/*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
+BPFT_SRCS := $(wildcard tests/bpf/*.c)
+BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/bpf/%,$(BPFT_SRCS))
+# programs the tests trace: never sanitized (ASan replaces malloc, hiding it from uprobes)
+PROG_SRCS := $(wildcard tests/progs/*.c)
+PROG_BINS := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRCS))
+
+MARKER_LIB := $(BUILD)/libstepblame.so
+
+.PHONY: all static deps check-deps test test-bin demo bench fuzz clean
+.DELETE_ON_ERROR:
+
+all: check-deps $(BUILD)/stepblame $(SIM_BIN) $(MARKER_LIB) test-bin
+
+# Say exactly what is missing instead of failing halfway through.
+check-deps:
+	@missing=""; \
+	command -v $(CLANG) >/dev/null || missing="$$missing clang"; \
+	command -v $(BPFTOOL) >/dev/null || missing="$$missing bpftool"; \
+	command -v llvm-strip >/dev/null || missing="$$missing llvm"; \
+	[ -f /usr/include/bpf/libbpf.h ] || missing="$$missing libbpf-dev"; \
+	[ -f /usr/include/libelf.h ] || missing="$$missing libelf-dev"; \
+	[ -f /usr/include/zlib.h ] || missing="$$missing zlib1g-dev"; \
+	[ -f /usr/include/$$(gcc -print-multiarch 2>/dev/null)/sys/sdt.h ] || [ -f /usr/include/sys/sdt.h ] || missing="$$missing systemtap-sdt-dev"; \
+	if [ -n "$$missing" ]; then \
+		echo "stepblame: missing build dependencies:$$missing"; \
+		echo "  install them with: sudo apt-get install$$missing   (or: sudo make deps)"; \
+		exit 1; \
+	fi; \
+	if [ ! -r /sys/kernel/btf/vmlinux ]; then \
+		echo "stepblame: this kernel has no BTF (/sys/kernel/btf/vmlinux); CO-RE needs CONFIG_DEBUG_INFO_BTF=y"; \
+		exit 1; \
+	fi
+
+deps:
+	@if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root (sudo make deps)"; exit 1; fi
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev systemtap-sdt-dev \
+		pkg-config
+
+$(BUILD) $(BUILD)/user $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs:
+	@mkdir -p $@
+
+$(BUILD)/vmlinux.h: | $(BUILD)
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+
+$(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/events.h $(wildcard bpf/*.bpf.h) $(BUILD)/vmlinux.h | $(BUILD)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+	llvm-strip -g $@
+
+$(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $*_bpf > $@
+
+$(BUILD)/user/%.o: user/%.c $(wildcard user/*.h) bpf/events.h $(BPF_SKELS) | $(BUILD)/user
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/stepblame: $(USER_OBJS)
+	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+# simtrainer: its own sources plus the channel producer and marker code it shares
+$(BUILD)/sim/%.o: sim/%.c $(wildcard sim/*.h) $(wildcard user/*.h) $(wildcard include/*.h) | $(BUILD)/sim
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/simtrainer: $(patsubst sim/%.c,$(BUILD)/sim/%.o,$(SIM_SRCS)) $(BUILD)/user/channel.o
+	$(CC) $(LDFLAGS) $^ -lpthread -lm -o $@
+
+$(MARKER_LIB): lib/marker.c include/stepblame.h | $(BUILD)
+	$(CC) $(CFLAGS) -fPIC -shared -Wl,-soname,libstepblame.so $< -o $@
+
+test-bin: $(UNIT_BINS) $(BPFT_BINS) $(PROG_BINS)
+
+$(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard include/*.h) | $(BUILD)/tests/progs
+	$(CC) -O1 -g -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -Iinclude $< -lpthread -o $@
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(wildcard tests/*.h) | $(BUILD)/tests/unit
+	$(CC) $(CFLAGS) -Itests $< $(LIB_OBJS) $(LDFLAGS) $(LIBS) -o $@
+
+$(BUILD)/tests/bpf/%: tests/bpf/%.c $(LIB_OBJS) $(wildcard tests/*.h) | $(BUILD)/tests/bpf
+	$(CC) $(CFLAGS) -Itests $< $(LIB_OBJS) $(LDFLAGS) $(LIBS) -o $@
+
+# one binary with no shared libraries at all: copy it to any machine with BTF
+static:
+	$(MAKE) BUILD=build/static SAN=0 check-deps build/static/stepblame LDFLAGS="-static"
+
+test:
+	@if [ "$$(id -u)" = 0 ] && ! $(MAKE) -s check-deps >/dev/null 2>&1; then $(MAKE) deps; fi
+	$(MAKE) SAN=1 all
+	$(MAKE) all
+	BUILD=build/san ./tests/run
+
+demo:
+	@if [ "$$(id -u)" = 0 ] && ! $(MAKE) -s check-deps >/dev/null 2>&1; then $(MAKE) deps; fi
+	$(MAKE) all
+	./$(BUILD)/stepblame demo
+
+bench: all
+	./bench/run
+
+clean:
+	rm -rf build

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The records the BPF programs emit and the agent stores: the contract between
+ * the kernel side and userspace, and the body of every record in a trace file
+ * (schemas/trace.md). Fixed-width types only; no libc or vmlinux includes, so
+ * both sides can include it. Every record starts with struct sb_hdr and its
+ * size is a multiple of 8.
+ */
+#ifndef STEPBLAME_EVENTS_H
+#define STEPBLAME_EVENTS_H
+
+#ifdef __BPF__
+/* vmlinux.h already provides the __u* types */
+#else
+#include <linux/types.h>
+#endif
+
+#define SB_COMM_LEN 16
+
+enum sb_type {
+	SB_EV_NONE = 0,
+	/* from the kernel (BPF) */
+	SB_EV_SWITCH_OUT = 1,   /* a target thread leaves its CPU */
+	SB_EV_SWITCH_IN = 2,    /* a target thread gets a CPU */
+	SB_EV_RUNSLICE = 3,     /* another task ran on a CPU where a target thread waited */
+	SB_EV_WAKEUP = 4,       /* a target thread was woken */
+	SB_EV_MIGRATE = 5,      /* a target thread moved to another CPU */
+	SB_EV_FAULT = 6,        /* user page fault of a target thread */
+	SB_EV_RECLAIM = 7,      /* direct reclaim / compaction stall, with duration */
+	SB_EV_MMSYS = 8,        /* mmap family syscall, with latency */
+	SB_EV_ALLOC = 9,        /* allocator call slower than alloc_min_ns */
+	SB_EV_STEP = 10,        /* step mark (USDT stepblame:step or --step-uprobe) */
+	SB_EV_THREAD_NEW = 11,  /* thread created in the target */
+	SB_EV_THREAD_EXIT = 12, /* thread of the target exited */
+	SB_EV_RENAME = 13,      /* thread renamed (prctl PR_SET_NAME, pthread_setname_np) */
+	SB_EV_CUDA = 14,        /* CUDA driver call seen by uprobe */
+	SB_EV_KERNEL_MAX = 31,
+
+	/* written by the agent into trace files */
+	SB_REC_HOST = 32,       /* host facts */
+	SB_REC_CPU = 33,        /* one CPU: number and NUMA node */
+	SB_REC_TARGET = 34,     /* the traced process */
+	SB_REC_THREAD = 35,     /* one thread of the target at start */
+	SB_REC_ALLOC_STATS = 36,/* per-thread cumulative counts of fast allocator calls */
+	SB_REC_DROPS = 37,      /* drop counters, cumulative */
+	SB_REC_PROBE = 38,      /* a probe's attach status */
+	SB_REC_GPU = 39,        /* a GPU timeline channel record (schemas/channel.md) */
+	SB_REC_STRING = 40,     /* an interned string (kernel names) */
+	SB_REC_NOTE = 41,       /* free text: what happened during capture */
+	SB_REC_TRAILER = 63,    /* last record of a complete file */
+	SB_TYPE_MAX = 64,
+};
+
+struct sb_hdr {
+	__u16 type;  /* enum sb_type */
+	__u16 size;  /* whole record, header included, multiple of 8 */
+	__u16 cpu;   /* CPU the event happened on */
+	__u16 flags; /* per type */
+	__u32 pid;   /* tgid of the task the record is about */
+	__u32 tid;   /* thread id of the task the record is about */
+	__u64 ts;    /* CLOCK_MONOTONIC ns (bpf_ktime_get_ns) */
+};
+
+/* state a thread left its CPU in */
+enum sb_state {
+	SB_STATE_RUNNABLE = 0, /* preempted: still runnable */
+	SB_STATE_SLEEP = 1,    /* interruptible sleep (S) */
+	SB_STATE_DISK = 2,     /* uninterruptible sleep (D) */
+	SB_STATE_STOPPED = 3,  /* stopped or traced */
+	SB_STATE_DEAD = 4,     /* exiting */
+	SB_STATE_OTHER = 5,
+};
+
+struct sb_switch_out {
+	struct sb_hdr h;       /* the target thread; ts = switch time */
+	__u32 prev_state;      /* raw task state, TASK_FREEZABLE masked */
+	__u8 state;            /* enum sb_state */
+	__u8 pad[3];
+	__u32 next_pid;        /* task that got the CPU */
+	__u32 next_tid;
+	char next_comm[SB_COMM_LEN];
+};
+
+enum sb_wait_reason { SB_WAIT_NONE = 0, SB_WAIT_PREEMPTED = 1, SB_WAIT_WOKEN = 2 };
+
+struct sb_switch_in {
+	struct sb_hdr h;       /* the target thread; ts = switch time */
+	__u64 wait_ns;         /* runnable-but-waiting time just ended, 0 if unknown */
+	__u32 prev_pid;        /* task that left the CPU */
+	__u32 prev_tid;
+	char prev_comm[SB_COMM_LEN];
+	__u8 wait_reason;      /* enum sb_wait_reason */
+	__u8 pad[7];
+};
+
+struct sb_runslice {
+	struct sb_hdr h;       /* the task that ran (not a target thread); ts = end */
+	__u64 start_ns;        /* when it got the CPU */
+	char comm[SB_COMM_LEN];
+	__u32 nwaiting;        /* target threads waiting on this CPU at the end */
+	__u32 pad;
+};
+
+struct sb_wakeup {
+	struct sb_hdr h;       /* the woken target thread; cpu = CPU it will run on */
+	__u32 waker_pid;
+	__u32 waker_tid;
+	char waker_comm[SB_COMM_LEN];
+	__u16 waker_cpu;
+	__u8 is_new;           /* wakeup of a newly created thread */
+	__u8 pad[5];
+};
+
+struct sb_migrate {
+	struct sb_hdr h;
+	__u16 orig_cpu;
+	__u16 dest_cpu;
+	__u16 orig_node;
+	__u16 dest_node;
+};
+
+#define SB_FAULT_MAJOR 0x1 /* h.flags: known major (set by the reader) */
+#define SB_FAULT_MINOR 0x2 /* h.flags: known minor (set by the reader) */
+
+struct sb_fault {
+	struct sb_hdr h;
+	__u64 addr;
+	__u64 ip;
+	__u64 error_code;
+	__u64 maj_flt;         /* task's cumulative major faults before this one */
+	__u64 min_flt;         /* task's cumulative minor faults before this one */
+};
+
+enum sb_reclaim_kind { SB_RECLAIM_DIRECT = 1, SB_RECLAIM_MEMCG = 2, SB_RECLAIM_COMPACT = 3 };
+
+struct sb_reclaim {
+	struct sb_hdr h;       /* ts = end */
+	__u64 start_ns;
+	__u64 result;          /* pages reclaimed, or compaction status */
+	__u32 kind;            /* enum sb_reclaim_kind */
+	__u32 pad;
+};
+
+enum sb_mm_call { SB_SYS_MMAP = 1, SB_SYS_MUNMAP = 2, SB_SYS_BRK = 3, SB_SYS_MADVISE = 4,
+		SB_SYS_MPROTECT = 5, SB_SYS_MREMAP = 6 };
+
+struct sb_mmsys {
+	struct sb_hdr h;       /* ts = return */
+	__u64 start_ns;
+	__u64 addr;            /* first argument */
+	__u64 len;             /* length argument (brk: new break) */
+	__s64 ret;
+	__u32 call;            /* enum sb_mm_call */
+	__u32 arg;             /* prot / advice / flags */
+};
+
+enum sb_alloc_fn { SB_FN_MALLOC = 0, SB_FN_CALLOC = 1, SB_FN_REALLOC = 2, SB_FN_FREE = 3,
+		   SB_FN_POSIX_MEMALIGN = 4, SB_FN_ALIGNED_ALLOC = 5, SB_FN_MEMALIGN = 6,
+		   SB_FN_MAX = 7 };
+
+struct sb_alloc {
+	struct sb_hdr h;       /* ts = return */
+	__u64 start_ns;
+	__u64 size;            /* bytes asked for (free: 0) */
+	__u64 ptr;             /* result, or the pointer freed */
+	__u32 fn;              /* enum sb_alloc_fn */
+	__u32 pad;
+};
+
+enum sb_step_src { SB_STEP_USDT = 1, SB_STEP_UPROBE = 2, SB_STEP_GPU_MARKER = 3 };
+
+struct sb_step {
+	struct sb_hdr h;
+	__u64 step;            /* USDT: its argument; uprobe: running count from 0 */
+	__u32 source;          /* enum sb_step_src */
+	__u32 pad;
+};
+
+struct sb_thread {
+	struct sb_hdr h;       /* THREAD_NEW / THREAD_EXIT: the thread */
+	__u32 parent_tid;      /* THREAD_NEW: creating thread */
+	__u32 pad;
+	char comm[SB_COMM_LEN];
+};
+
+struct sb_rename {
+	struct sb_hdr h;
+	char oldcomm[SB_COMM_LEN];
+	char newcomm[SB_COMM_LEN];
+};
+
+enum sb_cuda_fn { SB_CU_LAUNCH = 1, SB_CU_SYNC = 2, SB_CU_ALLOC = 3, SB_CU_FREE = 4,
+		  SB_CU_MEMCPY = 5 };
+
+struct sb_cuda {
+	struct sb_hdr h;       /* ts = return */
+	__u64 start_ns;
+	__u32 fn;              /* enum sb_cuda_fn */
+	__u32 sym;             /* index of the probed symbol (agent's table) */
+};
+
+/* ---- records only the agent writes ---- */
+
+struct sb_alloc_stats {
+	struct sb_hdr h;       /* tid = thread; ts = time read */
+	__u64 calls[SB_FN_MAX];
+	__u64 ns[SB_FN_MAX];   /* summed latency of calls below alloc_min_ns */
+};
+
+/* drop counters: index = enum sb_type of what was lost */
+struct sb_drops {
+	struct sb_hdr h;       /* ts = time read */
+	__u64 ring[SB_EV_KERNEL_MAX + 1]; /* ring buffer full, per event type */
+	__u64 gpu_channel;     /* GPU channel producer drops */
+	__u64 gpu_source;      /* drops reported by the GPU source (CUPTI) */
+	__u64 wait_overflow;   /* state maps full in the kernel */
+};
+
+#endif /* STEPBLAME_EVENTS_H */

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Memory probes: user page faults, direct reclaim and compaction stalls with
+ * their duration, and the mmap family of system calls with their latency.
+ * All raw tracepoints: they need neither tracefs nor a BTF-typed context
+ * (struct trace_event_raw_x86_exceptions is missing from some kernels' BTF).
+ */
+#include "common.bpf.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} reclaim_start SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} compact_start SEC(".maps");
+
+struct mm_call {
+	__u64 start;
+	__u64 addr;
+	__u64 len;
+	__u32 call;
+	__u32 arg;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct mm_call);
+} mm_calls SEC(".maps");
+
+#if defined(__TARGET_ARCH_arm64)
+#define NR_BRK 214
+#define NR_MUNMAP 215
+#define NR_MREMAP 216
+#define NR_MMAP 222
+#define NR_MPROTECT 226
+#define NR_MADVISE 233
+#else /* x86_64 */
+#define NR_MMAP 9
+#define NR_MPROTECT 10
+#define NR_MUNMAP 11
+#define NR_BRK 12
+#define NR_MREMAP 25
+#define NR_MADVISE 28
+#endif
+
+SEC("raw_tp/page_fault_user")
+int BPF_PROG(raw_fault, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	if (!current_is_target())
+		return 0;
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct sb_fault *e = reserve(SB_EV_FAULT, sizeof(*e));
+
+	if (!e)
+		return 0;
+	e->addr = address;
+	e->ip = BPF_CORE_READ(regs, ip);
+	e->error_code = error_code;
+	e->maj_flt = BPF_CORE_READ(t, maj_flt);
+	e->min_flt = BPF_CORE_READ(t, min_flt);
+	submit(e);
+	return 0;
+}
+
+static __always_inline int begin(void *map)
+{
+	if (!current_is_target())
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 now = bpf_ktime_get_ns();
+
+	if (bpf_map_update_elem(map, &tid, &now, BPF_ANY))
+		count_drop(SB_DROP_MAPFULL);
+	return 0;
+}
+
+static __always_inline int end(void *map, __u32 kind, __u64 result)
+{
+	if (!current_is_target())
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *start = bpf_map_lookup_elem(map, &tid);
+
+	if (!start)
+		return 0;
+	__u64 s = *start;
+
+	bpf_map_delete_elem(map, &tid);
+	struct sb_reclaim *e = reserve(SB_EV_RECLAIM, sizeof(*e));
+
+	if (!e)
+		return 0;
+	e->start_ns = s;
+	e->result = result;
+	e->kind = kind;
+	e->pad = 0;
+	submit(e);
+	return 0;
+}
+
+SEC("raw_tp/mm_vmscan_direct_reclaim_begin")
+int BPF_PROG(raw_reclaim_begin)
+{
+	return begin(&reclaim_start);
+}
+
+SEC("raw_tp/mm_vmscan_direct_reclaim_end")
+int BPF_PROG(raw_reclaim_end, unsigned long nr_reclaimed)
+{
+	return end(&reclaim_start, SB_RECLAIM_DIRECT, nr_reclaimed);
+}
+
+SEC("raw_tp/mm_vmscan_memcg_reclaim_begin")
+int BPF_PROG(raw_memcg_begin)
+{
+	return begin(&reclaim_start);
+}
+
+SEC("raw_tp/mm_vmscan_memcg_reclaim_end")
+int BPF_PROG(raw_memcg_end, unsigned long nr_reclaimed)
+{
+	return end(&reclaim_start, SB_RECLAIM_MEMCG, nr_reclaimed);
+}
+
+/* compaction on the target's own thread is direct compaction (kcompactd is a kthread) */
+SEC("raw_tp/mm_compaction_begin")
+int BPF_PROG(raw_compact_begin)
+{
+	return begin(&compact_start);
+}
+
+SEC("raw_tp/mm_compaction_end")
+int BPF_PROG(raw_compact_end, void *cc, unsigned long zs, unsigned long fs, bool sync,
+	     int status)
+{
+	return end(&compact_start, SB_RECLAIM_COMPACT, (__u64)(__s64)status);
+}
+
+static __always_inline __u32 mm_call_of(long id)
+{
+	switch (id) {
+	case NR_MMAP: return SB_SYS_MMAP;
+	case NR_MUNMAP: return SB_SYS_MUNMAP;
+	case NR_BRK: return SB_SYS_BRK;
+	case NR_MADVISE: return SB_SYS_MADVISE;
+	case NR_MPROTECT: return SB_SYS_MPROTECT;
+	case NR_MREMAP: return SB_SYS_MREMAP;
+	}
+	return 0;
+}
+
+SEC("raw_tp/sys_enter")
+int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
+{
+	if (!current_is_target())
+		return 0;
+	__u32 call = mm_call_of(id);
+
+	if (!call)
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct mm_call c = {
+		.start = bpf_ktime_get_ns(),
+		.addr = PT_REGS_PARM1_CORE_SYSCALL(regs),
+		.len = call == SB_SYS_BRK ? 0 : PT_REGS_PARM2_CORE_SYSCALL(regs),
+		.call = call,
+		.arg = call == SB_SYS_MUNMAP || call == SB_SYS_BRK ? 0 :
+		       (__u32)PT_REGS_PARM3_CORE_SYSCALL(regs),
+	};
+
+	if (bpf_map_update_elem(&mm_calls, &tid, &c, BPF_ANY))
+		count_drop(SB_DROP_MAPFULL);
+	return 0;
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
+{
+	if (!current_is_target())
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct mm_call *c = bpf_map_lookup_elem(&mm_calls, &tid);
+
+	if (!c)
+		return 0;
+	struct sb_mmsys *e = reserve(SB_EV_MMSYS, sizeof(*e));
+
+	if (e) {
+		e->start_ns = c->start;
+		e->addr = c->addr;
+		e->len = c->len;
+		e->ret = ret;
+		e->call = c->call;
+		e->arg = c->arg;
+		submit(e);
+	}
+	bpf_map_delete_elem(&mm_calls, &tid);
+	return 0;
+}

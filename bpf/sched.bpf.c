@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Scheduler probes: switches of target threads, the tasks that run on a CPU
+ * while a target thread waits there, wakeups (with the waker), migrations,
+ * and thread creation, exit and renames.
+ *
+ * Each tracepoint has a tp_btf and a raw_tp variant with the same body; the
+ * agent keeps the tp_btf one where it loads and falls back to raw_tp.
+ */
+#include "common.bpf.h"
+#include "task.bpf.h"
+
+/* when the task now running on each CPU got it */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} cpu_start SEC(".maps");
+
+/* how many target threads wait (runnable, not running) on each CPU */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4096); /* resized by the agent to the possible CPUs */
+	__type(key, __u32);
+	__type(value, __s64); /* 64-bit: plain atomic add works on every BPF ISA */
+} nwait SEC(".maps");
+
+/* NUMA node of each CPU, filled by the agent */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u16);
+} cpu_node SEC(".maps");
+
+struct waiting {
+	__u64 since;
+	__u32 cpu;
+	__u32 reason; /* enum sb_wait_reason */
+};
+
+/* target threads that are runnable but not running, by tid */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384); /* resized by the agent */
+	__type(key, __u32);
+	__type(value, struct waiting);
+} waiting SEC(".maps");
+
+static __always_inline void nwait_add(__u32 cpu, int d)
+{
+	__s64 *n = bpf_map_lookup_elem(&nwait, &cpu);
+
+	if (!n)
+		return;
+	if (d > 0)
+		__sync_fetch_and_add(n, 1);
+	else if (*n > 0)
+		__sync_fetch_and_add(n, -1);
+}
+
+static __always_inline void start_waiting(__u32 tid, __u32 cpu, __u64 now, __u32 reason)
+{
+	struct waiting w = { .since = now, .cpu = cpu, .reason = reason };
+
+	if (bpf_map_lookup_elem(&waiting, &tid))
+		return;
+	if (bpf_map_update_elem(&waiting, &tid, &w, BPF_NOEXIST)) {
+		count_drop(SB_DROP_MAPFULL);
+		return;
+	}
+	nwait_add(cpu, 1);
+}
+
+static __always_inline __u8 classify(bool preempt, __u32 st)
+{
+	if (preempt || st == 0)
+		return SB_STATE_RUNNABLE;
+	if (st & (0x10 | 0x20)) /* EXIT_DEAD, EXIT_ZOMBIE */
+		return SB_STATE_DEAD;
+	if (st & 0x0002) /* TASK_UNINTERRUPTIBLE (incl. TASK_IDLE = D|NOLOAD) */
+		return SB_STATE_DISK;
+	if (st & 0x0001) /* TASK_INTERRUPTIBLE */
+		return SB_STATE_SLEEP;
+	if (st & (0x0004 | 0x0008)) /* __TASK_STOPPED, __TASK_TRACED */
+		return SB_STATE_STOPPED;
+	return SB_STATE_OTHER;
+}
+
+static __always_inline int on_switch(bool preempt, struct task_struct *prev,
+				     struct task_struct *next)
+{
+	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
+	__u64 now = bpf_ktime_get_ns(), start = 0;
+	__u32 prev_tgid = BPF_CORE_READ(prev, tgid), prev_tid = BPF_CORE_READ(prev, pid);
+	__u32 next_tgid = BPF_CORE_READ(next, tgid), next_tid = BPF_CORE_READ(next, pid);
+	__u64 *cs = bpf_map_lookup_elem(&cpu_start, &zero);
+
+	if (cs) {
+		start = *cs;
+		*cs = now;
+	}
+
+	/*
+	 * Someone ran here while a target thread waited: that is who to blame. The
+	 * trainer's own threads count too (a loader preempting the launcher).
+	 */
+	if (prev_tid != 0) {
+		__s64 *n = bpf_map_lookup_elem(&nwait, &cpu);
+
+		if (n && *n > 0) {
+			struct sb_runslice *r = reserve(SB_EV_RUNSLICE, sizeof(*r));
+
+			if (r) {
+				r->h.pid = prev_tgid;
+				r->h.tid = prev_tid;
+				r->h.ts = now;
+				r->start_ns = start;
+				BPF_CORE_READ_STR_INTO(&r->comm, prev, comm);
+				r->nwaiting = *n;
+				r->pad = 0;
+				submit(r);
+			}
+		}
+	}
+
+	if (prev_tgid == targ_tgid) {
+		__u32 st = task_state(prev);
+		__u8 s = classify(preempt, st);
+		struct sb_switch_out *o = reserve(SB_EV_SWITCH_OUT, sizeof(*o));
+
+		if (o) {
+			o->h.pid = prev_tgid;
+			o->h.tid = prev_tid;
+			o->h.ts = now;
+			o->prev_state = st;
+			o->state = s;
+			o->pad[0] = o->pad[1] = o->pad[2] = 0;
+			o->next_pid = next_tgid;
+			o->next_tid = next_tid;
+			BPF_CORE_READ_STR_INTO(&o->next_comm, next, comm);
+			submit(o);
+		}
+		if (s == SB_STATE_RUNNABLE)
+			start_waiting(prev_tid, cpu, now, SB_WAIT_PREEMPTED);
+	}
+
+	if (next_tgid == targ_tgid) {
+		struct waiting *w = bpf_map_lookup_elem(&waiting, &next_tid);
+		__u64 wait_ns = 0;
+		__u8 reason = SB_WAIT_NONE;
+
+		if (w) {
+			wait_ns = now - w->since;
+			reason = w->reason;
+			nwait_add(w->cpu, -1);
+			bpf_map_delete_elem(&waiting, &next_tid);
+		}
+		struct sb_switch_in *in = reserve(SB_EV_SWITCH_IN, sizeof(*in));
+
+		if (in) {
+			in->h.pid = next_tgid;
+			in->h.tid = next_tid;
+			in->h.ts = now;
+			in->wait_ns = wait_ns;
+			in->prev_pid = prev_tgid;
+			in->prev_tid = prev_tid;
+			BPF_CORE_READ_STR_INTO(&in->prev_comm, prev, comm);
+			in->wait_reason = reason;
+			__builtin_memset(in->pad, 0, sizeof(in->pad));
+			submit(in);
+		}
+	}
+	return 0;
+}
+
+static __always_inline int on_wakeup(struct task_struct *p, __u8 is_new)
+{
+	if (BPF_CORE_READ(p, tgid) != targ_tgid)
+		return 0;
+	__u32 tid = BPF_CORE_READ(p, pid);
+	__u32 cpu = task_cpu(p);
+	__u64 now = bpf_ktime_get_ns();
+
+	start_waiting(tid, cpu, now, SB_WAIT_WOKEN);
+
+	struct sb_wakeup *e = reserve(SB_EV_WAKEUP, sizeof(*e));
+
+	if (!e)
+		return 0;
+	e->waker_pid = e->h.pid;
+	e->waker_tid = e->h.tid;
+	e->waker_cpu = e->h.cpu;
+	bpf_get_current_comm(&e->waker_comm, sizeof(e->waker_comm));
+	e->h.pid = targ_tgid;
+	e->h.tid = tid;
+	e->h.cpu = cpu;
+	e->h.ts = now;
+	e->is_new = is_new;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	submit(e);
+	return 0;
+}
+
+static __always_inline int on_migrate(struct task_struct *p, int dest)
+{
+	if (BPF_CORE_READ(p, tgid) != targ_tgid)
+		return 0;
+	__u32 tid = BPF_CORE_READ(p, pid);
+	__u32 orig = task_cpu(p), dcpu = dest;
+	struct waiting *w = bpf_map_lookup_elem(&waiting, &tid);
+
+	if (w && w->cpu != dcpu) {
+		nwait_add(w->cpu, -1);
+		nwait_add(dcpu, 1);
+		w->cpu = dcpu;
+	}
+
+	struct sb_migrate *e = reserve(SB_EV_MIGRATE, sizeof(*e));
+
+	if (!e)
+		return 0;
+	__u16 *on = bpf_map_lookup_elem(&cpu_node, &orig);
+	__u16 *dn = bpf_map_lookup_elem(&cpu_node, &dcpu);
+
+	e->h.pid = targ_tgid;
+	e->h.tid = tid;
+	e->orig_cpu = orig;
+	e->dest_cpu = dcpu;
+	e->orig_node = on ? *on : 0;
+	e->dest_node = dn ? *dn : 0;
+	submit(e);
+	return 0;
+}
+
+static __always_inline int on_fork(struct task_struct *parent, struct task_struct *child)
+{
+	/* a new thread of the target; a forked child process has its own tgid */
+	if (BPF_CORE_READ(child, tgid) != targ_tgid)
+		return 0;
+	struct sb_thread *e = reserve(SB_EV_THREAD_NEW, sizeof(*e));
+
+	if (!e)
+		return 0;
+	e->h.pid = targ_tgid;
+	e->h.tid = BPF_CORE_READ(child, pid);
+	e->parent_tid = BPF_CORE_READ(parent, pid);
+	e->pad = 0;
+	BPF_CORE_READ_STR_INTO(&e->comm, child, comm);
+	submit(e);
+	return 0;
+}
+
+static __always_inline int on_exit(struct task_struct *p)
+{
+	if (BPF_CORE_READ(p, tgid) != targ_tgid)
+		return 0;
+	__u32 tid = BPF_CORE_READ(p, pid);
+	struct waiting *w = bpf_map_lookup_elem(&waiting, &tid);
+
+	if (w) {
+		nwait_add(w->cpu, -1);
+		bpf_map_delete_elem(&waiting, &tid);
+	}
+	struct sb_thread *e = reserve(SB_EV_THREAD_EXIT, sizeof(*e));
+
+	if (!e)
+		return 0;
+	e->h.pid = targ_tgid;
+	e->h.tid = tid;
+	e->parent_tid = 0;
+	e->pad = 0;
+	BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
+	submit(e);
+	return 0;
+}
+
+static __always_inline int on_rename(struct task_struct *p, const char *comm)
+{
+	if (BPF_CORE_READ(p, tgid) != targ_tgid)
+		return 0;
+	struct sb_rename *e = reserve(SB_EV_RENAME, sizeof(*e));
+
+	if (!e)
+		return 0;
+	e->h.pid = targ_tgid;
+	e->h.tid = BPF_CORE_READ(p, pid);
+	BPF_CORE_READ_STR_INTO(&e->oldcomm, p, comm);
+	bpf_probe_read_kernel_str(&e->newcomm, sizeof(e->newcomm), comm);
+	submit(e);
+	return 0;
+}
+
+/* tp_btf variants */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(btf_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(preempt, prev, next);
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(btf_wakeup, struct task_struct *p)
+{
+	return on_wakeup(p, 0);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(btf_wakeup_new, struct task_struct *p)
+{
+	return on_wakeup(p, 1);
+}
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(btf_migrate, struct task_struct *p, int dest_cpu)
+{
+	return on_migrate(p, dest_cpu);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(btf_fork, struct task_struct *parent, struct task_struct *child)
+{
+	return on_fork(parent, child);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(btf_exit, struct task_struct *p)
+{
+	return on_exit(p);
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(btf_rename, struct task_struct *p, const char *comm)
+{
+	return on_rename(p, comm);
+}
+
+/* raw_tp variants: same bodies, loaded where tp_btf does not */
+SEC("raw_tp/sched_switch")
+int BPF_PROG(raw_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(preempt, prev, next);
+}
+
+SEC("raw_tp/sched_wakeup")
+int BPF_PROG(raw_wakeup, struct task_struct *p)
+{
+	return on_wakeup(p, 0);
+}
+
+SEC("raw_tp/sched_wakeup_new")
+int BPF_PROG(raw_wakeup_new, struct task_struct *p)
+{
+	return on_wakeup(p, 1);
+}
+
+SEC("raw_tp/sched_migrate_task")
+int BPF_PROG(raw_migrate, struct task_struct *p, int dest_cpu)
+{
+	return on_migrate(p, dest_cpu);
+}
+
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(raw_fork, struct task_struct *parent, struct task_struct *child)
+{
+	return on_fork(parent, child);
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(raw_exit, struct task_struct *p)
+{
+	return on_exit(p);
+}
+
+SEC("raw_tp/task_rename")
+int BPF_PROG(raw_rename, struct task_struct *p, const char *comm)
+{
+	return on_rename(p, comm);
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* task_struct fields that were renamed or moved across kernels */
+#ifndef STEPBLAME_TASK_BPF_H
+#define STEPBLAME_TASK_BPF_H
+
+/* before 5.14 the state was a long named "state" */
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+/* since 5.16 x86 keeps the CPU in task_struct, older kernels in thread_info */
+struct task_struct___cpu {
+	unsigned int cpu;
+} __attribute__((preserve_access_index));
+
+#define SB_TASK_FREEZABLE 0x2000
+
+static __always_inline __u32 task_state(struct task_struct *t)
+{
+	__u32 st;
+
+	if (bpf_core_field_exists(t->__state))
+		st = BPF_CORE_READ(t, __state);
+	else
+		st = BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+	/* TASK_FREEZABLE rides along with sleeping states; it says nothing of them */
+	return st & ~SB_TASK_FREEZABLE;
+}
+
+static __always_inline __u32 task_cpu(struct task_struct *t)
+{
+	struct task_struct___cpu *tc = (void *)t;
+
+	if (bpf_core_field_exists(tc->cpu))
+		return BPF_CORE_READ(tc, cpu);
+	return BPF_CORE_READ(t, thread_info.cpu);
+}
+
+#endif

@@ -1,0 +1,494 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Real attach to a child whose behaviour is known exactly (tests/progs/sbwork),
+ * asserting on the counts the probes record. Root only.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "test.h"
+#include "collect.h"
+#include "util.h"
+
+struct cap {
+	struct collect_opts o;
+	struct collect_result res;
+	int rc;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool ready;
+	struct sb_hdr **recs;
+	size_t n, cap;
+};
+
+static int mem_sink(void *ctx, const struct sb_hdr *r)
+{
+	struct cap *c = ctx;
+
+	if (c->n == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 4096;
+		c->recs = realloc(c->recs, c->cap * sizeof(*c->recs));
+		if (!c->recs)
+			abort();
+	}
+	c->recs[c->n] = malloc(r->size);
+	memcpy(c->recs[c->n], r, r->size);
+	c->n++;
+	return 0;
+}
+
+static void on_ready(void *ctx)
+{
+	struct cap *c = ctx;
+
+	pthread_mutex_lock(&c->mu);
+	c->ready = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void *cap_thread(void *arg)
+{
+	struct cap *c = arg;
+
+	c->rc = collect_run(&c->o, mem_sink, c, &c->res);
+	on_ready(c); /* also wakes the waiter when the capture failed to start */
+	return NULL;
+}
+
+static const char *prog_path(void)
+{
+	static char path[512];
+	const char *b = getenv("BUILD");
+
+	snprintf(path, sizeof(path), "%s/tests/progs/sbwork", b ? b : "build");
+	return path;
+}
+
+/* start sbwork with args; it waits for a byte on *go_fd */
+static pid_t spawn_work(char *const args[], int *go_fd)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		char *argv[32] = { (char *)prog_path() };
+		int i;
+
+		for (i = 0; args[i] && i < 30; i++)
+			argv[i + 1] = args[i];
+		argv[i + 1] = NULL;
+		dup2(p[0], 0);
+		close(p[0]);
+		close(p[1]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[0]);
+	*go_fd = p[1];
+	return pid;
+}
+
+static void free_cap(struct cap *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		free(c->recs[i]);
+	free(c->recs);
+	free(c);
+}
+
+/*
+ * Trace sbwork running args until it exits. before_go runs after attach and
+ * before the go byte (to start a competitor).
+ */
+static struct cap *trace_work(char *const args[], uint64_t alloc_min_ns, pid_t *child)
+{
+	struct cap *c = calloc(1, sizeof(*c));
+	pthread_t t;
+	int go, status;
+	pid_t pid;
+
+	if (access(prog_path(), X_OK)) {
+		free(c);
+		return NULL;
+	}
+	pid = spawn_work(args, &go);
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	c->o.probe.pid = pid;
+	c->o.probe.ring_bytes = 16 << 20;
+	c->o.probe.wake_bytes = 64 << 10;
+	c->o.probe.alloc_min_ns = alloc_min_ns;
+	c->o.duration_ns = 30000000000ll;
+	c->o.agent_cpu = -2;
+	c->o.quiet = true;
+	c->o.no_gpu = true;
+	c->o.on_ready = on_ready;
+	c->o.on_ready_ctx = c;
+	collect_stop = 0;
+	pthread_create(&t, NULL, cap_thread, c);
+	pthread_mutex_lock(&c->mu);
+	while (!c->ready)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+	if (child)
+		*child = pid;
+	if (write(go, "g", 1) != 1)
+		kill(pid, SIGKILL);
+	close(go);
+	waitpid(pid, &status, 0);
+	pthread_join(t, NULL);
+	return c;
+}
+
+/* the tid of the thread renamed to name */
+static uint32_t tid_named(struct cap *c, const char *name)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_rename *r = (const void *)c->recs[i];
+
+		if (r->h.type == SB_EV_RENAME && !strcmp(r->newcomm, name))
+			return r->h.tid;
+	}
+	return 0;
+}
+
+static size_t count_type(struct cap *c, unsigned type, uint32_t tid)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->n; i++)
+		if (c->recs[i]->type == type && (!tid || c->recs[i]->tid == tid))
+			n++;
+	return n;
+}
+
+#define TRACE_OR_SKIP(c, ...) \
+	do { \
+		NEED_BPF(); \
+		char *args_[] = { __VA_ARGS__, NULL }; \
+		c = trace_work(args_, alloc_min, NULL); \
+		REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path()); \
+		REQUIRE(c->rc == 0, "capture failed to start"); \
+	} while (0)
+
+static void t_malloc_exact(void)
+{
+	uint64_t alloc_min = 0; /* every call becomes an event */
+	struct cap *c;
+	size_t mallocs = 0, frees = 0;
+	bool seen[50] = {};
+
+	TRACE_OR_SKIP(c, "malloc", "50");
+	uint32_t tid = tid_named(c, "sbw-main");
+
+	REQUIRE(tid, "no rename to sbw-main seen");
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_alloc *a = (const void *)c->recs[i];
+
+		if (a->h.type != SB_EV_ALLOC || a->h.tid != tid)
+			continue;
+		if (a->fn == SB_FN_MALLOC && a->size >= 100000 && a->size < 100050) {
+			CHECK(!seen[a->size - 100000], "size %llu seen twice", a->size);
+			seen[a->size - 100000] = true;
+			CHECK(a->start_ns <= a->h.ts, "latency negative");
+			CHECK(a->ptr != 0, "malloc returned NULL?");
+			mallocs++;
+		}
+		if (a->fn == SB_FN_FREE)
+			frees++;
+	}
+	CHECK(mallocs == 50, "saw %zu of 50 mallocs", mallocs);
+	CHECK(frees >= 50, "saw %zu frees, want >= 50", frees);
+	CHECK(c->res.end_reason == SBT_END_TARGET_EXIT, "capture ended with %d, not target exit",
+	      c->res.end_reason);
+	free_cap(c);
+}
+
+static void t_malloc_fast_counted(void)
+{
+	uint64_t alloc_min = 1000000000; /* nothing is slow: everything is only counted */
+	struct cap *c;
+	uint64_t calls = 0, frees = 0;
+
+	TRACE_OR_SKIP(c, "malloc", "40");
+	uint32_t tid = tid_named(c, "sbw-main");
+
+	REQUIRE(tid, "no rename to sbw-main seen");
+	CHECK(count_type(c, SB_EV_ALLOC, tid) == 0, "slow events despite a 1 s threshold");
+	/* stats are cumulative snapshots: the last one of the thread counts */
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_alloc_stats *s = (const void *)c->recs[i];
+
+		if (s->h.type == SB_REC_ALLOC_STATS && s->h.tid == tid) {
+			calls = s->calls[SB_FN_MALLOC];
+			frees = s->calls[SB_FN_FREE];
+		}
+	}
+	CHECK(calls == 40, "thread counted %llu mallocs, want 40", (unsigned long long)calls);
+	/* glibc frees a few of its own blocks (tcache, dtv) when the thread exits */
+	CHECK(frees >= 40 && frees <= 48, "thread counted %llu frees, want 40..48",
+	      (unsigned long long)frees);
+	free_cap(c);
+}
+
+static void t_migrations(void)
+{
+	uint64_t alloc_min = 10000;
+	struct cap *c;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP("needs two CPUs");
+	TRACE_OR_SKIP(c, "migrate", "20");
+	uint32_t tid = tid_named(c, "sbw-main");
+	size_t n = 0;
+
+	REQUIRE(tid, "no rename to sbw-main seen");
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_migrate *m = (const void *)c->recs[i];
+
+		if (m->h.type == SB_EV_MIGRATE && m->h.tid == tid) {
+			CHECK(m->orig_cpu != m->dest_cpu, "migration to the same CPU");
+			n++;
+		}
+	}
+	/* 20 forced moves; the first pin and the load balancer may add a few */
+	CHECK(n >= 20 && n <= 24, "saw %zu migrations, want 20..24", n);
+	free_cap(c);
+}
+
+static void t_faults_and_mmap(void)
+{
+	uint64_t alloc_min = 10000;
+	long pg = sysconf(_SC_PAGESIZE);
+	struct cap *c;
+	uint64_t base = 0;
+	size_t faults = 0, maps = 0, unmaps = 0;
+
+	TRACE_OR_SKIP(c, "faults", "200", "mmap", "30");
+	uint32_t tid = tid_named(c, "sbw-main");
+
+	REQUIRE(tid, "no rename to sbw-main seen");
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_mmsys *m = (const void *)c->recs[i];
+
+		if (m->h.type != SB_EV_MMSYS || m->h.tid != tid)
+			continue;
+		CHECK(m->start_ns <= m->h.ts, "mm call ends before it starts");
+		if (m->call == SB_SYS_MMAP && m->len == (uint64_t)(200 * pg))
+			base = m->ret;
+		if (m->call == SB_SYS_MMAP && m->len == (uint64_t)(3 * pg))
+			maps++;
+		if (m->call == SB_SYS_MUNMAP && m->len == (uint64_t)(3 * pg))
+			unmaps++;
+	}
+	REQUIRE(base, "the 200-page mmap was not seen");
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_fault *f = (const void *)c->recs[i];
+
+		if (f->h.type == SB_EV_FAULT && f->h.tid == tid && f->addr >= base &&
+		    f->addr < base + 200 * pg)
+			faults++;
+	}
+	CHECK(faults == 200, "saw %zu faults in the fresh mapping, want 200", faults);
+	CHECK(maps == 30 && unmaps == 30, "saw %zu mmap / %zu munmap, want 30 / 30", maps, unmaps);
+	free_cap(c);
+}
+
+static void t_sleep_steps_thread(void)
+{
+	uint64_t alloc_min = 0;
+	struct cap *c;
+	uint64_t want_step = 1000;
+	size_t steps = 0, late_allocs = 0;
+	bool slept = false, created = false, exited = false;
+
+	TRACE_OR_SKIP(c, "steps", "5", "sleep", "50", "thread", "1");
+	uint32_t tid = tid_named(c, "sbw-main"), late = tid_named(c, "sbw-late");
+
+	REQUIRE(tid && late, "renames not seen (main %u, late %u)", tid, late);
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_hdr *h = c->recs[i];
+
+		if (h->type == SB_EV_STEP && h->tid == tid) {
+			const struct sb_step *s = (const void *)h;
+
+			CHECK(s->step == want_step, "step %llu, want %llu", s->step,
+			      (unsigned long long)want_step);
+			CHECK(s->source == SB_STEP_USDT, "step source %u", s->source);
+			want_step++;
+			steps++;
+		}
+		if (h->type == SB_EV_SWITCH_OUT && h->tid == tid &&
+		    ((const struct sb_switch_out *)h)->state == SB_STATE_SLEEP) {
+			/* the 50 ms sleep: the next switch-in of the thread is >= 50 ms later */
+			for (size_t j = i + 1; j < c->n; j++)
+				if (c->recs[j]->type == SB_EV_SWITCH_IN && c->recs[j]->tid == tid) {
+					if (c->recs[j]->ts - h->ts >= 50000000)
+						slept = true;
+					break;
+				}
+		}
+		if (h->type == SB_EV_THREAD_NEW && h->tid == late)
+			created = ((const struct sb_thread *)h)->parent_tid == tid;
+		if (h->type == SB_EV_THREAD_EXIT && h->tid == late)
+			exited = true;
+		if (h->type == SB_EV_ALLOC && h->tid == late &&
+		    ((const struct sb_alloc *)h)->size == 77777)
+			late_allocs++;
+	}
+	CHECK(steps == 5, "saw %zu of 5 steps", steps);
+	CHECK(slept, "no interruptible sleep of >= 50 ms on sbw-main");
+	CHECK(created, "thread creation of sbw-late (parent sbw-main) not seen");
+	CHECK(exited, "exit of sbw-late not seen");
+	CHECK(late_allocs == 7, "thread created after attach: %zu of 7 mallocs seen", late_allocs);
+	free_cap(c);
+}
+
+/* a CPU-bound competitor pinned to the same CPU shows up as the task that ran */
+static void t_preemption_culprit(void)
+{
+	uint64_t alloc_min = 10000;
+	struct cap *c = NULL;
+	pid_t hog;
+	bool slice = false, out = false, in = false;
+
+	NEED_BPF();
+	hog = fork();
+	if (hog == 0) {
+		cpu_set_t one;
+		uint64_t end = mono_ns() + 3000000000ull;
+
+		prctl(PR_SET_NAME, "sbw-hog");
+		CPU_ZERO(&one);
+		CPU_SET(0, &one);
+		sched_setaffinity(0, sizeof(one), &one);
+		while (mono_ns() < end)
+			;
+		_exit(0);
+	}
+	{
+		char *args[] = { "pin", "0", "spin", "400", NULL };
+
+		c = trace_work(args, alloc_min, NULL);
+	}
+	kill(hog, SIGKILL);
+	waitpid(hog, NULL, 0);
+	REQUIRE(c && c->rc == 0, "capture failed");
+	uint32_t tid = tid_named(c, "sbw-main");
+
+	REQUIRE(tid, "no rename to sbw-main seen");
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_hdr *h = c->recs[i];
+
+		if (h->type == SB_EV_RUNSLICE && h->pid == (uint32_t)hog) {
+			const struct sb_runslice *r = (const void *)h;
+
+			CHECK(!strcmp(r->comm, "sbw-hog"), "hog slice with comm '%s'", r->comm);
+			CHECK(r->h.cpu == 0, "hog slice on CPU %u", r->h.cpu);
+			CHECK(r->start_ns < r->h.ts, "empty slice");
+			slice = true;
+		}
+		if (h->type == SB_EV_SWITCH_OUT && h->tid == tid) {
+			const struct sb_switch_out *o = (const void *)h;
+
+			if (o->state == SB_STATE_RUNNABLE && o->next_pid == (uint32_t)hog)
+				out = true;
+		}
+		if (h->type == SB_EV_SWITCH_IN && h->tid == tid) {
+			const struct sb_switch_in *s = (const void *)h;
+
+			if (s->prev_pid == (uint32_t)hog && s->wait_ns > 0 &&
+			    s->wait_reason == SB_WAIT_PREEMPTED)
+				in = true;
+		}
+	}
+	CHECK(slice, "no runslice of the hog (pid %d) while sbw-main waited", (int)hog);
+	CHECK(out, "sbw-main never preempted by the hog");
+	CHECK(in, "no switch-in after waiting behind the hog");
+	free_cap(c);
+}
+
+/* tracefs is not needed: capture in a mount namespace where it is not mounted */
+static void t_without_tracefs(void)
+{
+	int status;
+	pid_t pid;
+
+	NEED_BPF();
+	pid = fork();
+	if (pid == 0) {
+		uint64_t alloc_min = 10000;
+		char *args[] = { "steps", "3", "faults", "10", NULL };
+		struct cap *c;
+		struct stat st;
+
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+			_exit(10);
+		umount2("/sys/kernel/debug/tracing", MNT_DETACH);
+		umount2("/sys/kernel/tracing", MNT_DETACH);
+		if (!stat("/sys/kernel/tracing/events", &st))
+			_exit(11);
+		c = trace_work(args, alloc_min, NULL);
+		if (!c || c->rc)
+			_exit(12);
+		if (count_type(c, SB_EV_STEP, 0) != 3)
+			_exit(13);
+		if (count_type(c, SB_EV_FAULT, 0) < 10)
+			_exit(14);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status), "child died");
+	switch (WEXITSTATUS(status)) {
+	case 0: break;
+	case 10: CHECK(0, "cannot make a private mount namespace"); break;
+	case 11: CHECK(0, "tracefs still mounted after umount"); break;
+	case 12: CHECK(0, "capture failed without tracefs"); break;
+	case 13: CHECK(0, "steps missing without tracefs"); break;
+	case 14: CHECK(0, "faults missing without tracefs"); break;
+	default: CHECK(0, "child exit %d", WEXITSTATUS(status));
+	}
+}
+
+static void t_errors(void)
+{
+	struct collect_opts o = { .agent_cpu = -2, .quiet = true };
+	struct collect_result res;
+	int rc;
+
+	NEED_BPF();
+	o.probe.pid = 0x3ffffff0; /* no such PID */
+	o.probe.ring_bytes = 1 << 20;
+	collect_stop = 0;
+	rc = collect_run(&o, mem_sink, NULL, &res);
+	CHECK(rc != 0, "capture of a missing PID did not fail");
+	o.probe.pid = 2; /* kthreadd */
+	rc = collect_run(&o, mem_sink, NULL, &res);
+	CHECK(rc != 0, "capture of a kernel thread did not fail");
+}
+
+int main(void)
+{
+	/* the probes are the subject: keep test output free of libbpf chatter */
+	RUN(t_malloc_exact);
+	RUN(t_malloc_fast_counted);
+	RUN(t_migrations);
+	RUN(t_faults_and_mmap);
+	RUN(t_sleep_steps_thread);
+	RUN(t_preemption_culprit);
+	RUN(t_without_tracefs);
+	RUN(t_errors);
+	return test_summary();
+}

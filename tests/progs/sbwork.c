@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * A process whose behaviour the probe tests know exactly. It waits for one
+ * byte on stdin (the tracer is attached by then), does what its arguments
+ * say on a thread named "sbw-main", and exits. Every action is bracketed so
+ * the test can find it: sizes, counts and names are distinctive.
+ *
+ *   sbwork malloc N         N malloc(100000+i) + free on sbw-main
+ *   sbwork migrate M        M forced moves between the first two allowed CPUs
+ *   sbwork faults P         touch P fresh pages (one fault each)
+ *   sbwork sleep MS         one nanosleep of MS milliseconds
+ *   sbwork mmap K           K mmap + munmap pairs of 3 pages
+ *   sbwork steps S          S USDT stepblame:step marks, numbered 1000..
+ *   sbwork thread 1         create thread "sbw-late" that does 7 malloc(77777)
+ *   sbwork spin MS          spin on the CPU for MS milliseconds (pinned to CPU 0 with "pin 0")
+ *   sbwork pin CPU          pin sbw-main to CPU first
+ *   sbwork ioread MS        (unused placeholder kept out)
+ * Arguments are processed in order; several may be given.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/sdt.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile uintptr_t sink;
+
+static void *late_thread(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "sbw-late");
+	for (int i = 0; i < 7; i++) {
+		void *p = malloc(77777);
+
+		sink += (uintptr_t)p;
+		free(p);
+	}
+	return NULL;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000ull + ts.tv_nsec / 1000000;
+}
+
+static void *work(void *arg)
+{
+	char **argv = arg;
+
+	prctl(PR_SET_NAME, "sbw-main");
+	for (int i = 0; argv[i] && argv[i + 1]; i += 2) {
+		const char *what = argv[i];
+		long n = atol(argv[i + 1]);
+
+		if (!strcmp(what, "malloc")) {
+			for (long k = 0; k < n; k++) {
+				void *p = malloc(100000 + k);
+
+				sink += (uintptr_t)p;
+				free(p);
+			}
+		} else if (!strcmp(what, "migrate")) {
+			cpu_set_t all, one;
+			int cpus[2], nc = 0;
+
+			sched_getaffinity(0, sizeof(all), &all);
+			for (int c = 0; c < CPU_SETSIZE && nc < 2; c++)
+				if (CPU_ISSET(c, &all))
+					cpus[nc++] = c;
+			if (nc < 2) {
+				fprintf(stderr, "sbwork: migrate needs two CPUs\n");
+				exit(3);
+			}
+			/* start on the first CPU so every setaffinity below is a real move */
+			CPU_ZERO(&one);
+			CPU_SET(cpus[0], &one);
+			sched_setaffinity(0, sizeof(one), &one);
+			usleep(20000);
+			for (long k = 0; k < n; k++) {
+				CPU_ZERO(&one);
+				CPU_SET(cpus[(k + 1) % 2], &one);
+				sched_setaffinity(0, sizeof(one), &one);
+			}
+			sched_setaffinity(0, sizeof(all), &all);
+		} else if (!strcmp(what, "faults")) {
+			long pg = sysconf(_SC_PAGESIZE);
+			char *m = mmap(NULL, n * pg, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+			if (m == MAP_FAILED)
+				exit(4);
+			madvise(m, n * pg, MADV_NOHUGEPAGE);
+			for (long k = 0; k < n; k++)
+				m[k * pg] = 1;
+			munmap(m, n * pg);
+		} else if (!strcmp(what, "sleep")) {
+			struct timespec ts = { n / 1000, (n % 1000) * 1000000 };
+
+			nanosleep(&ts, NULL);
+		} else if (!strcmp(what, "mmap")) {
+			long pg = sysconf(_SC_PAGESIZE);
+
+			for (long k = 0; k < n; k++) {
+				void *m = mmap(NULL, 3 * pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+					       -1, 0);
+
+				if (m == MAP_FAILED)
+					exit(5);
+				munmap(m, 3 * pg);
+			}
+		} else if (!strcmp(what, "steps")) {
+			for (long k = 0; k < n; k++) {
+				uint64_t step = 1000 + k;
+
+				STAP_PROBE1(stepblame, step, step);
+			}
+		} else if (!strcmp(what, "thread")) {
+			pthread_t t;
+
+			pthread_create(&t, NULL, late_thread, NULL);
+			pthread_join(t, NULL);
+		} else if (!strcmp(what, "pin")) {
+			cpu_set_t one;
+
+			CPU_ZERO(&one);
+			CPU_SET(n, &one);
+			sched_setaffinity(0, sizeof(one), &one);
+		} else if (!strcmp(what, "spin")) {
+			uint64_t end = now_ms() + n;
+
+			while (now_ms() < end)
+				sink++;
+		} else {
+			fprintf(stderr, "sbwork: unknown action %s\n", what);
+			exit(2);
+		}
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	pthread_t t;
+	char go;
+
+	(void)argc;
+	/* the tracer writes one byte when it is attached */
+	if (read(0, &go, 1) != 1)
+		return 1;
+	pthread_create(&t, NULL, work, argv + 1);
+	pthread_join(t, NULL);
+	return 0;
+}

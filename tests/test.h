@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * A tiny test harness. Each test binary runs its cases and prints one line per
+ * case: "PASS name", "FAIL name: why" or "SKIP name: why"; tests/run counts them.
+ *
+ *   static void t_roundtrip(void) { CHECK(x == 1, "x is %d", x); }
+ *   int main(void) { RUN(t_roundtrip); return test_summary(); }
+ */
+#ifndef STEPBLAME_TEST_H
+#define STEPBLAME_TEST_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int test_failed_now, test_skipped_now, test_fails, test_passes, test_skips;
+static char test_msg[512];
+
+static inline void test_fail(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (test_failed_now)
+		return;
+	test_failed_now = 1;
+	n = snprintf(test_msg, sizeof(test_msg), "%s:%d: ", file, line);
+	va_start(ap, fmt);
+	vsnprintf(test_msg + n, sizeof(test_msg) - n, fmt, ap);
+	va_end(ap);
+}
+
+static inline void test_skip(const char *fmt, ...)
+{
+	va_list ap;
+
+	test_skipped_now = 1;
+	va_start(ap, fmt);
+	vsnprintf(test_msg, sizeof(test_msg), fmt, ap);
+	va_end(ap);
+}
+
+/* CHECK records the first failure of a case and lets it go on; REQUIRE returns */
+#define CHECK(cond, ...) \
+	do { if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__); } while (0)
+#define REQUIRE(cond, ...) \
+	do { if (!(cond)) { test_fail(__FILE__, __LINE__, __VA_ARGS__); return; } } while (0)
+#define SKIP(...) do { test_skip(__VA_ARGS__); return; } while (0)
+
+#define RUN(fn) test_run(#fn, fn)
+
+static inline void test_run(const char *name, void (*fn)(void))
+{
+	if (!strncmp(name, "t_", 2))
+		name += 2;
+	test_failed_now = test_skipped_now = 0;
+	test_msg[0] = 0;
+	fn();
+	if (test_failed_now) {
+		printf("FAIL %s: %s\n", name, test_msg);
+		test_fails++;
+	} else if (test_skipped_now) {
+		printf("SKIP %s: %s\n", name, test_msg);
+		test_skips++;
+	} else {
+		printf("PASS %s\n", name);
+		test_passes++;
+	}
+	fflush(stdout);
+}
+
+static inline int test_summary(void)
+{
+	return test_fails ? 1 : 0;
+}
+
+/* BPF tests need root; with STEPBLAME_REQUIRE_BPF set, missing it is a failure */
+static inline int test_bpf_unavailable(char *why, size_t len)
+{
+	if (geteuid() != 0) {
+		snprintf(why, len, "needs root for BPF (run: sudo make test)");
+		return 1;
+	}
+	return 0;
+}
+
+#define NEED_BPF() \
+	do { \
+		char why_[128]; \
+		if (test_bpf_unavailable(why_, sizeof(why_))) { \
+			if (getenv("STEPBLAME_REQUIRE_BPF")) \
+				REQUIRE(0, "STEPBLAME_REQUIRE_BPF is set but %s", why_); \
+			SKIP("%s", why_); \
+		} \
+	} while (0)
+
+#endif

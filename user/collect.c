@@ -1,0 +1,549 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The capture loop. The hot path is the ring-buffer callback: it hands each
+ * record to the sink as it lies in the ring (no copy, no allocation). The
+ * kernel wakes us only past a fill threshold; the loop also polls on a tick,
+ * which is when the GPU channel is drained, the collector's heartbeat is
+ * refreshed, and counters are read.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+#include "channel.h"
+#include "collect.h"
+#include "target.h"
+#include "util.h"
+
+volatile sig_atomic_t collect_stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	collect_stop = 1;
+}
+
+void collect_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+struct capture {
+	const struct collect_opts *o;
+	sink_fn sink;
+	void *ctx;
+	int sink_err;
+	uint64_t records;
+	struct probes *probes;
+	struct sbc_reader *chan;
+	uint64_t last_drops_total;
+	/* one buffer for every record the agent builds itself */
+	union {
+		struct sb_hdr h;
+		char bytes[SBT_MAX_RECORD + 8];
+	} buf;
+};
+
+static int put(struct capture *c, const struct sb_hdr *rec)
+{
+	int err;
+
+	if (c->sink_err)
+		return c->sink_err;
+	err = c->sink(c->ctx, rec);
+	if (err)
+		c->sink_err = err;
+	else
+		c->records++;
+	return err;
+}
+
+static int put_text(struct capture *c, uint16_t type, uint32_t id, uint32_t pid, uint32_t tid,
+		    const char *text, size_t len)
+{
+	struct sb_text *t = (struct sb_text *)c->buf.bytes;
+	size_t max = SBT_MAX_RECORD - sizeof(*t);
+	size_t size;
+
+	if (len > max)
+		len = max;
+	size = (sizeof(*t) + len + 7) & ~(size_t)7;
+	memset(t, 0, size);
+	t->h.type = type;
+	t->h.size = size;
+	t->h.pid = pid;
+	t->h.tid = tid;
+	t->h.ts = mono_ns();
+	t->len = len;
+	t->id = id;
+	memcpy(t->text, text, len);
+	return put(c, &t->h);
+}
+
+static int ring_cb(void *ctx, void *data, size_t size)
+{
+	struct capture *c = ctx;
+	const struct sb_hdr *h = data;
+
+	if (size < sizeof(*h) || h->size > size)
+		return 0;
+	return put(c, h) ? -ECANCELED : 0;
+}
+
+static int chan_cb(void *ctx, const struct sb_hdr *rec)
+{
+	return put(ctx, rec) ? -ECANCELED : 0;
+}
+
+static void alloc_stats_cb(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+			   const uint64_t ns[SB_FN_MAX])
+{
+	struct capture *c = ctx;
+	struct sb_alloc_stats *s = (struct sb_alloc_stats *)c->buf.bytes;
+
+	memset(s, 0, sizeof(*s));
+	s->h.type = SB_REC_ALLOC_STATS;
+	s->h.size = sizeof(*s);
+	s->h.pid = c->o->probe.pid;
+	s->h.tid = tid;
+	s->h.ts = mono_ns();
+	memcpy(s->calls, calls, sizeof(s->calls));
+	memcpy(s->ns, ns, sizeof(s->ns));
+	put(c, &s->h);
+}
+
+static uint64_t put_drops(struct capture *c)
+{
+	struct sb_drops *d = (struct sb_drops *)c->buf.bytes;
+	uint64_t total = 0, ring = 0, strings = 0, source = 0;
+
+	memset(d, 0, sizeof(*d));
+	d->h.type = SB_REC_DROPS;
+	d->h.size = sizeof(*d);
+	d->h.pid = c->o->probe.pid;
+	d->h.ts = mono_ns();
+	probes_drops(c->probes, d->ring, &d->wait_overflow);
+	if (c->chan)
+		sbc_counters(c->chan, &ring, &strings, &source);
+	d->gpu_channel = ring + strings;
+	d->gpu_source = source;
+	for (int i = 0; i <= SB_EV_KERNEL_MAX; i++)
+		total += d->ring[i];
+	total += d->gpu_channel + d->gpu_source + d->wait_overflow;
+	put(c, &d->h);
+	c->last_drops_total = total;
+	return total;
+}
+
+static int put_thread(void *ctx, pid_t tid)
+{
+	struct capture *c = ctx;
+	char comm[64];
+
+	thread_comm(c->o->probe.pid, tid, comm, sizeof(comm));
+	put_text(c, SB_REC_THREAD, 0, c->o->probe.pid, tid, comm, strlen(comm));
+	return 0;
+}
+
+static void put_preamble(struct capture *c)
+{
+	static char text[8192];
+	uid_t uid;
+	size_t n;
+	int ncpus = libbpf_num_possible_cpus();
+
+	n = host_facts(text, sizeof(text));
+	put_text(c, SB_REC_HOST, 0, 0, 0, text, n);
+	for (int cpu = 0; cpu < ncpus; cpu++) {
+		struct sb_cpu r = {
+			.h = { .type = SB_REC_CPU, .size = sizeof(r), .cpu = cpu, .ts = mono_ns() },
+			.node = cpu_node(cpu),
+			.online = cpu_online(cpu),
+		};
+		put(c, &r.h);
+	}
+	n = target_facts(c->o->probe.pid, text, sizeof(text), &uid);
+	put_text(c, SB_REC_TARGET, 0, c->o->probe.pid, c->o->probe.pid, text, n);
+	target_threads(c->o->probe.pid, put_thread, c);
+}
+
+static void put_probe_status(struct capture *c)
+{
+	const struct probe_status *st;
+	int n = probes_status(c->probes, &st);
+	char line[256];
+
+	for (int i = 0; i < n; i++) {
+		int len = snprintf(line, sizeof(line), "%s %s", st[i].name, st[i].detail);
+
+		put_text(c, SB_REC_PROBE, st[i].attached, c->o->probe.pid, 0, line,
+			 len < (int)sizeof(line) ? (size_t)len : sizeof(line) - 1);
+	}
+}
+
+static void note(struct capture *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void note(struct capture *c, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n >= (int)sizeof(line))
+		n = sizeof(line) - 1;
+	put_text(c, SB_REC_NOTE, 0, c->o->probe.pid, 0, line, n);
+	if (!c->o->quiet)
+		fprintf(stderr, "stepblame: %s\n", line);
+}
+
+static void try_channel(struct capture *c, bool first)
+{
+	char err[256];
+
+	if (c->chan || c->o->no_gpu)
+		return;
+	c->chan = sbc_attach(c->o->probe.pid, err, sizeof(err));
+	if (!c->chan) {
+		if (first && errno != ENOENT)
+			note(c, "GPU channel refused: %s", err);
+		return;
+	}
+	sbc_set_enabled(c->chan, true);
+	note(c, "GPU timeline: reading the %s channel of PID %d", sbc_producer_name(c->chan),
+	     (int)c->o->probe.pid);
+}
+
+static void pin_agent(const struct collect_opts *o, bool quiet)
+{
+	int cpu = o->agent_cpu;
+	cpu_set_t set;
+
+	if (cpu == -2)
+		return;
+	if (cpu == -1)
+		cpu = target_free_cpu(o->probe.pid);
+	if (cpu < 0) {
+		if (!quiet)
+			fprintf(stderr, "stepblame: agent not pinned: the target may run on every CPU "
+				"(choose one with --agent-cpu)\n");
+		return;
+	}
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set)) {
+		sb_warn("cannot pin the agent to CPU %d: %s", cpu, strerror(errno));
+		return;
+	}
+	if (!quiet)
+		fprintf(stderr, "stepblame: agent runs on CPU %d%s\n", cpu,
+			o->agent_cpu == -1 ? " (one the target's threads may not use)" : "");
+}
+
+static int pidfd_open_(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return syscall(SYS_pidfd_open, pid, 0);
+#else
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+static bool target_gone(pid_t pid, int pidfd, uint64_t start_ticks)
+{
+	if (pidfd >= 0) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+		if (poll(&p, 1, 0) == 1)
+			return true;
+	}
+	/* without pidfd: gone, a zombie, or the PID reused by another process */
+	return !target_alive(pid) || target_start_time(pid) != start_ticks;
+}
+
+int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
+		struct collect_result *res)
+{
+	struct capture *c = calloc(1, sizeof(*c));
+	struct ring_buffer *rb = NULL;
+	char err[512];
+	uint64_t start, now, last_tick = 0, last_sec, start_ticks;
+	uint64_t tick = o->tick_ns ? o->tick_ns : 100000000ull;
+	int pidfd = -1, ret = 1;
+	pid_t pid = o->probe.pid;
+
+	memset(res, 0, sizeof(*res));
+	if (!c) {
+		sb_err("out of memory");
+		return 1;
+	}
+	c->o = o;
+	c->sink = sink;
+	c->ctx = ctx;
+	if (target_check(pid, err, sizeof(err))) {
+		sb_err("%s", err);
+		goto out;
+	}
+	start_ticks = target_start_time(pid);
+	pin_agent(o, o->quiet);
+	c->probes = probes_open(&o->probe, err, sizeof(err));
+	if (!c->probes) {
+		sb_err("%s", err);
+		goto out;
+	}
+	if (!o->quiet) {
+		const struct probe_status *st;
+		int n = probes_status(c->probes, &st);
+
+		for (int i = 0; i < n; i++)
+			if (!st[i].attached)
+				fprintf(stderr, "stepblame: probe %s not attached: %s\n", st[i].name,
+					st[i].detail);
+	}
+	rb = ring_buffer__new(probes_ring_fd(c->probes), ring_cb, c, NULL);
+	if (!rb) {
+		sb_err("cannot open the ring buffer: %s", strerror(errno));
+		goto out;
+	}
+	pidfd = pidfd_open_(pid);
+	start = mono_ns();
+	res->start_ns = start;
+	put_preamble(c);
+	put_probe_status(c);
+	try_channel(c, true);
+	if (!c->chan && !o->no_gpu)
+		note(c, "no GPU timeline from PID %d (host-only mode): start the trainer with "
+		     "`stepblame run` to load the CUPTI collector", (int)pid);
+	if (o->on_ready)
+		o->on_ready(o->on_ready_ctx);
+	last_sec = start;
+	for (;;) {
+		int n = ring_buffer__poll(rb, (int)(tick / 1000000));
+
+		if (n < 0 && n != -EINTR && !c->sink_err) {
+			sb_err("reading the ring buffer: %s", strerror(-n));
+			res->end_reason = SBT_END_ERROR;
+			break;
+		}
+		if (c->sink_err) {
+			res->end_reason = SBT_END_ERROR;
+			break;
+		}
+		now = mono_ns();
+		if (now - last_tick >= tick) {
+			last_tick = now;
+			if (c->chan) {
+				sbc_heartbeat(c->chan);
+				sbc_drain(c->chan, chan_cb, c);
+			}
+		}
+		if (now - last_sec >= 1000000000ull) {
+			last_sec = now;
+			probes_alloc_stats(c->probes, alloc_stats_cb, c);
+			put_drops(c);
+			probes_rescan(c->probes);
+			try_channel(c, false);
+			if (o->on_second)
+				o->on_second(o->on_second_ctx, now);
+		}
+		if (collect_stop) {
+			res->end_reason = SBT_END_SIGNAL;
+			break;
+		}
+		if (o->duration_ns && now - start >= (uint64_t)o->duration_ns) {
+			res->end_reason = SBT_END_DURATION;
+			break;
+		}
+		if (target_gone(pid, pidfd, start_ticks)) {
+			res->end_reason = SBT_END_TARGET_EXIT;
+			break;
+		}
+	}
+	/* what is already in the ring and the channel still belongs to the capture */
+	if (!c->sink_err)
+		ring_buffer__consume(rb);
+	if (c->chan && !c->sink_err)
+		sbc_drain(c->chan, chan_cb, c);
+	if (!c->sink_err) {
+		probes_alloc_stats(c->probes, alloc_stats_cb, c);
+		if (res->end_reason == SBT_END_TARGET_EXIT)
+			note(c, "the target (PID %d) exited during the capture", (int)pid);
+		put_drops(c);
+	}
+	res->end_ns = mono_ns();
+	res->records = c->records;
+	res->drops_total = c->last_drops_total;
+	res->gpu = c->chan != NULL;
+	res->sink_error = c->sink_err;
+	ret = 0;
+out:
+	if (c->chan)
+		sbc_detach(c->chan);
+	ring_buffer__free(rb);
+	probes_close(c->probes);
+	if (pidfd >= 0)
+		close(pidfd);
+	free(c);
+	return ret;
+}
+
+/* ---- option parsing shared by record, attach, run ---- */
+
+enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AGENT_CPU,
+       OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA };
+
+int collect_parse_common(int argc, char **argv, struct collect_opts *o, const char **out,
+			 const char **json_out, const char *cmd)
+{
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "json", required_argument, NULL, OPT_JSON },
+		{ "alloc-lib", required_argument, NULL, OPT_ALLOC_LIB },
+		{ "alloc-min-ns", required_argument, NULL, OPT_ALLOC_MIN },
+		{ "no-alloc", no_argument, NULL, OPT_NO_ALLOC },
+		{ "no-cuda", no_argument, NULL, OPT_NO_CUDA },
+		{ "step-uprobe", required_argument, NULL, OPT_STEP_UPROBE },
+		{ "agent-cpu", required_argument, NULL, OPT_AGENT_CPU },
+		{ "ring-mb", required_argument, NULL, OPT_RING },
+		{ "no-gpu", no_argument, NULL, OPT_NO_GPU },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	uint64_t v;
+	int64_t d;
+	int ch;
+
+	memset(o, 0, sizeof(*o));
+	o->agent_cpu = -1;
+	o->probe.ring_bytes = 64ull << 20;
+	o->probe.wake_bytes = 256 << 10;
+	o->probe.alloc_min_ns = 10000;
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "+:p:d:o:qvh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'p':
+			if (!parse_u64(optarg, &v) || v == 0 || v > 0x3fffffff) {
+				sb_err("%s: -p wants a process ID, got '%s'", cmd, optarg);
+				return -1;
+			}
+			o->probe.pid = (pid_t)v;
+			break;
+		case 'd':
+			d = parse_duration_ns(optarg);
+			if (d <= 0) {
+				sb_err("%s: -d wants a duration like 30, 30s, 500ms or 2m, got '%s'",
+				       cmd, optarg);
+				return -1;
+			}
+			o->duration_ns = d;
+			break;
+		case 'o':
+			if (!out) {
+				sb_err("%s: -o is not an option of this command", cmd);
+				return -1;
+			}
+			*out = optarg;
+			break;
+		case OPT_JSON:
+			if (!json_out) {
+				sb_err("%s: --json is not an option of this command", cmd);
+				return -1;
+			}
+			*json_out = optarg;
+			break;
+		case OPT_ALLOC_LIB:
+			o->probe.alloc_lib = optarg;
+			break;
+		case OPT_ALLOC_MIN:
+			d = parse_duration_ns(optarg);
+			if (!parse_u64(optarg, &v) && d < 0) {
+				sb_err("%s: --alloc-min-ns wants nanoseconds, got '%s'", cmd, optarg);
+				return -1;
+			}
+			o->probe.alloc_min_ns = parse_u64(optarg, &v) ? v : (uint64_t)d;
+			break;
+		case OPT_NO_ALLOC:
+			o->probe.no_alloc = true;
+			break;
+		case OPT_NO_CUDA:
+			o->probe.no_cuda = true;
+			break;
+		case OPT_STEP_UPROBE:
+			if (!strchr(optarg, ':')) {
+				sb_err("%s: --step-uprobe wants LIB:SYM (e.g. libtrain.so:train_step), "
+				       "got '%s'", cmd, optarg);
+				return -1;
+			}
+			o->probe.step_uprobe = optarg;
+			break;
+		case OPT_AGENT_CPU:
+			if (!strcmp(optarg, "none")) {
+				o->agent_cpu = -2;
+			} else if (!parse_u64(optarg, &v) || v >= CPU_SETSIZE) {
+				sb_err("%s: --agent-cpu wants a CPU number or 'none', got '%s'", cmd,
+				       optarg);
+				return -1;
+			} else {
+				o->agent_cpu = (int)v;
+			}
+			break;
+		case OPT_RING:
+			if (!parse_u64(optarg, &v) || v < 1 || v > 4096 || (v & (v - 1))) {
+				sb_err("%s: --ring-mb wants a power of two from 1 to 4096, got '%s'", cmd,
+				       optarg);
+				return -1;
+			}
+			o->probe.ring_bytes = v << 20;
+			if (o->probe.wake_bytes > o->probe.ring_bytes / 4)
+				o->probe.wake_bytes = o->probe.ring_bytes / 4;
+			break;
+		case OPT_NO_GPU:
+			o->no_gpu = true;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'v':
+			o->probe.verbose = true;
+			break;
+		case 'h':
+			return -2;
+		case ':':
+			sb_err("%s: option '%s' needs a value", cmd, argv[optind - 1]);
+			return -1;
+		case '?':
+		default:
+			if (optopt && optopt < 256)
+				sb_err("%s: unknown option '-%c' (see stepblame %s --help)", cmd, optopt,
+				       cmd);
+			else
+				sb_err("%s: unknown option '%s' (see stepblame %s --help)", cmd,
+				       argv[optind - 1], cmd);
+			return -1;
+		}
+	}
+	return optind;
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * One capture: probes + GPU channel -> a sink (trace file or live engine).
+ * `record` and `attach` (and `demo`, `run`) are thin layers over this.
+ */
+#ifndef STEPBLAME_COLLECT_H
+#define STEPBLAME_COLLECT_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "probes.h"
+#include "trace.h"
+
+/* a sink takes every record in drain order; non-zero stops the capture */
+typedef int (*sink_fn)(void *ctx, const struct sb_hdr *rec);
+
+struct collect_opts {
+	struct probe_opts probe;
+	int64_t duration_ns;         /* 0: until signal or target exit */
+	int agent_cpu;               /* -1: choose; -2: do not pin */
+	bool no_gpu;                 /* do not look for the GPU channel */
+	bool quiet;                  /* no progress lines on stderr */
+	uint64_t tick_ns;            /* how often to poll/heartbeat (default 100 ms) */
+	/* called about once a second (attach's rolling summary); may be NULL */
+	void (*on_second)(void *ctx, uint64_t now);
+	void *on_second_ctx;
+	/* called once the probes are attached and the preamble is out; may be NULL */
+	void (*on_ready)(void *ctx);
+	void *on_ready_ctx;
+};
+
+struct collect_result {
+	enum sbt_end end_reason;
+	uint64_t start_ns, end_ns;
+	uint64_t records;
+	uint64_t drops_total;
+	bool gpu;                    /* a GPU channel was read */
+	int sink_error;              /* what the sink returned, if it stopped us */
+};
+
+extern volatile sig_atomic_t collect_stop;
+
+/* parse the options record and attach share; returns index of first non-option
+ * or -1 after printing a one-line error (usage is the caller's) */
+int collect_parse_common(int argc, char **argv, struct collect_opts *o, const char **out,
+			 const char **json_out, const char *cmd);
+
+/*
+ * Check the target, load probes, pin, then drain into sink until -d expires,
+ * SIGINT/SIGTERM, or the target exits. Host, target and thread records come
+ * first; drops, stats and a final drops record along the way.
+ * 0 on a capture that ran (see res->end_reason), or non-zero exit status after
+ * printing one line.
+ */
+int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
+		struct collect_result *res);
+
+/* install SIGINT/SIGTERM handlers that set collect_stop */
+void collect_signals(void);
+
+#endif

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <stdio.h>
+#include <string.h>
+
+#include "cmds.h"
+
+#define STEPBLAME_VERSION "0.1.0"
+
+static const char usage[] =
+"usage: stepblame COMMAND [ARGS]\n"
+"\n"
+"Per-step blame for training jobs: how long each step took, how long the GPU sat\n"
+"idle, and which host events (preemption, faults, reclaim, allocator, I/O, waits)\n"
+"caused it.\n"
+"\n"
+"  record -p PID [-d SEC] -o FILE        capture to a trace file\n"
+"  report FILE [--format text|json|jsonl|perfetto] [-o OUT]\n"
+"                                        per-step blame from a trace file\n"
+"  attach -p PID [-d SEC] [--json OUT]   live\n"
+"  demo [--scenario NAME]                simulated trainer + injected interference + report\n"
+"  dump FILE [--jsonl]                   raw records, for inspection\n"
+"\n"
+"`stepblame COMMAND --help` tells more. Tracing needs root or CAP_BPF + CAP_PERFMON.\n";
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+	} cmds[] = {
+		{ "record", cmd_record },
+		{ "attach", cmd_attach },
+		{ "report", cmd_report },
+		{ "dump", cmd_dump },
+		{ "demo", cmd_demo },
+	};
+
+	if (argc < 2) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		printf("stepblame %s\n", STEPBLAME_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "stepblame: unknown command '%s' (see stepblame --help)\n", argv[1]);
+	return 2;
+}

@@ -1,0 +1,820 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Load and attach the probe families. Portability comes from probing what
+ * this kernel accepts, not from its version: tp_btf where it loads, raw_tp
+ * otherwise, each program attached on its own so one missing tracepoint costs
+ * one probe, not the capture. Nothing here needs tracefs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "probes.h"
+#include "target.h"
+#include "util.h"
+#include "sched.skel.h"
+#include "mem.skel.h"
+#include "alloc.skel.h"
+#include "marks.skel.h"
+
+#define MAX_LINKS 256
+#define MAX_SEEN 512
+
+enum { SEEN_USDT = 1, SEEN_CUDA = 2, SEEN_ALLOC = 4 };
+
+struct probes {
+	struct probe_opts o;
+	struct sched_bpf *sched;
+	struct mem_bpf *mem;
+	struct alloc_bpf *alloc;
+	struct marks_bpf *marks;
+	struct bpf_link *links[MAX_LINKS];
+	int nlinks;
+	struct probe_status st[PROBES_MAX_STATUS];
+	int nst;
+	const char *sched_variant;
+	int ncpus;
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} seen[MAX_SEEN];
+	int nseen;
+	bool alloc_attached;
+	bool step_uprobe_attached;
+};
+
+static bool verbose_libbpf;
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (!verbose_libbpf && level != LIBBPF_WARN)
+		return 0;
+	if (!verbose_libbpf)
+		return 0; /* failures come back as return codes; we say them in one line */
+	return vfprintf(stderr, fmt, ap);
+}
+
+static void status(struct probes *p, const char *name, bool ok, bool essential,
+		   const char *fmt, ...)
+{
+	struct probe_status *s;
+	va_list ap;
+
+	if (p->nst >= PROBES_MAX_STATUS)
+		return;
+	s = &p->st[p->nst++];
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	s->attached = ok;
+	s->essential = essential;
+	va_start(ap, fmt);
+	vsnprintf(s->detail, sizeof(s->detail), fmt, ap);
+	va_end(ap);
+}
+
+static int keep_link(struct probes *p, struct bpf_link *l)
+{
+	if (!l)
+		return -errno ? -errno : -EINVAL;
+	if (p->nlinks >= MAX_LINKS) {
+		bpf_link__destroy(l);
+		return -E2BIG;
+	}
+	p->links[p->nlinks++] = l;
+	return 0;
+}
+
+/* ---- privileges ---- */
+
+static bool has_cap(const struct __user_cap_data_struct d[2], int cap)
+{
+	return d[cap / 32].effective & (1u << (cap % 32));
+}
+
+int probes_check_privileges(pid_t pid, char *err, size_t errlen)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2] = {};
+	char missing[128] = "";
+
+	if (syscall(SYS_capget, &hdr, d)) {
+		snprintf(err, errlen, "cannot read this process's capabilities: %s", strerror(errno));
+		return -1;
+	}
+	if (has_cap(d, CAP_SYS_ADMIN))
+		return 0;
+	if (!has_cap(d, 39 /* CAP_BPF */))
+		strcat(missing, " CAP_BPF");
+	if (!has_cap(d, 38 /* CAP_PERFMON */))
+		strcat(missing, " CAP_PERFMON");
+	if (missing[0]) {
+		snprintf(err, errlen,
+			 "not allowed: loading BPF probes needs root or CAP_BPF and CAP_PERFMON "
+			 "(missing:%s); run with sudo", missing);
+		return -1;
+	}
+	if (pid > 0) {
+		char path[64];
+		struct stat st;
+
+		snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+		if (!stat(path, &st) && st.st_uid != geteuid() && !has_cap(d, CAP_SYS_PTRACE)) {
+			snprintf(err, errlen,
+				 "not allowed: PID %d belongs to uid %u; reading another user's "
+				 "process needs root or CAP_SYS_PTRACE", (int)pid, (unsigned)st.st_uid);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- ELF: USDT notes ---- */
+
+bool elf_has_usdt(const char *path, const char *provider, const char *name)
+{
+	bool found = false;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	Elf *e;
+	int fd;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return false;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!e || elf_kind(e) != ELF_K_ELF || elf_getshdrstrndx(e, &shstrndx))
+		goto out;
+	while (!found && (scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		const char *sname;
+		Elf_Data *data;
+		GElf_Nhdr nh;
+		size_t off = 0, noff, doff;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		sname = elf_strptr(e, shstrndx, sh.sh_name);
+		if (!sname || strcmp(sname, ".note.stapsdt"))
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (!data)
+			continue;
+		while (!found && (off = gelf_getnote(data, off, &nh, &noff, &doff)) > 0) {
+			const char *desc = (const char *)data->d_buf + doff;
+			size_t addrs = gelf_getclass(e) == ELFCLASS32 ? 12 : 24;
+			const char *prov, *pname;
+
+			if (nh.n_type != 3 || nh.n_descsz <= addrs)
+				continue;
+			prov = desc + addrs;
+			if (!memchr(prov, 0, nh.n_descsz - addrs))
+				continue;
+			pname = prov + strlen(prov) + 1;
+			if (pname >= desc + nh.n_descsz ||
+			    !memchr(pname, 0, desc + nh.n_descsz - pname))
+				continue;
+			found = !strcmp(prov, provider) && !strcmp(pname, name);
+		}
+	}
+out:
+	if (e)
+		elf_end(e);
+	close(fd);
+	return found;
+}
+
+/* ---- the target's mappings ---- */
+
+struct mapping {
+	char path[PATH_MAX];  /* as the target sees it */
+	char open[PATH_MAX];  /* through /proc/PID/root */
+	dev_t dev;
+	ino_t ino;
+};
+
+/* call cb once per distinct file mapped by pid */
+static int for_each_mapped_file(pid_t pid, int (*cb)(void *ctx, const struct mapping *m),
+				void *ctx)
+{
+	char path[64], line[PATH_MAX + 128];
+	struct mapping *m = calloc(1, sizeof(*m));
+	FILE *f;
+	int n = 0;
+
+	if (!m)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f) {
+		free(m);
+		return -errno;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, '/');
+		struct stat st;
+		size_t len;
+
+		if (!p)
+			continue;
+		len = strcspn(p, "\n");
+		p[len] = 0;
+		if (len > 10 && !strcmp(p + len - 10, " (deleted)"))
+			continue;
+		if (!strcmp(p, m->path))
+			continue;
+		snprintf(m->path, sizeof(m->path), "%s", p);
+		snprintf(m->open, sizeof(m->open), "/proc/%d/root%s", (int)pid, p);
+		if (stat(m->open, &st) || !S_ISREG(st.st_mode))
+			continue;
+		m->dev = st.st_dev;
+		m->ino = st.st_ino;
+		n++;
+		if (cb(ctx, m))
+			break;
+	}
+	fclose(f);
+	free(m);
+	return n;
+}
+
+static bool seen_before(struct probes *p, dev_t dev, ino_t ino)
+{
+	for (int i = 0; i < p->nseen; i++)
+		if (p->seen[i].dev == dev && p->seen[i].ino == ino)
+			return true;
+	if (p->nseen < MAX_SEEN) {
+		p->seen[p->nseen].dev = dev;
+		p->seen[p->nseen].ino = ino;
+		p->nseen++;
+	}
+	return false;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+static bool is_libc(const char *path)
+{
+	const char *b = base_name(path);
+
+	return !strncmp(b, "libc.so", 7) || !strncmp(b, "libc-2.", 7) || !strncmp(b, "libc-", 5);
+}
+
+/* ---- allocator ---- */
+
+static const struct {
+	const char *sym;
+	const char *prog;
+} alloc_syms[] = {
+	{ "malloc", "malloc_enter" },
+	{ "calloc", "calloc_enter" },
+	{ "realloc", "realloc_enter" },
+	{ "free", "free_enter" },
+	{ "posix_memalign", "posix_memalign_enter" },
+	{ "aligned_alloc", "aligned_alloc_enter" },
+	{ "memalign", "memalign_enter" },
+};
+
+static void attach_alloc(struct probes *p, const char *open_path, const char *shown)
+{
+	struct bpf_object *obj = p->alloc->obj;
+	struct bpf_program *ret = bpf_object__find_program_by_name(obj, "alloc_return");
+	int ok = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(alloc_syms); i++) {
+		struct bpf_program *prog = bpf_object__find_program_by_name(obj, alloc_syms[i].prog);
+		LIBBPF_OPTS(bpf_uprobe_opts, eo, .func_name = alloc_syms[i].sym);
+		LIBBPF_OPTS(bpf_uprobe_opts, ro, .func_name = alloc_syms[i].sym, .retprobe = true);
+		struct bpf_link *le, *lr;
+		char name[48];
+
+		snprintf(name, sizeof(name), "alloc:%s", alloc_syms[i].sym);
+		le = bpf_program__attach_uprobe_opts(prog, p->o.pid, open_path, 0, &eo);
+		if (!le) {
+			status(p, name, false, false, "%s has no %s", shown, alloc_syms[i].sym);
+			continue;
+		}
+		lr = bpf_program__attach_uprobe_opts(ret, p->o.pid, open_path, 0, &ro);
+		if (!lr) {
+			bpf_link__destroy(le);
+			status(p, name, false, false, "uretprobe failed: %s", strerror(errno));
+			continue;
+		}
+		keep_link(p, le);
+		keep_link(p, lr);
+		status(p, name, true, false, "uprobe %s", shown);
+		ok++;
+	}
+	if (ok)
+		p->alloc_attached = true;
+}
+
+/* ---- CUDA driver ---- */
+
+static const struct {
+	const char *sym;
+	__u32 fn;
+} cuda_syms[] = {
+	{ "cuLaunchKernel", SB_CU_LAUNCH },
+	{ "cuLaunchKernelEx", SB_CU_LAUNCH },
+	{ "cuStreamSynchronize", SB_CU_SYNC },
+	{ "cuCtxSynchronize", SB_CU_SYNC },
+	{ "cuEventSynchronize", SB_CU_SYNC },
+	{ "cuMemAlloc_v2", SB_CU_ALLOC },
+	{ "cuMemAllocAsync", SB_CU_ALLOC },
+	{ "cuMemAllocManaged", SB_CU_ALLOC },
+	{ "cuMemAllocHost_v2", SB_CU_ALLOC },
+	{ "cuMemAllocPitch_v2", SB_CU_ALLOC },
+	{ "cuMemFree_v2", SB_CU_FREE },
+	{ "cuMemFreeAsync", SB_CU_FREE },
+	{ "cuMemFreeHost", SB_CU_FREE },
+	{ "cuMemcpy", SB_CU_MEMCPY },
+	{ "cuMemcpyAsync", SB_CU_MEMCPY },
+	{ "cuMemcpyHtoD_v2", SB_CU_MEMCPY },
+	{ "cuMemcpyDtoH_v2", SB_CU_MEMCPY },
+	{ "cuMemcpyHtoDAsync_v2", SB_CU_MEMCPY },
+	{ "cuMemcpyDtoHAsync_v2", SB_CU_MEMCPY },
+};
+
+const char *probes_cuda_symbol(unsigned idx)
+{
+	return idx < ARRAY_SIZE(cuda_syms) ? cuda_syms[idx].sym : "?";
+}
+
+static void attach_cuda(struct probes *p, const char *open_path, const char *shown)
+{
+	int ok = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cuda_syms); i++) {
+		__u64 cookie = ((__u64)cuda_syms[i].fn << 16) | i;
+		LIBBPF_OPTS(bpf_uprobe_opts, eo, .func_name = cuda_syms[i].sym, .bpf_cookie = cookie);
+		LIBBPF_OPTS(bpf_uprobe_opts, ro, .func_name = cuda_syms[i].sym, .retprobe = true);
+		struct bpf_link *le, *lr;
+
+		le = bpf_program__attach_uprobe_opts(p->marks->progs.cuda_enter, p->o.pid,
+						     open_path, 0, &eo);
+		if (!le)
+			continue;
+		lr = bpf_program__attach_uprobe_opts(p->marks->progs.cuda_return, p->o.pid,
+						     open_path, 0, &ro);
+		if (!lr) {
+			bpf_link__destroy(le);
+			continue;
+		}
+		keep_link(p, le);
+		keep_link(p, lr);
+		ok++;
+	}
+	status(p, "cuda-driver", ok > 0, false, ok ? "%d symbols of %s" : "no symbols in %s",
+	       ok, shown);
+}
+
+/* ---- scanning the mappings ---- */
+
+static int scan_one(void *ctx, const struct mapping *m)
+{
+	struct probes *p = ctx;
+	const char *b = base_name(m->path);
+
+	if (seen_before(p, m->dev, m->ino))
+		return 0;
+	if (elf_has_usdt(m->open, "stepblame", "step")) {
+		struct bpf_link *l = bpf_program__attach_usdt(p->marks->progs.step_usdt, p->o.pid,
+							      m->open, "stepblame", "step", NULL);
+		int err = keep_link(p, l);
+
+		status(p, "usdt:stepblame:step", !err, false,
+		       err ? "%s: %s" : "%s", m->path, err ? strerror(-err) : "");
+	}
+	if (!p->o.no_cuda && !strncmp(b, "libcuda.so", 10))
+		attach_cuda(p, m->open, m->path);
+	if (!p->o.no_alloc && !p->alloc_attached && !p->o.alloc_lib && is_libc(m->path))
+		attach_alloc(p, m->open, m->path);
+	return 0;
+}
+
+int probes_rescan(struct probes *p)
+{
+	return for_each_mapped_file(p->o.pid, scan_one, p);
+}
+
+struct find_lib {
+	const char *want;
+	char found[PATH_MAX];
+};
+
+static int find_lib_cb(void *ctx, const struct mapping *m)
+{
+	struct find_lib *f = ctx;
+	const char *b = base_name(m->path);
+
+	if (!strcmp(m->path, f->want) || !strncmp(b, f->want, strlen(f->want))) {
+		snprintf(f->found, sizeof(f->found), "%s", m->open);
+		return 1;
+	}
+	return 0;
+}
+
+static void attach_step_uprobe(struct probes *p)
+{
+	char spec[PATH_MAX], *colon;
+	struct find_lib f = {};
+	const char *path;
+
+	snprintf(spec, sizeof(spec), "%s", p->o.step_uprobe);
+	colon = strrchr(spec, ':');
+	if (!colon || colon == spec || !colon[1]) {
+		status(p, "step-uprobe", false, true, "expected LIB:SYM, got '%s'", spec);
+		return;
+	}
+	*colon = 0;
+	f.want = spec;
+	for_each_mapped_file(p->o.pid, find_lib_cb, &f);
+	path = f.found[0] ? f.found : spec;
+	LIBBPF_OPTS(bpf_uprobe_opts, o, .func_name = colon + 1);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(p->marks->progs.step_uprobe,
+							     p->o.pid, path, 0, &o);
+	int err = keep_link(p, l);
+
+	status(p, "step-uprobe", !err, true, err ? "%s:%s: %s" : "%s:%s", spec, colon + 1,
+	       err ? strerror(-err) : "");
+	p->step_uprobe_attached = !err;
+}
+
+/* ---- scheduler family: tp_btf, else raw_tp ---- */
+
+static bool tp_exists(const struct btf *vmlinux, const char *tp)
+{
+	char name[128];
+
+	if (!vmlinux)
+		return true; /* cannot tell: let the load decide */
+	snprintf(name, sizeof(name), "btf_trace_%s", tp);
+	return btf__find_by_name_kind(vmlinux, name, BTF_KIND_TYPEDEF) > 0;
+}
+
+static int open_sched(struct probes *p, bool use_btf, const struct btf *vmlinux)
+{
+	struct bpf_program *prog;
+	struct sched_bpf *s = sched_bpf__open();
+	int err;
+
+	if (!s)
+		return -errno;
+	s->rodata->targ_tgid = p->o.pid;
+	s->rodata->wake_bytes = p->o.wake_bytes;
+	bpf_map__set_max_entries(s->maps.events, p->o.ring_bytes);
+	bpf_map__set_max_entries(s->maps.nwait, p->ncpus);
+	bpf_map__set_max_entries(s->maps.cpu_node, p->ncpus);
+	bpf_object__for_each_program(prog, s->obj) {
+		const char *sec = bpf_program__section_name(prog);
+		const char *tp = strchr(sec, '/');
+		bool btf = !strncmp(sec, "tp_btf/", 7);
+
+		bpf_program__set_autoload(prog, btf == use_btf && tp && tp_exists(vmlinux, tp + 1));
+	}
+	err = sched_bpf__load(s);
+	if (err) {
+		sched_bpf__destroy(s);
+		return err;
+	}
+	p->sched = s;
+	return 0;
+}
+
+static int attach_sched(struct probes *p)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, p->sched->obj) {
+		const char *sec = bpf_program__section_name(prog);
+		const char *tp = strchr(sec, '/') + 1;
+		bool essential = !strcmp(tp, "sched_switch");
+		char name[48];
+		int err;
+
+		snprintf(name, sizeof(name), "sched:%s", tp);
+		if (!bpf_program__autoload(prog)) {
+			/* the other variant of a pair; report only if neither loaded */
+			continue;
+		}
+		err = keep_link(p, bpf_program__attach(prog));
+		status(p, name, !err, essential, err ? "%s: %s" : "%s", p->sched_variant,
+		       err ? strerror(-err) : "");
+		if (err && essential)
+			return err;
+	}
+	return 0;
+}
+
+static void fill_cpu_nodes(struct probes *p)
+{
+	int fd = bpf_map__fd(p->sched->maps.cpu_node);
+
+	for (int cpu = 0; cpu < p->ncpus; cpu++) {
+		__u32 key = cpu;
+		__u16 node = cpu_node(cpu);
+
+		bpf_map_update_elem(fd, &key, &node, BPF_ANY);
+	}
+}
+
+/* ---- memory ---- */
+
+static const struct {
+	const char *prog;
+	const char *name;
+} mem_progs[] = {
+	{ "raw_fault", "mem:page_fault_user" },
+	{ "raw_reclaim_begin", "mem:direct_reclaim_begin" },
+	{ "raw_reclaim_end", "mem:direct_reclaim_end" },
+	{ "raw_memcg_begin", "mem:memcg_reclaim_begin" },
+	{ "raw_memcg_end", "mem:memcg_reclaim_end" },
+	{ "raw_compact_begin", "mem:compaction_begin" },
+	{ "raw_compact_end", "mem:compaction_end" },
+	{ "raw_sys_enter", "mem:sys_enter(mm)" },
+	{ "raw_sys_exit", "mem:sys_exit(mm)" },
+};
+
+static int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops)
+{
+	int err = bpf_map__reuse_fd(events, bpf_map__fd(p->sched->maps.events));
+
+	if (!err)
+		err = bpf_map__reuse_fd(drops, bpf_map__fd(p->sched->maps.drops));
+	return err;
+}
+
+static void open_mem(struct probes *p, const struct btf *vmlinux)
+{
+	struct mem_bpf *m = mem_bpf__open();
+	int err;
+
+	if (!m) {
+		status(p, "mem", false, false, "open failed: %s", strerror(errno));
+		return;
+	}
+	m->rodata->targ_tgid = p->o.pid;
+	m->rodata->wake_bytes = p->o.wake_bytes;
+	for (size_t i = 0; i < ARRAY_SIZE(mem_progs); i++) {
+		struct bpf_program *prog = bpf_object__find_program_by_name(m->obj, mem_progs[i].prog);
+		const char *tp = strchr(bpf_program__section_name(prog), '/') + 1;
+
+		if (!tp_exists(vmlinux, tp)) {
+			bpf_program__set_autoload(prog, false);
+			status(p, mem_progs[i].name, false, false, "no such tracepoint on this kernel");
+		}
+	}
+	err = reuse_shared(p, m->maps.events, m->maps.drops);
+	if (!err)
+		err = mem_bpf__load(m);
+	if (err) {
+		status(p, "mem", false, false, "load failed: %s", strerror(-err));
+		mem_bpf__destroy(m);
+		return;
+	}
+	p->mem = m;
+	for (size_t i = 0; i < ARRAY_SIZE(mem_progs); i++) {
+		struct bpf_program *prog = bpf_object__find_program_by_name(m->obj, mem_progs[i].prog);
+
+		if (!bpf_program__autoload(prog))
+			continue;
+		err = keep_link(p, bpf_program__attach(prog));
+		status(p, mem_progs[i].name, !err, false, err ? "%s" : "raw_tp",
+		       err ? strerror(-err) : "");
+	}
+}
+
+static int open_alloc(struct probes *p)
+{
+	struct alloc_bpf *a = alloc_bpf__open();
+	int err;
+
+	if (!a)
+		return -errno;
+	a->rodata->targ_tgid = p->o.pid;
+	a->rodata->wake_bytes = p->o.wake_bytes;
+	a->rodata->alloc_min_ns = p->o.alloc_min_ns;
+	err = reuse_shared(p, a->maps.events, a->maps.drops);
+	if (!err)
+		err = alloc_bpf__load(a);
+	if (err) {
+		alloc_bpf__destroy(a);
+		return err;
+	}
+	p->alloc = a;
+	return 0;
+}
+
+static int open_marks(struct probes *p)
+{
+	struct marks_bpf *m = marks_bpf__open();
+	int err;
+
+	if (!m)
+		return -errno;
+	m->rodata->targ_tgid = p->o.pid;
+	m->rodata->wake_bytes = p->o.wake_bytes;
+	err = reuse_shared(p, m->maps.events, m->maps.drops);
+	if (!err)
+		err = marks_bpf__load(m);
+	if (err) {
+		marks_bpf__destroy(m);
+		return err;
+	}
+	p->marks = m;
+	return 0;
+}
+
+struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen)
+{
+	struct probes *p;
+	struct btf *vmlinux;
+	int e;
+
+	if (probes_check_privileges(o->pid, err, errlen))
+		return NULL;
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		snprintf(err, errlen, "this kernel has no BTF (/sys/kernel/btf/vmlinux): "
+			 "stepblame needs CONFIG_DEBUG_INFO_BTF=y");
+		return NULL;
+	}
+	verbose_libbpf = o->verbose;
+	libbpf_set_print(libbpf_print);
+
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	p->o = *o;
+	p->ncpus = libbpf_num_possible_cpus();
+	if (p->ncpus <= 0)
+		p->ncpus = 1;
+	vmlinux = btf__load_vmlinux_btf();
+	if (!vmlinux)
+		vmlinux = NULL;
+
+	/* tp_btf first; raw_tp where tracing programs do not load */
+	e = open_sched(p, true, vmlinux);
+	p->sched_variant = "tp_btf";
+	if (e) {
+		e = open_sched(p, false, vmlinux);
+		p->sched_variant = "raw_tp";
+	}
+	if (e) {
+		snprintf(err, errlen, "cannot load the scheduler probes: %s%s", strerror(-e),
+			 e == -EPERM ? " (not allowed: need root or CAP_BPF+CAP_PERFMON)" : "");
+		goto fail;
+	}
+	fill_cpu_nodes(p);
+	e = attach_sched(p);
+	if (e) {
+		snprintf(err, errlen, "cannot attach sched_switch (%s): %s", p->sched_variant,
+			 strerror(-e));
+		goto fail;
+	}
+	open_mem(p, vmlinux);
+	btf__free(vmlinux);
+	vmlinux = NULL;
+
+	e = open_marks(p);
+	if (e) {
+		snprintf(err, errlen, "cannot load the step-mark probes: %s", strerror(-e));
+		goto fail;
+	}
+	if (!o->no_alloc) {
+		e = open_alloc(p);
+		if (e) {
+			status(p, "alloc", false, false, "load failed: %s", strerror(-e));
+		} else if (o->alloc_lib) {
+			if (access(o->alloc_lib, R_OK)) {
+				snprintf(err, errlen, "--alloc-lib %s: %s", o->alloc_lib, strerror(errno));
+				goto fail;
+			}
+			attach_alloc(p, o->alloc_lib, o->alloc_lib);
+			if (!p->alloc_attached) {
+				snprintf(err, errlen, "--alloc-lib %s: none of malloc, free, ... found in it",
+					 o->alloc_lib);
+				goto fail;
+			}
+		}
+	}
+	if (o->step_uprobe) {
+		attach_step_uprobe(p);
+		if (!p->step_uprobe_attached) {
+			snprintf(err, errlen, "--step-uprobe %s: %s", o->step_uprobe,
+				 p->st[p->nst - 1].detail);
+			goto fail;
+		}
+	}
+	e = probes_rescan(p);
+	if (e < 0) {
+		snprintf(err, errlen, "cannot read the mappings of PID %d: %s", (int)o->pid,
+			 strerror(-e));
+		goto fail;
+	}
+	if (!o->no_alloc && p->alloc && !p->alloc_attached && !o->alloc_lib)
+		status(p, "alloc", false, false, "the target maps no libc (static binary?): "
+		       "use --alloc-lib");
+	return p;
+fail:
+	btf__free(vmlinux);
+	probes_close(p);
+	return NULL;
+}
+
+int probes_ring_fd(const struct probes *p)
+{
+	return bpf_map__fd(p->sched->maps.events);
+}
+
+int probes_status(const struct probes *p, const struct probe_status **out)
+{
+	*out = p->st;
+	return p->nst;
+}
+
+const char *probes_sched_variant(const struct probes *p)
+{
+	return p->sched_variant;
+}
+
+void probes_drops(const struct probes *p, __u64 ring[SB_EV_KERNEL_MAX + 1], __u64 *mapfull)
+{
+	int fd = bpf_map__fd(p->sched->maps.drops);
+	uint64_t vals[p->ncpus];
+
+	for (__u32 k = 0; k <= SB_EV_KERNEL_MAX + 1; k++) {
+		uint64_t sum = 0;
+
+		if (bpf_map_lookup_elem(fd, &k, vals) == 0)
+			for (int c = 0; c < p->ncpus; c++)
+				sum += vals[c];
+		if (k <= SB_EV_KERNEL_MAX)
+			ring[k] = sum;
+		else
+			*mapfull = sum;
+	}
+}
+
+struct alloc_totals_v {
+	uint64_t calls[SB_FN_MAX];
+	uint64_t ns[SB_FN_MAX];
+};
+
+int probes_alloc_stats(const struct probes *p,
+		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+				  const uint64_t ns[SB_FN_MAX]),
+		       void *ctx)
+{
+	__u32 key, next;
+	struct alloc_totals_v v;
+	int fd, n = 0;
+	__u32 *prev = NULL;
+
+	if (!p->alloc)
+		return 0;
+	fd = bpf_map__fd(p->alloc->maps.alloc_totals);
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &v))
+			continue;
+		cb(ctx, key, v.calls, v.ns);
+		n++;
+	}
+	return n;
+}
+
+void probes_close(struct probes *p)
+{
+	if (!p)
+		return;
+	for (int i = p->nlinks - 1; i >= 0; i--)
+		bpf_link__destroy(p->links[i]);
+	marks_bpf__destroy(p->marks);
+	alloc_bpf__destroy(p->alloc);
+	mem_bpf__destroy(p->mem);
+	sched_bpf__destroy(p->sched);
+	free(p);
+}

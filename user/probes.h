@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Loading and attaching the BPF probe families for one target process, with
+ * feature probing and fallbacks, and reading the counters the kernel keeps.
+ */
+#ifndef STEPBLAME_PROBES_H
+#define STEPBLAME_PROBES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../bpf/events.h"
+
+struct probe_opts {
+	pid_t pid;
+	uint64_t ring_bytes;        /* ring buffer size (power of two) */
+	uint64_t wake_bytes;        /* wake the reader once this much is waiting */
+	bool no_alloc;              /* --no-alloc */
+	const char *alloc_lib;      /* --alloc-lib PATH, NULL: the libc the target maps */
+	uint64_t alloc_min_ns;      /* --alloc-min-ns */
+	const char *step_uprobe;    /* --step-uprobe LIB:SYM */
+	bool no_cuda;               /* do not probe the CUDA driver */
+	bool verbose;               /* libbpf's own messages */
+};
+
+/* one line per probe, for the trace file and the user */
+struct probe_status {
+	char name[48];
+	bool attached;
+	bool essential;
+	char detail[160];           /* variant used, or why it did not attach */
+};
+
+#define PROBES_MAX_STATUS 64
+
+struct probes;
+
+/*
+ * Check privileges and kernel support, open, load and attach everything.
+ * NULL with a one-line reason in err when the capture cannot go on; probes
+ * that merely failed to attach are reported through probes_status().
+ */
+struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen);
+/* the ring buffer's map fd */
+int probes_ring_fd(const struct probes *p);
+/* look again at the target's mappings: attach USDT/CUDA/allocator probes to libraries loaded since */
+int probes_rescan(struct probes *p);
+int probes_status(const struct probes *p, const struct probe_status **out);
+/* cumulative ring-buffer drops per event type, summed over CPUs; and state-map overflows */
+void probes_drops(const struct probes *p, __u64 ring[SB_EV_KERNEL_MAX + 1], __u64 *mapfull);
+/*
+ * Per-thread totals of fast allocator calls: cb once per thread.
+ */
+int probes_alloc_stats(const struct probes *p,
+		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+				  const uint64_t ns[SB_FN_MAX]),
+		       void *ctx);
+/* name of the CUDA driver symbol behind sb_cuda.sym */
+const char *probes_cuda_symbol(unsigned idx);
+/* which tracepoint flavour the scheduler probes use: "tp_btf" or "raw_tp" */
+const char *probes_sched_variant(const struct probes *p);
+void probes_close(struct probes *p);
+
+/*
+ * Privilege check alone: 0 if we may load BPF and read the target, else -1
+ * with a one-line reason (which capabilities are missing).
+ */
+int probes_check_privileges(pid_t pid, char *err, size_t errlen);
+
+/* does the ELF file at path carry the USDT note provider:name? */
+bool elf_has_usdt(const char *path, const char *provider, const char *name);
+
+#endif

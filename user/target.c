@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Facts about the host and the target process, read from /proc and /sys. */
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "target.h"
+#include "util.h"
+
+int target_check(pid_t pid, char *err, size_t errlen)
+{
+	char path[64], buf[1024], state = 0;
+	unsigned long flags = 0;
+	ssize_t n;
+	char *p;
+
+	if (pid <= 0) {
+		snprintf(err, errlen, "invalid PID %d", (int)pid);
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	n = read_small_file(path, buf, sizeof(buf));
+	if (n == -ENOENT || n == -ESRCH) {
+		snprintf(err, errlen, "no process with PID %d", (int)pid);
+		return -ESRCH;
+	}
+	if (n < 0) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror((int)-n));
+		return (int)n;
+	}
+	/* comm may hold spaces and parentheses: the fields start after the last ')' */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2) {
+		snprintf(err, errlen, "cannot parse %s", path);
+		return -EINVAL;
+	}
+	if (flags & 0x00200000 /* PF_KTHREAD */) {
+		snprintf(err, errlen, "PID %d is a kernel thread; stepblame traces user processes",
+			 (int)pid);
+		return -EINVAL;
+	}
+	if (state == 'Z' || state == 'X') {
+		snprintf(err, errlen, "PID %d has already exited (zombie)", (int)pid);
+		return -ESRCH;
+	}
+	if (pid == getpid()) {
+		snprintf(err, errlen, "PID %d is stepblame itself", (int)pid);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+bool target_alive(pid_t pid)
+{
+	char path[64], buf[512], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_small_file(path, buf, sizeof(buf)) < 0)
+		return false;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+uint64_t target_start_time(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long st = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_small_file(path, buf, sizeof(buf)) < 0)
+		return 0;
+	p = strrchr(buf, ')');
+	/* field 22 (starttime); after ')' we are at field 3 */
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+			 "%*d %*d %*d %*d %llu", &st) != 1)
+		return 0;
+	return st;
+}
+
+int target_threads(pid_t pid, int (*cb)(void *ctx, pid_t tid), void *ctx)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		uint64_t tid;
+
+		if (!parse_u64(de->d_name, &tid))
+			continue;
+		n++;
+		if (cb(ctx, (pid_t)tid))
+			break;
+	}
+	closedir(d);
+	return n;
+}
+
+static int add_affinity(void *ctx, pid_t tid)
+{
+	cpu_set_t *all = ctx, one;
+
+	CPU_ZERO(&one);
+	if (!sched_getaffinity(tid, sizeof(one), &one))
+		CPU_OR(all, all, &one);
+	return 0;
+}
+
+int target_free_cpu(pid_t pid)
+{
+	cpu_set_t used, mine;
+	int best = -1;
+
+	CPU_ZERO(&used);
+	if (target_threads(pid, add_affinity, &used) <= 0)
+		return -1;
+	CPU_ZERO(&mine);
+	if (sched_getaffinity(0, sizeof(mine), &mine))
+		return -1;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &mine) && !CPU_ISSET(c, &used))
+			best = c;
+	return best;
+}
+
+static void kv(char *buf, size_t len, size_t *off, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static void kv(char *buf, size_t len, size_t *off, const char *key, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*off >= len)
+		return;
+	n = snprintf(buf + *off, len - *off, "%s=", key);
+	if (n < 0 || (size_t)n >= len - *off) {
+		*off = len;
+		return;
+	}
+	*off += n;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *off, len - *off, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= len - *off) {
+		*off = len;
+		return;
+	}
+	*off += n;
+	if (*off + 1 < len) {
+		buf[(*off)++] = '\n';
+		buf[*off] = 0;
+	}
+}
+
+/* the bracketed word of a sysfs multiple-choice file: "always [madvise] never" */
+static void sysfs_choice(const char *path, char *out, size_t len)
+{
+	char buf[256], *a, *b;
+
+	snprintf(out, len, "unknown");
+	if (read_small_file(path, buf, sizeof(buf)) < 0)
+		return;
+	a = strchr(buf, '[');
+	b = a ? strchr(a, ']') : NULL;
+	if (a && b) {
+		*b = 0;
+		snprintf(out, len, "%s", a + 1);
+	}
+}
+
+size_t host_facts(char *buf, size_t len)
+{
+	struct utsname u;
+	char boot[64] = "", thp[32], defrag[32];
+	size_t off = 0;
+
+	buf[0] = 0;
+	uname(&u);
+	if (read_small_file("/proc/sys/kernel/random/boot_id", boot, sizeof(boot)) > 0)
+		boot[strcspn(boot, "\n")] = 0;
+	sysfs_choice("/sys/kernel/mm/transparent_hugepage/enabled", thp, sizeof(thp));
+	sysfs_choice("/sys/kernel/mm/transparent_hugepage/defrag", defrag, sizeof(defrag));
+	kv(buf, len, &off, "kernel", "%s", u.release);
+	kv(buf, len, &off, "machine", "%s", u.machine);
+	kv(buf, len, &off, "hostname", "%s", u.nodename);
+	kv(buf, len, &off, "nr_cpus", "%ld", sysconf(_SC_NPROCESSORS_CONF));
+	kv(buf, len, &off, "boot_id", "%s", boot);
+	kv(buf, len, &off, "thp_enabled", "%s", thp);
+	kv(buf, len, &off, "thp_defrag", "%s", defrag);
+	kv(buf, len, &off, "page_size", "%ld", sysconf(_SC_PAGESIZE));
+	kv(buf, len, &off, "clock_realtime_offset_ns", "%lld",
+	   (long long)(real_ns() - mono_ns()));
+	return off < len ? off : len - 1;
+}
+
+int cpu_node(int cpu)
+{
+	char path[96];
+
+	for (int n = 0; n < 1024; n++) {
+		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/node%d", cpu, n);
+		if (!access(path, F_OK))
+			return n;
+	}
+	return 0;
+}
+
+bool cpu_online(int cpu)
+{
+	char path[96], buf[8];
+
+	if (cpu == 0)
+		return true;
+	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
+	if (read_small_file(path, buf, sizeof(buf)) <= 0)
+		return true;
+	return buf[0] == '1';
+}
+
+size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid)
+{
+	char path[64], comm[64] = "", cmd[4096] = "", exe[4096] = "", status[4096];
+	size_t off = 0;
+	ssize_t n;
+	char *u;
+
+	buf[0] = 0;
+	*uid = (uid_t)-1;
+	thread_comm(pid, pid, comm, sizeof(comm));
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	n = read_small_file(path, cmd, sizeof(cmd));
+	for (ssize_t i = 0; i < n; i++)
+		if (cmd[i] == 0 || cmd[i] == '\n')
+			cmd[i] = ' ';
+	while (n > 0 && cmd[n - 1] == ' ')
+		cmd[--n] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (read_small_file(path, status, sizeof(status)) > 0 && (u = strstr(status, "\nUid:")))
+		*uid = (uid_t)strtoul(u + 5, NULL, 10);
+	kv(buf, len, &off, "pid", "%d", (int)pid);
+	kv(buf, len, &off, "comm", "%s", comm);
+	kv(buf, len, &off, "cmdline", "%s", cmd);
+	kv(buf, len, &off, "exe", "%s", exe);
+	kv(buf, len, &off, "uid", "%d", (int)*uid);
+	kv(buf, len, &off, "start_time_ticks", "%llu",
+	   (unsigned long long)target_start_time(pid));
+	return off < len ? off : len - 1;
+}

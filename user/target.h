@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+#ifndef STEPBLAME_TARGET_H
+#define STEPBLAME_TARGET_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* can this PID be traced? 0, or -errno with a one-line reason */
+int target_check(pid_t pid, char *err, size_t errlen);
+/* still running (not gone, not a zombie) */
+bool target_alive(pid_t pid);
+/* start time in clock ticks since boot (tells a reused PID apart), 0 if gone */
+uint64_t target_start_time(pid_t pid);
+/* cb per thread id; count or -errno */
+int target_threads(pid_t pid, int (*cb)(void *ctx, pid_t tid), void *ctx);
+/* a CPU this process may use but none of pid's threads may: -1 if none */
+int target_free_cpu(pid_t pid);
+/* key=value lines for SB_REC_HOST / SB_REC_TARGET (schemas/trace.md); length */
+size_t host_facts(char *buf, size_t len);
+size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid);
+int cpu_node(int cpu);
+bool cpu_online(int cpu);
+
+#endif

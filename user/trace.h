@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The trace file (schemas/trace.md): a fixed header, then records that all
+ * start with struct sb_hdr (bpf/events.h), then a trailer. Written through a
+ * temporary name and renamed when complete; a file cut short is readable up
+ * to its last whole record.
+ */
+#ifndef STEPBLAME_TRACE_H
+#define STEPBLAME_TRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../bpf/events.h"
+
+#define SBT_MAGIC "SBTRACE\0"
+#define SBT_VERSION 1
+#define SBT_ENDIAN_TAG 0x01020304u
+#define SBT_MAX_RECORD 65528 /* sb_hdr.size is 16 bits, multiple of 8 */
+
+struct sbt_file_hdr {
+	char magic[8];          /* "SBTRACE\0" */
+	uint32_t version;       /* SBT_VERSION */
+	uint32_t hdr_size;      /* sizeof(struct sbt_file_hdr) */
+	uint32_t endian;        /* SBT_ENDIAN_TAG as written by the host */
+	uint32_t clock;         /* 1 = CLOCK_MONOTONIC */
+	uint64_t created_realtime_ns; /* CLOCK_REALTIME at creation */
+	uint64_t created_mono_ns;     /* CLOCK_MONOTONIC at the same instant */
+};
+
+/*
+ * Text records (HOST, TARGET, THREAD, PROBE, STRING, NOTE): the header, then a
+ * u32 length of the text and the text itself (key=value lines for HOST and
+ * TARGET, see schemas/trace.md), zero-padded to a multiple of 8.
+ */
+struct sb_text {
+	struct sb_hdr h;
+	uint32_t len;
+	uint32_t id;  /* STRING: id; PROBE: 1 attached, 0 not; others 0 */
+	char text[];
+};
+
+struct sb_cpu {
+	struct sb_hdr h;        /* cpu = the CPU */
+	uint32_t node;          /* NUMA node */
+	uint32_t online;
+};
+
+/* the last record of a complete file */
+struct sb_trailer {
+	struct sb_hdr h;        /* ts = end of capture */
+	uint64_t records[SB_TYPE_MAX]; /* records written, by type (trailer excluded) */
+	uint64_t drops_total;   /* all drops, every source */
+	uint64_t start_ns;      /* capture start */
+	uint32_t end_reason;    /* enum sbt_end */
+	uint32_t pad;
+};
+
+enum sbt_end {
+	SBT_END_DURATION = 1,   /* -d expired */
+	SBT_END_SIGNAL = 2,     /* SIGINT / SIGTERM */
+	SBT_END_TARGET_EXIT = 3,/* the target exited */
+	SBT_END_ERROR = 4,      /* the agent stopped on an error (disk full, ...) */
+};
+
+/* ---- writer ---- */
+
+struct sbt_writer;
+
+/*
+ * Create path's temporary sibling (path.partial.XXXXXX, 0644 less the umask,
+ * O_EXCL) and write the file header. NULL with errno set on failure.
+ * A failed write (ENOSPC, EIO, EFBIG) returns -errno and leaves the file ending
+ * on its last whole record; the record that failed is not written or counted.
+ * Records are validated with sbt_check_record (-EINVAL if bad, and for the
+ * trailer type, which only sbt_finish writes).
+ */
+struct sbt_writer *sbt_create(const char *path);
+/* append one record (rec->size bytes); buffered, no allocation. 0 or -errno */
+int sbt_write(struct sbt_writer *w, const void *rec);
+/* a text record of the given type */
+int sbt_write_text(struct sbt_writer *w, uint16_t type, uint32_t id, uint64_t ts,
+		   uint32_t pid, uint32_t tid, const char *text, size_t len);
+/* flush buffered records to the kernel (not fsync) */
+int sbt_flush(struct sbt_writer *w);
+/* write the trailer, fsync, rename to the final name; frees w. 0 or -errno */
+int sbt_finish(struct sbt_writer *w, uint32_t end_reason, uint64_t start_ns, uint64_t end_ns,
+	       uint64_t drops_total);
+/* give up: close and leave the partial file as it is (readable); frees w */
+void sbt_abandon(struct sbt_writer *w);
+const char *sbt_partial_path(const struct sbt_writer *w);
+uint64_t sbt_count(const struct sbt_writer *w, uint16_t type);
+
+/* ---- reader ---- */
+
+enum sbt_status {
+	SBT_OK = 0,
+	SBT_EOF = 1,            /* clean end: trailer seen */
+	SBT_TRUNCATED = 2,      /* file ends without trailer (cut short) */
+	SBT_CORRUPT = 3,        /* a record violates the format */
+	SBT_IO = 4,
+};
+
+struct sbt_reader;
+
+/* open and validate the header; NULL and *err (one line) on failure */
+struct sbt_reader *sbt_open(const char *path, char *err, size_t errlen);
+/*
+ * Next record into the reader's buffer (valid until the next call, 8-aligned).
+ * Returns SBT_OK with *rec set, or a status, which then sticks: SBT_EOF after
+ * the trailer (not handed out as a record: see sbt_trailer), SBT_TRUNCATED when
+ * the file ends without one; sbt_error() says why (one line, with the byte
+ * offset) for SBT_TRUNCATED, SBT_CORRUPT and SBT_IO.
+ */
+enum sbt_status sbt_next(struct sbt_reader *r, const struct sb_hdr **rec);
+const char *sbt_error(const struct sbt_reader *r);
+const struct sbt_file_hdr *sbt_header(const struct sbt_reader *r);
+/* the trailer, once sbt_next returned SBT_EOF */
+const struct sb_trailer *sbt_trailer(const struct sbt_reader *r);
+/* file offset of the record last returned, or of where reading stopped */
+uint64_t sbt_offset(const struct sbt_reader *r);
+void sbt_close(struct sbt_reader *r);
+
+/*
+ * validate one record's type and size against the format, avail = bytes readable
+ * at h; NULL if fine, else why (a thread-local string valid until the next call)
+ */
+const char *sbt_check_record(const struct sb_hdr *h, size_t avail);
+
+/* names for dump and reports */
+const char *sb_type_name(unsigned type);
+const char *sb_state_name(unsigned state);
+const char *sb_alloc_fn_name(unsigned fn);
+const char *sb_mmsys_name(unsigned call);
+
+#endif

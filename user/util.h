@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+#ifndef STEPBLAME_UTIL_H
+#define STEPBLAME_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* CLOCK_MONOTONIC / CLOCK_REALTIME in ns */
+uint64_t mono_ns(void);
+uint64_t real_ns(void);
+
+/* one line on stderr, prefixed "stepblame: " */
+void sb_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* and "stepblame: warning: " */
+void sb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* whole small file into buf (NUL-terminated, trailing newline kept); bytes or -errno */
+ssize_t read_small_file(const char *path, char *buf, size_t len);
+/* a decimal number from a small file; -errno on failure */
+int read_u64_file(const char *path, uint64_t *out);
+
+/* "30", "30s", "500ms", "2m" -> ns; -1 if malformed */
+int64_t parse_duration_ns(const char *s);
+/* strictly parse an unsigned number; false if s is not one */
+bool parse_u64(const char *s, uint64_t *out);
+
+/* the comm of a thread (/proc/PID/task/TID/comm), "" if gone */
+void thread_comm(pid_t pid, pid_t tid, char *buf, size_t len);
+
+#endif
