@@ -76,23 +76,8 @@ static int put(struct capture *c, const struct sb_hdr *rec)
 static int put_text(struct capture *c, uint16_t type, uint32_t id, uint32_t pid, uint32_t tid,
 		    const char *text, size_t len)
 {
-	struct sb_text *t = (struct sb_text *)c->buf.bytes;
-	size_t max = SBT_MAX_RECORD - sizeof(*t);
-	size_t size;
-
-	if (len > max)
-		len = max;
-	size = (sizeof(*t) + len + 7) & ~(size_t)7;
-	memset(t, 0, size);
-	t->h.type = type;
-	t->h.size = size;
-	t->h.pid = pid;
-	t->h.tid = tid;
-	t->h.ts = mono_ns();
-	t->len = len;
-	t->id = id;
-	memcpy(t->text, text, len);
-	return put(c, &t->h);
+	sb_text_build(c->buf.bytes, sizeof(c->buf.bytes), type, id, mono_ns(), pid, tid, text, len);
+	return put(c, &c->buf.h);
 }
 
 static int ring_cb(void *ctx, void *data, size_t size)

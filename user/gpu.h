@@ -51,6 +51,6 @@ struct sb_gpu {
 	__u32 block[3];
 };                           /* 96 bytes */
 
-_Static_assert(sizeof(struct sb_gpu) % 8 == 0, "sb_gpu must be 8-byte sized");
+_Static_assert(sizeof(struct sb_gpu) == 96, "sb_gpu is part of two formats: 96 bytes");
 
 #endif

@@ -73,7 +73,9 @@ struct sbt_writer;
  * Create path's temporary sibling (path.partial.XXXXXX, 0644 less the umask,
  * O_EXCL) and write the file header. NULL with errno set on failure.
  * A failed write (ENOSPC, EIO, EFBIG) returns -errno and leaves the file ending
- * on its last whole record; the record that failed is not written or counted.
+ * on its last whole record; the record that failed is not written or counted,
+ * and records accepted earlier but not yet on disk stay buffered for the next
+ * flush (sbt_abandon tries once more, then keeps what reached the disk).
  * Records are validated with sbt_check_record (-EINVAL if bad, and for the
  * trailer type, which only sbt_finish writes).
  */
@@ -83,6 +85,12 @@ int sbt_write(struct sbt_writer *w, const void *rec);
 /* a text record of the given type */
 int sbt_write_text(struct sbt_writer *w, uint16_t type, uint32_t id, uint64_t ts,
 		   uint32_t pid, uint32_t tid, const char *text, size_t len);
+/*
+ * Build a text record in buf (cap bytes, 8-aligned); text longer than fits is
+ * cut. Returns the record's size, 0 if cap cannot hold even the header.
+ */
+size_t sb_text_build(void *buf, size_t cap, uint16_t type, uint32_t id, uint64_t ts,
+		     uint32_t pid, uint32_t tid, const char *text, size_t len);
 /* flush buffered records to the kernel (not fsync) */
 int sbt_flush(struct sbt_writer *w);
 /* write the trailer, fsync, rename to the final name; frees w. 0 or -errno */

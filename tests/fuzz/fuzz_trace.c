@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * libFuzzer target: the trace reader and `stepblame dump` on arbitrary bytes.
+ * Not built by default:
+ *
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iuser -Ibpf \
+ *       tests/fuzz/fuzz_trace.c user/trace.c user/dump.c user/util.c -o build/fuzz_trace
+ *   ./build/fuzz_trace -max_len=200000 corpus/
+ *
+ * Inputs are taken as the bytes after a valid file header, so the fuzzer spends
+ * its time in the record parser rather than on the magic.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cmds.h"
+#include "trace.h"
+
+static int fd = -1;
+static char path[64];
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	int null = open("/dev/null", O_WRONLY);
+
+	dup2(null, STDOUT_FILENO);
+	close(null);
+	fd = memfd_create("fuzz_trace", 0);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct sbt_file_hdr fh = { .magic = SBT_MAGIC, .version = SBT_VERSION,
+				   .hdr_size = sizeof(fh), .endian = SBT_ENDIAN_TAG, .clock = 1 };
+	char err[512], *argv[] = { "dump", "--jsonl", path, NULL };
+	const struct sb_hdr *h;
+	struct sbt_reader *r;
+
+	if (fd < 0)
+		return 0;
+	if (ftruncate(fd, 0) || pwrite(fd, &fh, sizeof(fh), 0) != sizeof(fh) ||
+	    pwrite(fd, data, size, sizeof(fh)) != (ssize_t)size)
+		return 0;
+	r = sbt_open(path, err, sizeof(err));
+	if (r) {
+		while (sbt_next(r, &h) == SBT_OK)
+			if (sbt_check_record(h, h->size))
+				__builtin_trap(); /* handed out a record it should have refused */
+		sbt_close(r);
+	}
+	cmd_dump(3, argv);
+	argv[1] = "--abs";
+	cmd_dump(3, argv);
+	return 0;
+}

@@ -1,0 +1,813 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The trace file (schemas/trace.md): writer and streaming reader.
+ *
+ * The writer appends whole records to a preallocated buffer and writes it out
+ * with pwrite at an offset it tracks itself, so that after a failed or short
+ * write it can cut the file back to the last whole record and carry on from
+ * there. The reader streams through a fixed buffer whose start always sits at
+ * an 8-aligned file offset, so records handed out are 8-aligned in memory.
+ */
+#include <byteswap.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "trace.h"
+#include "util.h"
+
+#define SBT_WBUF (1u << 20)
+#define SBT_RBUF (1u << 20)
+#define SBT_HDR_MAX 4096 /* largest file header a reader accepts */
+
+_Static_assert(sizeof(struct sbt_file_hdr) % 8 == 0, "file header must keep records 8-aligned");
+_Static_assert(sizeof(struct sb_trailer) % 8 == 0, "trailer size");
+_Static_assert(sizeof(struct sb_text) == 32, "text record header");
+_Static_assert(SBT_WBUF >= SBT_MAX_RECORD && SBT_RBUF > SBT_MAX_RECORD + SBT_HDR_MAX, "buffers");
+
+/* ---- record rules ---- */
+
+static bool is_text_type(unsigned type)
+{
+	switch (type) {
+	case SB_REC_HOST: case SB_REC_TARGET: case SB_REC_THREAD:
+	case SB_REC_PROBE: case SB_REC_STRING: case SB_REC_NOTE:
+		return true;
+	}
+	return false;
+}
+
+/* smallest valid size of a record of this type; 0 if the type is not defined */
+static size_t min_size(unsigned type)
+{
+	switch (type) {
+	case SB_EV_SWITCH_OUT: return sizeof(struct sb_switch_out);
+	case SB_EV_SWITCH_IN: return sizeof(struct sb_switch_in);
+	case SB_EV_RUNSLICE: return sizeof(struct sb_runslice);
+	case SB_EV_WAKEUP: return sizeof(struct sb_wakeup);
+	case SB_EV_MIGRATE: return sizeof(struct sb_migrate);
+	case SB_EV_FAULT: return sizeof(struct sb_fault);
+	case SB_EV_RECLAIM: return sizeof(struct sb_reclaim);
+	case SB_EV_MMSYS: return sizeof(struct sb_mmsys);
+	case SB_EV_ALLOC: return sizeof(struct sb_alloc);
+	case SB_EV_STEP: return sizeof(struct sb_step);
+	case SB_EV_THREAD_NEW: case SB_EV_THREAD_EXIT: return sizeof(struct sb_thread);
+	case SB_EV_RENAME: return sizeof(struct sb_rename);
+	case SB_EV_CUDA: return sizeof(struct sb_cuda);
+	case SB_REC_HOST: case SB_REC_TARGET: case SB_REC_THREAD:
+	case SB_REC_PROBE: case SB_REC_STRING: case SB_REC_NOTE:
+		return sizeof(struct sb_text);
+	case SB_REC_CPU: return sizeof(struct sb_cpu);
+	case SB_REC_ALLOC_STATS: return sizeof(struct sb_alloc_stats);
+	case SB_REC_DROPS: return sizeof(struct sb_drops);
+	case SB_REC_GPU: return sizeof(struct sb_gpu);
+	case SB_REC_TRAILER: return sizeof(struct sb_trailer);
+	}
+	return 0;
+}
+
+static __thread char check_why[128];
+
+/* the header-only part of the check: type and size */
+static const char *check_hdr(const struct sb_hdr *h)
+{
+	size_t min = min_size(h->type);
+
+	if (!min)
+		snprintf(check_why, sizeof(check_why), "unknown record type %u (size %u)",
+			 h->type, h->size);
+	else if (h->size == 0)
+		snprintf(check_why, sizeof(check_why), "%s record has size 0", sb_type_name(h->type));
+	else if (h->size > SBT_MAX_RECORD)
+		snprintf(check_why, sizeof(check_why), "%s record size %u exceeds the maximum %u",
+			 sb_type_name(h->type), h->size, SBT_MAX_RECORD);
+	else if (h->size % 8)
+		snprintf(check_why, sizeof(check_why), "%s record size %u is not a multiple of 8",
+			 sb_type_name(h->type), h->size);
+	else if (h->size < min)
+		snprintf(check_why, sizeof(check_why),
+			 "%s record size %u is smaller than its %zu-byte struct",
+			 sb_type_name(h->type), h->size, min);
+	else
+		return NULL;
+	return check_why;
+}
+
+const char *sbt_check_record(const struct sb_hdr *h, size_t avail)
+{
+	const char *why;
+
+	if (avail < sizeof(*h)) {
+		snprintf(check_why, sizeof(check_why), "record header cut short (%zu of %zu bytes)",
+			 avail, sizeof(*h));
+		return check_why;
+	}
+	why = check_hdr(h);
+	if (why)
+		return why;
+	if (avail < h->size) {
+		snprintf(check_why, sizeof(check_why),
+			 "%s record of %u bytes runs past the end (%zu bytes left)",
+			 sb_type_name(h->type), h->size, avail);
+		return check_why;
+	}
+	if (is_text_type(h->type)) {
+		const struct sb_text *t = (const struct sb_text *)h;
+		size_t room = h->size - sizeof(*t);
+
+		/* exactly the writer's padding: len fits and leaves less than 8 bytes over */
+		if (t->len > room || room - t->len >= 8) {
+			snprintf(check_why, sizeof(check_why),
+				 "%s record text length %u does not match its size %u",
+				 sb_type_name(h->type), t->len, h->size);
+			return check_why;
+		}
+	}
+	return NULL;
+}
+
+/* ---- names ---- */
+
+const char *sb_type_name(unsigned type)
+{
+	switch (type) {
+	case SB_EV_SWITCH_OUT: return "switch_out";
+	case SB_EV_SWITCH_IN: return "switch_in";
+	case SB_EV_RUNSLICE: return "runslice";
+	case SB_EV_WAKEUP: return "wakeup";
+	case SB_EV_MIGRATE: return "migrate";
+	case SB_EV_FAULT: return "fault";
+	case SB_EV_RECLAIM: return "reclaim";
+	case SB_EV_MMSYS: return "mmsys";
+	case SB_EV_ALLOC: return "alloc";
+	case SB_EV_STEP: return "step";
+	case SB_EV_THREAD_NEW: return "thread_new";
+	case SB_EV_THREAD_EXIT: return "thread_exit";
+	case SB_EV_RENAME: return "rename";
+	case SB_EV_CUDA: return "cuda";
+	case SB_REC_HOST: return "host";
+	case SB_REC_CPU: return "cpu";
+	case SB_REC_TARGET: return "target";
+	case SB_REC_THREAD: return "thread";
+	case SB_REC_ALLOC_STATS: return "alloc_stats";
+	case SB_REC_DROPS: return "drops";
+	case SB_REC_PROBE: return "probe";
+	case SB_REC_GPU: return "gpu";
+	case SB_REC_STRING: return "string";
+	case SB_REC_NOTE: return "note";
+	case SB_REC_TRAILER: return "trailer";
+	}
+	return "unknown";
+}
+
+const char *sb_state_name(unsigned state)
+{
+	static const char *const n[] = { "runnable", "sleep", "disk", "stopped", "dead", "other" };
+
+	return state < ARRAY_SIZE(n) ? n[state] : "unknown";
+}
+
+const char *sb_alloc_fn_name(unsigned fn)
+{
+	static const char *const n[] = { "malloc", "calloc", "realloc", "free",
+					 "posix_memalign", "aligned_alloc", "memalign" };
+
+	_Static_assert(ARRAY_SIZE(n) == SB_FN_MAX, "alloc fn names");
+	return fn < ARRAY_SIZE(n) ? n[fn] : "unknown";
+}
+
+const char *sb_mmsys_name(unsigned call)
+{
+	static const char *const n[] = { NULL, "mmap", "munmap", "brk", "madvise", "mprotect",
+					 "mremap" };
+
+	return call && call < ARRAY_SIZE(n) ? n[call] : "unknown";
+}
+
+/* ---- writer ---- */
+
+struct sbt_writer {
+	int fd;
+	int err;              /* sticky -errno: the file may no longer end on a record */
+	unsigned char *buf;   /* SBT_WBUF bytes, whole records only */
+	size_t used;
+	uint64_t off;         /* bytes in the file: always a whole-record boundary */
+	uint64_t counts[SB_TYPE_MAX];
+	char *path;
+	char *partial;
+};
+
+/* write n bytes at off; *done = bytes that made it. 0 or -errno */
+static int pwrite_all(int fd, const void *p, size_t n, uint64_t off, size_t *done)
+{
+	size_t got = 0;
+	ssize_t k;
+
+	while (got < n) {
+		k = pwrite(fd, (const char *)p + got, n - got, (off_t)(off + got));
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			*done = got;
+			return -errno;
+		}
+		if (k == 0) {
+			*done = got;
+			return -EIO;
+		}
+		got += k;
+	}
+	*done = got;
+	return 0;
+}
+
+static mode_t current_umask(void)
+{
+	char buf[4096], *p;
+	unsigned long m;
+
+	/* umask() can only be read by setting it, which races with other threads */
+	if (read_small_file("/proc/self/status", buf, sizeof(buf)) > 0 &&
+	    (p = strstr(buf, "\nUmask:")) && sscanf(p + 7, "%lo", &m) == 1)
+		return (mode_t)(m & 0777);
+	return 022;
+}
+
+struct sbt_writer *sbt_create(const char *path)
+{
+	struct sbt_writer *w;
+	struct sbt_file_hdr fh = { .magic = SBT_MAGIC };
+	size_t done, plen;
+	int err;
+
+	if (!path || !*path) {
+		errno = EINVAL;
+		return NULL;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->fd = -1;
+	plen = strlen(path);
+	w->path = strdup(path);
+	w->partial = malloc(plen + sizeof(".partial.XXXXXX"));
+	w->buf = malloc(SBT_WBUF);
+	if (!w->path || !w->partial || !w->buf) {
+		err = ENOMEM;
+		goto fail;
+	}
+	memcpy(w->partial, path, plen);
+	memcpy(w->partial + plen, ".partial.XXXXXX", sizeof(".partial.XXXXXX"));
+	/* O_CREAT|O_EXCL with a random name: no predictable path, no symlink followed */
+	w->fd = mkostemp(w->partial, O_CLOEXEC);
+	if (w->fd < 0) {
+		err = errno;
+		goto fail;
+	}
+	if (fchmod(w->fd, 0644 & ~current_umask()) < 0) {
+		err = errno;
+		goto fail;
+	}
+	fh.version = SBT_VERSION;
+	fh.hdr_size = sizeof(fh);
+	fh.endian = SBT_ENDIAN_TAG;
+	fh.clock = 1;
+	fh.created_realtime_ns = real_ns();
+	fh.created_mono_ns = mono_ns();
+	err = -pwrite_all(w->fd, &fh, sizeof(fh), 0, &done);
+	if (err)
+		goto fail;
+	w->off = sizeof(fh);
+	return w;
+fail:
+	if (w->fd >= 0) {
+		close(w->fd);
+		unlink(w->partial);
+	}
+	free(w->buf);
+	free(w->partial);
+	free(w->path);
+	free(w);
+	errno = err;
+	return NULL;
+}
+
+/* length of the longest run of whole records at the start of buf within n bytes */
+static size_t whole_prefix(const unsigned char *buf, size_t used, size_t n)
+{
+	size_t at = 0, sz;
+
+	while (at < used) {
+		sz = ((const struct sb_hdr *)(buf + at))->size;
+		if (at + sz > n)
+			break;
+		at += sz;
+	}
+	return at;
+}
+
+static int wflush(struct sbt_writer *w)
+{
+	size_t done, keep;
+	int rc;
+
+	if (w->err)
+		return w->err;
+	if (!w->used)
+		return 0;
+	rc = pwrite_all(w->fd, w->buf, w->used, w->off, &done);
+	if (!rc) {
+		w->off += w->used;
+		w->used = 0;
+		return 0;
+	}
+	/* cut a half-written record off the end so the file stays readable */
+	keep = whole_prefix(w->buf, w->used, done);
+	if (done != keep && ftruncate(w->fd, (off_t)(w->off + keep)) < 0)
+		w->err = rc;
+	memmove(w->buf, w->buf + keep, w->used - keep);
+	w->used -= keep;
+	w->off += keep;
+	return rc;
+}
+
+int sbt_write(struct sbt_writer *w, const void *rec)
+{
+	const struct sb_hdr *h = rec;
+	int rc;
+
+	if (!w || !h)
+		return -EINVAL;
+	if (w->err)
+		return w->err;
+	if (h->type == SB_REC_TRAILER || sbt_check_record(h, h->size))
+		return -EINVAL;
+	if (w->used + h->size > SBT_WBUF) {
+		rc = wflush(w);
+		if (rc)
+			return rc;
+	}
+	memcpy(w->buf + w->used, rec, h->size);
+	w->used += h->size;
+	w->counts[h->type]++;
+	return 0;
+}
+
+size_t sb_text_build(void *buf, size_t cap, uint16_t type, uint32_t id, uint64_t ts,
+		     uint32_t pid, uint32_t tid, const char *text, size_t len)
+{
+	struct sb_text *t = buf;
+	size_t max, size;
+
+	if (cap > SBT_MAX_RECORD)
+		cap = SBT_MAX_RECORD;
+	if (cap < sizeof(*t) + 8)
+		return 0;
+	max = (cap & ~(size_t)7) - sizeof(*t);
+	if (len > max)
+		len = max;
+	size = (sizeof(*t) + len + 7) & ~(size_t)7;
+	memset(t, 0, sizeof(*t));
+	t->h.type = type;
+	t->h.size = (uint16_t)size;
+	t->h.pid = pid;
+	t->h.tid = tid;
+	t->h.ts = ts;
+	t->len = (uint32_t)len;
+	t->id = id;
+	if (len)
+		memcpy(t->text, text, len);
+	memset(t->text + len, 0, size - sizeof(*t) - len);
+	return size;
+}
+
+int sbt_write_text(struct sbt_writer *w, uint16_t type, uint32_t id, uint64_t ts,
+		   uint32_t pid, uint32_t tid, const char *text, size_t len)
+{
+	size_t size;
+	int rc;
+
+	if (!w || !is_text_type(type) || (!text && len))
+		return -EINVAL;
+	if (w->err)
+		return w->err;
+	size = (sizeof(struct sb_text) + (len < SBT_MAX_RECORD ? len : SBT_MAX_RECORD) + 7) &
+	       ~(size_t)7;
+	if (size > SBT_MAX_RECORD)
+		size = SBT_MAX_RECORD;
+	if (w->used + size > SBT_WBUF) {
+		rc = wflush(w);
+		if (rc)
+			return rc;
+	}
+	/* built in place: the buffer is 8-aligned and so is w->used */
+	size = sb_text_build(w->buf + w->used, size, type, id, ts, pid, tid, text, len);
+	w->used += size;
+	w->counts[type]++;
+	return 0;
+}
+
+int sbt_flush(struct sbt_writer *w)
+{
+	return w ? wflush(w) : -EINVAL;
+}
+
+static int fsync_parent(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int fd, rc = 0;
+
+	if (!slash)
+		dir = strdup(".");
+	else if (slash == path)
+		dir = strdup("/");
+	else
+		dir = strndup(path, slash - path);
+	if (!dir)
+		return -ENOMEM;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	if (fd < 0)
+		return -errno;
+	/* some filesystems cannot fsync a directory; the rename is done either way */
+	if (fsync(fd) < 0 && errno != EINVAL)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+static void wfree(struct sbt_writer *w)
+{
+	free(w->buf);
+	free(w->partial);
+	free(w->path);
+	free(w);
+}
+
+int sbt_finish(struct sbt_writer *w, uint32_t end_reason, uint64_t start_ns, uint64_t end_ns,
+	       uint64_t drops_total)
+{
+	struct sb_trailer t;
+	int rc;
+
+	if (!w)
+		return -EINVAL;
+	memset(&t, 0, sizeof(t));
+	t.h.type = SB_REC_TRAILER;
+	t.h.size = sizeof(t);
+	t.h.ts = end_ns;
+	memcpy(t.records, w->counts, sizeof(t.records));
+	t.drops_total = drops_total;
+	t.start_ns = start_ns;
+	t.end_reason = end_reason;
+
+	rc = w->err;
+	if (!rc && w->used + sizeof(t) > SBT_WBUF)
+		rc = wflush(w);
+	if (!rc) {
+		memcpy(w->buf + w->used, &t, sizeof(t));
+		w->used += sizeof(t);
+		rc = wflush(w);
+	}
+	if (!rc && fsync(w->fd) < 0)
+		rc = -errno;
+	if (close(w->fd) < 0 && !rc)
+		rc = -errno;
+	if (!rc && rename(w->partial, w->path) < 0)
+		rc = -errno;
+	if (!rc)
+		rc = fsync_parent(w->path);
+	wfree(w);
+	return rc;
+}
+
+void sbt_abandon(struct sbt_writer *w)
+{
+	if (!w)
+		return;
+	wflush(w);
+	close(w->fd);
+	wfree(w);
+}
+
+const char *sbt_partial_path(const struct sbt_writer *w)
+{
+	return w ? w->partial : NULL;
+}
+
+uint64_t sbt_count(const struct sbt_writer *w, uint16_t type)
+{
+	return w && type < SB_TYPE_MAX ? w->counts[type] : 0;
+}
+
+/* ---- reader ---- */
+
+struct sbt_reader {
+	int fd;
+	bool eof;
+	enum sbt_status status;    /* sticky once not SBT_OK */
+	unsigned char *buf;        /* SBT_RBUF bytes */
+	size_t pos, len;
+	uint64_t buf_off;          /* file offset of buf[0], 8-aligned */
+	uint64_t rec_off;          /* offset of the last record returned or rejected */
+	uint64_t nrec;
+	uint64_t counts[SB_TYPE_MAX];
+	struct sbt_file_hdr fh;
+	struct sb_trailer trailer;
+	char err[256];
+};
+
+/* make at least need bytes available at pos, unless the file ends first */
+static int rfill(struct sbt_reader *r, size_t need)
+{
+	ssize_t n;
+
+	while (r->len - r->pos < need && !r->eof) {
+		if (r->pos && (r->len == SBT_RBUF || SBT_RBUF - r->pos < need)) {
+			memmove(r->buf, r->buf + r->pos, r->len - r->pos);
+			r->buf_off += r->pos;
+			r->len -= r->pos;
+			r->pos = 0;
+		}
+		n = read(r->fd, r->buf + r->len, SBT_RBUF - r->len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			r->eof = true;
+		r->len += n;
+	}
+	return 0;
+}
+
+static enum sbt_status rstop(struct sbt_reader *r, enum sbt_status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static enum sbt_status rstop(struct sbt_reader *r, enum sbt_status st, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->err, sizeof(r->err), fmt, ap);
+	va_end(ap);
+	r->status = st;
+	return st;
+}
+
+static enum sbt_status rio(struct sbt_reader *r, int err)
+{
+	return rstop(r, SBT_IO, "read error at offset %" PRIu64 ": %s",
+		     r->buf_off + r->pos, strerror(-err));
+}
+
+/* true when everything from pos to the end of the file is zero bytes */
+static int zero_tail(struct sbt_reader *r)
+{
+	int rc;
+
+	for (;;) {
+		for (; r->pos < r->len; r->pos++)
+			if (r->buf[r->pos])
+				return 0;
+		rc = rfill(r, 1);
+		if (rc < 0)
+			return rc;
+		if (r->pos == r->len)
+			return 1;
+	}
+}
+
+static bool all_zero(const void *p, size_t n)
+{
+	const unsigned char *c = p;
+
+	while (n--)
+		if (*c++)
+			return false;
+	return true;
+}
+
+enum sbt_status sbt_next(struct sbt_reader *r, const struct sb_hdr **rec)
+{
+	const struct sb_hdr *h;
+	const char *why;
+	size_t avail, size;
+	int rc;
+	unsigned t;
+
+	if (rec)
+		*rec = NULL;
+	if (r->status != SBT_OK)
+		return r->status;
+	r->rec_off = r->buf_off + r->pos;
+	rc = rfill(r, sizeof(*h));
+	if (rc < 0)
+		return rio(r, rc);
+	avail = r->len - r->pos;
+	if (avail == 0)
+		return rstop(r, SBT_TRUNCATED, "cut short after %" PRIu64 " records at offset %"
+			     PRIu64 " (no trailer)", r->nrec, r->rec_off);
+	if (avail < sizeof(*h))
+		return rstop(r, SBT_TRUNCATED, "cut short after %" PRIu64 " records at offset %"
+			     PRIu64 " (%zu bytes of a record header, no trailer)",
+			     r->nrec, r->rec_off, avail);
+	h = (const struct sb_hdr *)(r->buf + r->pos);
+	why = check_hdr(h);
+	if (why) {
+		/* a crash can leave zero-filled blocks after the last record written */
+		if (all_zero(h, sizeof(*h))) {
+			rc = zero_tail(r);
+			if (rc < 0)
+				return rio(r, rc);
+			if (rc)
+				return rstop(r, SBT_TRUNCATED, "cut short after %" PRIu64
+					     " records at offset %" PRIu64
+					     " (zero-filled tail, no trailer)", r->nrec, r->rec_off);
+		}
+		return rstop(r, SBT_CORRUPT, "corrupt record at offset %" PRIu64 " (after %"
+			     PRIu64 " records): %s", r->rec_off, r->nrec, why);
+	}
+	size = h->size;
+	rc = rfill(r, size);
+	if (rc < 0)
+		return rio(r, rc);
+	h = (const struct sb_hdr *)(r->buf + r->pos);
+	avail = r->len - r->pos;
+	if (avail < size)
+		return rstop(r, SBT_TRUNCATED, "cut short after %" PRIu64 " records at offset %"
+			     PRIu64 " (%zu of the %zu bytes of its %s record, no trailer)",
+			     r->nrec, r->rec_off, avail, size, sb_type_name(h->type));
+	why = sbt_check_record(h, avail);
+	if (why)
+		return rstop(r, SBT_CORRUPT, "corrupt record at offset %" PRIu64 " (after %"
+			     PRIu64 " records): %s", r->rec_off, r->nrec, why);
+	r->pos += size;
+	if (h->type != SB_REC_TRAILER) {
+		r->counts[h->type]++;
+		r->nrec++;
+		if (rec)
+			*rec = h;
+		return SBT_OK;
+	}
+
+	memcpy(&r->trailer, h, sizeof(r->trailer));
+	rc = rfill(r, 1);
+	if (rc < 0)
+		return rio(r, rc);
+	if (r->len > r->pos) {
+		r->rec_off = r->buf_off + r->pos;
+		return rstop(r, SBT_CORRUPT, "corrupt data at offset %" PRIu64
+			     ": %zu%s bytes after the trailer", r->buf_off + r->pos,
+			     r->len - r->pos, r->eof ? "" : " or more");
+	}
+	for (t = 0; t < SB_TYPE_MAX; t++)
+		if (r->trailer.records[t] != r->counts[t])
+			return rstop(r, SBT_CORRUPT, "corrupt trailer at offset %" PRIu64
+				     ": it counts %" PRIu64 " %s records, the file holds %" PRIu64,
+				     r->rec_off, (uint64_t)r->trailer.records[t], sb_type_name(t),
+				     r->counts[t]);
+	r->status = SBT_EOF;
+	r->err[0] = 0;
+	return SBT_EOF;
+}
+
+struct sbt_reader *sbt_open(const char *path, char *err, size_t errlen)
+{
+	struct sbt_reader *r = NULL;
+	struct sbt_file_hdr fh;
+	struct stat st;
+	size_t got = 0, extra;
+	ssize_t n;
+	int fd, rc;
+
+	if (err && errlen)
+		err[0] = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(EISDIR));
+		goto fail;
+	}
+	memset(&fh, 0, sizeof(fh));
+	while (got < sizeof(fh)) {
+		n = read(fd, (char *)&fh + got, sizeof(fh) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		got += n;
+	}
+	if (got == 0) {
+		snprintf(err, errlen, "%s is empty, not a stepblame trace", path);
+		goto fail;
+	}
+	if (got < sizeof(fh.magic) || memcmp(fh.magic, SBT_MAGIC, sizeof(fh.magic))) {
+		snprintf(err, errlen, "%s is not a stepblame trace", path);
+		goto fail;
+	}
+	if (got < sizeof(fh)) {
+		snprintf(err, errlen, "%s is cut short inside its file header (%zu of %zu bytes)",
+			 path, got, sizeof(fh));
+		goto fail;
+	}
+	if (fh.endian == bswap_32(SBT_ENDIAN_TAG)) {
+		snprintf(err, errlen, "%s was written on a host of the other byte order", path);
+		goto fail;
+	}
+	if (fh.endian != SBT_ENDIAN_TAG) {
+		snprintf(err, errlen, "%s is not a stepblame trace (byte-order tag 0x%08x)",
+			 path, fh.endian);
+		goto fail;
+	}
+	if (fh.version != SBT_VERSION) {
+		snprintf(err, errlen, "%s is trace version %u; this stepblame reads version %d",
+			 path, fh.version, SBT_VERSION);
+		goto fail;
+	}
+	if (fh.hdr_size < sizeof(fh) || fh.hdr_size > SBT_HDR_MAX || fh.hdr_size % 8) {
+		snprintf(err, errlen, "%s has a bad file header size %u", path, fh.hdr_size);
+		goto fail;
+	}
+	if (fh.clock != 1) {
+		snprintf(err, errlen, "%s uses clock %u; this stepblame reads CLOCK_MONOTONIC (1)",
+			 path, fh.clock);
+		goto fail;
+	}
+	r = calloc(1, sizeof(*r));
+	if (r)
+		r->buf = malloc(SBT_RBUF);
+	if (!r || !r->buf) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(ENOMEM));
+		goto fail;
+	}
+	r->fd = fd;
+	r->fh = fh;
+	r->buf_off = sizeof(fh);
+	/* a longer header (a later minor revision) is skipped */
+	extra = fh.hdr_size - sizeof(fh);
+	rc = rfill(r, extra);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(-rc));
+		goto fail;
+	}
+	if (r->len < extra) {
+		snprintf(err, errlen, "%s is cut short inside its file header", path);
+		goto fail;
+	}
+	r->pos = extra;
+	r->rec_off = fh.hdr_size;
+	return r;
+fail:
+	if (r) {
+		free(r->buf);
+		free(r);
+	}
+	close(fd);
+	return NULL;
+}
+
+const char *sbt_error(const struct sbt_reader *r)
+{
+	return r ? r->err : "";
+}
+
+const struct sbt_file_hdr *sbt_header(const struct sbt_reader *r)
+{
+	return &r->fh;
+}
+
+const struct sb_trailer *sbt_trailer(const struct sbt_reader *r)
+{
+	return r->status == SBT_EOF ? &r->trailer : NULL;
+}
+
+uint64_t sbt_offset(const struct sbt_reader *r)
+{
+	return r->rec_off;
+}
+
+void sbt_close(struct sbt_reader *r)
+{
+	if (!r)
+		return;
+	close(r->fd);
+	free(r->buf);
+	free(r);
+}
