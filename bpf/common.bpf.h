@@ -18,7 +18,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* set by the agent between open and load */
 const volatile __u32 targ_tgid = 0;
-/* wake the reader only once this many bytes are waiting (0: every event) */
+/* wake the reader when this many bytes are waiting (0: when the first one arrives) */
 const volatile __u64 wake_bytes = 0;
 
 struct {
@@ -75,12 +75,20 @@ static __always_inline void *reserve(__u32 type, __u32 size)
 	return h;
 }
 
-/* submit, waking the reader only past the threshold (it also polls on a timer) */
+/*
+ * Submit, waking the reader only when this record makes the backlog cross the
+ * threshold: once across, the reader is already awake (or its 100 ms timer
+ * is due), and waking it for every further record would raise an interrupt
+ * per event on the traced CPU.
+ */
 static __always_inline void submit(void *rec)
 {
+	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__u64 size = ((struct sb_hdr *)rec)->size;
 	__u64 flags = BPF_RB_NO_WAKEUP;
 
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wake_bytes)
+	/* avail already counts this record: it was reserved */
+	if (avail >= wake_bytes && avail < wake_bytes + size)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(rec, flags);
 }

@@ -164,7 +164,7 @@ struct sb_alloc {
 	__u64 size;            /* bytes asked for (free: 0) */
 	__u64 ptr;             /* result, or the pointer freed */
 	__u32 fn;              /* enum sb_alloc_fn */
-	__u32 pad;
+	__u32 floor_ns;        /* fastest call of fn seen so far: mostly the probes' own cost */
 };
 
 enum sb_step_src { SB_STEP_USDT = 1, SB_STEP_UPROBE = 2, SB_STEP_GPU_MARKER = 3 };

@@ -158,23 +158,17 @@ static __always_inline __u32 mm_call_of(long id)
 	return 0;
 }
 
-SEC("raw_tp/sys_enter")
-int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
+static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3)
 {
 	if (!current_is_target())
-		return 0;
-	__u32 call = mm_call_of(id);
-
-	if (!call)
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct mm_call c = {
 		.start = bpf_ktime_get_ns(),
-		.addr = PT_REGS_PARM1_CORE_SYSCALL(regs),
-		.len = call == SB_SYS_BRK ? 0 : PT_REGS_PARM2_CORE_SYSCALL(regs),
+		.addr = a1,
+		.len = call == SB_SYS_BRK ? 0 : a2,
 		.call = call,
-		.arg = call == SB_SYS_MUNMAP || call == SB_SYS_BRK ? 0 :
-		       (__u32)PT_REGS_PARM3_CORE_SYSCALL(regs),
+		.arg = call == SB_SYS_MUNMAP || call == SB_SYS_BRK ? 0 : (__u32)a3,
 	};
 
 	if (bpf_map_update_elem(&mm_calls, &tid, &c, BPF_ANY))
@@ -182,8 +176,7 @@ int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-SEC("raw_tp/sys_exit")
-int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
+static __always_inline int mm_exit(long ret)
 {
 	if (!current_is_target())
 		return 0;
@@ -206,3 +199,48 @@ int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
 	bpf_map_delete_elem(&mm_calls, &tid);
 	return 0;
 }
+
+/*
+ * Fallback when the per-syscall tracepoints cannot be used (no tracefs): the
+ * raw tracepoints fire on every system call of every process, so they cost
+ * the whole machine a little more.
+ */
+SEC("raw_tp/sys_enter")
+int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
+{
+	__u32 call;
+
+	if (!current_is_target())
+		return 0;
+	call = mm_call_of(id);
+	if (!call)
+		return 0;
+	return mm_enter(call, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_PARM2_CORE_SYSCALL(regs),
+			PT_REGS_PARM3_CORE_SYSCALL(regs));
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
+{
+	return mm_exit(ret);
+}
+
+/* per-syscall tracepoints: only these calls pay (need tracefs to attach) */
+#define MM_TP(name, call) \
+SEC("tracepoint/syscalls/sys_enter_" #name) \
+int tp_enter_##name(struct trace_event_raw_sys_enter *ctx) \
+{ \
+	return mm_enter(call, ctx->args[0], ctx->args[1], ctx->args[2]); \
+} \
+SEC("tracepoint/syscalls/sys_exit_" #name) \
+int tp_exit_##name(struct trace_event_raw_sys_exit *ctx) \
+{ \
+	return mm_exit(ctx->ret); \
+}
+
+MM_TP(mmap, SB_SYS_MMAP)
+MM_TP(munmap, SB_SYS_MUNMAP)
+MM_TP(brk, SB_SYS_BRK)
+MM_TP(madvise, SB_SYS_MADVISE)
+MM_TP(mprotect, SB_SYS_MPROTECT)
+MM_TP(mremap, SB_SYS_MREMAP)

@@ -317,6 +317,15 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	if (!c->chan && !o->no_gpu)
 		note(c, "no GPU timeline from PID %d (host-only mode): start the trainer with "
 		     "`stepblame run` to load the CUPTI collector", (int)pid);
+	if (!o->quiet) {
+		const struct probe_status *st;
+		int n = probes_status(c->probes, &st), ok = 0;
+
+		for (int i = 0; i < n; i++)
+			ok += st[i].attached;
+		fprintf(stderr, "stepblame: attached %d probes to PID %d (scheduler via %s)%s\n", ok,
+			(int)pid, probes_sched_variant(c->probes), c->chan ? " and its GPU channel" : "");
+	}
 	if (o->on_ready)
 		o->on_ready(o->on_ready_ctx);
 	last_sec = start;
@@ -393,7 +402,7 @@ out:
 /* ---- option parsing shared by record, attach, run ---- */
 
 enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AGENT_CPU,
-       OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA };
+       OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS };
 
 int collect_parse_common(int argc, char **argv, struct collect_opts *o, const char **out,
 			 const char **json_out, const char *cmd)
@@ -407,6 +416,7 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 		{ "alloc-min-ns", required_argument, NULL, OPT_ALLOC_MIN },
 		{ "no-alloc", no_argument, NULL, OPT_NO_ALLOC },
 		{ "no-cuda", no_argument, NULL, OPT_NO_CUDA },
+		{ "no-tracefs", no_argument, NULL, OPT_NO_TRACEFS },
 		{ "step-uprobe", required_argument, NULL, OPT_STEP_UPROBE },
 		{ "agent-cpu", required_argument, NULL, OPT_AGENT_CPU },
 		{ "ring-mb", required_argument, NULL, OPT_RING },
@@ -475,6 +485,9 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			break;
 		case OPT_NO_CUDA:
 			o->probe.no_cuda = true;
+			break;
+		case OPT_NO_TRACEFS:
+			o->probe.no_tracefs = true;
 			break;
 		case OPT_STEP_UPROBE:
 			if (!strchr(optarg, ':')) {

@@ -772,6 +772,7 @@ static void print_record(const struct sb_hdr *h)
 		f_enum("fn", sb_alloc_fn_name(e->fn), e->fn);
 		f_u("size", e->size);
 		f_hex("ptr", e->ptr);
+		f_u("floor_ns", e->floor_ns);
 		f_span(e->start_ns, h->ts);
 		break;
 	}

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -139,6 +140,14 @@ int probes_check_privileges(pid_t pid, char *err, size_t errlen)
 		}
 	}
 	return 0;
+}
+
+/* why a uprobe did not attach, in words a user can act on */
+static const char *uprobe_why(int err)
+{
+	if (err == EACCES || err == EPERM)
+		return "not allowed: uprobes need CAP_SYS_ADMIN on this kernel";
+	return strerror(err);
 }
 
 /* ---- ELF: USDT notes ---- */
@@ -310,7 +319,11 @@ static void attach_alloc(struct probes *p, const char *open_path, const char *sh
 		snprintf(name, sizeof(name), "alloc:%s", alloc_syms[i].sym);
 		le = bpf_program__attach_uprobe_opts(prog, p->o.pid, open_path, 0, &eo);
 		if (!le) {
-			status(p, name, false, false, "%s has no %s", shown, alloc_syms[i].sym);
+			if (errno == ENOENT || errno == ESRCH)
+				status(p, name, false, false, "%s has no %s", shown, alloc_syms[i].sym);
+			else
+				status(p, name, false, false, "uprobe on %s in %s: %s", alloc_syms[i].sym,
+				       shown, uprobe_why(errno));
 			continue;
 		}
 		lr = bpf_program__attach_uprobe_opts(ret, p->o.pid, open_path, 0, &ro);
@@ -403,11 +416,11 @@ static int scan_one(void *ctx, const struct mapping *m)
 		int err = keep_link(p, l);
 
 		status(p, "usdt:stepblame:step", !err, false,
-		       err ? "%s: %s" : "%s", m->path, err ? strerror(-err) : "");
+		       err ? "%s: %s" : "%s", m->path, err ? uprobe_why(-err) : "");
 	}
 	if (!p->o.no_cuda && !strncmp(b, "libcuda.so", 10))
 		attach_cuda(p, m->open, m->path);
-	if (!p->o.no_alloc && !p->alloc_attached && !p->o.alloc_lib && is_libc(m->path))
+	if (p->alloc && !p->alloc_attached && !p->o.alloc_lib && is_libc(m->path))
 		attach_alloc(p, m->open, m->path);
 	return 0;
 }
@@ -456,7 +469,7 @@ static void attach_step_uprobe(struct probes *p)
 	int err = keep_link(p, l);
 
 	status(p, "step-uprobe", !err, true, err ? "%s:%s: %s" : "%s:%s", spec, colon + 1,
-	       err ? strerror(-err) : "");
+	       err ? uprobe_why(-err) : "");
 	p->step_uprobe_attached = !err;
 }
 
@@ -540,20 +553,40 @@ static void fill_cpu_nodes(struct probes *p)
 
 /* ---- memory ---- */
 
-static const struct {
-	const char *prog;
-	const char *name;
-} mem_progs[] = {
-	{ "raw_fault", "mem:page_fault_user" },
-	{ "raw_reclaim_begin", "mem:direct_reclaim_begin" },
-	{ "raw_reclaim_end", "mem:direct_reclaim_end" },
-	{ "raw_memcg_begin", "mem:memcg_reclaim_begin" },
-	{ "raw_memcg_end", "mem:memcg_reclaim_end" },
-	{ "raw_compact_begin", "mem:compaction_begin" },
-	{ "raw_compact_end", "mem:compaction_end" },
-	{ "raw_sys_enter", "mem:sys_enter(mm)" },
-	{ "raw_sys_exit", "mem:sys_exit(mm)" },
-};
+#define TRACEFS "/sys/kernel/tracing"
+
+/*
+ * Per-syscall tracepoints need tracefs to attach; mount it when we may. If we
+ * may not (or --no-tracefs), the raw sys_enter/sys_exit tracepoints serve.
+ */
+static bool syscall_tracepoints(struct probes *p)
+{
+	static const char *ids[] = {
+		TRACEFS "/events/syscalls/sys_enter_mmap/id",
+		"/sys/kernel/debug/tracing/events/syscalls/sys_enter_mmap/id",
+	};
+
+	if (p->o.no_tracefs)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(ids); i++)
+		if (!access(ids[i], R_OK))
+			return true;
+	if (access(TRACEFS "/trace", F_OK) && !access(TRACEFS, F_OK) &&
+	    !mount("tracefs", TRACEFS, "tracefs", 0, NULL)) {
+		status(p, "tracefs", true, false, "mounted at " TRACEFS);
+		return !access(ids[0], R_OK);
+	}
+	return false;
+}
+
+/* "tracepoint/syscalls/sys_enter_mmap" -> "mem:sys_enter_mmap" and so on */
+static void mem_probe_name(const struct bpf_program *prog, char *out, size_t len)
+{
+	const char *sec = bpf_program__section_name(prog);
+	const char *last = strrchr(sec, '/');
+
+	snprintf(out, len, "mem:%s", last ? last + 1 : sec);
+}
 
 static int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops)
 {
@@ -564,9 +597,38 @@ static int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map
 	return err;
 }
 
+/* attach the programs whose section starts with prefix; false (and none kept) on a failure */
+static bool attach_mem_group(struct probes *p, const char *prefix, const char *variant)
+{
+	struct bpf_program *prog;
+	int first = p->nlinks, st = p->nst;
+	char name[48];
+
+	bpf_object__for_each_program(prog, p->mem->obj) {
+		if (strncmp(bpf_program__section_name(prog), prefix, strlen(prefix)))
+			continue;
+		mem_probe_name(prog, name, sizeof(name));
+		if (keep_link(p, bpf_program__attach(prog))) {
+			int err = errno;
+
+			while (p->nlinks > first)
+				bpf_link__destroy(p->links[--p->nlinks]);
+			p->nst = st;
+			status(p, name, false, false, "%s refused (%s): the raw sys_enter/sys_exit "
+			       "pair serves instead", variant, strerror(err));
+			return false;
+		}
+		status(p, name, true, false, "%s", variant);
+	}
+	return true;
+}
+
 static void open_mem(struct probes *p, const struct btf *vmlinux)
 {
+	struct bpf_program *prog;
 	struct mem_bpf *m = mem_bpf__open();
+	bool tp = syscall_tracepoints(p);
+	char name[48];
 	int err;
 
 	if (!m) {
@@ -575,13 +637,17 @@ static void open_mem(struct probes *p, const struct btf *vmlinux)
 	}
 	m->rodata->targ_tgid = p->o.pid;
 	m->rodata->wake_bytes = p->o.wake_bytes;
-	for (size_t i = 0; i < ARRAY_SIZE(mem_progs); i++) {
-		struct bpf_program *prog = bpf_object__find_program_by_name(m->obj, mem_progs[i].prog);
-		const char *tp = strchr(bpf_program__section_name(prog), '/') + 1;
+	/* both syscall variants load; one is attached */
+	bpf_object__for_each_program(prog, m->obj) {
+		const char *sec = bpf_program__section_name(prog);
 
-		if (!tp_exists(vmlinux, tp)) {
+		if (!strncmp(sec, "tracepoint/syscalls/", 20)) {
+			bpf_program__set_autoload(prog, tp);
+		} else if (strncmp(sec, "raw_tp/sys_e", 12) &&
+			   !tp_exists(vmlinux, strchr(sec, '/') + 1)) {
 			bpf_program__set_autoload(prog, false);
-			status(p, mem_progs[i].name, false, false, "no such tracepoint on this kernel");
+			mem_probe_name(prog, name, sizeof(name));
+			status(p, name, false, false, "no such tracepoint on this kernel");
 		}
 	}
 	err = reuse_shared(p, m->maps.events, m->maps.drops);
@@ -593,15 +659,19 @@ static void open_mem(struct probes *p, const struct btf *vmlinux)
 		return;
 	}
 	p->mem = m;
-	for (size_t i = 0; i < ARRAY_SIZE(mem_progs); i++) {
-		struct bpf_program *prog = bpf_object__find_program_by_name(m->obj, mem_progs[i].prog);
+	bpf_object__for_each_program(prog, m->obj) {
+		const char *sec = bpf_program__section_name(prog);
 
-		if (!bpf_program__autoload(prog))
+		if (!bpf_program__autoload(prog) || !strncmp(sec, "tracepoint/syscalls/", 20) ||
+		    !strncmp(sec, "raw_tp/sys_e", 12))
 			continue;
+		mem_probe_name(prog, name, sizeof(name));
 		err = keep_link(p, bpf_program__attach(prog));
-		status(p, mem_progs[i].name, !err, false, err ? "%s" : "raw_tp",
-		       err ? strerror(-err) : "");
+		status(p, name, !err, false, "%s", err ? strerror(-err) : "raw_tp");
 	}
+	/* per-syscall tracepoints where they attach, else the raw sys_enter/sys_exit pair */
+	if (!tp || !attach_mem_group(p, "tracepoint/syscalls/", "tracepoint"))
+		attach_mem_group(p, "raw_tp/sys_e", "raw_tp");
 }
 
 static int open_alloc(struct probes *p)

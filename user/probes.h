@@ -21,6 +21,7 @@ struct probe_opts {
 	uint64_t alloc_min_ns;      /* --alloc-min-ns */
 	const char *step_uprobe;    /* --step-uprobe LIB:SYM */
 	bool no_cuda;               /* do not probe the CUDA driver */
+	bool no_tracefs;            /* never use (or mount) tracefs: raw tracepoints only */
 	bool verbose;               /* libbpf's own messages */
 };
 

@@ -64,6 +64,20 @@ static void *cap_thread(void *arg)
 	return NULL;
 }
 
+static bool no_tracefs; /* raw tracepoints only */
+
+static bool has_probe_record(struct cap *c, const char *text)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_text *t = (const void *)c->recs[i];
+
+		if (t->h.type == SB_REC_PROBE && t->id == 1 && t->len == strlen(text) &&
+		    !memcmp(t->text, text, t->len))
+			return true;
+	}
+	return false;
+}
+
 static const char *prog_path(void)
 {
 	static char path[512];
@@ -130,6 +144,7 @@ static struct cap *trace_work(char *const args[], uint64_t alloc_min_ns, pid_t *
 	c->o.probe.ring_bytes = 16 << 20;
 	c->o.probe.wake_bytes = 64 << 10;
 	c->o.probe.alloc_min_ns = alloc_min_ns;
+	c->o.probe.no_tracefs = no_tracefs;
 	c->o.duration_ns = 30000000000ll;
 	c->o.agent_cpu = -2;
 	c->o.quiet = true;
@@ -303,6 +318,8 @@ static void t_faults_and_mmap(void)
 	}
 	CHECK(faults == 200, "saw %zu faults in the fresh mapping, want 200", faults);
 	CHECK(maps == 30 && unmaps == 30, "saw %zu mmap / %zu munmap, want 30 / 30", maps, unmaps);
+	CHECK(has_probe_record(c, "mem:sys_enter_mmap tracepoint") ||
+	      has_probe_record(c, "mem:sys_enter raw_tp"), "no mmap-family probe attached");
 	free_cap(c);
 }
 
@@ -430,7 +447,7 @@ static void t_without_tracefs(void)
 	pid = fork();
 	if (pid == 0) {
 		uint64_t alloc_min = 10000;
-		char *args[] = { "steps", "3", "faults", "10", NULL };
+		char *args[] = { "steps", "3", "faults", "10", "mmap", "5", NULL };
 		struct cap *c;
 		struct stat st;
 
@@ -440,9 +457,14 @@ static void t_without_tracefs(void)
 		umount2("/sys/kernel/tracing", MNT_DETACH);
 		if (!stat("/sys/kernel/tracing/events", &st))
 			_exit(11);
+		no_tracefs = true;
 		c = trace_work(args, alloc_min, NULL);
 		if (!c || c->rc)
 			_exit(12);
+		if (!has_probe_record(c, "mem:sys_enter raw_tp"))
+			_exit(15);
+		if (count_type(c, SB_EV_MMSYS, 0) < 10)
+			_exit(16);
 		if (count_type(c, SB_EV_STEP, 0) != 3)
 			_exit(13);
 		if (count_type(c, SB_EV_FAULT, 0) < 10)
@@ -458,6 +480,8 @@ static void t_without_tracefs(void)
 	case 12: CHECK(0, "capture failed without tracefs"); break;
 	case 13: CHECK(0, "steps missing without tracefs"); break;
 	case 14: CHECK(0, "faults missing without tracefs"); break;
+	case 15: CHECK(0, "the raw sys_enter fallback was not used"); break;
+	case 16: CHECK(0, "mmap/munmap missing without tracefs"); break;
 	default: CHECK(0, "child exit %d", WEXITSTATUS(status));
 	}
 }
