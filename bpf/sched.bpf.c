@@ -88,13 +88,16 @@ static __always_inline __u8 classify(bool preempt, __u32 st)
 	return SB_STATE_OTHER;
 }
 
+/*
+ * Runs on every context switch of the machine, so the ids come in already
+ * read: tp_btf reads them directly, raw_tp through bpf_probe_read.
+ */
 static __always_inline int on_switch(bool preempt, struct task_struct *prev,
-				     struct task_struct *next)
+				     struct task_struct *next, __u32 prev_tgid, __u32 prev_tid,
+				     __u32 next_tgid, __u32 next_tid)
 {
 	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
 	__u64 now = bpf_ktime_get_ns(), start = 0;
-	__u32 prev_tgid = BPF_CORE_READ(prev, tgid), prev_tid = BPF_CORE_READ(prev, pid);
-	__u32 next_tgid = BPF_CORE_READ(next, tgid), next_tid = BPF_CORE_READ(next, pid);
 	__u64 *cs = bpf_map_lookup_elem(&cpu_start, &zero);
 
 	if (cs) {
@@ -296,7 +299,7 @@ static __always_inline int on_rename(struct task_struct *p, const char *comm)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(btf_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(preempt, prev, next);
+	return on_switch(preempt, prev, next, prev->tgid, prev->pid, next->tgid, next->pid);
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -339,7 +342,8 @@ int BPF_PROG(btf_rename, struct task_struct *p, const char *comm)
 SEC("raw_tp/sched_switch")
 int BPF_PROG(raw_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(preempt, prev, next);
+	return on_switch(preempt, prev, next, BPF_CORE_READ(prev, tgid), BPF_CORE_READ(prev, pid),
+			 BPF_CORE_READ(next, tgid), BPF_CORE_READ(next, pid));
 }
 
 SEC("raw_tp/sched_wakeup")
