@@ -43,10 +43,30 @@ struct waiting {
 /* target threads that are runnable but not running, by tid */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384); /* resized by the agent */
+	__uint(max_entries, 16384); /* threads of the target; overflow is counted */
 	__type(key, __u32);
 	__type(value, struct waiting);
 } waiting SEC(".maps");
+
+/*
+ * Who woke a target thread. sched_waking runs in the waker's context;
+ * sched_wakeup may run on the target CPU from an IPI (queued remote wakeups),
+ * where "current" is whoever happened to be running there.
+ */
+struct waker {
+	__u32 pid;
+	__u32 tid;
+	char comm[SB_COMM_LEN];
+	__u32 cpu;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384); /* threads of the target; overflow is counted */
+	__type(key, __u32);
+	__type(value, struct waker);
+} wakers SEC(".maps");
 
 static __always_inline void nwait_add(__u32 cpu, int d)
 {
@@ -178,6 +198,20 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 	return 0;
 }
 
+static __always_inline int on_waking(struct task_struct *p)
+{
+	if (BPF_CORE_READ(p, tgid) != targ_tgid)
+		return 0;
+	__u32 tid = BPF_CORE_READ(p, pid);
+	__u64 id = bpf_get_current_pid_tgid();
+	struct waker w = { .pid = id >> 32, .tid = (__u32)id, .cpu = bpf_get_smp_processor_id() };
+
+	bpf_get_current_comm(&w.comm, sizeof(w.comm));
+	if (bpf_map_update_elem(&wakers, &tid, &w, BPF_ANY))
+		count_drop(SB_DROP_MAPFULL);
+	return 0;
+}
+
 static __always_inline int on_wakeup(struct task_struct *p, __u8 is_new)
 {
 	if (BPF_CORE_READ(p, tgid) != targ_tgid)
@@ -189,13 +223,23 @@ static __always_inline int on_wakeup(struct task_struct *p, __u8 is_new)
 	start_waiting(tid, cpu, now, SB_WAIT_WOKEN);
 
 	struct sb_wakeup *e = reserve(SB_EV_WAKEUP, sizeof(*e));
+	struct waker *w = bpf_map_lookup_elem(&wakers, &tid);
 
 	if (!e)
 		return 0;
-	e->waker_pid = e->h.pid;
-	e->waker_tid = e->h.tid;
-	e->waker_cpu = e->h.cpu;
-	bpf_get_current_comm(&e->waker_comm, sizeof(e->waker_comm));
+	if (w) {
+		e->waker_pid = w->pid;
+		e->waker_tid = w->tid;
+		e->waker_cpu = w->cpu;
+		__builtin_memcpy(e->waker_comm, w->comm, SB_COMM_LEN);
+		bpf_map_delete_elem(&wakers, &tid);
+	} else {
+		/* attached between waking and wakeup, or a new thread: current is the best guess */
+		e->waker_pid = e->h.pid;
+		e->waker_tid = e->h.tid;
+		e->waker_cpu = e->h.cpu;
+		bpf_get_current_comm(&e->waker_comm, sizeof(e->waker_comm));
+	}
 	e->h.pid = targ_tgid;
 	e->h.tid = tid;
 	e->h.cpu = cpu;
@@ -266,6 +310,7 @@ static __always_inline int on_exit(struct task_struct *p)
 		nwait_add(w->cpu, -1);
 		bpf_map_delete_elem(&waiting, &tid);
 	}
+	bpf_map_delete_elem(&wakers, &tid);
 	struct sb_thread *e = reserve(SB_EV_THREAD_EXIT, sizeof(*e));
 
 	if (!e)
@@ -300,6 +345,12 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(btf_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	return on_switch(preempt, prev, next, prev->tgid, prev->pid, next->tgid, next->pid);
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(btf_waking, struct task_struct *p)
+{
+	return on_waking(p);
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -344,6 +395,12 @@ int BPF_PROG(raw_switch, bool preempt, struct task_struct *prev, struct task_str
 {
 	return on_switch(preempt, prev, next, BPF_CORE_READ(prev, tgid), BPF_CORE_READ(prev, pid),
 			 BPF_CORE_READ(next, tgid), BPF_CORE_READ(next, pid));
+}
+
+SEC("raw_tp/sched_waking")
+int BPF_PROG(raw_waking, struct task_struct *p)
+{
+	return on_waking(p);
 }
 
 SEC("raw_tp/sched_wakeup")

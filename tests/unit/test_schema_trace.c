@@ -43,7 +43,7 @@ static struct field {
 	F(sb_mmsys, h), F(sb_mmsys, start_ns), F(sb_mmsys, addr), F(sb_mmsys, len),
 	F(sb_mmsys, ret), F(sb_mmsys, call), F(sb_mmsys, arg),
 	F(sb_alloc, h), F(sb_alloc, start_ns), F(sb_alloc, size), F(sb_alloc, ptr),
-	F(sb_alloc, fn), F(sb_alloc, pad),
+	F(sb_alloc, fn), F(sb_alloc, floor_ns),
 	F(sb_step, h), F(sb_step, step), F(sb_step, source), F(sb_step, pad),
 	F(sb_thread, h), F(sb_thread, parent_tid), F(sb_thread, pad), F(sb_thread, comm),
 	F(sb_rename, h), F(sb_rename, oldcomm), F(sb_rename, newcomm),
