@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Record simtrainer with every kind of injection and check that each one is
+# visible in the trace, inside the steps where simtrainer says it injected it
+# (its ground truth): the hog as the task that ran while the launcher waited,
+# page faults, allocator calls, migrations, blocking I/O, the loader stall.
+set -u
+. "$(dirname "$0")/../lib.sh"
+T=sim_record
+
+need_bpf $T || exit 0
+if [ ! -x "${SIMTRAINER:-}" ]; then skip $T "no simtrainer at '${SIMTRAINER:-}'"; exit 0; fi
+if ! "$STEPBLAME" record --help >/dev/null 2>&1; then skip $T "stepblame record is not built"; exit 0; fi
+
+STEPS=50 K=8
+tmp=$(mktemp -d /var/tmp/sim_record.XXXXXX)
+sim=
+cleanup() { [ -n "$sim" ] && kill -9 "$sim" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+# ckpt needs a disk: /var/tmp, not tmpfs, so that fsync really sleeps in D state
+"$SIMTRAINER" --steps $STEPS --kernels $K --kernel-us 500 --wait-agent 30 --start-delay-ms 200 \
+	--truth "$tmp/truth.jsonl" --ckpt-dir "$tmp" --quiet \
+	--inject hog@8-12:-10 --inject faults@16:64 --inject alloc@20:20000 \
+	--inject migrate@24:20 --inject stall@28:60 --inject ckpt@32:64 \
+	>"$tmp/sim.out" 2>&1 &
+sim=$!
+"$STEPBLAME" record -p "$sim" -d 60 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1
+rc=$?
+wait "$sim"; simrc=$?; sim=
+if [ $rc != 0 ] || [ ! -s "$tmp/trace.sbt" ]; then
+	fail $T "record exited $rc: $(tail -3 "$tmp/record.out" | tr '\n' ' ')"; exit 0
+fi
+if [ $simrc != 0 ] || [ ! -s "$tmp/truth.jsonl" ]; then
+	fail $T "simtrainer exited $simrc: $(tail -3 "$tmp/sim.out" | tr '\n' ' ')"; exit 0
+fi
+if ! "$STEPBLAME" dump "$tmp/trace.sbt" --jsonl >"$tmp/dump.jsonl" 2>"$tmp/dump.err"; then
+	fail $T "dump failed: $(head -1 "$tmp/dump.err")"; exit 0
+fi
+ckpt_fs=$(stat -f -c %T "$tmp")
+# an ASan simtrainer (make test) allocates through ASan, not the libc the probes watch
+asan=0; ldd "$SIMTRAINER" 2>/dev/null | grep -q libasan && asan=1
+
+# truth first, then the trace; one PASS/FAIL line per check
+awk -v T=$T -v STEPS=$STEPS -v K=$K -v ckpt_fs="$ckpt_fs" -v asan=$asan '
+function num(k,   i, s) {
+	i = index($0, "\"" k "\":"); if (!i) return -1
+	s = substr($0, i + length(k) + 3); sub(/^"/, "", s)
+	match(s, /^-?[0-9]+/); return RSTART ? substr(s, 1, RLENGTH) + 0 : -1
+}
+function str(k,   i, s) {
+	i = index($0, "\"" k "\":\""); if (!i) return ""
+	s = substr($0, i + length(k) + 4); return substr(s, 1, index(s, "\"") - 1)
+}
+function widen(kind, a, b) {
+	if (!(kind in lo) || a < lo[kind]) lo[kind] = a
+	if (!(kind in hi) || b > hi[kind]) hi[kind] = b
+}
+function inside(kind, t) { return (kind in lo) && t >= lo[kind] && t <= hi[kind] }
+function overlaps(kind, a, b) { return (kind in lo) && a <= hi[kind] && b >= lo[kind] }
+function check(name, ok, why) { if (ok) print "PASS " T "_" name; else print "FAIL " T "_" name ": " why }
+
+FNR == NR {
+	if (index($0, "{\"config\":") == 1) { pid = num("pid"); ltid = num("launcher_tid"); next }
+	if (index($0, "{\"end\":") == 1) { run_lo = num("start_ns"); run_hi = num("end_ns"); next }
+	kind = str("kind"); widen(kind, num("start_ns"), num("end_ns"))
+	if (kind == "hog") hogpid = num("culprit_pid")
+	if (kind == "faults") pages = num("pages")
+	if (kind == "migrate") moves = num("moves")
+	next
+}
+{
+	type = str("type"); tid = num("tid"); ts = num("ts")
+	if (type == "step" && str("source") == "usdt") { steps++; if (num("step") != steps - 1) stepgap++ }
+	else if (type == "gpu" && str("kind") == "kernel") kernels++
+	else if (type == "switch_in" && tid == ltid && inside("hog", ts) && num("wait_ns") > 0) {
+		wlo[nw] = ts - num("wait_ns"); whi[nw++] = ts  # the launcher was runnable, not running
+	}
+	else if (type == "runslice" && num("pid") == hogpid && overlaps("hog", num("start_ns"), ts)) {
+		hlo[hog_slices] = num("start_ns"); hhi[hog_slices++] = ts
+		if (str("comm") == "noisy-neighbor") hog_named++
+	}
+	else if (type == "fault" && tid == ltid && inside("faults", ts)) faults++
+	else if (type == "alloc" && tid == ltid && inside("alloc", ts)) allocs++
+	else if (type == "mmsys" && tid == ltid && inside("alloc", ts)) mmsys++
+	else if (type == "migrate" && tid == ltid && inside("migrate", ts)) migrations++
+	else if (type == "switch_out" && tid == ltid && inside("ckpt", ts) && str("state") == "disk") disk++
+	else if (type == "switch_out" && tid == ltid && inside("stall", ts) && str("state") == "sleep") stall_sleep++
+	else if (type == "wakeup" && tid == ltid && inside("stall", ts) && num("waker_pid") == pid &&
+		 index(str("waker_comm"), "loader-") == 1) stall_woken++
+	# during the steps only simtrainer threads (futexes) and the CPU stopper wake the
+	# launcher; I/O completion (the ckpt step) may come from any context
+	if (type == "wakeup" && tid == ltid && ts >= run_lo && ts <= run_hi && !inside("ckpt", ts)) {
+		wakeups++
+		if (num("waker_pid") != pid && index(str("waker_comm"), "migration/") != 1) {
+			alien++; if (!(str("waker_comm") in aliens)) aliens[str("waker_comm")] = 1
+		}
+	}
+}
+END {
+	check("truth", pid > 0 && ltid > 0 && hogpid > 0, "truth file incomplete")
+	check("steps", steps == STEPS && !stepgap, steps + 0 " USDT steps, want " STEPS)
+	check("gpu", kernels == STEPS * K, kernels + 0 " kernel records, want " STEPS * K)
+	for (i = 0; i < hog_slices; i++)
+		for (j = 0; j < nw; j++)
+			if (hlo[i] < whi[j] && hhi[i] > wlo[j]) { while_waiting++; break }
+	check("hog", hog_slices > 0 && hog_named == hog_slices && while_waiting > 0,
+	      hog_slices + 0 " runslices of the hog (pid " hogpid "), " hog_named + 0 \
+	      " named noisy-neighbor, " while_waiting + 0 " while the launcher waited for its CPU")
+	check("faults", faults >= pages / 4, faults + 0 " launcher faults in the faults step, " pages " pages touched")
+	check("alloc", asan ? mmsys > 0 : allocs > 0 && mmsys > 0,
+	      allocs + 0 " alloc + " mmsys + 0 " mmsys events in the alloc step" (asan ? " (ASan build)" : ""))
+	check("migrate", migrations >= moves / 2, migrations + 0 " migrations of the launcher, " moves " moves made")
+	if (ckpt_fs == "tmpfs" || ckpt_fs == "ramfs")
+		print "SKIP " T "_ckpt: checkpoint dir is on " ckpt_fs ", fsync does not block"
+	else
+		check("ckpt", disk > 0, "no D-state switch_out of the launcher in the ckpt step")
+	names = ""; for (a in aliens) names = names " " a
+	check("wakers", wakeups > 0 && !alien, alien + 0 " of " wakeups + 0 \
+	      " launcher wakeups name a waker that cannot wake it:" names)
+	check("stall", stall_sleep > 0 && stall_woken > 0,
+	      stall_sleep + 0 " sleeps of the launcher, " stall_woken + 0 " wakeups by a loader in the stall step")
+}' "$tmp/truth.jsonl" "$tmp/dump.jsonl"
