@@ -52,10 +52,24 @@ PROG_BINS := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRCS))
 
 MARKER_LIB := $(BUILD)/libstepblame.so
 
+# The CUPTI collector is built only where a CUDA toolkit with CUPTI is found.
+CUDA_HOME   ?= /usr/local/cuda
+CUPTI_INC   := $(firstword $(wildcard $(CUDA_HOME)/include/cupti.h $(CUDA_HOME)/extras/CUPTI/include/cupti.h))
+CUPTI_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_HOME)/lib64/libcupti.so $(CUDA_HOME)/extras/CUPTI/lib64/libcupti.so $(CUDA_HOME)/lib/libcupti.so))))
+ifneq ($(and $(CUPTI_INC),$(CUPTI_LIBDIR)),)
+HAVE_CUPTI  := 1
+CUPTI_CFLAGS := -I$(dir $(CUPTI_INC)) -I$(CUDA_HOME)/include
+CUPTI_LIBS  := -L$(CUPTI_LIBDIR) -Wl,-rpath,$(CUPTI_LIBDIR) -lcupti
+CUPTI_SRCS  := $(wildcard cupti/*.c)
+COLLECTOR   := $(if $(CUPTI_SRCS),$(BUILD)/libstepblame-cupti.so)
+CUPTI_TEST_SRCS := $(wildcard tests/cupti/*.c)
+CUPTI_TEST_BINS := $(patsubst tests/cupti/%.c,$(BUILD)/tests/cupti/%,$(CUPTI_TEST_SRCS))
+endif
+
 .PHONY: all static deps check-deps test test-bin demo bench fuzz clean
 .DELETE_ON_ERROR:
 
-all: check-deps $(BUILD)/stepblame $(SIM_BIN) $(MARKER_LIB) test-bin
+all: check-deps $(BUILD)/stepblame $(SIM_BIN) $(MARKER_LIB) $(COLLECTOR) test-bin
 
 # Say exactly what is missing instead of failing halfway through.
 check-deps:
@@ -84,7 +98,7 @@ deps:
 		make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev systemtap-sdt-dev \
 		pkg-config
 
-$(BUILD) $(BUILD)/user $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs:
+$(BUILD) $(BUILD)/user $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs $(BUILD)/tests/cupti:
 	@mkdir -p $@
 
 $(BUILD)/vmlinux.h: | $(BUILD)
@@ -113,7 +127,17 @@ $(BUILD)/simtrainer: $(patsubst sim/%.c,$(BUILD)/sim/%.o,$(SIM_SRCS)) $(BUILD)/u
 $(MARKER_LIB): lib/marker.c include/stepblame.h | $(BUILD)
 	$(CC) $(CFLAGS) -fPIC -shared -Wl,-soname,libstepblame.so $< -o $@
 
-test-bin: $(UNIT_BINS) $(BPFT_BINS) $(PROG_BINS)
+test-bin: $(UNIT_BINS) $(BPFT_BINS) $(PROG_BINS) $(CUPTI_TEST_BINS)
+
+# injected into foreign processes: never sanitized, channel producer built in
+$(BUILD)/libstepblame-cupti.so: $(CUPTI_SRCS) $(wildcard cupti/*.h) user/channel.c user/channel.h user/gpu.h | $(BUILD)
+	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -fPIC -shared \
+		-fvisibility=hidden -Iuser -Ibpf $(CUPTI_CFLAGS) $(CUPTI_SRCS) user/channel.c \
+		$(CUPTI_LIBS) -lpthread -Wl,-soname,libstepblame-cupti.so -o $@
+
+$(BUILD)/tests/cupti/%: tests/cupti/%.c $(CUPTI_SRCS) $(wildcard cupti/*.h) $(LIB_OBJS) | $(BUILD)/tests/cupti
+	$(CC) $(CFLAGS) $(CUPTI_CFLAGS) -Itests -Icupti $< $(CUPTI_SRCS) $(LIB_OBJS) $(LDFLAGS) \
+		$(CUPTI_LIBS) $(LIBS) -o $@
 
 $(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard include/*.h) | $(BUILD)/tests/progs
 	$(CC) -O1 -g -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -Iinclude $< -lpthread -o $@

@@ -52,6 +52,8 @@ struct capture {
 	struct probes *probes;
 	struct sbc_reader *chan;
 	uint64_t last_drops_total;
+	int probes_written;          /* probe statuses already in the trace */
+	bool chan_inert;             /* the collector said it cannot work: stop looking */
 	/* one buffer for every record the agent builds itself */
 	union {
 		struct sb_hdr h;
@@ -167,18 +169,20 @@ static void put_preamble(struct capture *c)
 	target_threads(c->o->probe.pid, put_thread, c);
 }
 
+/* the statuses not written yet: at start, and those of libraries attached later */
 static void put_probe_status(struct capture *c)
 {
 	const struct probe_status *st;
 	int n = probes_status(c->probes, &st);
 	char line[256];
 
-	for (int i = 0; i < n; i++) {
+	for (int i = c->probes_written; i < n; i++) {
 		int len = snprintf(line, sizeof(line), "%s %s", st[i].name, st[i].detail);
 
 		put_text(c, SB_REC_PROBE, st[i].attached, c->o->probe.pid, 0, line,
 			 len < (int)sizeof(line) ? (size_t)len : sizeof(line) - 1);
 	}
+	c->probes_written = n;
 }
 
 static void note(struct capture *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -203,12 +207,21 @@ static void try_channel(struct capture *c, bool first)
 {
 	char err[256];
 
-	if (c->chan || c->o->no_gpu)
+	if (c->chan || c->chan_inert || c->o->no_gpu)
 		return;
 	c->chan = sbc_attach(c->o->probe.pid, err, sizeof(err));
 	if (!c->chan) {
 		if (first && errno != ENOENT)
 			note(c, "GPU channel refused: %s", err);
+		return;
+	}
+	/* a collector that could not start leaves a channel saying why */
+	if (!strncmp(sbc_producer_name(c->chan), "cupti-inert:", 12)) {
+		note(c, "GPU timeline unavailable: the collector in PID %d is inert (%s); host-only mode",
+		     (int)c->o->probe.pid, sbc_producer_name(c->chan) + 12);
+		sbc_detach(c->chan);
+		c->chan = NULL;
+		c->chan_inert = true;
 		return;
 	}
 	sbc_set_enabled(c->chan, true);
@@ -314,7 +327,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	put_preamble(c);
 	put_probe_status(c);
 	try_channel(c, true);
-	if (!c->chan && !o->no_gpu)
+	if (!c->chan && !c->chan_inert && !o->no_gpu && !o->gpu_expected)
 		note(c, "no GPU timeline from PID %d (host-only mode): start the trainer with "
 		     "`stepblame run` to load the CUPTI collector", (int)pid);
 	if (!o->quiet) {
@@ -354,6 +367,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			probes_alloc_stats(c->probes, alloc_stats_cb, c);
 			put_drops(c);
 			probes_rescan(c->probes);
+			put_probe_status(c);
 			try_channel(c, false);
 			if (o->on_second)
 				o->on_second(o->on_second_ctx, now);

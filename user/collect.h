@@ -21,6 +21,7 @@ struct collect_opts {
 	int64_t duration_ns;         /* 0: until signal or target exit */
 	int agent_cpu;               /* -1: choose; -2: do not pin */
 	bool no_gpu;                 /* do not look for the GPU channel */
+	bool gpu_expected;           /* the collector was injected: its channel appears at CUDA init */
 	bool quiet;                  /* no progress lines on stderr */
 	uint64_t tick_ns;            /* how often to poll/heartbeat (default 100 ms) */
 	/* called about once a second (attach's rolling summary); may be NULL */

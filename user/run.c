@@ -1,0 +1,837 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `stepblame run [opts] -- CMD [ARGS...]`: launch CMD with the CUPTI collector
+ * injected (CUDA_INJECTION64_PATH, and NVTX_INJECTION64_PATH = libcupti so
+ * NVTX ranges arrive as markers), trace it from its first instruction to its
+ * exit, and print the report.
+ *
+ * The child is held at CMD's entry point (PTRACE_TRACEME stops it after the
+ * exec; a breakpoint at AT_ENTRY lets the dynamic loader map libc first), so
+ * that the trace starts with CMD's own identity and its libraries' probes,
+ * and is let go once the probes are attached. Where ptrace is not allowed it
+ * waits on a pipe before the exec instead.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cmds.h"
+#include "collect.h"
+#include "probes.h"
+#include "target.h"
+#include "trace.h"
+#include "util.h"
+
+/* report.c may not be linked into every binary that links this file (tests) */
+#pragma weak cmd_report
+
+#define COLLECTOR_SO "libstepblame-cupti.so"
+
+static const char run_usage[] =
+"usage: stepblame run [options] [--dormant] [-o FILE] -- CMD [ARGS...]\n"
+"\n"
+"Launch CMD (a training job) with stepblame's GPU collector loaded into it, trace\n"
+"it until it exits, then print the per-step report. CMD's exit status is\n"
+"stepblame's exit status. Under sudo, CMD runs as the user who ran sudo (with\n"
+"that user's HOME), not as root; only the tracer keeps root.\n"
+"\n"
+"The collector is a CUPTI library loaded through CUDA_INJECTION64_PATH: it\n"
+"records kernels, copies, memsets, synchronisations, the CUDA calls that launch\n"
+"them (and the thread that made each call) and NVTX ranges (PyTorch's\n"
+"torch.cuda.nvtx.range_push), all on the same clock as the host events. It is\n"
+"dormant (nothing enabled in CUPTI) until a stepblame agent turns it on, and\n"
+"goes dormant again when the agent leaves.\n"
+"\n"
+"  -o, --output FILE   trace file (default: stepblame-<PID>.sbt in the current\n"
+"                      directory); read it again with `stepblame report FILE`\n"
+"      --step-nvtx REGEX    steps are the NVTX ranges whose text matches REGEX\n"
+"                           (e.g. '^step [0-9]+$'); passed to the report\n"
+"      --step-kernel REGEX  a step begins at each launch of a matching kernel\n"
+"      --dormant       load the collector but do not trace: CMD runs with its own\n"
+"                      PID, and `sudo stepblame attach -p PID` (or record) turns the\n"
+"                      GPU timeline on at any time, and off when it detaches.\n"
+"                      Needs no privileges.\n"
+"  -d, --duration SEC  stop tracing after SEC (CMD keeps running; the report is\n"
+"                      printed then, and stepblame waits for CMD to exit)\n"
+"  ...                 and the options of `stepblame record` (see its --help):\n"
+"                      --no-alloc, --alloc-lib, --alloc-min-ns, --step-uprobe,\n"
+"                      --no-cuda, --no-gpu, --agent-cpu, --ring-mb, -q, -v\n"
+"\n"
+"Where the collector is looked for: $STEPBLAME_COLLECTOR, then " COLLECTOR_SO "\n"
+"next to the stepblame binary, then ../lib/ and ../lib/stepblame/ from it. It is\n"
+"built by `make` when a CUDA toolkit with CUPTI is found (CUDA_HOME or\n"
+"/usr/local/cuda). Without it, run still traces CMD in host-only mode (CPU side\n"
+"of CUDA by uprobes, no GPU timeline). libcupti for NVTX: $STEPBLAME_CUPTI_LIB,\n"
+"else next to the collector, else under $CUDA_HOME or /usr/local/cuda.\n"
+"Another CUPTI user in the same process (torch.profiler, nsys) and the collector\n"
+"exclude each other; the collector says so on CMD's stderr and stays out.\n"
+"run traces CMD's own process, all its threads. Processes it starts are not\n"
+"followed: for a launcher such as torchrun, use --dormant (its workers inherit\n"
+"the collector) and attach to a worker's PID.\n"
+"\n"
+"examples:\n"
+"  sudo stepblame run -- python train.py\n"
+"  sudo stepblame run --step-nvtx '^step' -- python train.py  # torch.cuda.nvtx.range_push(\"step 3\")\n"
+"  sudo stepblame run -o run1.sbt -d 60 -- python train.py --epochs 3\n"
+"  stepblame run --dormant -- python train.py &    # later:\n"
+"  sudo stepblame attach -p <PID it printed>\n";
+
+static pid_t child;
+
+static void forward(int sig)
+{
+	collect_stop = 1;
+	/* Ctrl-C reaches CMD through the terminal already; other signals do not */
+	if (child > 0 && sig != SIGINT)
+		kill(child, sig);
+}
+
+static bool is_file(const char *path)
+{
+	struct stat st;
+
+	return !stat(path, &st) && S_ISREG(st.st_mode);
+}
+
+static void dir_of(const char *path, char *dir, size_t len)
+{
+	char *slash;
+
+	snprintf(dir, len, "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir)
+		*slash = 0;
+	else if (slash)
+		slash[1] = 0;
+	else
+		snprintf(dir, len, ".");
+}
+
+/* the collector: 0 and an absolute path, -1 (not found; where looked in *looked) */
+static int find_collector(char *out, size_t len, char *looked, size_t looked_len)
+{
+	const char *env = getenv("STEPBLAME_COLLECTOR");
+	char exe[PATH_MAX], dir[PATH_MAX], cand[PATH_MAX + 64];
+	static const char *rel[] = { "/" COLLECTOR_SO, "/../lib/" COLLECTOR_SO,
+				     "/../lib/stepblame/" COLLECTOR_SO };
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(looked, looked_len, "$STEPBLAME_COLLECTOR=%s", env);
+		if (!is_file(env) || !realpath(env, out))
+			return -1;
+		return 0;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -1;
+	exe[n] = 0;
+	dir_of(exe, dir, sizeof(dir));
+	snprintf(looked, looked_len, "%s/", dir);
+	for (size_t i = 0; i < ARRAY_SIZE(rel); i++) {
+		snprintf(cand, sizeof(cand), "%s%s", dir, rel[i]);
+		if (is_file(cand) && realpath(cand, out) && strlen(out) < len)
+			return 0;
+	}
+	return -1;
+}
+
+static int find_cupti(const char *collector, char *out, size_t len)
+{
+	const char *env = getenv("STEPBLAME_CUPTI_LIB"), *cuda = getenv("CUDA_HOME");
+	static const char *names[] = { "libcupti.so", "libcupti.so.13" };
+	static const char *subdirs[] = { "lib64", "extras/CUPTI/lib64", "lib" };
+	char dir[PATH_MAX], cand[PATH_MAX + 64];
+
+	if (env && *env)
+		return is_file(env) && realpath(env, out) ? 0 : -1;
+	dir_of(collector, dir, sizeof(dir));
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		snprintf(cand, sizeof(cand), "%s/%s", dir, names[i]);
+		if (is_file(cand) && realpath(cand, out))
+			return 0;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		const char *home = pass ? "/usr/local/cuda" : cuda;
+
+		if (!home || !*home)
+			continue;
+		for (size_t s = 0; s < ARRAY_SIZE(subdirs); s++)
+			for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+				snprintf(cand, sizeof(cand), "%s/%s/%s", home, subdirs[s], names[i]);
+				if (is_file(cand) && realpath(cand, out) && strlen(out) < len)
+					return 0;
+			}
+	}
+	return -1;
+}
+
+/* ---- the invoking user, under sudo (no NSS: the static binary has none) ---- */
+
+struct invoker {
+	bool drop;
+	uid_t uid;
+	gid_t gid;
+	char name[64], home[PATH_MAX];
+	gid_t groups[64];
+	int ngroups;
+};
+
+static bool parse_id(const char *s, unsigned long *v)
+{
+	uint64_t x;
+
+	if (!s || !parse_u64(s, &x) || x > 0xfffffffe)
+		return false;
+	*v = (unsigned long)x;
+	return true;
+}
+
+static void read_user(struct invoker *u)
+{
+	unsigned long uid, gid;
+	char line[1024];
+	FILE *f;
+
+	memset(u, 0, sizeof(*u));
+	if (geteuid() != 0 || !parse_id(getenv("SUDO_UID"), &uid) || uid == 0)
+		return;
+	if (!parse_id(getenv("SUDO_GID"), &gid))
+		gid = uid;
+	u->drop = true;
+	u->uid = (uid_t)uid;
+	u->gid = (gid_t)gid;
+	u->groups[u->ngroups++] = u->gid;
+	f = fopen("/etc/passwd", "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		char *fld[7] = {}, *p = line;
+		int n = 0;
+
+		line[strcspn(line, "\n")] = 0;
+		/* strsep keeps empty fields */
+		while (n < 7 && (fld[n] = strsep(&p, ":")))
+			n++;
+		if (n >= 6 && fld[2] && strtoul(fld[2], NULL, 10) == uid) {
+			snprintf(u->name, sizeof(u->name), "%s", fld[0]);
+			snprintf(u->home, sizeof(u->home), "%s", fld[5]);
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	if (!u->name[0]) {
+		const char *s = getenv("SUDO_USER");
+
+		snprintf(u->name, sizeof(u->name), "%s", s ? s : "");
+	}
+	f = u->name[0] ? fopen("/etc/group", "re") : NULL;
+	while (f && fgets(line, sizeof(line), f) && u->ngroups < (int)ARRAY_SIZE(u->groups)) {
+		char *fld[4] = {}, *p = line, *m;
+		int n = 0;
+
+		line[strcspn(line, "\n")] = 0;
+		while (n < 4 && (fld[n] = strsep(&p, ":")))
+			n++;
+		if (n < 4 || !fld[3])
+			continue;
+		for (p = fld[3]; (m = strsep(&p, ","));) {
+			if (!strcmp(m, u->name)) {
+				gid_t g = (gid_t)strtoul(fld[2], NULL, 10);
+
+				if (g != u->gid)
+					u->groups[u->ngroups++] = g;
+				break;
+			}
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
+static int become_user(const struct invoker *u, char *err, size_t len)
+{
+	if (!u->drop)
+		return 0;
+	if (setgroups((size_t)u->ngroups, u->groups) || setgid(u->gid) || setuid(u->uid)) {
+		snprintf(err, len, "cannot switch to uid %u: %s", (unsigned)u->uid, strerror(errno));
+		return -1;
+	}
+	if (u->home[0])
+		setenv("HOME", u->home, 1);
+	if (u->name[0]) {
+		setenv("USER", u->name, 1);
+		setenv("LOGNAME", u->name, 1);
+	}
+	return 0;
+}
+
+/* ---- the child ---- */
+
+enum { MODE_TRACED = 'T', MODE_PIPE = 'P', MODE_ERROR = 'E' };
+
+static void child_fail(int info, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void child_fail(int info, const char *fmt, ...)
+{
+	char msg[600];
+	va_list ap;
+	int n;
+
+	msg[0] = MODE_ERROR;
+	va_start(ap, fmt);
+	n = vsnprintf(msg + 1, sizeof(msg) - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(msg) - 2)
+		n = sizeof(msg) - 2;
+	if (write(info, msg, (size_t)n + 1) < 0)
+		_exit(126);
+	_exit(127);
+}
+
+/*
+ * In the child: become the user, load the collector through the environment,
+ * then stop after the exec (traced) or wait for the go byte (pipe mode).
+ * Reports its mode, or one error line, on the close-on-exec info pipe.
+ */
+static void child_main(char **cmd, const struct invoker *u, int info, int go)
+{
+	char err[256], c;
+
+	signal(SIGPIPE, SIG_DFL);
+	if (become_user(u, err, sizeof(err)))
+		child_fail(info, "%s", err);
+	if (!ptrace(PTRACE_TRACEME, 0, NULL, NULL)) {
+		c = MODE_TRACED;
+		close(go);
+	} else {
+		c = MODE_PIPE;
+	}
+	if (write(info, &c, 1) != 1)
+		_exit(126);
+	if (c == MODE_PIPE && read(go, &c, 1) != 1)
+		_exit(126); /* the tracer gave up */
+	execvp(cmd[0], cmd);
+	child_fail(info, "cannot run '%s': %s", cmd[0], strerror(errno));
+}
+
+static unsigned long aux_entry(pid_t pid)
+{
+	char path[64];
+	unsigned long av[2];
+	unsigned long entry = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	while (read(fd, av, sizeof(av)) == sizeof(av) && av[0] != AT_NULL)
+		if (av[0] == AT_ENTRY)
+			entry = av[1];
+	close(fd);
+	return entry;
+}
+
+/*
+ * From the stop after exec, run the traced child to its entry point, where
+ * the loader has mapped CMD's libraries (libc: the allocator probes attach at
+ * once). -1 if not done: the child is then still at the exec stop, or gone.
+ */
+static int run_to_entry(pid_t pid)
+{
+#if defined(__x86_64__) || defined(__aarch64__)
+	unsigned long entry = aux_entry(pid);
+	long orig, trap;
+	int status, sig = 0;
+
+	if (!entry)
+		return -1;
+	errno = 0;
+	orig = ptrace(PTRACE_PEEKTEXT, pid, (void *)entry, NULL);
+	if (errno)
+		return -1;
+#if defined(__x86_64__)
+	trap = (orig & ~0xffl) | 0xcc;                    /* int3 */
+#else
+	trap = (orig & ~0xffffffffl) | 0xd4200000l;      /* brk #0 */
+#endif
+	if (ptrace(PTRACE_POKETEXT, pid, (void *)entry, (void *)trap))
+		return -1;
+	for (;;) {
+		if (ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig))
+			return -1;
+		while (waitpid(pid, &status, 0) < 0)
+			if (errno != EINTR)
+				return -1;
+		if (!WIFSTOPPED(status))
+			return -1; /* exited before its entry point */
+		if (WSTOPSIG(status) == SIGTRAP)
+			break;
+		sig = WSTOPSIG(status); /* someone else's signal: pass it on */
+	}
+	if (ptrace(PTRACE_POKETEXT, pid, (void *)entry, (void *)orig))
+		return -1;
+#if defined(__x86_64__)
+	/* int3 left the pc one byte past the entry; brk on arm64 does not move it */
+	struct user_regs_struct regs;
+
+	if (ptrace(PTRACE_GETREGS, pid, NULL, &regs) || regs.rip != entry + 1)
+		return -1;
+	regs.rip = entry;
+	if (ptrace(PTRACE_SETREGS, pid, NULL, &regs))
+		return -1;
+#endif
+	return 0;
+#else
+	(void)pid;
+	return -1;
+#endif
+}
+
+struct launch {
+	pid_t pid;
+	int mode;
+	int info, go;
+};
+
+/* what is left on the info pipe: 1 and the child's error line in msg, or 0 */
+static int read_error(int info, char *msg, size_t len)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got + 1 < len && (n = read(info, msg + got, len - 1 - got)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		got += (size_t)n;
+	}
+	msg[got] = 0;
+	if (!got || msg[0] != MODE_ERROR)
+		return 0;
+	memmove(msg, msg + 1, got);
+	return 1;
+}
+
+/* fork CMD held before it runs; -1 after one line on stderr */
+static int launch(char **cmd, const struct invoker *u, struct launch *l)
+{
+	int info[2], go[2], status;
+	char msg[600] = "";
+
+	memset(l, 0, sizeof(*l));
+	if (pipe2(info, O_CLOEXEC) || pipe2(go, O_CLOEXEC)) {
+		sb_err("run: pipe: %s", strerror(errno));
+		return -1;
+	}
+	fflush(NULL);
+	l->pid = fork();
+	if (l->pid < 0) {
+		sb_err("run: fork: %s", strerror(errno));
+		close(info[0]);
+		close(info[1]);
+		close(go[0]);
+		close(go[1]);
+		return -1;
+	}
+	if (l->pid == 0) {
+		close(info[0]);
+		close(go[1]);
+		child_main(cmd, u, info[1], go[0]);
+	}
+	close(info[1]);
+	close(go[0]);
+	l->info = info[0];
+	l->go = go[1];
+	if (read(l->info, msg, 1) != 1 || msg[0] == MODE_ERROR) {
+		if (msg[0] == MODE_ERROR) {
+			ssize_t n = read(l->info, msg, sizeof(msg) - 1);
+
+			msg[n > 0 ? n : 0] = 0;
+			sb_err("run: %s", msg[0] ? msg : "cannot start the command");
+		} else {
+			sb_err("run: the child for '%s' died before starting it", cmd[0]);
+		}
+		waitpid(l->pid, &status, 0);
+		goto fail;
+	}
+	l->mode = msg[0];
+	if (l->mode == MODE_PIPE)
+		return 0;
+	/* traced: the first stop is the SIGTRAP after a successful exec */
+	while (waitpid(l->pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			sb_err("run: waitpid: %s", strerror(errno));
+			goto fail;
+		}
+	}
+	if (WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP) {
+		if (run_to_entry(l->pid) && !target_alive(l->pid)) {
+			sb_err("run: '%s' exited before it started", cmd[0]);
+			waitpid(l->pid, &status, 0);
+			goto fail;
+		}
+		return 0;
+	}
+	if (read_error(l->info, msg, sizeof(msg)))
+		sb_err("run: %s", msg);
+	else if (WIFSTOPPED(status))
+		sb_err("run: '%s' stopped by signal %d before it started", cmd[0], WSTOPSIG(status));
+	else
+		sb_err("run: '%s' did not start (status 0x%x)", cmd[0], status);
+	if (WIFSTOPPED(status)) {
+		kill(l->pid, SIGKILL);
+		ptrace(PTRACE_DETACH, l->pid, NULL, NULL);
+		waitpid(l->pid, &status, 0);
+	}
+fail:
+	close(l->info);
+	close(l->go);
+	l->go = -1;
+	return -1;
+}
+
+/* let the held child go: called once the probes are attached */
+static void release(void *ctx)
+{
+	struct launch *l = ctx;
+
+	if (l->mode == MODE_TRACED) {
+		if (ptrace(PTRACE_DETACH, l->pid, NULL, NULL))
+			sb_warn("run: cannot let PID %d go (ptrace detach: %s)", (int)l->pid,
+				strerror(errno));
+	} else if (l->mode == MODE_PIPE) {
+		if (write(l->go, "g", 1) != 1)
+			sb_warn("run: cannot let PID %d go: %s", (int)l->pid, strerror(errno));
+	}
+	if (l->go >= 0)
+		close(l->go);
+	l->go = -1;
+	l->mode = 0;
+}
+
+static void abandon(struct launch *l)
+{
+	int status;
+
+	kill(l->pid, SIGKILL);
+	if (l->mode == MODE_TRACED)
+		ptrace(PTRACE_DETACH, l->pid, NULL, NULL);
+	if (l->go >= 0)
+		close(l->go);
+	l->go = -1;
+	while (waitpid(l->pid, &status, 0) < 0 && errno == EINTR)
+		;
+}
+
+static int wait_child(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR)
+			return 1;
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return 1;
+}
+
+static int write_sink(void *ctx, const struct sb_hdr *rec)
+{
+	return sbt_write(ctx, rec);
+}
+
+/* options of run that are not capture options: they go to the report */
+struct run_extra {
+	bool dormant;
+	const char *step_nvtx, *step_kernel;
+};
+
+/* --name VALUE or --name=VALUE at argv[*i]; advances *i past a separate value */
+static bool opt_value(int argc, char **argv, int *i, const char *name, const char **val)
+{
+	size_t n = strlen(name);
+
+	if (strncmp(argv[*i], name, n))
+		return false;
+	if (argv[*i][n] == '=') {
+		*val = argv[*i] + n + 1;
+		return true;
+	}
+	if (argv[*i][n] || *i + 1 >= argc)
+		return false;
+	*val = argv[++*i];
+	return true;
+}
+
+/*
+ * Split off what collect_parse_common does not know (--dormant, the report's
+ * step options) and find where CMD starts. Options taking a value are
+ * skipped with their value so that nothing of CMD's own arguments is touched.
+ */
+static int pre_parse(int argc, char **argv, char **kept, struct run_extra *x)
+{
+	static const char *with_value[] = { "-p", "--pid", "-d", "--duration", "-o", "--output",
+					    "--json", "--alloc-lib", "--alloc-min-ns",
+					    "--step-uprobe", "--agent-cpu", "--ring-mb" };
+	int n = 0, i;
+
+	kept[n++] = argv[0];
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		bool takes = false;
+
+		if (!strcmp(a, "--"))
+			break;
+		if (a[0] != '-' || !a[1])
+			break;
+		if (!strcmp(a, "--dormant")) {
+			x->dormant = true;
+			continue;
+		}
+		if (opt_value(argc, argv, &i, "--step-nvtx", &x->step_nvtx) ||
+		    opt_value(argc, argv, &i, "--step-kernel", &x->step_kernel))
+			continue;
+		kept[n++] = argv[i];
+		for (size_t k = 0; k < ARRAY_SIZE(with_value); k++)
+			if (!strcmp(a, with_value[k]))
+				takes = true;
+		/* -d30, -ofile: the value is attached */
+		if (takes && i + 1 < argc)
+			kept[n++] = argv[++i];
+	}
+	for (; i < argc; i++)
+		kept[n++] = argv[i];
+	kept[n] = NULL;
+	return n;
+}
+
+static void print_cmd(char **cmd, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = 0;
+	for (int i = 0; cmd[i] && off + 1 < len; i++)
+		off += snprintf(buf + off, len - off, "%s%s", i ? " " : "", cmd[i]);
+	if (off >= len && len > 4)
+		strcpy(buf + len - 4, "...");
+}
+
+int cmd_run(int argc, char **argv)
+{
+	char collector[PATH_MAX] = "", cupti[PATH_MAX] = "", looked[PATH_MAX + 32] = "";
+	char err[512], shown[256], defout[64];
+	struct collect_opts o;
+	struct collect_result res;
+	struct launch l = { .go = -1 };
+	struct invoker u;
+	const char *out = NULL;
+	struct sbt_writer *w;
+	struct run_extra x = {};
+	bool have_collector;
+	char **kept, **cmd;
+	int n, i, rc, status;
+
+	kept = calloc((size_t)argc + 1, sizeof(*kept));
+	if (!kept)
+		return 1;
+	n = pre_parse(argc, argv, kept, &x);
+	i = collect_parse_common(n, kept, &o, &out, NULL, "run");
+	if (i == -2) {
+		fputs(run_usage, stdout);
+		free(kept);
+		return 0;
+	}
+	if (i < 0) {
+		free(kept);
+		return 2;
+	}
+	if (i >= n) {
+		sb_err("run: no command given: stepblame run [options] -- CMD [ARGS...] "
+		       "(see stepblame run --help)");
+		free(kept);
+		return 2;
+	}
+	if (o.probe.pid) {
+		sb_err("run: -p is not an option of run; to trace a running process use "
+		       "`stepblame attach -p PID` or `stepblame record -p PID`");
+		free(kept);
+		return 2;
+	}
+	cmd = kept + i;
+	print_cmd(cmd, shown, sizeof(shown));
+
+	have_collector = !find_collector(collector, sizeof(collector), looked, sizeof(looked));
+	if (x.dormant && !have_collector) {
+		sb_err("run --dormant: the GPU collector %s was not found (looked in %s); build "
+		       "stepblame where a CUDA toolkit is installed, or set STEPBLAME_COLLECTOR",
+		       COLLECTOR_SO, looked);
+		free(kept);
+		return 1;
+	}
+	if (have_collector) {
+		const char *prev = getenv("CUDA_INJECTION64_PATH");
+
+		if (prev && *prev && strcmp(prev, collector) && !o.quiet)
+			sb_warn("CUDA_INJECTION64_PATH=%s is replaced by the GPU collector (one "
+				"CUPTI client per process)", prev);
+		setenv("CUDA_INJECTION64_PATH", collector, 1);
+		/* a user's own NVTX injection wins; else libcupti turns ranges into markers */
+		if (!getenv("NVTX_INJECTION64_PATH")) {
+			if (!find_cupti(collector, cupti, sizeof(cupti)))
+				setenv("NVTX_INJECTION64_PATH", cupti, 1);
+			else if (!o.quiet)
+				sb_warn("libcupti not found for NVTX_INJECTION64_PATH (set "
+					"STEPBLAME_CUPTI_LIB): NVTX ranges will not be recorded");
+		}
+	}
+	read_user(&u);
+
+	if (x.dormant) {
+		/* nothing to trace: CMD takes over this process, keeping its PID */
+		if (become_user(&u, err, sizeof(err))) {
+			sb_err("run: %s", err);
+			free(kept);
+			return 1;
+		}
+		fprintf(stderr, "stepblame: PID %d runs '%s' with the GPU collector dormant; turn "
+			"it on with: sudo stepblame attach -p %d\n", (int)getpid(), shown,
+			(int)getpid());
+		fflush(NULL);
+		execvp(cmd[0], cmd);
+		sb_err("run: cannot run '%s': %s", cmd[0], strerror(errno));
+		free(kept);
+		return 127;
+	}
+
+	if (probes_check_privileges(0, err, sizeof(err))) {
+		sb_err("run: %s (or use --dormant, which needs none, and attach later)", err);
+		free(kept);
+		return 1;
+	}
+	if (!have_collector && !o.quiet)
+		fprintf(stderr, "stepblame: the GPU collector %s is not built or not found (looked "
+			"in %s): tracing host-only, no GPU timeline. Build stepblame where a CUDA "
+			"toolkit is installed, or set STEPBLAME_COLLECTOR.\n", COLLECTOR_SO, looked);
+
+	child = 0;
+	if (launch(cmd, &u, &l)) {
+		free(kept);
+		return 127;
+	}
+	child = l.pid;
+	if (!out) {
+		snprintf(defout, sizeof(defout), "stepblame-%d.sbt", (int)l.pid);
+		out = defout;
+	}
+	w = sbt_create(out);
+	if (!w) {
+		sb_err("run: cannot write %s: %s", out, strerror(errno));
+		abandon(&l);
+		free(kept);
+		return 1;
+	}
+	collect_signals();
+	{
+		struct sigaction sa = { .sa_handler = forward };
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGHUP, &sa, NULL);
+	}
+	if (!o.quiet)
+		fprintf(stderr, "stepblame: running '%s' as PID %d%s, tracing to %s\n", shown,
+			(int)l.pid, have_collector ? " with the GPU collector" : "", out);
+	o.probe.pid = l.pid;
+	o.gpu_expected = have_collector;
+	o.on_ready = release;
+	o.on_ready_ctx = &l;
+	rc = collect_run(&o, write_sink, w, &res);
+	if (rc) {
+		unlink(sbt_partial_path(w));
+		sbt_abandon(w);
+		sb_err("run: tracing did not start; '%s' was stopped", shown);
+		abandon(&l);
+		free(kept);
+		return rc;
+	}
+	if (l.mode)
+		release(&l); /* in case the capture ended before it was ready */
+	if (read_error(l.info, err, sizeof(err)))
+		sb_err("run: %s", err);
+	close(l.info);
+
+	if (res.sink_error) {
+		int e = -res.sink_error;
+
+		if (rename(sbt_partial_path(w), out))
+			out = sbt_partial_path(w);
+		sb_err("run: writing %s: %s; the trace is readable up to its last whole record",
+		       out, strerror(e));
+		sbt_abandon(w);
+		status = wait_child(l.pid);
+		free(kept);
+		return status ? status : 1;
+	}
+	rc = sbt_finish(w, res.end_reason, res.start_ns, res.end_ns, res.drops_total);
+	if (rc) {
+		sb_err("run: cannot finish %s: %s", out, strerror(-rc));
+	} else {
+		/* the user who ran sudo can read and delete their trace */
+		if (u.drop && chown(out, u.uid, u.gid))
+			sb_warn("cannot give %s to uid %u: %s", out, (unsigned)u.uid, strerror(errno));
+		if (!o.quiet)
+			fprintf(stderr, "stepblame: wrote %" PRIu64 " records in %.1f s to %s; %"
+				PRIu64 " events dropped%s\n", res.records,
+				(res.end_ns - res.start_ns) / 1e9, out, res.drops_total,
+				res.gpu ? "" : "; host-only (no GPU timeline)");
+		fflush(stderr);
+		if (cmd_report) {
+			char *rargv[8] = { "report" };
+			int rargc = 1;
+
+			/* options first: the report stops parsing at the file name */
+			if (x.step_nvtx) {
+				rargv[rargc++] = "--step-nvtx";
+				rargv[rargc++] = (char *)x.step_nvtx;
+			}
+			if (x.step_kernel) {
+				rargv[rargc++] = "--step-kernel";
+				rargv[rargc++] = (char *)x.step_kernel;
+			}
+			rargv[rargc++] = (char *)out;
+			rargv[rargc] = NULL;
+			fflush(stdout);
+			optind = 1; /* cmd_report parses with getopt too */
+			cmd_report(rargc, rargv);
+			fflush(stdout);
+		} else {
+			fprintf(stderr, "stepblame: read it with: stepblame report %s\n", out);
+		}
+	}
+	if (res.end_reason != SBT_END_TARGET_EXIT && !o.quiet && target_alive(l.pid))
+		fprintf(stderr, "stepblame: tracing stopped; waiting for PID %d to exit\n",
+			(int)l.pid);
+	status = wait_child(l.pid);
+	free(kept);
+	return status;
+}
