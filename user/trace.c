@@ -368,7 +368,7 @@ size_t sb_text_build(void *buf, size_t cap, uint16_t type, uint32_t id, uint64_t
 
 	if (cap > SBT_MAX_RECORD)
 		cap = SBT_MAX_RECORD;
-	if (cap < sizeof(*t) + 8)
+	if (cap < sizeof(*t))
 		return 0;
 	max = (cap & ~(size_t)7) - sizeof(*t);
 	if (len > max)
