@@ -8,5 +8,6 @@ int cmd_attach(int argc, char **argv); /* collect.c */
 int cmd_dump(int argc, char **argv);   /* dump.c */
 int cmd_report(int argc, char **argv); /* report.c */
 int cmd_demo(int argc, char **argv);   /* demo.c */
+int cmd_run(int argc, char **argv);    /* run.c */
 
 #endif

@@ -17,6 +17,7 @@ static const char usage[] =
 "  report FILE [--format text|json|jsonl|perfetto] [-o OUT]\n"
 "                                        per-step blame from a trace file\n"
 "  attach -p PID [-d SEC] [--json OUT]   live\n"
+"  run [opts] -- CMD [ARGS...]           launch CMD with the GPU collector injected, trace it\n"
 "  demo [--scenario NAME]                simulated trainer + injected interference + report\n"
 "  dump FILE [--jsonl]                   raw records, for inspection\n"
 "\n"
@@ -33,6 +34,7 @@ int main(int argc, char **argv)
 		{ "report", cmd_report },
 		{ "dump", cmd_dump },
 		{ "demo", cmd_demo },
+		{ "run", cmd_run },
 	};
 
 	if (argc < 2) {

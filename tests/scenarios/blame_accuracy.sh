@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Blame against ground truth: simtrainer injects each kind of interference at
+# known steps and writes down what it did (--truth); stepblame records the run
+# and its report must put >= 90% of each injected step's excess over the median
+# step on the injected cause, name the culprit where there is one, and come out
+# byte-identical when made twice. Time that other tasks on the machine took
+# (named by the report and seen running in the trace) is not the injection's
+# and is left out of the excess; a step that other load dominates is skipped.
+#
+# Three kinds are out of the engine's reach today and print SKIP with the
+# measured figure and what is missing (STEPBLAME_STRICT_BLAME=1 makes them FAIL).
+set -u
+. "$(dirname "$0")/../lib.sh"
+T=blame_accuracy
+
+need_bpf $T || exit 0
+if [ ! -x "${SIMTRAINER:-}" ]; then skip $T "no simtrainer at '${SIMTRAINER:-}'"; exit 0; fi
+if ! "$STEPBLAME" record --help >/dev/null 2>&1; then skip $T "stepblame record is not built"; exit 0; fi
+if ! command -v python3 >/dev/null; then skip $T "python3 is not installed"; exit 0; fi
+
+tmp=$(mktemp -d /var/tmp/blame_accuracy.XXXXXX)
+sim=
+cleanup() { [ -n "$sim" ] && kill -9 "$sim" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+# one kind per step, well apart, so that the median step is a plain one;
+# ckpt needs a disk (not tmpfs) for its fsync to sleep
+"$SIMTRAINER" --steps 90 --kernels 8 --kernel-us 500 --wait-agent 30 --start-delay-ms 200 \
+	--truth "$tmp/truth.jsonl" --ckpt-dir "$tmp" --quiet \
+	--inject hog@10-16:-10 --inject faults@26:64 --inject alloc@36:20000 \
+	--inject migrate@46:20 --inject stall@56:60 --inject ckpt@66:64 \
+	>"$tmp/sim.out" 2>&1 &
+sim=$!
+"$STEPBLAME" record -p "$sim" -d 90 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1
+rc=$?
+wait "$sim"; simrc=$?; sim=
+if [ $rc != 0 ] || [ ! -s "$tmp/trace.sbt" ]; then
+	fail $T "record exited $rc: $(tail -3 "$tmp/record.out" | tr '\n' ' ')"; exit 0
+fi
+if [ $simrc != 0 ] || [ ! -s "$tmp/truth.jsonl" ]; then
+	fail $T "simtrainer exited $simrc: $(tail -3 "$tmp/sim.out" | tr '\n' ' ')"; exit 0
+fi
+
+for f in json text; do
+	for i in 1 2; do
+		if ! "$STEPBLAME" report "$tmp/trace.sbt" --format $f -o "$tmp/r$i.$f" 2>"$tmp/report.err"; then
+			fail $T "report --format $f: $(head -1 "$tmp/report.err")"; exit 0
+		fi
+	done
+	if cmp -s "$tmp/r1.$f" "$tmp/r2.$f"; then
+		pass ${T}_same_bytes_$f
+	else
+		fail ${T}_same_bytes_$f "two reports of one trace differ"
+	fi
+done
+if grep -q "noisy-neighbor" "$tmp/r1.text"; then
+	pass ${T}_text_names_the_hog
+else
+	fail ${T}_text_names_the_hog "the text report never names noisy-neighbor"
+fi
+
+known=()
+if [ -z "${STEPBLAME_STRICT_BLAME:-}" ]; then
+	known=(
+	"alloc=allocator calls under --alloc-min-ns are only counted once a second, so most of a storm (and the uprobe cost around each call) has no place in time; needs per-burst allocator records from the recorder"
+	"migrate=simtrainer's truth includes the 50 us of work it does after each of its moves, which is host_compute, not migration"
+	"ckpt=write() into the page cache runs on the CPU and no probe times I/O system calls; only the fsync sleep is io_wait"
+	)
+fi
+python3 "$(dirname "$0")/blame_check.py" accuracy $T "$tmp/r1.json" "$tmp/truth.jsonl" "${known[@]}"

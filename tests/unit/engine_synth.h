@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Synthetic record streams with known answers, for the blame engine's tests
+ * (test_engine.c, test_report.c). A "world" collects host and GPU records;
+ * world_feed() hands them to an engine in the order a recorder would drain
+ * them: host records when they end, GPU records optionally late.
+ *
+ * A standard training step (std_step) on the launcher thread:
+ *
+ *   S            mark; host work (1 ms, the injection, the rest of `pre`)
+ *   Tl           cudaLaunchKernel [Tl, Tl+10us]; kernel [Tl+20us, Tl+20us+gpu]
+ *   Tl+10us      cudaStreamSynchronize until kend+10us; asleep from Tl+12us,
+ *                woken by the GPU thread at kend+2us, on CPU at kend+10us
+ *   kend+1ms     next step
+ *
+ * so a step without injection has, inside GPU idle: host_compute pre+990us,
+ * cuda_api 10us, cuda_sync 10us (in the sync before the kernel started),
+ * blocked 2us (asleep in the sync after the GPU finished: waiting for the GPU
+ * thread that wakes it, no longer for the GPU) and cpu_wait 8us (the wakeup
+ * latency).
+ */
+#ifndef STEPBLAME_ENGINE_SYNTH_H
+#define STEPBLAME_ENGINE_SYNTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "gpu.h"
+#include "trace.h"
+
+#define T_PID 100
+#define T_LAUNCHER 101
+#define T_GPUTHR 102
+#define T_LOADER 103
+#define T_CPU 0
+#define US 1000ull
+#define MS 1000000ull
+#define SEC 1000000000ull
+
+static inline uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+struct stream {
+	uint8_t *b;
+	size_t len, cap, n;
+};
+
+enum w_mark { W_USDT, W_NVTX, W_GPU_MARKER, W_NONE };
+
+struct world {
+	struct stream meta, host, gpu;
+	uint32_t corr;
+	uint32_t kname;          /* string id of the kernel name */
+	bool no_gpu;             /* host-only: no API or kernel records */
+	int mark;                /* enum w_mark: how steps are marked */
+	uint64_t kernel_extra;   /* added to the next kernel's duration */
+};
+
+static inline void st_put(struct stream *s, const void *rec)
+{
+	const struct sb_hdr *h = rec;
+
+	if (s->len + h->size > s->cap) {
+		s->cap = (s->cap + h->size) * 2;
+		s->b = realloc(s->b, s->cap);
+		if (!s->b)
+			abort();
+	}
+	memcpy(s->b + s->len, rec, h->size);
+	s->len += h->size;
+	s->n++;
+}
+
+static inline void hdr(struct sb_hdr *h, unsigned type, size_t size, uint64_t ts, uint32_t pid,
+		       uint32_t tid, unsigned cpu)
+{
+	h->type = (uint16_t)type;
+	h->size = (uint16_t)size;
+	h->ts = ts;
+	h->pid = pid;
+	h->tid = tid;
+	h->cpu = (uint16_t)cpu;
+}
+
+static inline void w_text(struct world *w, unsigned type, uint32_t id, uint32_t tid,
+			  const char *text)
+{
+	uint8_t buf[512] = { 0 };
+	struct sb_text *t = (struct sb_text *)buf;
+	size_t len = strlen(text);
+
+	hdr(&t->h, type, (sizeof(*t) + len + 7) & ~7ul, 0, T_PID, tid, 0);
+	t->len = (uint32_t)len;
+	t->id = id;
+	memcpy(t->text, text, len);
+	st_put(&w->meta, t);
+}
+
+static inline void world_init(struct world *w)
+{
+	memset(w, 0, sizeof(*w));
+	w_text(w, SB_REC_TARGET, 0, T_PID, "pid=100\ncomm=trainer\ncmdline=python train.py\n");
+	w_text(w, SB_REC_THREAD, 0, T_LAUNCHER, "launcher");
+	w_text(w, SB_REC_THREAD, 0, T_GPUTHR, "gpu");
+	w_text(w, SB_REC_THREAD, 0, T_LOADER, "loader");
+	w_text(w, SB_REC_STRING, 7, 0, "sgemm_128x64");
+	w_text(w, SB_REC_STRING, 8, 0, "train_step");
+	w->kname = 7;
+}
+
+static inline void world_free(struct world *w)
+{
+	free(w->meta.b);
+	free(w->host.b);
+	free(w->gpu.b);
+}
+
+static inline void w_comm(char *dst, const char *src)
+{
+	size_t n = strlen(src);
+
+	memset(dst, 0, SB_COMM_LEN);
+	memcpy(dst, src, n < SB_COMM_LEN ? n : SB_COMM_LEN);
+}
+
+static inline void w_comm(char *dst, const char *src);
+
+/* a target thread leaves its CPU to `next` (NULL: the idle task) */
+static inline void w_switch_to(struct world *w, uint64_t ts, uint32_t tid, unsigned cpu,
+			       unsigned state, const char *next)
+{
+	struct sb_switch_out r = { 0 };
+
+	hdr(&r.h, SB_EV_SWITCH_OUT, sizeof(r), ts, T_PID, tid, cpu);
+	r.state = (uint8_t)state;
+	w_comm(r.next_comm, next ? next : "swapper");
+	st_put(&w->host, &r);
+}
+
+static inline void w_switch_out(struct world *w, uint64_t ts, uint32_t tid, unsigned cpu,
+				unsigned state)
+{
+	w_switch_to(w, ts, tid, cpu, state, NULL);
+}
+
+static inline void w_switch_in(struct world *w, uint64_t ts, uint32_t tid, unsigned cpu)
+{
+	struct sb_switch_in r = { 0 };
+
+	hdr(&r.h, SB_EV_SWITCH_IN, sizeof(r), ts, T_PID, tid, cpu);
+	st_put(&w->host, &r);
+}
+
+static inline void w_wakeup(struct world *w, uint64_t ts, uint32_t tid, unsigned cpu,
+			    uint32_t wpid, uint32_t wtid, const char *wcomm)
+{
+	struct sb_wakeup r = { 0 };
+
+	hdr(&r.h, SB_EV_WAKEUP, sizeof(r), ts, T_PID, tid, cpu);
+	r.waker_pid = wpid;
+	r.waker_tid = wtid;
+	w_comm(r.waker_comm, wcomm);
+	st_put(&w->host, &r);
+}
+
+static inline void w_runslice(struct world *w, uint64_t s, uint64_t end, unsigned cpu,
+			      uint32_t pid, uint32_t tid, const char *comm)
+{
+	struct sb_runslice r = { 0 };
+
+	hdr(&r.h, SB_EV_RUNSLICE, sizeof(r), end, pid, tid, cpu);
+	r.start_ns = s;
+	r.nwaiting = 1;
+	w_comm(r.comm, comm);
+	st_put(&w->host, &r);
+}
+
+static inline void w_migrate(struct world *w, uint64_t ts, uint32_t tid, unsigned from,
+			     unsigned to)
+{
+	struct sb_migrate r = { 0 };
+
+	hdr(&r.h, SB_EV_MIGRATE, sizeof(r), ts, T_PID, tid, from);
+	r.orig_cpu = (uint16_t)from;
+	r.dest_cpu = (uint16_t)to;
+	st_put(&w->host, &r);
+}
+
+static inline void w_fault(struct world *w, uint64_t ts, uint32_t tid, uint64_t maj,
+			   uint64_t min)
+{
+	struct sb_fault r = { 0 };
+
+	hdr(&r.h, SB_EV_FAULT, sizeof(r), ts, T_PID, tid, T_CPU);
+	r.maj_flt = maj;
+	r.min_flt = min;
+	st_put(&w->host, &r);
+}
+
+/* alloc / mmsys / reclaim / cuda intervals */
+static inline void w_interval(struct world *w, unsigned type, uint64_t s, uint64_t end,
+			      uint32_t tid, uint32_t fn)
+{
+	uint8_t buf[64] = { 0 };
+	struct sb_hdr *h = (struct sb_hdr *)buf;
+
+	switch (type) {
+	case SB_EV_ALLOC: {
+		struct sb_alloc *r = (void *)buf;
+
+		hdr(h, type, sizeof(*r), end, T_PID, tid, T_CPU);
+		r->start_ns = s;
+		r->fn = fn;
+		r->size = 1 << 20;
+		break;
+	}
+	case SB_EV_MMSYS: {
+		struct sb_mmsys *r = (void *)buf;
+
+		hdr(h, type, sizeof(*r), end, T_PID, tid, T_CPU);
+		r->start_ns = s;
+		r->call = fn ? fn : SB_SYS_MMAP;
+		break;
+	}
+	case SB_EV_RECLAIM: {
+		struct sb_reclaim *r = (void *)buf;
+
+		hdr(h, type, sizeof(*r), end, T_PID, tid, T_CPU);
+		r->start_ns = s;
+		r->kind = SB_RECLAIM_DIRECT;
+		break;
+	}
+	case SB_EV_CUDA: {
+		struct sb_cuda *r = (void *)buf;
+
+		hdr(h, type, sizeof(*r), end, T_PID, tid, T_CPU);
+		r->start_ns = s;
+		r->fn = fn;
+		break;
+	}
+	default:
+		abort();
+	}
+	st_put(&w->host, h);
+}
+
+static inline void w_step(struct world *w, uint64_t ts, uint32_t tid, uint64_t n)
+{
+	struct sb_step r = { 0 };
+
+	hdr(&r.h, SB_EV_STEP, sizeof(r), ts, T_PID, tid, T_CPU);
+	r.step = n;
+	r.source = SB_STEP_USDT;
+	st_put(&w->host, &r);
+}
+
+static inline void w_gpu(struct world *w, unsigned kind, unsigned sub, uint64_t s, uint64_t end,
+			 uint32_t tid, uint32_t corr, uint32_t name_id, uint64_t bytes)
+{
+	struct sb_gpu g = { 0 };
+
+	hdr(&g.h, SB_REC_GPU, sizeof(g), s, T_PID, tid, 0);
+	g.h.flags = (uint16_t)kind;
+	g.end_ns = end;
+	g.sub = sub;
+	g.correlation_id = corr;
+	g.name_id = name_id;
+	g.bytes = bytes;
+	g.stream = 7;
+	g.grid[0] = 64;
+	g.block[0] = 256;
+	st_put(&w->gpu, &g);
+}
+
+typedef void (*inject_fn)(struct world *w, uint64_t at, uint64_t len, void *arg);
+
+struct sopt {
+	uint64_t pre;            /* host work before the launch, injection excluded */
+	uint64_t gpu;            /* kernel time */
+	uint64_t len;            /* injection length */
+	inject_fn inj;
+	void *arg;
+	bool busy;               /* inject while the kernel runs, not before the launch */
+};
+
+/* one standard step from S (see the top); returns the next step's start */
+static inline uint64_t std_step(struct world *w, uint64_t S, uint64_t n, const struct sopt *o)
+{
+	uint64_t tl, ks, ke, busy_inj = 0;
+
+	if (w->mark == W_USDT)
+		w_step(w, S, T_LAUNCHER, n);
+	else if (w->mark == W_NVTX)
+		w_gpu(w, SB_GPU_MARKER, SB_MARK_RANGE_PUSH, S, S, T_LAUNCHER, 0, 8, n);
+	else if (w->mark == W_GPU_MARKER)
+		w_gpu(w, SB_GPU_MARKER, SB_MARK_STEP_BEGIN, S, S, T_LAUNCHER, 0, 0, n);
+	if (o->inj && !o->busy)
+		o->inj(w, S + 1 * MS, o->len, o->arg);
+	tl = S + o->pre + (o->inj && !o->busy ? o->len : 0);
+	ks = tl + 20 * US;
+	ke = ks + o->gpu + w->kernel_extra;
+	w->kernel_extra = 0;
+	if (!w->no_gpu) {
+		uint32_t c = ++w->corr;
+
+		w_gpu(w, SB_GPU_API, SB_API_LAUNCH, tl, tl + 10 * US, T_LAUNCHER, c, 0, 0);
+		w_gpu(w, SB_GPU_KERNEL, 0, ks, ke, 0, c, w->kname, 0);
+	}
+	if (o->inj && o->busy) {
+		/* the launcher keeps computing while the GPU is busy, then syncs */
+		o->inj(w, tl + 1 * MS, o->len, o->arg);
+		busy_inj = 1 * MS + o->len;
+	}
+	{
+		uint64_t sy = tl + 10 * US + busy_inj, sleep = sy + 2 * US;
+
+		if (!w->no_gpu)
+			w_gpu(w, SB_GPU_API, SB_API_SYNC, sy, max_u64(ke, sleep) + 10 * US, T_LAUNCHER,
+			      ++w->corr, 0, 0);
+		uint64_t next = max_u64(ke, sleep) + 1 * MS;
+
+		if (sleep < ke) {
+			w_switch_out(w, sleep, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+			w_wakeup(w, ke + 2 * US, T_LAUNCHER, T_CPU, T_PID, T_GPUTHR, "gpu");
+			w_switch_in(w, ke + 10 * US, T_LAUNCHER, T_CPU);
+		}
+		if (w->mark == W_NVTX)
+			w_gpu(w, SB_GPU_MARKER, SB_MARK_RANGE_POP, next - 1 * US, next - 1 * US,
+			      T_LAUNCHER, 0, 0, n);
+		else if (w->mark == W_GPU_MARKER)
+			w_gpu(w, SB_GPU_MARKER, SB_MARK_STEP_END, next - 1 * US, next - 1 * US,
+			      T_LAUNCHER, 0, 0, n);
+		return next;
+	}
+}
+
+/* preempted for len by pid 900 "noisy" on the launcher's CPU */
+static inline void inj_preempt(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice(w, at, at + len, T_CPU, 900, 900, "noisy");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+struct feed_item {
+	uint64_t ts, seq;
+	const struct sb_hdr *h;
+};
+
+static inline int feed_cmp(const void *a, const void *b)
+{
+	const struct feed_item *x = a, *y = b;
+
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/*
+ * Feed: metadata first, then host records by end time, GPU records merged in
+ * as if they arrived gpu_delay late.
+ */
+static inline void world_feed(struct engine *e, const struct world *w, uint64_t gpu_delay)
+{
+	size_t n = w->host.n + w->gpu.n, k = 0, off;
+	struct feed_item *it = calloc(n ? n : 1, sizeof(*it));
+
+	for (off = 0; off < w->meta.len;) {
+		const struct sb_hdr *h = (const void *)(w->meta.b + off);
+
+		engine_feed(e, h);
+		off += h->size;
+	}
+	for (off = 0; off < w->host.len; k++) {
+		const struct sb_hdr *h = (const void *)(w->host.b + off);
+
+		it[k] = (struct feed_item){ h->ts, k, h };
+		off += h->size;
+	}
+	for (off = 0; off < w->gpu.len; k++) {
+		const struct sb_hdr *h = (const void *)(w->gpu.b + off);
+		const struct sb_gpu *g = (const void *)h;
+
+		/* a GPU record is written when its activity ends */
+		it[k] = (struct feed_item){ (g->end_ns > h->ts ? g->end_ns : h->ts) + gpu_delay, k, h };
+		off += h->size;
+	}
+	qsort(it, n, sizeof(*it), feed_cmp);
+	for (size_t i = 0; i < n; i++)
+		engine_feed(e, it[i].h);
+	free(it);
+}
+
+static inline struct engine *new_engine(const struct engine_opts *o)
+{
+	char err[256];
+	struct engine_opts d = { 0 };
+
+	return engine_new(o ? o : &d, err, sizeof(err));
+}
+
+/* sum of a step's blame for cause; pid: 0 any, else only that culprit's */
+static inline uint64_t blame_of(const struct eng_step *s, int cause, uint32_t pid)
+{
+	uint64_t ns = 0;
+
+	for (uint32_t i = 0; i < s->nblame; i++)
+		if (s->blame[i].cause == cause && (!pid || (s->blame[i].has_who &&
+							     s->blame[i].who.pid == pid)))
+			ns += s->blame[i].ns;
+	return ns;
+}
+
+static inline const struct eng_step *step_no(const struct engine *e, uint64_t n)
+{
+	for (uint64_t i = 0; i < engine_nsteps(e); i++)
+		if (engine_step(e, i)->step == n && !engine_step(e, i)->incomplete)
+			return engine_step(e, i);
+	return NULL;
+}
+
+#endif

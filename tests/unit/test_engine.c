@@ -1,0 +1,911 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The blame engine on synthetic record streams whose answer is known by
+ * construction (engine_synth.h describes the standard step).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "test.h"
+#include "engine_synth.h"
+
+#define PRE (5 * MS)
+#define GPU (80 * MS)
+/* what every standard step has in its GPU-idle time besides the injection */
+#define BASE_CPU_WAIT (8 * US)
+#define BASE_BLOCKED (2 * US)
+
+/* steps 0..n-1, step `at` injected, then a mark that closes step n-1 */
+static uint64_t run_steps(struct world *w, unsigned n, unsigned at, const struct sopt *inj,
+			  uint64_t *starts)
+{
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	uint64_t S = 10 * SEC;
+
+	for (unsigned k = 0; k < n; k++) {
+		if (starts)
+			starts[k] = S;
+		S = std_step(w, S, k, k == at && inj ? inj : &plain);
+	}
+	if (starts)
+		starts[n] = S;
+	if (w->mark == W_USDT)
+		w_step(w, S, T_LAUNCHER, n);
+	return S;
+}
+
+static char *render(struct engine *e, int (*fn)(struct engine *, FILE *))
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	fn(e, f);
+	fclose(f);
+	return buf;
+}
+
+static struct engine *run_world(struct world *w, uint64_t delay, const struct engine_opts *o)
+{
+	struct engine *e = new_engine(o);
+
+	if (!e)
+		return NULL;
+	world_feed(e, w, delay);
+	engine_finish(e);
+	return e;
+}
+
+static uint64_t sum_blame(const struct eng_step *s, bool with_gpu_slow)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < s->nblame; i++)
+		if (with_gpu_slow || s->blame[i].cause != ENG_GPU_SLOW)
+			n += s->blame[i].ns;
+	return n;
+}
+
+static void t_preempt_while_idle(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_preempt };
+	struct eng_interferer itf[8];
+	struct engine *e;
+	const struct eng_step *s;
+	int ni;
+
+	world_init(&w);
+	run_steps(&w, 6, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	REQUIRE(engine_nsteps(e) == 7, "%" PRIu64 " steps, want 6 complete + 1", engine_nsteps(e));
+	s = step_no(e, 2);
+	REQUIRE(s, "step 2");
+	CHECK(blame_of(s, ENG_CPU_WAIT, 900) == 30 * MS, "cpu_wait by noisy: %" PRIu64,
+	      blame_of(s, ENG_CPU_WAIT, 900));
+	CHECK(blame_of(s, ENG_CPU_WAIT, 0) == 30 * MS + BASE_CPU_WAIT, "cpu_wait total %" PRIu64,
+	      blame_of(s, ENG_CPU_WAIT, 0));
+	CHECK(s->gpu_idle_ns == PRE + 30 * MS + 20 * US + 1 * MS, "idle %" PRIu64, s->gpu_idle_ns);
+	CHECK(sum_blame(s, false) == s->gpu_idle_ns, "blame %" PRIu64 " != idle %" PRIu64,
+	      sum_blame(s, false), s->gpu_idle_ns);
+	CHECK(s->crit_tid == T_LAUNCHER && !strcmp(s->crit_comm, "launcher"), "critical %u %s",
+	      s->crit_tid, s->crit_comm);
+	for (uint32_t i = 0; i < s->nblame; i++)
+		if (s->blame[i].has_who && s->blame[i].who.pid == 900)
+			CHECK(!strcmp(s->blame[i].who.comm, "noisy") && s->blame[i].who.cpu == T_CPU,
+			      "culprit %s cpu %d", s->blame[i].who.comm, s->blame[i].who.cpu);
+	for (uint64_t n = 0; n < 6; n++) {
+		if (n == 2)
+			continue;
+		/* step 0 included: the mark itself says the launcher was running */
+		s = step_no(e, n);
+		REQUIRE(s, "step %" PRIu64, n);
+		CHECK(blame_of(s, ENG_CPU_WAIT, 900) == 0, "step %" PRIu64 " blames noisy", n);
+		CHECK(blame_of(s, ENG_HOST_COMPUTE, 0) == PRE + 1 * MS - 10 * US,
+		      "step %" PRIu64 " host_compute %" PRIu64, n, blame_of(s, ENG_HOST_COMPUTE, 0));
+		CHECK(blame_of(s, ENG_CUDA_API, 0) == 10 * US && blame_of(s, ENG_CUDA_SYNC, 0) == 10 * US &&
+		      blame_of(s, ENG_BLOCKED, T_PID) == BASE_BLOCKED,
+		      "step %" PRIu64 " cuda api/sync %" PRIu64 "/%" PRIu64, n,
+		      blame_of(s, ENG_CUDA_API, 0), blame_of(s, ENG_CUDA_SYNC, 0));
+		CHECK(s->gpu_busy_ns == GPU, "step %" PRIu64 " busy %" PRIu64, n, s->gpu_busy_ns);
+	}
+	ni = engine_interferers(e, itf, 8);
+	CHECK(ni == 1 && itf[0].pid == 900 && itf[0].ns == 30 * MS && !itf[0].own,
+	      "interferers: %d, first pid %u ns %" PRIu64, ni, ni ? itf[0].pid : 0,
+	      ni ? itf[0].ns : 0);
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_preempt_while_busy_is_free(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_preempt,
+			    .busy = true };
+	struct eng_interferer itf[8];
+	struct engine *e;
+	const struct eng_step *s;
+
+	world_init(&w);
+	run_steps(&w, 5, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 2);
+	REQUIRE(s, "step 2");
+	CHECK(blame_of(s, ENG_CPU_WAIT, 0) == BASE_CPU_WAIT, "cpu_wait %" PRIu64 " while GPU busy",
+	      blame_of(s, ENG_CPU_WAIT, 0));
+	CHECK(s->gpu_idle_ns == step_no(e, 1)->gpu_idle_ns, "idle %" PRIu64 " vs %" PRIu64,
+	      s->gpu_idle_ns, step_no(e, 1)->gpu_idle_ns);
+	CHECK(engine_interferers(e, itf, 8) == 0, "an interferer while the GPU was busy");
+	engine_free(e);
+	world_free(&w);
+}
+
+/* the launcher sleeps for a batch; the loader that brings it was preempted by 777 */
+static void inj_chain(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	w_switch_out(w, at + 5 * MS, T_LOADER, 2, SB_STATE_RUNNABLE);
+	w_runslice(w, at + 5 * MS, at + 35 * MS, 2, 777, 778, "hogY");
+	w_switch_in(w, at + 35 * MS, T_LOADER, 2);
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, T_PID, T_LOADER, "loader");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_wakeup_chain(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 40 * MS, .inj = inj_chain };
+	struct eng_interferer itf[8];
+	struct engine *e;
+	const struct eng_step *s;
+	bool via = false;
+	int ni;
+
+	world_init(&w);
+	run_steps(&w, 4, 1, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	CHECK(blame_of(s, ENG_BLOCKED, 0) == 40 * MS - 5 * US + BASE_BLOCKED, "blocked %" PRIu64,
+	      blame_of(s, ENG_BLOCKED, 0));
+	CHECK(blame_of(s, ENG_BLOCKED, 777) == 30 * MS, "blocked by hogY %" PRIu64,
+	      blame_of(s, ENG_BLOCKED, 777));
+	for (uint32_t i = 0; i < s->nblame; i++) {
+		const struct eng_blame *b = &s->blame[i];
+
+		if (b->cause == ENG_BLOCKED && b->has_who && b->who.pid == 777)
+			via = b->who.via_tid == T_LOADER && !strcmp(b->who.via_comm, "loader");
+		if (b->cause == ENG_BLOCKED && b->has_who && b->who.tid == T_LOADER)
+			CHECK(b->ns == 10 * MS - 5 * US, "blocked on the loader itself %" PRIu64, b->ns);
+	}
+	CHECK(via, "the preemptor is reached through the loader");
+	CHECK(blame_of(s, ENG_CPU_WAIT, 0) == 5 * US + BASE_CPU_WAIT, "cpu_wait %" PRIu64,
+	      blame_of(s, ENG_CPU_WAIT, 0));
+	ni = engine_interferers(e, itf, 8);
+	CHECK(ni >= 1 && itf[0].pid == 777 && itf[0].ns == 30 * MS, "interferer %u %" PRIu64,
+	      ni ? itf[0].pid : 0, ni ? itf[0].ns : 0);
+	engine_free(e);
+	world_free(&w);
+}
+
+static void inj_fault_storm(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	uint64_t n = len / (3 * US);
+
+	for (uint64_t i = 0; i < n; i++)
+		w_fault(w, at + i * 3 * US, T_LAUNCHER, 0, 1000 + i);
+}
+
+static void t_fault_storm(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 2000 * 3 * US, .inj = inj_fault_storm };
+	struct eng_fault_model fm;
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t pf;
+
+	world_init(&w);
+	run_steps(&w, 4, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 2);
+	REQUIRE(s, "step 2");
+	pf = blame_of(s, ENG_PAGE_FAULT, 0);
+	CHECK(pf > 6 * MS * 995 / 1000 && pf <= 6 * MS, "page_fault %" PRIu64 " for 6 ms of faults",
+	      pf);
+	CHECK(s->count[ENG_N_FAULTS] == 2000 && s->count[ENG_N_MAJOR_FAULTS] == 0,
+	      "faults %u major %u", s->count[ENG_N_FAULTS], s->count[ENG_N_MAJOR_FAULTS]);
+	CHECK(blame_of(step_no(e, 1), ENG_PAGE_FAULT, 0) == 0, "page_fault in a quiet step");
+	engine_fault_model(e, &fm);
+	CHECK(fm.method == ENG_FAULT_CALIBRATED && fm.per_fault_ns > 2800 && fm.per_fault_ns < 3200,
+	      "calibration %d %" PRIu64, fm.method, fm.per_fault_ns);
+	engine_free(e);
+	world_free(&w);
+}
+
+/* a fault that sleeps in D for 5 ms (a major fault reading from disk) */
+static void inj_major_fault(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_fault(w, at, T_LAUNCHER, 3, 1000);
+	w_switch_out(w, at + 2 * US, T_LAUNCHER, T_CPU, SB_STATE_DISK);
+	w_wakeup(w, at + len, T_LAUNCHER, T_CPU, 0, 0, "swapper/0");
+	w_switch_in(w, at + len + 10 * US, T_LAUNCHER, T_CPU);
+	w_fault(w, at + len + 20 * MS, T_LAUNCHER, 4, 1000);
+}
+
+static void t_major_fault(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = 30 * MS, .gpu = GPU, .len = 5 * MS, .inj = inj_major_fault };
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t pf;
+
+	world_init(&w);
+	run_steps(&w, 3, 1, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	pf = blame_of(s, ENG_PAGE_FAULT, 0);
+	/* 5 ms in the fault, its on-CPU parts, and the later isolated fault */
+	CHECK(pf >= 5 * MS && pf <= 5 * MS + 20 * US, "page_fault %" PRIu64, pf);
+	CHECK(blame_of(s, ENG_IO_WAIT, 0) == 0, "the fault's sleep counted as io_wait");
+	CHECK(s->count[ENG_N_MAJOR_FAULTS] >= 1 && s->count[ENG_N_FAULTS] == 2, "faults %u major %u",
+	      s->count[ENG_N_FAULTS], s->count[ENG_N_MAJOR_FAULTS]);
+	engine_free(e);
+	world_free(&w);
+}
+
+/* an ordinary fault, 5 ms of work, then a disk sleep that has nothing to do with it */
+static void inj_fault_then_io(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_fault(w, at, T_LAUNCHER, 0, 1000);
+	w_switch_out(w, at + 5 * MS, T_LAUNCHER, T_CPU, SB_STATE_DISK);
+	w_wakeup(w, at + 5 * MS + len, T_LAUNCHER, T_CPU, 55, 55, "kworker/u4:1");
+	w_switch_in(w, at + 5 * MS + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_fault_then_sleep_is_not_the_faults(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = 10 * MS, .gpu = GPU, .len = 10 * MS, .inj = inj_fault_then_io };
+	struct engine *e;
+	const struct eng_step *s;
+
+	world_init(&w);
+	run_steps(&w, 3, 1, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	CHECK(blame_of(s, ENG_IO_WAIT, 0) == 10 * MS, "io_wait %" PRIu64, blame_of(s, ENG_IO_WAIT, 0));
+	CHECK(blame_of(s, ENG_PAGE_FAULT, 0) <= 10 * US, "page_fault %" PRIu64,
+	      blame_of(s, ENG_PAGE_FAULT, 0));
+	CHECK(s->count[ENG_N_MAJOR_FAULTS] == 0, "a major fault counted");
+	engine_free(e);
+	world_free(&w);
+}
+
+static void inj_io(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_DISK);
+	w_wakeup(w, at + len, T_LAUNCHER, T_CPU, 55, 55, "kworker/u4:1");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_io_wait(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 20 * MS, .inj = inj_io };
+	struct eng_interferer itf[4];
+	struct engine *e;
+	const struct eng_step *s;
+
+	world_init(&w);
+	run_steps(&w, 3, 1, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	CHECK(blame_of(s, ENG_IO_WAIT, 0) == 20 * MS, "io_wait %" PRIu64, blame_of(s, ENG_IO_WAIT, 0));
+	CHECK(blame_of(s, ENG_BLOCKED, 0) == BASE_BLOCKED, "blocked %" PRIu64,
+	      blame_of(s, ENG_BLOCKED, 0));
+	CHECK(engine_interferers(e, itf, 4) == 0, "the I/O waker is no interferer");
+	engine_free(e);
+	world_free(&w);
+}
+
+static void inj_alloc(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_interval(w, SB_EV_ALLOC, at, at + len, T_LAUNCHER, SB_FN_MALLOC);
+}
+
+static void inj_mmap(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_interval(w, SB_EV_MMSYS, at, at + len, T_LAUNCHER, SB_SYS_MUNMAP);
+}
+
+static void inj_reclaim(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_interval(w, SB_EV_MMSYS, at, at + len, T_LAUNCHER, SB_SYS_MMAP);
+	w_interval(w, SB_EV_RECLAIM, at + len / 4, at + 3 * len / 4, T_LAUNCHER, 0);
+}
+
+static void t_alloc_mmap_reclaim(void)
+{
+	struct world w;
+	struct sopt a = { .pre = PRE, .gpu = GPU, .len = 5 * MS, .inj = inj_alloc };
+	struct sopt m = { .pre = PRE, .gpu = GPU, .len = 3 * MS, .inj = inj_mmap };
+	struct sopt r = { .pre = PRE, .gpu = GPU, .len = 8 * MS, .inj = inj_reclaim };
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t S = 10 * SEC;
+
+	world_init(&w);
+	S = std_step(&w, S, 0, &plain);
+	S = std_step(&w, S, 1, &a);
+	S = std_step(&w, S, 2, &m);
+	S = std_step(&w, S, 3, &r);
+	S = std_step(&w, S, 4, &plain);
+	w_step(&w, S, T_LAUNCHER, 5);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	CHECK(s && blame_of(s, ENG_ALLOC, 0) == 5 * MS && s->count[ENG_N_ALLOCS] == 1,
+	      "slow malloc: alloc %" PRIu64, s ? blame_of(s, ENG_ALLOC, 0) : 0);
+	s = step_no(e, 2);
+	CHECK(s && blame_of(s, ENG_ALLOC, 0) == 3 * MS && s->count[ENG_N_MMAP] == 1,
+	      "munmap: alloc %" PRIu64, s ? blame_of(s, ENG_ALLOC, 0) : 0);
+	s = step_no(e, 3);
+	CHECK(s && blame_of(s, ENG_MEM_RECLAIM, 0) == 4 * MS && blame_of(s, ENG_ALLOC, 0) == 4 * MS &&
+	      s->count[ENG_N_RECLAIMS] == 1,
+	      "reclaim inside mmap: reclaim %" PRIu64 " alloc %" PRIu64,
+	      s ? blame_of(s, ENG_MEM_RECLAIM, 0) : 0, s ? blame_of(s, ENG_ALLOC, 0) : 0);
+	s = step_no(e, 4);
+	CHECK(s && !blame_of(s, ENG_ALLOC, 0) && !blame_of(s, ENG_MEM_RECLAIM, 0),
+	      "a plain step has alloc/reclaim");
+	engine_free(e);
+	world_free(&w);
+}
+
+/* pulled off its CPU by the migration stopper, then waits on the new CPU */
+static void inj_migrate(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice(w, at, at + 50 * US, T_CPU, 0, 12, "migration/0");
+	w_migrate(w, at + 50 * US, T_LAUNCHER, T_CPU, 1);
+	w_switch_in(w, at + len / 2, T_LAUNCHER, 1);
+	/* a move that makes it sleep until the stopper wakes it */
+	w_switch_out(w, at + len / 2 + 10 * US, T_LAUNCHER, 1, SB_STATE_DISK);
+	w_wakeup(w, at + len * 3 / 4 - 10 * US, T_LAUNCHER, T_CPU, 0, 13, "migration/1");
+	w_switch_in(w, at + len * 3 / 4, T_LAUNCHER, T_CPU);
+	/* and one where it hands its CPU to the stopper and an idle CPU wakes it */
+	w_switch_to(w, at + len * 3 / 4 + 10 * US, T_LAUNCHER, T_CPU, SB_STATE_DISK, "migration/0");
+	w_migrate(w, at + len * 3 / 4 + 12 * US, T_LAUNCHER, T_CPU, 1);
+	w_wakeup(w, at + len - 20 * US, T_LAUNCHER, 1, 0, 0, "swapper/1");
+	w_switch_in(w, at + len, T_LAUNCHER, 1);
+}
+
+static void t_migration(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 2 * MS, .inj = inj_migrate };
+	struct eng_interferer itf[4];
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t m;
+
+	world_init(&w);
+	run_steps(&w, 3, 1, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	m = blame_of(s, ENG_MIGRATION, 0);
+	/* all of it but the 2 x 10 us it ran between the moves */
+	CHECK(m == 2 * MS - 20 * US, "migration %" PRIu64, m);
+	CHECK(blame_of(s, ENG_IO_WAIT, 0) == 0 && blame_of(s, ENG_CPU_WAIT, 0) == BASE_CPU_WAIT,
+	      "io_wait %" PRIu64 " cpu_wait %" PRIu64, blame_of(s, ENG_IO_WAIT, 0),
+	      blame_of(s, ENG_CPU_WAIT, 0));
+	CHECK(s->count[ENG_N_MIGRATIONS] == 2, "migrations %u", s->count[ENG_N_MIGRATIONS]);
+	CHECK(engine_interferers(e, itf, 4) == 0, "the stopper is no interferer");
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_host_only(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_preempt };
+	struct eng_capture c;
+	struct engine *e;
+
+	world_init(&w);
+	w.no_gpu = true;
+	run_steps(&w, 5, 3, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	engine_capture(e, &c);
+	CHECK(!c.gpu_timeline, "host-only run has a GPU timeline");
+	for (uint64_t n = 0; n < 5; n++) {
+		const struct eng_step *s = step_no(e, n);
+
+		REQUIRE(s, "step %" PRIu64, n);
+		CHECK(!s->gpu_timeline && !s->gpu_busy_ns && !s->gpu_idle_ns, "step %" PRIu64
+		      " has GPU figures", n);
+		CHECK(sum_blame(s, true) == s->duration_ns, "step %" PRIu64 ": blame %" PRIu64
+		      " != duration %" PRIu64, n, sum_blame(s, true), s->duration_ns);
+		CHECK(blame_of(s, ENG_CPU_WAIT, 900) == (n == 3 ? 30 * MS : 0), "step %" PRIu64
+		      " noisy %" PRIu64, n, blame_of(s, ENG_CPU_WAIT, 900));
+		/* the sync is a sleep ended by the GPU thread */
+		CHECK(blame_of(s, ENG_BLOCKED, T_PID) >= GPU - 20 * US, "step %" PRIu64
+		      " blocked on gpu %" PRIu64, n, blame_of(s, ENG_BLOCKED, T_PID));
+	}
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_host_only_cuda_uprobes(void)
+{
+	struct world w;
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t S = 10 * SEC;
+
+	world_init(&w);
+	w.no_gpu = true;
+	for (unsigned k = 0; k < 3; k++) {
+		uint64_t tl = S + PRE;
+
+		/* the driver calls seen by uprobe: a launch, then a sync over the sleep */
+		w_interval(&w, SB_EV_CUDA, tl, tl + 10 * US, T_LAUNCHER, SB_CU_LAUNCH);
+		w_interval(&w, SB_EV_CUDA, tl + 10 * US, tl + 20 * US + GPU + 10 * US, T_LAUNCHER,
+			   SB_CU_SYNC);
+		S = std_step(&w, S, k, &plain);
+	}
+	w_step(&w, S, T_LAUNCHER, 3);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	CHECK(blame_of(s, ENG_CUDA_SYNC, 0) >= GPU, "cuda_sync %" PRIu64, blame_of(s, ENG_CUDA_SYNC, 0));
+	CHECK(blame_of(s, ENG_CUDA_API, 0) == 10 * US, "cuda_api %" PRIu64,
+	      blame_of(s, ENG_CUDA_API, 0));
+	CHECK(blame_of(s, ENG_BLOCKED, 0) == 0, "blocked %" PRIu64, blame_of(s, ENG_BLOCKED, 0));
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_gpu_records_late(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_preempt };
+	struct engine *a, *b;
+	struct eng_loss l;
+	char *ja, *jb;
+	const struct eng_step *s;
+
+	world_init(&w);
+	run_steps(&w, 40, 20, &inj, NULL);
+	a = run_world(&w, 0, NULL);
+	b = run_world(&w, 1500 * MS, NULL);
+	REQUIRE(a && b, "engines");
+	s = step_no(b, 20);
+	REQUIRE(s, "step 20");
+	CHECK(blame_of(s, ENG_CPU_WAIT, 900) == 30 * MS, "late GPU: cpu_wait by noisy %" PRIu64,
+	      blame_of(s, ENG_CPU_WAIT, 900));
+	engine_loss(b, &l);
+	CHECK(l.late == 0, "%" PRIu64 " records counted late", l.late);
+	ja = render(a, report_json);
+	jb = render(b, report_json);
+	REQUIRE(ja && jb, "render");
+	CHECK(!strcmp(ja, jb), "GPU records 1.5 s late change the report");
+	free(ja);
+	free(jb);
+	engine_free(a);
+	engine_free(b);
+	world_free(&w);
+}
+
+static void t_records_past_the_window_are_counted(void)
+{
+	struct world w;
+	struct engine_opts o = { .lag_ns = 100 * MS };
+	struct engine *e;
+	struct eng_loss l;
+
+	world_init(&w);
+	run_steps(&w, 10, 99, NULL, NULL);
+	/* GPU records 1.5 s late against a 100 ms window: lost, and said so */
+	e = run_world(&w, 1500 * MS, &o);
+	REQUIRE(e, "engine");
+	engine_loss(e, &l);
+	CHECK(l.late > 0 && l.total >= l.late, "late %" PRIu64 " total %" PRIu64, l.late, l.total);
+	engine_free(e);
+	world_free(&w);
+}
+
+static int u64cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void t_tail_and_percentiles(void)
+{
+	struct world w;
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_preempt };
+	uint64_t starts[41], d[40], S = 10 * SEC;
+	struct eng_summary sum;
+	struct eng_excess ex[ENG_NCAUSE];
+	struct engine *e;
+	int nx;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 40; k++) {
+		struct sopt o = k == 23 ? inj : plain;
+
+		o.pre = PRE + (k % 7) * 50 * US;
+		starts[k] = S;
+		S = std_step(&w, S, k, &o);
+	}
+	starts[40] = S;
+	w_step(&w, S, T_LAUNCHER, 40);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	engine_summarise(e, &sum);
+	for (int k = 0; k < 40; k++)
+		d[k] = starts[k + 1] - starts[k];
+	qsort(d, 40, sizeof(d[0]), u64cmp);
+	/* nearest rank: P50 is the 20th of 40, P90 the 36th, P99 and P99.9 the 40th */
+	CHECK(sum.ncomplete == 40, "complete %" PRIu64, sum.ncomplete);
+	CHECK(sum.p50 == d[19] && sum.p90 == d[35] && sum.p99 == d[39] && sum.p999 == d[39] &&
+	      sum.max == d[39] && sum.min == d[0],
+	      "percentiles %" PRIu64 " %" PRIu64 " %" PRIu64 " vs %" PRIu64 " %" PRIu64 " %" PRIu64,
+	      sum.p50, sum.p90, sum.p99, d[19], d[35], d[39]);
+	CHECK(sum.ntail == 1, "%" PRIu64 " tail steps", sum.ntail);
+	for (uint64_t i = 0; i < engine_nsteps(e); i++) {
+		const struct eng_step *s = engine_step(e, i);
+
+		CHECK(s->tail == (s->step == 23 && !s->incomplete), "step %" PRIu64 " tail %d", s->step,
+		      s->tail);
+	}
+	nx = engine_step_excess(e, step_no(e, 23), &sum, ex, ENG_NCAUSE);
+	REQUIRE(nx >= 1, "no excess");
+	CHECK(ex[0].cause == ENG_CPU_WAIT && ex[0].ns == 30 * MS && ex[0].has_who &&
+	      ex[0].who.pid == 900, "top excess %s %" PRIu64, eng_cause_name(ex[0].cause), ex[0].ns);
+	CHECK(sum.p99_over_p50 > 1.3 && sum.p99_over_p50 < 1.4, "p99/p50 %.3f", sum.p99_over_p50);
+	CHECK(sum.dip == ENG_DIP_SPORADIC && sum.ndips == 1, "dips %d %" PRIu64, sum.dip, sum.ndips);
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_periodic_dips(void)
+{
+	struct world w;
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct sopt io = { .pre = PRE, .gpu = GPU, .len = 40 * MS, .inj = inj_io };
+	struct eng_summary sum;
+	struct engine *e;
+	uint64_t S = 10 * SEC;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 60; k++)
+		S = std_step(&w, S, k, k % 10 == 5 ? &io : &plain);
+	w_step(&w, S, T_LAUNCHER, 60);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	engine_summarise(e, &sum);
+	CHECK(sum.dip == ENG_DIP_PERIODIC && sum.dip_period == 10 && sum.ndips == 6,
+	      "dips %d every %" PRIu64 " (%" PRIu64 ")", sum.dip, sum.dip_period, sum.ndips);
+	CHECK(sum.gpu_busy_share > 0.85 && sum.gpu_busy_share < 0.95, "busy share %.3f",
+	      sum.gpu_busy_share);
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_gpu_slow(void)
+{
+	struct world w;
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct engine *e;
+	uint64_t S = 10 * SEC;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 12; k++) {
+		if (k == 9)
+			w.kernel_extra = 30 * MS;
+		S = std_step(&w, S, k, &plain);
+	}
+	w_step(&w, S, T_LAUNCHER, 12);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	for (uint64_t n = 0; n < 12; n++) {
+		const struct eng_step *s = step_no(e, n);
+
+		REQUIRE(s, "step %" PRIu64, n);
+		CHECK(blame_of(s, ENG_GPU_SLOW, 0) == (n == 9 ? 30 * MS : 0), "step %" PRIu64
+		      " gpu_slow %" PRIu64, n, blame_of(s, ENG_GPU_SLOW, 0));
+	}
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_incomplete_last_step(void)
+{
+	struct world w;
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct eng_summary sum;
+	struct engine *e;
+	uint64_t S = 10 * SEC;
+	const struct eng_step *last;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 5; k++)
+		S = std_step(&w, S, k, &plain);
+	/* step 5 starts, the target dies 20 ms into it */
+	w_step(&w, S, T_LAUNCHER, 5);
+	w_switch_out(&w, S + 20 * MS, T_LAUNCHER, T_CPU, SB_STATE_DEAD);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	REQUIRE(engine_nsteps(e) == 6, "%" PRIu64 " steps", engine_nsteps(e));
+	last = engine_step(e, 5);
+	CHECK(last->incomplete && last->step == 5 && last->duration_ns == 20 * MS,
+	      "last step incomplete %d step %" PRIu64 " dur %" PRIu64, last->incomplete, last->step,
+	      last->duration_ns);
+	engine_summarise(e, &sum);
+	CHECK(sum.ncomplete == 5 && sum.max < 90 * MS, "incomplete step in the distribution");
+	engine_free(e);
+	world_free(&w);
+}
+
+static void check_steps_from(int mark, const char *nvtx, const char *kernel, const char *what)
+{
+	struct world w;
+	struct engine_opts o = { .step_nvtx = nvtx, .step_kernel = kernel };
+	uint64_t starts[9];
+	struct engine *e;
+	struct eng_capture c;
+
+	world_init(&w);
+	w.mark = mark;
+	run_steps(&w, 8, 99, NULL, starts);
+	e = run_world(&w, 0, &o);
+	REQUIRE(e, "%s: engine", what);
+	engine_capture(e, &c);
+	REQUIRE(engine_nsteps(e) >= 7, "%s: %" PRIu64 " steps", what, engine_nsteps(e));
+	for (uint64_t i = 0; i < 7; i++) {
+		const struct eng_step *s = engine_step(e, i);
+		uint64_t want = kernel ? starts[i] + PRE + 20 * US : starts[i];
+
+		CHECK(s->start_ns == want && !s->incomplete, "%s: step %" PRIu64 " starts at %" PRIu64
+		      " not %" PRIu64, what, i, s->start_ns, want);
+		CHECK(s->step == i, "%s: step number %" PRIu64 " at %" PRIu64, what, s->step, i);
+	}
+	CHECK(c.step_source == (kernel ? ENG_SRC_KERNEL : nvtx ? ENG_SRC_NVTX : ENG_SRC_GPU_MARKER),
+	      "%s: source %s", what, eng_step_src_name(c.step_source));
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_step_sources(void)
+{
+	check_steps_from(W_GPU_MARKER, NULL, NULL, "gpu markers");
+	check_steps_from(W_NVTX, "^train_step$", NULL, "nvtx");
+	check_steps_from(W_NONE, NULL, "^sgemm", "kernel");
+}
+
+static void t_bad_regex(void)
+{
+	struct engine_opts o = { .step_nvtx = "([unclosed" };
+	char err[256] = "";
+	struct engine *e = engine_new(&o, err, sizeof(err));
+
+	CHECK(!e && strstr(err, "--step-nvtx"), "bad regex accepted: %s", err);
+	engine_free(e);
+}
+
+static void t_same_input_same_bytes(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_chain };
+	int (*fmt[])(struct engine *, FILE *) = { report_text, report_json, report_jsonl };
+
+	world_init(&w);
+	run_steps(&w, 30, 11, &inj, NULL);
+	for (size_t i = 0; i < sizeof(fmt) / sizeof(fmt[0]); i++) {
+		struct engine *a = run_world(&w, 700 * MS, NULL), *b = run_world(&w, 700 * MS, NULL);
+		char *x = render(a, fmt[i]), *y = render(b, fmt[i]);
+
+		CHECK(x && y && !strcmp(x, y), "format %zu differs between two runs", i);
+		CHECK(x && strlen(x) > 100, "format %zu is nearly empty", i);
+		free(x);
+		free(y);
+		engine_free(a);
+		engine_free(b);
+	}
+	{
+		char *pa = NULL, *pb = NULL;
+		size_t la = 0, lb = 0;
+		FILE *fa = open_memstream(&pa, &la), *fb = open_memstream(&pb, &lb);
+		struct engine_opts oa = { .perfetto = fa }, ob = { .perfetto = fb };
+		struct engine *a = run_world(&w, 0, &oa), *b = run_world(&w, 0, &ob);
+
+		report_perfetto(a, fa);
+		report_perfetto(b, fb);
+		fclose(fa);
+		fclose(fb);
+		CHECK(la == lb && la > 1000 && !memcmp(pa, pb, la), "perfetto differs (%zu vs %zu)", la,
+		      lb);
+		free(pa);
+		free(pb);
+		engine_free(a);
+		engine_free(b);
+	}
+	world_free(&w);
+}
+
+/*
+ * A long run fed straight in, never held: the engine's window, per-CPU
+ * slices and thread histories must stop growing once the stream is steady.
+ */
+struct longrun {
+	struct engine *e;
+	uint64_t fed;
+	/* GPU records held back 1 s, as a CUPTI flush would */
+	struct sb_gpu q[4096];
+	uint64_t qts[4096];
+	unsigned qh, qn;
+};
+
+static void lr_host(struct longrun *l, const void *rec)
+{
+	const struct sb_hdr *h = rec;
+
+	while (l->qn && l->qts[l->qh] <= h->ts) {
+		engine_feed(l->e, &l->q[l->qh].h);
+		l->qh = (l->qh + 1) % 4096;
+		l->qn--;
+		l->fed++;
+	}
+	engine_feed(l->e, h);
+	l->fed++;
+}
+
+static void lr_gpu(struct longrun *l, const struct sb_gpu *g)
+{
+	unsigned i = (l->qh + l->qn) % 4096;
+
+	if (l->qn == 4096)
+		abort();
+	l->q[i] = *g;
+	l->qts[i] = g->end_ns + 1 * SEC;
+	l->qn++;
+}
+
+static void t_bounded_memory(void)
+{
+	struct longrun *l = calloc(1, sizeof(*l));
+	struct engine_stats at1, at5;
+	uint64_t S = 10 * SEC, step = 0, corr = 0;
+	bool have1 = false;
+
+	REQUIRE(l, "alloc");
+	l->e = new_engine(NULL);
+	REQUIRE(l->e, "engine");
+	while (l->fed < 5000000) {
+		/* one 10 ms step: 40 preemptions by 4 threads, 60 faults, a kernel */
+		struct sb_step st = { 0 };
+		uint64_t t = S;
+
+		hdr(&st.h, SB_EV_STEP, sizeof(st), S, T_PID, T_LAUNCHER, 0);
+		st.step = step;
+		lr_host(l, &st);
+		for (int i = 0; i < 40; i++, t += 100 * US) {
+			struct sb_switch_out o = { 0 };
+			struct sb_runslice r = { 0 };
+			struct sb_switch_in in = { 0 };
+
+			hdr(&o.h, SB_EV_SWITCH_OUT, sizeof(o), t, T_PID, T_LAUNCHER, i % 2);
+			o.state = SB_STATE_RUNNABLE;
+			lr_host(l, &o);
+			hdr(&r.h, SB_EV_RUNSLICE, sizeof(r), t + 50 * US, 2000 + i % 4, 2000 + i % 4, i % 2);
+			r.start_ns = t;
+			memcpy(r.comm, "other", 5);
+			lr_host(l, &r);
+			hdr(&in.h, SB_EV_SWITCH_IN, sizeof(in), t + 50 * US, T_PID, T_LAUNCHER, i % 2);
+			lr_host(l, &in);
+		}
+		for (int i = 0; i < 60; i++) {
+			struct sb_fault f = { 0 };
+
+			hdr(&f.h, SB_EV_FAULT, sizeof(f), t + i * 3 * US, T_PID, T_LAUNCHER, 0);
+			lr_host(l, &f);
+		}
+		t += 1 * MS;
+		{
+			struct sb_gpu api = { 0 }, k = { 0 };
+
+			hdr(&api.h, SB_REC_GPU, sizeof(api), t, T_PID, T_LAUNCHER, 0);
+			api.h.flags = SB_GPU_API;
+			api.sub = SB_API_LAUNCH;
+			api.end_ns = t + 10 * US;
+			api.correlation_id = (uint32_t)++corr;
+			lr_gpu(l, &api);
+			hdr(&k.h, SB_REC_GPU, sizeof(k), t + 20 * US, T_PID, 0, 0);
+			k.h.flags = SB_GPU_KERNEL;
+			k.end_ns = t + 4 * MS;
+			k.correlation_id = (uint32_t)corr;
+			lr_gpu(l, &k);
+		}
+		S += 10 * MS;
+		step++;
+		if (!have1 && l->fed >= 1000000) {
+			engine_stats(l->e, &at1);
+			have1 = true;
+		}
+	}
+	engine_stats(l->e, &at5);
+	engine_finish(l->e);
+	CHECK(engine_nsteps(l->e) + 1 >= step, "%" PRIu64 " steps of %" PRIu64,
+	      engine_nsteps(l->e), step);
+	/* the window holds ~3 s of records however long the run */
+	CHECK(at5.queue_bytes_peak <= at1.queue_bytes_peak * 11 / 10 + 4096,
+	      "reorder window grew: %" PRIu64 " -> %" PRIu64, at1.queue_bytes_peak,
+	      at5.queue_bytes_peak);
+	CHECK(at5.queued_peak < 400000, "window holds %" PRIu64 " records", at5.queued_peak);
+	CHECK(at5.runslices_peak <= at1.runslices_peak * 11 / 10 + 16 &&
+	      at5.episodes_peak <= at1.episodes_peak * 11 / 10 + 16,
+	      "per-CPU/thread history grew: %" PRIu64 "->%" PRIu64 ", %" PRIu64 "->%" PRIu64,
+	      at1.runslices_peak, at5.runslices_peak, at1.episodes_peak, at5.episodes_peak);
+	/* everything but the per-step results stays flat */
+	{
+		uint64_t per_step = sizeof(struct eng_step) * 2;
+		uint64_t fixed1 = at1.heap_bytes_peak - (l->fed ? 0 : 0);
+
+		CHECK(at5.heap_bytes < fixed1 + step * per_step + (8 << 20),
+		      "heap %" PRIu64 " after 5M events (1M: %" PRIu64 ")", at5.heap_bytes,
+		      at1.heap_bytes_peak);
+	}
+	CHECK(at5.pieces_peak <= 4 && at5.steps_in_flight_peak < 1000, "pieces %" PRIu64
+	      " steps in flight %" PRIu64, at5.pieces_peak, at5.steps_in_flight_peak);
+	engine_free(l->e);
+	free(l);
+}
+
+int main(void)
+{
+	RUN(t_preempt_while_idle);
+	RUN(t_preempt_while_busy_is_free);
+	RUN(t_wakeup_chain);
+	RUN(t_fault_storm);
+	RUN(t_major_fault);
+	RUN(t_io_wait);
+	RUN(t_fault_then_sleep_is_not_the_faults);
+	RUN(t_alloc_mmap_reclaim);
+	RUN(t_migration);
+	RUN(t_host_only);
+	RUN(t_host_only_cuda_uprobes);
+	RUN(t_gpu_records_late);
+	RUN(t_records_past_the_window_are_counted);
+	RUN(t_tail_and_percentiles);
+	RUN(t_periodic_dips);
+	RUN(t_gpu_slow);
+	RUN(t_incomplete_last_step);
+	RUN(t_step_sources);
+	RUN(t_bad_regex);
+	RUN(t_same_input_same_bytes);
+	RUN(t_bounded_memory);
+	return test_summary();
+}

@@ -1,0 +1,523 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The report formats against their contract: JSON validates against
+ * schemas/report.schema.json (with python3's jsonschema when it is installed,
+ * and always with the small checker below, which knows the keywords the schema
+ * uses), JSONL lines are the steps[] objects, Perfetto JSON has its tracks,
+ * and `stepblame report` on a real trace file writes atomically, says when a
+ * trace was cut short, and fails with one line on bad input.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "cmds.h"
+#include "engine_synth.h"
+
+static const char checker_py[] =
+"import json, re, sys\n"
+"def resolve(root, ref):\n"
+"    node = root\n"
+"    for part in ref.lstrip('#/').split('/'):\n"
+"        node = node[part]\n"
+"    return node\n"
+"TYPES = {'object': dict, 'array': list, 'string': str, 'boolean': bool, 'null': type(None)}\n"
+"def is_type(v, t):\n"
+"    if t == 'integer': return isinstance(v, int) and not isinstance(v, bool)\n"
+"    if t == 'number': return isinstance(v, (int, float)) and not isinstance(v, bool)\n"
+"    return isinstance(v, TYPES[t])\n"
+"KNOWN = {'$schema','$id','$defs','$ref','title','description','type','required','properties',\n"
+"         'additionalProperties','patternProperties','items','enum','const','minimum','maximum'}\n"
+"def check(root, s, v, path):\n"
+"    unknown = set(s) - KNOWN\n"
+"    if unknown: raise SystemExit('checker does not know %s' % unknown)\n"
+"    if '$ref' in s: check(root, resolve(root, s['$ref']), v, path)\n"
+"    if 'type' in s:\n"
+"        ts = s['type'] if isinstance(s['type'], list) else [s['type']]\n"
+"        if not any(is_type(v, t) for t in ts): fail(path, 'is %r, not %s' % (v, ts))\n"
+"    if 'const' in s and v != s['const']: fail(path, '%r != %r' % (v, s['const']))\n"
+"    if 'enum' in s and v not in s['enum']: fail(path, '%r not in %s' % (v, s['enum']))\n"
+"    if isinstance(v, (int, float)) and not isinstance(v, bool):\n"
+"        if 'minimum' in s and v < s['minimum']: fail(path, '%r < %r' % (v, s['minimum']))\n"
+"        if 'maximum' in s and v > s['maximum']: fail(path, '%r > %r' % (v, s['maximum']))\n"
+"    if isinstance(v, dict):\n"
+"        for k in s.get('required', []):\n"
+"            if k not in v: fail(path, 'lacks ' + k)\n"
+"        props = s.get('properties', {})\n"
+"        for k, x in v.items():\n"
+"            if k in props: check(root, props[k], x, path + '.' + k); continue\n"
+"            pat = [p for p in s.get('patternProperties', {}) if re.search(p, k)]\n"
+"            for p in pat: check(root, s['patternProperties'][p], x, path + '.' + k)\n"
+"            if not pat and s.get('additionalProperties', True) is False: fail(path, 'undocumented field ' + k)\n"
+"    if isinstance(v, list) and 'items' in s:\n"
+"        for i, x in enumerate(v): check(root, s['items'], x, '%s[%d]' % (path, i))\n"
+"def fail(path, why): raise ValueError(path + ': ' + why)\n"
+"def validate(schema, doc, sub=None):\n"
+"    s = resolve(schema, sub) if sub else schema\n"
+"    check(schema, s, doc, '$')\n"
+"    try:\n"
+"        import jsonschema\n"
+"    except ImportError:\n"
+"        return\n"
+"    full = dict(s); full['$defs'] = schema['$defs']\n"
+"    jsonschema.Draft202012Validator(full).validate(doc)\n"
+"mode, schema_path, path = sys.argv[1], sys.argv[2], sys.argv[3]\n"
+"schema = json.load(open(schema_path))\n"
+"try:\n"
+"    if mode == 'doc':\n"
+"        validate(schema, json.load(open(path)))\n"
+"    elif mode == 'jsonl':\n"
+"        doc = json.load(open(sys.argv[4]))\n"
+"        lines = [json.loads(l) for l in open(path)]\n"
+"        if len(lines) != len(doc['steps']): fail('$', '%d lines, %d steps' % (len(lines), len(doc['steps'])))\n"
+"        for i, (a, b) in enumerate(zip(lines, doc['steps'])):\n"
+"            validate(schema, a, '#/$defs/step')\n"
+"            if a != b: fail('line %d' % i, 'differs from steps[%d]' % i)\n"
+"    elif mode == 'perfetto':\n"
+"        want_steps = int(sys.argv[4])\n"
+"        d = json.load(open(path))\n"
+"        ev = d['traceEvents']\n"
+"        for e in ev:\n"
+"            if e['ph'] not in ('X', 'M'): fail('event', 'phase ' + e['ph'])\n"
+"            if e['ph'] == 'X' and (e['dur'] < 0 or not isinstance(e['ts'], (int, float))): fail('event', repr(e))\n"
+"        cat = lambda c: [e for e in ev if e.get('cat') == c]\n"
+"        if len(cat('step')) != want_steps: fail('steps', '%d slices, want %d' % (len(cat('step')), want_steps))\n"
+"        if not cat('gpu'): fail('gpu', 'no GPU stream slices')\n"
+"        if not cat('blame'): fail('blame', 'no blame slices')\n"
+"        if not [e for e in cat('interferer') if e['pid'] == 900]: fail('interferer', 'noisy[900] missing')\n"
+"        if not [e for e in cat('thread') if e['pid'] == 100 and e['tid'] == 101 and e['name'] == 'cpu_wait']: fail('thread', 'no cpu_wait slice on the launcher')\n"
+"        names = {(e['pid'], e.get('tid')): e['args']['name'] for e in ev if e['ph'] == 'M'}\n"
+"        if names.get((100, 101)) != 'launcher': fail('names', 'launcher thread unnamed')\n"
+"        if not any(v.startswith('trainer') for k, v in names.items() if k[1] is None): fail('names', 'no process name for the target')\n"
+"        if names.get((900, None)) != 'noisy': fail('names', 'interferer process unnamed')\n"
+"except (ValueError, KeyError, TypeError) as e:\n"
+"    print('INVALID', e)\n"
+"    sys.exit(1)\n"
+"except Exception as e:\n"
+"    print('INVALID', type(e).__name__, str(e).splitlines()[0])\n"
+"    sys.exit(1)\n"
+"print('OK')\n";
+
+static char dir[64];
+static char checker[128];
+static bool have_python;
+
+static const char *tpath(const char *name)
+{
+	static char buf[4][256];
+	static int i;
+
+	i = (i + 1) % 4;
+	snprintf(buf[i], sizeof(buf[i]), "%s/%s", dir, name);
+	return buf[i];
+}
+
+/* python3 CHECKER MODE SCHEMA FILE [ARG]; 0 when it says OK, else its message */
+static int pycheck(const char *mode, const char *file, const char *arg, char *msg, size_t len)
+{
+	char cmd[1024], line[512] = "";
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "python3 %s %s schemas/report.schema.json %s %s 2>&1", checker,
+		 mode, file, arg ? arg : "");
+	p = popen(cmd, "r");
+	if (!p) {
+		snprintf(msg, len, "popen: %s", strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), p))
+		snprintf(msg, len, "%s", line);
+	st = pclose(p);
+	msg[strcspn(msg, "\n")] = 0;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+static void rich_world(struct world *w, unsigned nsteps)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sopt pre = { .pre = 5 * MS, .gpu = 80 * MS, .len = 30 * MS, .inj = inj_preempt };
+	uint64_t S = 10 * SEC;
+
+	world_init(w);
+	for (unsigned k = 0; k < nsteps; k++) {
+		struct sopt o = k % 9 == 4 ? pre : plain;
+
+		o.pre += (k % 5) * 100 * US;
+		if (k % 9 == 7) {
+			/* a slow munmap and a few faults */
+			w_interval(w, SB_EV_MMSYS, S + 2 * MS, S + 4 * MS, T_LAUNCHER, SB_SYS_MUNMAP);
+			for (int i = 0; i < 100; i++)
+				w_fault(w, S + 4 * MS + 10 * US + i * 3 * US, T_LAUNCHER, 0, i);
+		}
+		S = std_step(w, S, k, &o);
+	}
+	w_step(w, S, T_LAUNCHER, nsteps);
+}
+
+static bool write_file(const char *path, const char *data, size_t len)
+{
+	FILE *f = fopen(path, "w");
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fwrite(data, 1, len, f) == len;
+	return !fclose(f) && ok;
+}
+
+static char *render(struct engine *e, int (*fn)(struct engine *, FILE *), size_t *len)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	if (len)
+		*len = 0;
+	if (!f)
+		return NULL;
+	fn(e, f);
+	fclose(f);
+	if (len)
+		*len = n;
+	return buf;
+}
+
+static struct engine *run(struct world *w, const struct engine_opts *o)
+{
+	struct engine *e = new_engine(o);
+
+	if (e) {
+		world_feed(e, w, 800 * MS);
+		engine_finish(e);
+	}
+	return e;
+}
+
+static void t_json_validates(void)
+{
+	struct world w;
+	struct engine *e;
+	char *json, msg[512] = "";
+	size_t len;
+
+	if (!have_python)
+		SKIP("python3 is not installed");
+	rich_world(&w, 40);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	json = render(e, report_json, &len);
+	REQUIRE(json && write_file(tpath("r.json"), json, len), "write");
+	CHECK(pycheck("doc", tpath("r.json"), NULL, msg, sizeof(msg)) == 0, "schema: %s", msg);
+	free(json);
+	engine_free(e);
+	world_free(&w);
+}
+
+/* the checker must reject what the schema forbids, or a pass means nothing */
+static void t_schema_rejects(void)
+{
+	static const char *const bad[] = {
+		"del d['summary']['p50_ns']",
+		"d['steps'][0]['blame'][0]['cause'] = 'gremlins'",
+		"d['steps'][0]['undocumented'] = 1",
+		"d['loss']['ring']['switch_out'] = -1",
+		"d['target']['pid'] = 'x'",
+		"d['schema']['version'] = 2",
+	};
+	char cmd[1024], msg[512];
+
+	if (!have_python)
+		SKIP("python3 is not installed");
+	REQUIRE(access(tpath("r.json"), R_OK) == 0, "json_validates did not leave r.json");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "python3 -c \"import json; d = json.load(open('%s')); %s; "
+			 "json.dump(d, open('%s', 'w'))\"", tpath("r.json"), bad[i], tpath("bad.json"));
+		REQUIRE(system(cmd) == 0, "mutate: %s", bad[i]);
+		CHECK(pycheck("doc", tpath("bad.json"), NULL, msg, sizeof(msg)) != 0,
+		      "accepted a document where %s", bad[i]);
+	}
+}
+
+static void t_jsonl_lines_are_the_steps(void)
+{
+	struct world w;
+	struct engine *e;
+	char *json, *jsonl, msg[512] = "";
+	size_t l1, l2, lines = 0;
+
+	if (!have_python)
+		SKIP("python3 is not installed");
+	rich_world(&w, 30);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	json = render(e, report_json, &l1);
+	jsonl = render(e, report_jsonl, &l2);
+	REQUIRE(json && jsonl, "render");
+	for (size_t i = 0; i < l2; i++)
+		lines += jsonl[i] == '\n';
+	CHECK(lines == engine_nsteps(e), "%zu lines for %" PRIu64 " steps", lines, engine_nsteps(e));
+	REQUIRE(write_file(tpath("s.json"), json, l1) && write_file(tpath("s.jsonl"), jsonl, l2),
+		"write");
+	CHECK(pycheck("jsonl", tpath("s.jsonl"), tpath("s.json"), msg, sizeof(msg)) == 0, "%s", msg);
+	free(json);
+	free(jsonl);
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_perfetto_tracks(void)
+{
+	struct world w;
+	struct engine *e;
+	struct engine_opts o = { 0 };
+	char *buf = NULL, msg[512] = "", n[16];
+	size_t len = 0;
+	FILE *f;
+
+	if (!have_python)
+		SKIP("python3 is not installed");
+	rich_world(&w, 20);
+	f = open_memstream(&buf, &len);
+	REQUIRE(f, "memstream");
+	o.perfetto = f;
+	e = run(&w, &o);
+	REQUIRE(e, "engine");
+	CHECK(report_perfetto(e, f) == 0, "report_perfetto failed");
+	fclose(f);
+	REQUIRE(write_file(tpath("p.json"), buf, len), "write");
+	snprintf(n, sizeof(n), "%" PRIu64, engine_nsteps(e));
+	CHECK(pycheck("perfetto", tpath("p.json"), n, msg, sizeof(msg)) == 0, "%s", msg);
+	free(buf);
+	engine_free(e);
+	world_free(&w);
+}
+
+/* the world as `stepblame record` would have written it */
+static bool write_trace(const struct world *w, const char *path)
+{
+	struct sbt_writer *wr = sbt_create(path);
+	size_t n = w->host.n + w->gpu.n, k = 0, off;
+	struct feed_item *it;
+	uint64_t last = 0;
+	bool ok = true;
+
+	if (!wr)
+		return false;
+	it = calloc(n, sizeof(*it));
+	for (off = 0; off < w->meta.len;) {
+		const struct sb_hdr *h = (const void *)(w->meta.b + off);
+
+		ok &= sbt_write(wr, h) == 0;
+		off += h->size;
+	}
+	for (off = 0; off < w->host.len; k++) {
+		const struct sb_hdr *h = (const void *)(w->host.b + off);
+
+		it[k] = (struct feed_item){ h->ts, k, h };
+		off += h->size;
+	}
+	for (off = 0; off < w->gpu.len; k++) {
+		const struct sb_hdr *h = (const void *)(w->gpu.b + off);
+
+		it[k] = (struct feed_item){ ((const struct sb_gpu *)h)->end_ns + 500 * MS, k, h };
+		off += h->size;
+	}
+	qsort(it, n, sizeof(*it), feed_cmp);
+	for (size_t i = 0; i < n; i++) {
+		ok &= sbt_write(wr, it[i].h) == 0;
+		last = it[i].h->ts > last ? it[i].h->ts : last;
+	}
+	free(it);
+	return sbt_finish(wr, SBT_END_DURATION, 10 * SEC, last + 1, 0) == 0 && ok;
+}
+
+static int report(const char *a1, const char *a2, const char *a3, const char *a4,
+		  const char *a5, const char *a6)
+{
+	char *argv[8] = { "report", (char *)a1, (char *)a2, (char *)a3, (char *)a4, (char *)a5,
+			  (char *)a6, NULL };
+	int argc = 1, rc;
+
+	while (argc < 7 && argv[argc])
+		argc++;
+	fflush(stdout);
+	rc = cmd_report(argc, argv);
+	fflush(stdout);
+	return rc;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t n = 0, cap = 0, r;
+
+	if (!f)
+		return NULL;
+	do {
+		if (n + 4096 + 1 > cap) {
+			cap = (cap + 4096) * 2;
+			buf = realloc(buf, cap);
+		}
+		r = fread(buf + n, 1, 4096, f);
+		n += r;
+	} while (r);
+	fclose(f);
+	buf[n] = 0;
+	if (len)
+		*len = n;
+	return buf;
+}
+
+static bool partial_left(void)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "ls %s | grep -q partial", dir);
+	return system(cmd) == 0;
+}
+
+static void t_report_command(void)
+{
+	struct world w;
+	char *a, *b, msg[512] = "";
+	size_t la, lb;
+
+	rich_world(&w, 30);
+	REQUIRE(write_trace(&w, tpath("run.sbt")), "writing the trace: %s", strerror(errno));
+	CHECK(report(tpath("run.sbt"), "--format", "json", "-o", tpath("out.json"), NULL) == 0,
+	      "report --format json failed");
+	CHECK(!partial_left(), "a temporary file was left behind");
+	if (have_python)
+		CHECK(pycheck("doc", tpath("out.json"), NULL, msg, sizeof(msg)) == 0, "%s", msg);
+	a = slurp(tpath("out.json"), &la);
+	REQUIRE(a, "no output file");
+	CHECK(strstr(a, "\"complete\": true") && strstr(a, "\"end_reason\": \"duration\""),
+	      "a complete trace not reported as complete");
+	CHECK(report(tpath("run.sbt"), "-f", "json", "-o", tpath("out2.json"), NULL) == 0, "again");
+	b = slurp(tpath("out2.json"), &lb);
+	CHECK(b && la == lb && !memcmp(a, b, la), "the same trace reported twice differs");
+	free(a);
+	free(b);
+	CHECK(report(tpath("run.sbt"), "-o", tpath("out.txt"), NULL, NULL, NULL) == 0, "text");
+	a = slurp(tpath("out.txt"), NULL);
+	CHECK(a && strstr(a, "step ") && strstr(a, "noisy[900]") && strstr(a, "Capture     complete"),
+	      "text report lacks the tail culprit: %.300s", a ? a : "(none)");
+	free(a);
+	world_free(&w);
+}
+
+static void t_report_cut_short(void)
+{
+	char *full, *text;
+	size_t len;
+	int rc;
+
+	full = slurp(tpath("run.sbt"), &len);
+	REQUIRE(full && len > 4096, "t_report_command left no trace");
+	/* as if the recorder was killed: no trailer, the last record torn */
+	REQUIRE(write_file(tpath("cut.sbt"), full, len * 2 / 3 + 5), "write");
+	rc = report(tpath("cut.sbt"), "-o", tpath("cut.txt"), NULL, NULL, NULL);
+	CHECK(rc == 0, "a cut-short trace: exit %d", rc);
+	text = slurp(tpath("cut.txt"), NULL);
+	CHECK(text && strstr(text, "CUT SHORT") && strstr(text, "step "),
+	      "no word of the cut: %.200s", text ? text : "(none)");
+	free(text);
+	rc = report(tpath("cut.sbt"), "--format", "json", "-o", tpath("cut.json"), NULL);
+	text = slurp(tpath("cut.json"), NULL);
+	CHECK(rc == 0 && text && strstr(text, "\"cut_short\": true"), "json of a cut trace");
+	free(text);
+	/* damage in the middle: the part before is reported, the exit says it failed */
+	memset(full + len / 2, 0xff, 64);
+	REQUIRE(write_file(tpath("bad.sbt"), full, len), "write");
+	rc = report(tpath("bad.sbt"), "-o", tpath("bad.txt"), NULL, NULL, NULL);
+	CHECK(rc == 1, "a corrupt trace: exit %d", rc);
+	free(full);
+}
+
+static void t_report_errors(void)
+{
+	int saved = dup(2), null = open("/dev/null", O_WRONLY);
+
+	REQUIRE(saved >= 0 && null >= 0, "fds");
+	fflush(stderr);
+	dup2(null, 2);
+	CHECK(report(NULL, NULL, NULL, NULL, NULL, NULL) == 2, "no file: not exit 2");
+	CHECK(report(tpath("run.sbt"), "--format", "xml", NULL, NULL, NULL) == 2, "bad format");
+	CHECK(report(tpath("run.sbt"), "--bogus", NULL, NULL, NULL, NULL) == 2, "bad option");
+	CHECK(report(tpath("nope.sbt"), NULL, NULL, NULL, NULL, NULL) == 1, "missing file");
+	CHECK(report(tpath("run.sbt"), "--step-nvtx", "([", "-o", tpath("x.txt"), NULL) == 1,
+	      "bad regex");
+	CHECK(report(tpath("run.sbt"), "-o", "/nonexistent/dir/out.txt", NULL, NULL, NULL) == 1,
+	      "unwritable output");
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(null);
+	CHECK(access(tpath("x.txt"), F_OK) != 0, "output written despite an error");
+}
+
+static void t_report_help(void)
+{
+	int saved = dup(1), fd = open(tpath("help.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	char *h;
+	int rc;
+
+	REQUIRE(saved >= 0 && fd >= 0, "fds");
+	fflush(stdout);
+	dup2(fd, 1);
+	rc = report("--help", NULL, NULL, NULL, NULL, NULL);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	close(fd);
+	h = slurp(tpath("help.txt"), NULL);
+	CHECK(rc == 0 && h && strstr(h, "--format") && strstr(h, "--step-nvtx") &&
+	      strstr(h, "perfetto"), "help: %d %.100s", rc, h ? h : "");
+	free(h);
+}
+
+int main(void)
+{
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "/tmp/sb-report-XXXXXX");
+	if (!mkdtemp(dir)) {
+		printf("FAIL setup: mkdtemp: %s\n", strerror(errno));
+		return 1;
+	}
+	snprintf(checker, sizeof(checker), "%s/check.py", dir);
+	f = fopen(checker, "w");
+	if (!f || fputs(checker_py, f) < 0 || fclose(f)) {
+		printf("FAIL setup: writing %s\n", checker);
+		return 1;
+	}
+	have_python = system("python3 -c 'import json' >/dev/null 2>&1") == 0;
+	if (access("schemas/report.schema.json", R_OK)) {
+		printf("FAIL setup: run from the repository root (schemas/report.schema.json)\n");
+		return 1;
+	}
+	RUN(t_json_validates);
+	RUN(t_schema_rejects);
+	RUN(t_jsonl_lines_are_the_steps);
+	RUN(t_perfetto_tracks);
+	RUN(t_report_command);
+	RUN(t_report_cut_short);
+	RUN(t_report_errors);
+	RUN(t_report_help);
+	{
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		if (system(cmd))
+			fprintf(stderr, "could not remove %s\n", dir);
+	}
+	return test_summary();
+}

@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The attribution engine: records in (live from the ring buffer and the GPU
+ * channel, or from a trace file), per-step blame out. One streaming pass:
+ * records are reordered in a bounded window (the GPU timeline lags the host
+ * events by up to lag_ns), swept in time order, and each step is finalised as
+ * soon as every idle gap in it has been given its critical thread. Memory
+ * grows with threads, steps and the window, never with the number of events.
+ *
+ * Same records in the same order and the same options give the same bytes out.
+ */
+#ifndef STEPBLAME_ENGINE_H
+#define STEPBLAME_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../bpf/events.h"
+
+/* the fixed cause vocabulary (DESIGN.md); eng_cause_name() gives the JSON string */
+enum eng_cause {
+	ENG_CPU_WAIT,
+	ENG_MIGRATION,
+	ENG_PAGE_FAULT,
+	ENG_MEM_RECLAIM,
+	ENG_ALLOC,
+	ENG_IO_WAIT,
+	ENG_BLOCKED,
+	ENG_CUDA_SYNC,
+	ENG_CUDA_ALLOC,
+	ENG_CUDA_API,
+	ENG_HOST_COMPUTE,
+	ENG_GPU_SLOW,
+	ENG_UNKNOWN,
+	ENG_NCAUSE,
+};
+
+const char *eng_cause_name(int cause);
+/* -1 if not a cause name */
+int eng_cause_from_name(const char *name);
+
+enum eng_step_src {
+	ENG_SRC_NONE = 0,
+	ENG_SRC_USDT,       /* SB_EV_STEP from the USDT probe stepblame:step */
+	ENG_SRC_UPROBE,     /* SB_EV_STEP from --step-uprobe */
+	ENG_SRC_GPU_MARKER, /* SB_GPU_MARKER step begin/end */
+	ENG_SRC_NVTX,       /* NVTX range matching step_nvtx */
+	ENG_SRC_KERNEL,     /* kernel matching step_kernel */
+};
+
+const char *eng_step_src_name(int src);
+
+struct engine_opts {
+	const char *step_nvtx;   /* POSIX extended regex: NVTX ranges that are steps */
+	const char *step_kernel; /* POSIX extended regex: kernels whose start marks a step */
+	uint64_t lag_ns;         /* how late a record may arrive (GPU batches); 0: 3 s */
+	uint64_t fault_cost_ns;  /* per-fault on-CPU cost; 0: calibrate from the trace */
+	FILE *perfetto;          /* if set, timeline events are streamed here (report_perfetto) */
+};
+
+/* who a blame entry points at */
+struct eng_who {
+	uint32_t pid, tid;
+	char comm[SB_COMM_LEN + 1];
+	int32_t cpu;             /* where it ran (cpu_wait), -1 if not known */
+	uint32_t via_pid, via_tid; /* blocked: the waker through which it was reached, 0 none */
+	char via_comm[SB_COMM_LEN + 1];
+};
+
+struct eng_blame {
+	uint8_t cause;
+	bool has_who;
+	struct eng_who who;
+	uint64_t ns;
+};
+
+enum eng_count {
+	ENG_N_FAULTS,       /* page faults of the critical thread inside GPU idle */
+	ENG_N_MAJOR_FAULTS,
+	ENG_N_PREEMPT,      /* runnable waits (preemptions, wakeup latency) */
+	ENG_N_MIGRATIONS,
+	ENG_N_ALLOCS,       /* slow allocator calls */
+	ENG_N_MMAP,         /* mmap family syscalls */
+	ENG_N_RECLAIMS,
+	ENG_N_CUDA,         /* CUDA API calls (channel or uprobe) */
+	ENG_N_SLEEPS,
+	ENG_N_GPU_OPS,      /* kernels, copies, memsets that started in the step */
+	ENG_NCOUNT,
+};
+
+const char *eng_count_name(int c);
+
+/* room for every cause without a culprit, and a few culprits */
+#define ENG_MAX_BLAME 16
+
+struct eng_step {
+	uint64_t index;          /* 0, 1, 2 ... in order */
+	uint64_t step;           /* the step number from the mark */
+	uint64_t start_ns, end_ns, duration_ns;
+	uint64_t gpu_busy_ns, gpu_idle_ns;
+	bool gpu_timeline;       /* false: host-only, blame covers the whole step */
+	bool incomplete;         /* the capture ended inside it */
+	bool tail;               /* > median + 3 MAD (of the steps seen when judged) */
+	uint32_t crit_tid;       /* the thread that carried most of the blamed time */
+	char crit_comm[SB_COMM_LEN + 1];
+	uint64_t cause_ns[ENG_NCAUSE];
+	uint32_t count[ENG_NCOUNT];
+	uint32_t nblame;
+	struct eng_blame blame[ENG_MAX_BLAME]; /* by ns, descending; sums to cause_ns */
+};
+
+/* a cause's excess over the median step */
+struct eng_excess {
+	uint8_t cause;
+	uint64_t ns;
+	bool has_who;
+	struct eng_who who;      /* the step's biggest culprit for that cause */
+};
+
+struct engine;
+
+struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen);
+void engine_free(struct engine *e);
+
+/* any record: kernel events, GPU records, text records, trailer */
+void engine_feed(struct engine *e, const struct sb_hdr *rec);
+/* live: the clock moved on with no record (lets steps finalise during silence) */
+void engine_advance(struct engine *e, uint64_t now_ns);
+/* the trace was cut short (no trailer): why, in one line */
+void engine_set_truncated(struct engine *e, const char *why);
+/* end of input: flush every step; the last one may be incomplete */
+void engine_finish(struct engine *e);
+
+/*
+ * Called once per step when it is final, in step order. tail and the excess
+ * are judged against the steps seen so far (the report judges against all).
+ */
+typedef void (*engine_step_cb)(void *ctx, const struct eng_step *s);
+void engine_set_step_cb(struct engine *e, engine_step_cb cb, void *ctx);
+
+/* ---- results, after engine_finish (or so far, live) ---- */
+
+uint64_t engine_nsteps(const struct engine *e);
+const struct eng_step *engine_step(const struct engine *e, uint64_t i);
+
+struct eng_interferer {
+	uint32_t pid;
+	char comm[SB_COMM_LEN + 1];
+	uint64_t ns;
+	bool own;                /* a thread of the target itself */
+};
+
+enum eng_dip { ENG_DIP_NONE, ENG_DIP_PERIODIC, ENG_DIP_SPORADIC, ENG_DIP_LOW, ENG_DIP_UNKNOWN };
+
+struct eng_summary {
+	uint64_t nsteps, ncomplete;
+	uint64_t p50, p90, p99, p999, max, min, mad;
+	double p99_over_p50;
+	uint64_t tail_threshold_ns;
+	uint64_t ntail;
+	uint64_t cause_median[ENG_NCAUSE]; /* per cause, over complete steps */
+	uint64_t cause_total[ENG_NCAUSE];  /* over all steps */
+	uint64_t idle_median;
+	uint64_t busy_total, dur_total;    /* GPU-timeline steps only */
+	double gpu_busy_share;             /* busy_total / dur_total, -1 without a timeline */
+	int dip;                           /* enum eng_dip */
+	uint64_t dip_period;               /* steps, when periodic */
+	uint64_t ndips;
+	double dip_busy_median;            /* median busy share of the steps, -1 if none */
+};
+
+/* percentiles, tail flags (written into the steps), dips; after engine_finish */
+void engine_summarise(struct engine *e, struct eng_summary *s);
+/* the step's causes over the medians in s, largest first; returns how many */
+int engine_step_excess(const struct engine *e, const struct eng_step *st,
+		       const struct eng_summary *s, struct eng_excess *out, int max);
+/* interferers by time stolen, largest first; returns how many (at most max) */
+int engine_interferers(const struct engine *e, struct eng_interferer *out, int max);
+
+struct eng_target {
+	uint32_t pid;
+	char comm[SB_COMM_LEN + 1];
+	const char *cmdline;     /* "" if unknown */
+};
+void engine_target(const struct engine *e, struct eng_target *t);
+
+struct eng_capture {
+	uint64_t start_ns, end_ns;
+	bool complete;           /* a trailer was seen */
+	const char *end_reason;  /* "duration", "signal", "target_exit", "error", "cut_short" */
+	const char *truncated;   /* why it was cut short, NULL if not */
+	int step_source;         /* enum eng_step_src */
+	bool gpu_timeline;       /* any GPU operation seen */
+	uint64_t records;        /* records fed */
+};
+void engine_capture(const struct engine *e, struct eng_capture *c);
+
+struct eng_loss {
+	uint64_t ring[SB_EV_KERNEL_MAX + 1]; /* ring buffer full, by event type */
+	uint64_t gpu_channel, gpu_source, wait_overflow;
+	uint64_t late;           /* records that arrived after their time was final */
+	uint64_t inferred;       /* switch-ins missing from the trace, inferred from runslices */
+	uint64_t malformed;      /* records too short for their type */
+	uint64_t total;          /* all of the above */
+	uint32_t nprobes_missing;
+	const char *const *probes_missing; /* "NAME DETAIL" of probes that did not attach */
+};
+void engine_loss(const struct engine *e, struct eng_loss *l);
+
+enum eng_fault_method { ENG_FAULT_DEFAULT, ENG_FAULT_CALIBRATED, ENG_FAULT_GIVEN };
+struct eng_fault_model {
+	int method;              /* enum eng_fault_method */
+	uint64_t per_fault_ns;   /* the cost charged to a fault that did not block */
+	uint64_t samples;        /* back-to-back faults it was calibrated on */
+	uint64_t blocked;        /* faults that blocked: their sleep was measured */
+};
+void engine_fault_model(const struct engine *e, struct eng_fault_model *m);
+
+/* how much the engine holds now and at most (the streaming bound) */
+struct engine_stats {
+	uint64_t records;
+	uint64_t queued, queued_peak;          /* records waiting in the reorder window */
+	uint64_t queue_bytes, queue_bytes_peak;
+	uint64_t threads, runslices, runslices_peak, episodes, episodes_peak;
+	uint64_t pieces_peak, steps_in_flight_peak;
+	uint64_t heap_bytes;                    /* bytes the engine owns now */
+	uint64_t heap_bytes_peak;
+};
+void engine_stats(const struct engine *e, struct engine_stats *s);
+
+/* ---- outputs (report_*.c); each returns 0 or -errno ---- */
+
+int report_text(struct engine *e, FILE *f);
+int report_json(struct engine *e, FILE *f);
+int report_jsonl(struct engine *e, FILE *f);
+/* closes the document opened by opts.perfetto, or writes a steps-only one */
+int report_perfetto(struct engine *e, FILE *f);
+
+/* one step as a compact JSON object plus newline (the JSONL line; attach --json) */
+int report_step_json(struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
+		     FILE *f);
+/* one step as a line of text (attach) */
+int report_step_line(struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
+		     FILE *f);
+/* a summary of the steps seen so far (live: tail judged on them), cheap enough per step */
+void engine_running_summary(struct engine *e, struct eng_summary *s);
+
+#define ENG_REPORT_SCHEMA_NAME "stepblame-report"
+#define ENG_REPORT_SCHEMA_VERSION 1
+
+#endif

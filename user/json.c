@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "json.h"
+
+void jw_init(struct jw *w, FILE *f, bool pretty)
+{
+	memset(w, 0, sizeof(*w));
+	w->f = f;
+	w->pretty = pretty;
+}
+
+static void newline(struct jw *w)
+{
+	if (!w->pretty)
+		return;
+	fputc('\n', w->f);
+	for (int i = 0; i < w->depth; i++)
+		fputs("  ", w->f);
+}
+
+/* before any value or key: the comma and the line break it needs */
+static void pre(struct jw *w)
+{
+	if (w->after_key) {
+		w->after_key = false;
+		return;
+	}
+	if (w->depth > 0) {
+		if (w->nonempty[w->depth])
+			fputc(',', w->f);
+		w->nonempty[w->depth] = true;
+		newline(w);
+	}
+}
+
+static void open(struct jw *w, char c)
+{
+	pre(w);
+	fputc(c, w->f);
+	if (w->depth + 1 < JW_MAX_DEPTH)
+		w->depth++;
+	w->nonempty[w->depth] = false;
+}
+
+static void close_(struct jw *w, char c)
+{
+	bool had = w->nonempty[w->depth];
+
+	if (w->depth > 0)
+		w->depth--;
+	if (had)
+		newline(w);
+	fputc(c, w->f);
+	if (w->depth == 0 && w->pretty)
+		fputc('\n', w->f);
+}
+
+void jw_obj(struct jw *w) { open(w, '{'); }
+void jw_obj_end(struct jw *w) { close_(w, '}'); }
+void jw_arr(struct jw *w) { open(w, '['); }
+void jw_arr_end(struct jw *w) { close_(w, ']'); }
+
+void jw_key(struct jw *w, const char *k)
+{
+	pre(w);
+	fputc('"', w->f);
+	json_escape(w->f, k, strlen(k));
+	fputs(w->pretty ? "\": " : "\":", w->f);
+	w->after_key = true;
+}
+
+/* length of a valid UTF-8 sequence at s (max n bytes), 0 if invalid */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0) {
+		len = 2;
+		cp = s[0] & 0x1f;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		len = 3;
+		cp = s[0] & 0x0f;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		len = 4;
+		cp = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+void json_escape(FILE *f, const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	for (size_t i = 0; i < n;) {
+		unsigned char c = s[i];
+		size_t l;
+
+		if (c == '"' || c == '\\') {
+			fputc('\\', f);
+			fputc(c, f);
+			i++;
+		} else if (c == '\n') {
+			fputs("\\n", f);
+			i++;
+		} else if (c == '\t') {
+			fputs("\\t", f);
+			i++;
+		} else if (c < 0x20 || c == 0x7f) {
+			fprintf(f, "\\u%04x", c);
+			i++;
+		} else if (c < 0x80) {
+			fputc(c, f);
+			i++;
+		} else if ((l = utf8_len(s + i, n - i))) {
+			fwrite(s + i, 1, l, f);
+			i += l;
+		} else {
+			fprintf(f, "\\u%04x", c);
+			i++;
+		}
+	}
+}
+
+void jw_strn(struct jw *w, const char *s, size_t n)
+{
+	pre(w);
+	fputc('"', w->f);
+	json_escape(w->f, s, n);
+	fputc('"', w->f);
+}
+
+void jw_str(struct jw *w, const char *s)
+{
+	jw_strn(w, s ? s : "", s ? strlen(s) : 0);
+}
+
+void jw_u64(struct jw *w, uint64_t v)
+{
+	pre(w);
+	fprintf(w->f, "%" PRIu64, v);
+}
+
+void jw_i64(struct jw *w, int64_t v)
+{
+	pre(w);
+	fprintf(w->f, "%" PRId64, v);
+}
+
+void jw_bool(struct jw *w, bool v)
+{
+	pre(w);
+	fputs(v ? "true" : "false", w->f);
+}
+
+void jw_null(struct jw *w)
+{
+	pre(w);
+	fputs("null", w->f);
+}
+
+void jw_fixed(struct jw *w, double v, int decimals)
+{
+	pre(w);
+	if (!isfinite(v))
+		v = 0;
+	fprintf(w->f, "%.*f", decimals, v);
+}

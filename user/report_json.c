@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The JSON report (one document) and JSONL (one step object per line, the
+ * objects `attach --json` streams). schemas/report.schema.json describes both;
+ * keep them in step.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "json.h"
+#include "trace.h"
+
+static void comm_val(struct jw *w, const char *comm)
+{
+	jw_strn(w, comm, strnlen(comm, SB_COMM_LEN));
+}
+
+static void culprit(struct jw *w, const struct eng_who *c)
+{
+	jw_key(w, "culprit");
+	jw_obj(w);
+	jw_key(w, "pid");
+	jw_u64(w, c->pid);
+	jw_key(w, "tid");
+	jw_u64(w, c->tid);
+	jw_key(w, "comm");
+	comm_val(w, c->comm);
+	if (c->cpu >= 0) {
+		jw_key(w, "cpu");
+		jw_u64(w, (uint64_t)c->cpu);
+	}
+	if (c->via_tid) {
+		jw_key(w, "via");
+		jw_obj(w);
+		jw_key(w, "pid");
+		jw_u64(w, c->via_pid);
+		jw_key(w, "tid");
+		jw_u64(w, c->via_tid);
+		jw_key(w, "comm");
+		comm_val(w, c->via_comm);
+		jw_obj_end(w);
+	}
+	jw_obj_end(w);
+}
+
+static void excess_list(struct jw *w, struct engine *e, const struct eng_step *s,
+			const struct eng_summary *sum)
+{
+	struct eng_excess ex[ENG_NCAUSE];
+	int n = sum ? engine_step_excess(e, s, sum, ex, ENG_NCAUSE) : 0;
+
+	jw_arr(w);
+	for (int i = 0; i < n; i++) {
+		jw_obj(w);
+		jw_key(w, "cause");
+		jw_str(w, eng_cause_name(ex[i].cause));
+		jw_key(w, "ns");
+		jw_u64(w, ex[i].ns);
+		if (ex[i].has_who)
+			culprit(w, &ex[i].who);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
+static void step_obj(struct jw *w, struct engine *e, const struct eng_step *s,
+		     const struct eng_summary *sum)
+{
+	jw_obj(w);
+	jw_key(w, "step");
+	jw_u64(w, s->step);
+	jw_key(w, "index");
+	jw_u64(w, s->index);
+	jw_key(w, "start_ns");
+	jw_u64(w, s->start_ns);
+	jw_key(w, "end_ns");
+	jw_u64(w, s->end_ns);
+	jw_key(w, "duration_ns");
+	jw_u64(w, s->duration_ns);
+	jw_key(w, "gpu_busy_ns");
+	jw_u64(w, s->gpu_busy_ns);
+	jw_key(w, "gpu_idle_ns");
+	jw_u64(w, s->gpu_idle_ns);
+	jw_key(w, "gpu_timeline");
+	jw_bool(w, s->gpu_timeline);
+	jw_key(w, "incomplete");
+	jw_bool(w, s->incomplete);
+	jw_key(w, "tail");
+	jw_bool(w, s->tail);
+	jw_key(w, "critical_thread");
+	jw_obj(w);
+	jw_key(w, "tid");
+	jw_u64(w, s->crit_tid);
+	jw_key(w, "comm");
+	comm_val(w, s->crit_comm);
+	jw_obj_end(w);
+	jw_key(w, "blame");
+	jw_arr(w);
+	for (uint32_t i = 0; i < s->nblame; i++) {
+		jw_obj(w);
+		jw_key(w, "cause");
+		jw_str(w, eng_cause_name(s->blame[i].cause));
+		jw_key(w, "ns");
+		jw_u64(w, s->blame[i].ns);
+		if (s->blame[i].has_who)
+			culprit(w, &s->blame[i].who);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_key(w, "excess");
+	if (s->tail)
+		excess_list(w, e, s, sum);
+	else {
+		jw_arr(w);
+		jw_arr_end(w);
+	}
+	jw_key(w, "counts");
+	jw_obj(w);
+	for (int c = 0; c < ENG_NCOUNT; c++) {
+		jw_key(w, eng_count_name(c));
+		jw_u64(w, s->count[c]);
+	}
+	jw_obj_end(w);
+	jw_obj_end(w);
+}
+
+int report_step_json(struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
+		     FILE *f)
+{
+	struct jw w;
+
+	jw_init(&w, f, false);
+	step_obj(&w, e, s, sum);
+	fputc('\n', f);
+	return ferror(f) ? -EIO : 0;
+}
+
+int report_jsonl(struct engine *e, FILE *f)
+{
+	struct eng_summary sum;
+
+	engine_finish(e);
+	engine_summarise(e, &sum);
+	for (uint64_t i = 0; i < engine_nsteps(e); i++)
+		report_step_json(e, engine_step(e, i), &sum, f);
+	return ferror(f) ? -EIO : 0;
+}
+
+static const char *dip_kind(int d)
+{
+	switch (d) {
+	case ENG_DIP_PERIODIC: return "periodic";
+	case ENG_DIP_SPORADIC: return "sporadic";
+	case ENG_DIP_LOW: return "uniformly_low";
+	case ENG_DIP_NONE: return "none";
+	}
+	return "unknown";
+}
+
+static int tail_cmp(const void *a, const void *b)
+{
+	const struct eng_step *x = *(const struct eng_step *const *)a;
+	const struct eng_step *y = *(const struct eng_step *const *)b;
+
+	if (x->duration_ns != y->duration_ns)
+		return x->duration_ns > y->duration_ns ? -1 : 1;
+	return x->index < y->index ? -1 : 1;
+}
+
+static void summary(struct jw *w, struct engine *e, const struct eng_summary *s)
+{
+	struct eng_capture c;
+	struct eng_fault_model fm;
+	struct eng_interferer *itf;
+	int ni;
+
+	engine_capture(e, &c);
+	engine_fault_model(e, &fm);
+	jw_key(w, "summary");
+	jw_obj(w);
+	jw_key(w, "steps");
+	jw_u64(w, s->nsteps);
+	jw_key(w, "complete_steps");
+	jw_u64(w, s->ncomplete);
+	jw_key(w, "step_source");
+	jw_str(w, eng_step_src_name(c.step_source));
+	jw_key(w, "p50_ns");
+	jw_u64(w, s->p50);
+	jw_key(w, "p90_ns");
+	jw_u64(w, s->p90);
+	jw_key(w, "p99_ns");
+	jw_u64(w, s->p99);
+	jw_key(w, "p999_ns");
+	jw_u64(w, s->p999);
+	jw_key(w, "max_ns");
+	jw_u64(w, s->max);
+	jw_key(w, "min_ns");
+	jw_u64(w, s->min);
+	jw_key(w, "mad_ns");
+	jw_u64(w, s->mad);
+	jw_key(w, "p99_over_p50");
+	jw_fixed(w, s->p99_over_p50, 4);
+	jw_key(w, "jitter");
+	jw_bool(w, s->p99_over_p50 >= 1.5);
+	jw_key(w, "tail_threshold_ns");
+	jw_u64(w, s->tail_threshold_ns);
+
+	jw_key(w, "tail_steps");
+	jw_arr(w);
+	if (s->ntail) {
+		const struct eng_step **tl = calloc(s->ntail, sizeof(*tl));
+		uint64_t k = 0;
+
+		for (uint64_t i = 0; tl && i < engine_nsteps(e); i++)
+			if (engine_step(e, i)->tail && k < s->ntail)
+				tl[k++] = engine_step(e, i);
+		if (tl)
+			qsort(tl, k, sizeof(*tl), tail_cmp);
+		for (uint64_t i = 0; i < k; i++) {
+			jw_obj(w);
+			jw_key(w, "step");
+			jw_u64(w, tl[i]->step);
+			jw_key(w, "index");
+			jw_u64(w, tl[i]->index);
+			jw_key(w, "duration_ns");
+			jw_u64(w, tl[i]->duration_ns);
+			jw_key(w, "over_median_ns");
+			jw_u64(w, tl[i]->duration_ns - s->p50);
+			jw_key(w, "excess");
+			excess_list(w, e, tl[i], s);
+			jw_obj_end(w);
+		}
+		free(tl);
+	}
+	jw_arr_end(w);
+
+	jw_key(w, "gpu_busy_share");
+	if (s->gpu_busy_share >= 0)
+		jw_fixed(w, s->gpu_busy_share, 4);
+	else
+		jw_null(w);
+	jw_key(w, "by_cause");
+	jw_obj(w);
+	for (int i = 0; i < ENG_NCAUSE; i++) {
+		jw_key(w, eng_cause_name(i));
+		jw_u64(w, s->cause_total[i]);
+	}
+	jw_obj_end(w);
+	jw_key(w, "median_by_cause");
+	jw_obj(w);
+	for (int i = 0; i < ENG_NCAUSE; i++) {
+		jw_key(w, eng_cause_name(i));
+		jw_u64(w, s->cause_median[i]);
+	}
+	jw_obj_end(w);
+
+	jw_key(w, "interferers");
+	jw_arr(w);
+	itf = calloc(256, sizeof(*itf));
+	ni = itf ? engine_interferers(e, itf, 256) : 0;
+	for (int i = 0; i < ni; i++) {
+		jw_obj(w);
+		jw_key(w, "pid");
+		jw_u64(w, itf[i].pid);
+		jw_key(w, "comm");
+		comm_val(w, itf[i].comm);
+		jw_key(w, "ns");
+		jw_u64(w, itf[i].ns);
+		jw_key(w, "own");
+		jw_bool(w, itf[i].own);
+		jw_obj_end(w);
+	}
+	free(itf);
+	jw_arr_end(w);
+
+	jw_key(w, "dip_pattern");
+	jw_obj(w);
+	jw_key(w, "kind");
+	jw_str(w, dip_kind(s->dip));
+	jw_key(w, "period_steps");
+	if (s->dip == ENG_DIP_PERIODIC)
+		jw_u64(w, s->dip_period);
+	else
+		jw_null(w);
+	jw_key(w, "dip_steps");
+	jw_u64(w, s->ndips);
+	jw_key(w, "median_gpu_busy_share");
+	if (s->dip_busy_median >= 0)
+		jw_fixed(w, s->dip_busy_median, 4);
+	else
+		jw_null(w);
+	jw_obj_end(w);
+
+	jw_key(w, "page_fault_time");
+	jw_obj(w);
+	jw_key(w, "method");
+	jw_str(w, "estimated");
+	jw_key(w, "per_fault_ns");
+	jw_u64(w, fm.per_fault_ns);
+	jw_key(w, "calibration");
+	jw_str(w, fm.method == ENG_FAULT_CALIBRATED ? "trace" :
+		  fm.method == ENG_FAULT_GIVEN ? "given" : "default");
+	jw_key(w, "calibration_samples");
+	jw_u64(w, fm.samples);
+	jw_key(w, "blocked_faults");
+	jw_u64(w, fm.blocked);
+	jw_obj_end(w);
+	jw_obj_end(w);
+}
+
+static void loss(struct jw *w, struct engine *e)
+{
+	struct eng_loss l;
+	struct eng_capture c;
+
+	engine_loss(e, &l);
+	engine_capture(e, &c);
+	jw_key(w, "loss");
+	jw_obj(w);
+	jw_key(w, "total");
+	jw_u64(w, l.total);
+	jw_key(w, "ring");
+	jw_obj(w);
+	for (int i = 1; i <= SB_EV_KERNEL_MAX; i++) {
+		char name[32];
+
+		if (i > SB_EV_CUDA && !l.ring[i])
+			continue;
+		if (i <= SB_EV_CUDA)
+			snprintf(name, sizeof(name), "%s", sb_type_name(i));
+		else
+			snprintf(name, sizeof(name), "type_%d", i);
+		jw_key(w, name);
+		jw_u64(w, l.ring[i]);
+	}
+	jw_obj_end(w);
+	jw_key(w, "gpu_channel");
+	jw_u64(w, l.gpu_channel);
+	jw_key(w, "gpu_source");
+	jw_u64(w, l.gpu_source);
+	jw_key(w, "wait_overflow");
+	jw_u64(w, l.wait_overflow);
+	jw_key(w, "late_records");
+	jw_u64(w, l.late);
+	jw_key(w, "malformed_records");
+	jw_u64(w, l.malformed);
+	jw_key(w, "switches_inferred");
+	jw_u64(w, l.inferred);
+	jw_key(w, "probes_missing");
+	jw_arr(w);
+	for (uint32_t i = 0; i < l.nprobes_missing; i++)
+		jw_str(w, l.probes_missing[i]);
+	jw_arr_end(w);
+	jw_key(w, "cut_short");
+	jw_bool(w, !c.complete);
+	jw_key(w, "cut_short_reason");
+	if (c.truncated)
+		jw_str(w, c.truncated);
+	else if (!c.complete)
+		jw_str(w, "no trailer");
+	else
+		jw_null(w);
+	jw_obj_end(w);
+}
+
+int report_json(struct engine *e, FILE *f)
+{
+	struct eng_summary s;
+	struct eng_target t;
+	struct eng_capture c;
+	struct jw w;
+
+	engine_finish(e);
+	engine_summarise(e, &s);
+	engine_target(e, &t);
+	engine_capture(e, &c);
+	jw_init(&w, f, true);
+	jw_obj(&w);
+	jw_key(&w, "schema");
+	jw_obj(&w);
+	jw_key(&w, "name");
+	jw_str(&w, ENG_REPORT_SCHEMA_NAME);
+	jw_key(&w, "version");
+	jw_u64(&w, ENG_REPORT_SCHEMA_VERSION);
+	jw_obj_end(&w);
+	jw_key(&w, "target");
+	jw_obj(&w);
+	jw_key(&w, "pid");
+	jw_u64(&w, t.pid);
+	jw_key(&w, "comm");
+	comm_val(&w, t.comm);
+	jw_key(&w, "cmdline");
+	jw_str(&w, t.cmdline);
+	jw_obj_end(&w);
+	jw_key(&w, "capture");
+	jw_obj(&w);
+	jw_key(&w, "start_ns");
+	jw_u64(&w, c.start_ns);
+	jw_key(&w, "end_ns");
+	jw_u64(&w, c.end_ns);
+	jw_key(&w, "complete");
+	jw_bool(&w, c.complete);
+	jw_key(&w, "end_reason");
+	jw_str(&w, c.end_reason);
+	jw_key(&w, "gpu_timeline");
+	jw_bool(&w, c.gpu_timeline);
+	jw_key(&w, "records");
+	jw_u64(&w, c.records);
+	jw_obj_end(&w);
+	jw_key(&w, "steps");
+	jw_arr(&w);
+	for (uint64_t i = 0; i < engine_nsteps(e); i++)
+		step_obj(&w, e, engine_step(e, i), &s);
+	jw_arr_end(&w);
+	summary(&w, e, &s);
+	loss(&w, e);
+	jw_obj_end(&w);
+	return ferror(f) ? -EIO : 0;
+}

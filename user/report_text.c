@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The text report: what a person reads in a terminal. Every figure comes from
+ * the engine's results; nothing here decides blame.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "trace.h"
+
+#define MAX_TAIL_LINES 10
+#define MAX_INTERFERERS 8
+
+/* 182 ms, 1.23 s, 812 µs, 950 ns: three significant digits */
+static const char *fmt_ns(char *buf, size_t len, uint64_t ns)
+{
+	static const struct { uint64_t div; const char *unit; } u[] = {
+		{ 1000000000ull, "s" }, { 1000000ull, "ms" }, { 1000ull, "µs" },
+	};
+
+	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
+		if (ns >= u[i].div) {
+			double v = (double)ns / (double)u[i].div;
+
+			snprintf(buf, len, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v,
+				 u[i].unit);
+			return buf;
+		}
+	}
+	snprintf(buf, len, "%" PRIu64 " ns", ns);
+	return buf;
+}
+
+/* 3,411 */
+static const char *fmt_count(char *buf, size_t len, uint64_t v)
+{
+	char tmp[32];
+	int n = snprintf(tmp, sizeof(tmp), "%" PRIu64, v), o = 0;
+
+	for (int i = 0; i < n && (size_t)o + 2 < len; i++) {
+		if (i && (n - i) % 3 == 0)
+			buf[o++] = ',';
+		buf[o++] = tmp[i];
+	}
+	buf[o] = 0;
+	return buf;
+}
+
+/* a thread or process name as printable text */
+static const char *clean(char *buf, size_t len, const char *s)
+{
+	size_t o = 0;
+
+	for (; *s && o + 1 < len; s++)
+		buf[o++] = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+	buf[o] = 0;
+	if (!o)
+		snprintf(buf, len, "?");
+	return buf;
+}
+
+/* the traced process: its own threads are named by tid, other tasks by pid */
+static uint32_t target_pid;
+
+static void who_str(char *buf, size_t len, const char *comm, uint32_t id)
+{
+	char c[40];
+
+	snprintf(buf, len, "%s[%" PRIu32 "]", clean(c, sizeof(c), comm), id);
+}
+
+/* what a cause with its culprit looks like after the "+x ms" */
+static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w,
+			 bool has_who)
+{
+	char crit[64], a[64], b[64], n1[32], n2[32];
+
+	who_str(crit, sizeof(crit), s->crit_comm[0] ? s->crit_comm : "thread", s->crit_tid);
+	switch (cause) {
+	case ENG_CPU_WAIT:
+		if (has_who) {
+			who_str(a, sizeof(a), w->comm, w->pid == target_pid ? w->tid : w->pid);
+			fprintf(f, " — %s preempted by %s", crit, a);
+			if (w->cpu >= 0)
+				fprintf(f, " on CPU %d", w->cpu);
+		} else {
+			fprintf(f, " — %s runnable, waiting for a CPU", crit);
+		}
+		break;
+	case ENG_BLOCKED:
+		if (has_who && w->via_tid) {
+			who_str(a, sizeof(a), w->via_comm, w->via_tid);
+			who_str(b, sizeof(b), w->comm, w->pid == target_pid ? w->tid : w->pid);
+			fprintf(f, " — %s waited for %s, itself preempted by %s", crit, a, b);
+			if (w->cpu >= 0)
+				fprintf(f, " on CPU %d", w->cpu);
+		} else if (has_who) {
+			who_str(a, sizeof(a), w->comm, w->tid ? w->tid : w->pid);
+			fprintf(f, " — %s waited for %s", crit, a);
+		} else {
+			fprintf(f, " — %s asleep", crit);
+		}
+		break;
+	case ENG_MIGRATION:
+		fprintf(f, " (%s migrations)", fmt_count(n1, sizeof(n1), s->count[ENG_N_MIGRATIONS]));
+		if (has_who) {
+			who_str(a, sizeof(a), w->comm, w->pid == target_pid ? w->tid : w->pid);
+			fprintf(f, " — %s moved, then waited behind %s", crit, a);
+			if (w->cpu >= 0)
+				fprintf(f, " on CPU %d", w->cpu);
+		}
+		break;
+	case ENG_PAGE_FAULT:
+		fprintf(f, " (%s faults", fmt_count(n1, sizeof(n1), s->count[ENG_N_FAULTS]));
+		if (s->count[ENG_N_MAJOR_FAULTS])
+			fprintf(f, ", %s major", fmt_count(n2, sizeof(n2), s->count[ENG_N_MAJOR_FAULTS]));
+		fputs(")", f);
+		break;
+	case ENG_ALLOC:
+		fprintf(f, " (%s slow allocator calls, %s mmap-family calls)",
+			fmt_count(n1, sizeof(n1), s->count[ENG_N_ALLOCS]),
+			fmt_count(n2, sizeof(n2), s->count[ENG_N_MMAP]));
+		break;
+	case ENG_MEM_RECLAIM:
+		fprintf(f, " (%s reclaim/compaction stalls)",
+			fmt_count(n1, sizeof(n1), s->count[ENG_N_RECLAIMS]));
+		break;
+	case ENG_IO_WAIT:
+		fprintf(f, " — %s in uninterruptible sleep (I/O)", crit);
+		break;
+	case ENG_CUDA_SYNC:
+	case ENG_CUDA_ALLOC:
+	case ENG_CUDA_API:
+		fprintf(f, " (%s CUDA calls)", fmt_count(n1, sizeof(n1), s->count[ENG_N_CUDA]));
+		break;
+	case ENG_HOST_COMPUTE:
+		fprintf(f, " — %s on CPU in its own code", crit);
+		break;
+	case ENG_GPU_SLOW:
+		fputs(" — kernels slower than their median", f);
+		break;
+	}
+}
+
+int report_step_line(struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
+		     FILE *f)
+{
+	char d[32], x[32];
+	struct eng_excess ex[ENG_NCAUSE];
+	struct eng_target tg;
+	int n;
+
+	engine_target(e, &tg);
+	target_pid = tg.pid;
+
+	fprintf(f, "step %" PRIu64 ": %s", s->step, fmt_ns(d, sizeof(d), s->duration_ns));
+	if (s->incomplete) {
+		fputs(" (incomplete: the capture ended inside it)\n", f);
+		return ferror(f) ? -EIO : 0;
+	}
+	if (sum && sum->p50 && s->duration_ns > sum->p50)
+		fprintf(f, ", +%s over median", fmt_ns(x, sizeof(x), s->duration_ns - sum->p50));
+	if (s->gpu_timeline) {
+		if (sum && s->tail && s->gpu_idle_ns > sum->idle_median)
+			fprintf(f, "; GPU idle +%s",
+				fmt_ns(x, sizeof(x), s->gpu_idle_ns - sum->idle_median));
+		else
+			fprintf(f, "; GPU idle %s", fmt_ns(x, sizeof(x), s->gpu_idle_ns));
+	}
+	if (sum && s->tail) {
+		n = engine_step_excess(e, s, sum, ex, ENG_NCAUSE);
+		for (int i = 0, shown = 0; i < n && shown < 3; i++) {
+			/* a few percent of the step is noise, not a cause worth a line */
+			if (ex[i].ns * 50 < s->duration_ns && shown)
+				break;
+			fprintf(f, "%s%s +%s", shown ? "; " : ": ", eng_cause_name(ex[i].cause),
+				fmt_ns(x, sizeof(x), ex[i].ns));
+			cause_phrase(f, s, ex[i].cause, &ex[i].who, ex[i].has_who);
+			shown++;
+		}
+		fputs("  [tail]", f);
+	} else if (s->nblame) {
+		fprintf(f, "; top: %s %s", eng_cause_name(s->blame[0].cause),
+			fmt_ns(x, sizeof(x), s->blame[0].ns));
+	}
+	fputc('\n', f);
+	return ferror(f) ? -EIO : 0;
+}
+
+static int over_cmp(const void *a, const void *b)
+{
+	const struct eng_step *x = *(const struct eng_step *const *)a;
+	const struct eng_step *y = *(const struct eng_step *const *)b;
+
+	if (x->duration_ns != y->duration_ns)
+		return x->duration_ns > y->duration_ns ? -1 : 1;
+	return x->index < y->index ? -1 : 1;
+}
+
+static const char *dip_name(int d)
+{
+	switch (d) {
+	case ENG_DIP_PERIODIC: return "periodic";
+	case ENG_DIP_SPORADIC: return "sporadic";
+	case ENG_DIP_LOW: return "uniformly low";
+	case ENG_DIP_NONE: return "none";
+	}
+	return "unknown";
+}
+
+static void loss_line(struct engine *e, FILE *f)
+{
+	struct eng_loss l;
+	char n[32];
+	bool any = false;
+
+	engine_loss(e, &l);
+	fputs("Loss        ", f);
+	if (!l.total) {
+		fputs("none: 0 ring-buffer drops, 0 GPU channel drops, 0 GPU source (CUPTI) drops, "
+		      "0 late records\n", f);
+	} else {
+		fprintf(f, "%s record%s lost:", fmt_count(n, sizeof(n), l.total), l.total == 1 ? "" : "s");
+		for (int i = 0; i <= SB_EV_KERNEL_MAX; i++) {
+			if (!l.ring[i])
+				continue;
+			fprintf(f, "%s %s %s", any ? "," : "", fmt_count(n, sizeof(n), l.ring[i]),
+				sb_type_name(i));
+			any = true;
+		}
+		if (l.gpu_channel)
+			fprintf(f, "%s %s GPU channel", any ? "," : "",
+				fmt_count(n, sizeof(n), l.gpu_channel)), any = true;
+		if (l.gpu_source)
+			fprintf(f, "%s %s GPU source (CUPTI)", any ? "," : "",
+				fmt_count(n, sizeof(n), l.gpu_source)), any = true;
+		if (l.wait_overflow)
+			fprintf(f, "%s %s waits not measured (kernel map full)", any ? "," : "",
+				fmt_count(n, sizeof(n), l.wait_overflow)), any = true;
+		if (l.late)
+			fprintf(f, "%s %s arrived too late to be placed in time", any ? "," : "",
+				fmt_count(n, sizeof(n), l.late)), any = true;
+		if (l.malformed)
+			fprintf(f, "%s %s malformed", any ? "," : "", fmt_count(n, sizeof(n), l.malformed)),
+				any = true;
+		if (l.inferred)
+			fprintf(f, "%s %s switch-in%s missing (inferred from runslices)", any ? "," : "",
+				fmt_count(n, sizeof(n), l.inferred), l.inferred == 1 ? "" : "s");
+		fputs("; blame around them may be low\n", f);
+	}
+	for (uint32_t i = 0; i < l.nprobes_missing; i++)
+		fprintf(f, "            probe not attached: %s\n", l.probes_missing[i]);
+}
+
+int report_text(struct engine *e, FILE *f)
+{
+	struct eng_summary s;
+	struct eng_target t;
+	struct eng_capture c;
+	struct eng_fault_model fm;
+	struct eng_interferer itf[MAX_INTERFERERS];
+	char a[32], b[32], d[32], g[32], h[32], nm[64];
+	uint64_t nsteps;
+	int ni;
+
+	engine_finish(e);
+	engine_summarise(e, &s);
+	engine_target(e, &t);
+	engine_capture(e, &c);
+	engine_fault_model(e, &fm);
+	nsteps = engine_nsteps(e);
+
+	fprintf(f, "stepblame report: %s[%" PRIu32 "]", clean(nm, sizeof(nm), t.comm), t.pid);
+	if (c.end_ns > c.start_ns)
+		fprintf(f, ", %s captured", fmt_ns(a, sizeof(a), c.end_ns - c.start_ns));
+	fprintf(f, ", %s steps", fmt_count(b, sizeof(b), nsteps));
+	if (c.step_source)
+		fprintf(f, " marked by %s", eng_step_src_name(c.step_source));
+	fputc('\n', f);
+	if (c.truncated)
+		fprintf(f, "Capture     CUT SHORT: %s; the report covers what was recorded\n",
+			c.truncated);
+	else if (!c.complete)
+		fputs("Capture     CUT SHORT: no trailer; the report covers what was recorded\n", f);
+	else
+		fprintf(f, "Capture     complete (ended by %s)\n", c.end_reason);
+	if (c.gpu_timeline)
+		fputs("GPU         timeline present: blame covers GPU-idle time, on the thread that "
+		      "issued the operation ending each idle gap\n", f);
+	else
+		fputs("GPU         no timeline (host-only): blame covers whole steps, on the thread "
+		      "that marks them\n", f);
+	if (!nsteps) {
+		fputs("Steps       none found: mark steps with the stepblame:step USDT probe, "
+		      "--step-uprobe LIB:SYM when recording, or --step-nvtx/--step-kernel REGEX here\n",
+		      f);
+		loss_line(e, f);
+		return ferror(f) ? -EIO : 0;
+	}
+	if (!s.ncomplete) {
+		fputs("Step time   no complete step (the capture ended inside the first one)\n", f);
+	} else {
+		fprintf(f, "Step time   P50 %s   P90 %s   P99 %s   P99.9 %s   max %s   (%s complete)\n",
+			fmt_ns(a, sizeof(a), s.p50), fmt_ns(b, sizeof(b), s.p90),
+			fmt_ns(d, sizeof(d), s.p99), fmt_ns(g, sizeof(g), s.p999),
+			fmt_ns(h, sizeof(h), s.max), fmt_count(nm, sizeof(nm), s.ncomplete));
+		fprintf(f, "            P99/P50 = %.2f", s.p99_over_p50);
+		if (s.p99_over_p50 >= 1.5)
+			fputs(": a jitter source exists (>= 1.5); the tail steps below show where it "
+			      "comes from\n", f);
+		else
+			fputs(" (under 1.5: no strong jitter source)\n", f);
+	}
+	if (s.gpu_busy_share >= 0)
+		fprintf(f, "GPU busy    %.1f%% of step time\n", 100 * s.gpu_busy_share);
+
+	if (s.ntail) {
+		const struct eng_step **tl = calloc(s.ntail, sizeof(*tl));
+		uint64_t k = 0;
+
+		fprintf(f, "Tail        %s step%s over median + 3·MAD (%s), longest first:\n",
+			fmt_count(a, sizeof(a), s.ntail), s.ntail == 1 ? "" : "s",
+			fmt_ns(b, sizeof(b), s.tail_threshold_ns));
+		if (tl) {
+			for (uint64_t i = 0; i < nsteps; i++)
+				if (engine_step(e, i)->tail && k < s.ntail)
+					tl[k++] = engine_step(e, i);
+			qsort(tl, k, sizeof(*tl), over_cmp);
+			for (uint64_t i = 0; i < k && i < MAX_TAIL_LINES; i++) {
+				fputs("  ", f);
+				report_step_line(e, tl[i], &s, f);
+			}
+			if (k > MAX_TAIL_LINES)
+				fprintf(f, "  ... and %" PRIu64 " more (--format json lists them all)\n",
+					k - MAX_TAIL_LINES);
+			free(tl);
+		}
+	} else if (s.ncomplete) {
+		fprintf(f, "Tail        no step over median + 3·MAD (%s)\n",
+			fmt_ns(b, sizeof(b), s.tail_threshold_ns));
+	}
+
+	{
+		uint64_t total = 0;
+
+		for (int i = 0; i < ENG_NCAUSE; i++)
+			total += s.cause_total[i];
+		fprintf(f, "Causes      %s, over all steps (median step in brackets):\n",
+			c.gpu_timeline ? "GPU idle time and slow kernels" : "step time");
+		int order[ENG_NCAUSE], n = 0;
+
+		for (int i = 0; i < ENG_NCAUSE; i++)
+			if (s.cause_total[i])
+				order[n++] = i;
+		/* largest first, ties in vocabulary order */
+		for (int i = 1; i < n; i++)
+			for (int k = i; k > 0 && s.cause_total[order[k - 1]] < s.cause_total[order[k]]; k--) {
+				int x = order[k];
+
+				order[k] = order[k - 1];
+				order[k - 1] = x;
+			}
+		for (int i = 0; i < n; i++)
+			fprintf(f, "  %-13s %10s  %5.1f%%   (%s)\n", eng_cause_name(order[i]),
+				fmt_ns(a, sizeof(a), s.cause_total[order[i]]),
+				total ? 100.0 * (double)s.cause_total[order[i]] / (double)total : 0.0,
+				fmt_ns(b, sizeof(b), s.cause_median[order[i]]));
+	}
+
+	ni = engine_interferers(e, itf, MAX_INTERFERERS);
+	if (ni) {
+		fputs("Interferers time taken from the critical threads while the GPU idled:\n", f);
+		for (int i = 0; i < ni; i++) {
+			who_str(nm, sizeof(nm), itf[i].comm, itf[i].pid);
+			fprintf(f, "  %-28s %10s%s\n", nm, fmt_ns(a, sizeof(a), itf[i].ns),
+				itf[i].own ? "   (a thread of the trainer itself)" : "");
+		}
+	} else {
+		fputs("Interferers none: no other task ran while a critical thread waited\n", f);
+	}
+
+	fputs("GPU dips    ", f);
+	if (s.dip == ENG_DIP_UNKNOWN)
+		fputs("unknown without a GPU timeline\n", f);
+	else if (s.dip == ENG_DIP_PERIODIC)
+		fprintf(f, "periodic: every %" PRIu64 " steps (%" PRIu64 " dips; data loading or "
+			"checkpoints?)\n", s.dip_period, s.ndips);
+	else if (s.dip == ENG_DIP_LOW)
+		fprintf(f, "uniformly low: the median step keeps the GPU %.0f%% busy (host-bound or "
+			"pipeline bubbles)\n", 100 * s.dip_busy_median);
+	else if (s.dip == ENG_DIP_SPORADIC)
+		fprintf(f, "sporadic: %" PRIu64 " of %" PRIu64 " steps (interference, stragglers)\n",
+			s.ndips, s.ncomplete);
+	else
+		fprintf(f, "%s: GPU idle time is steady from step to step\n", dip_name(s.dip));
+
+	fprintf(f, "Page faults time estimated (no fault-handler exit probe on this kernel): a fault "
+		"that blocked is charged its sleep (%s did); one that did not, %s each (%s)\n",
+		fmt_count(a, sizeof(a), fm.blocked), fmt_ns(b, sizeof(b), fm.per_fault_ns),
+		fm.method == ENG_FAULT_CALIBRATED ? "calibrated on back-to-back faults in this trace" :
+		fm.method == ENG_FAULT_GIVEN ? "as given" : "the default measured on our machines");
+	loss_line(e, f);
+	return ferror(f) ? -EIO : 0;
+}
