@@ -2,12 +2,43 @@
 /*
  * Allocator probes: the malloc family of whatever library the target maps
  * (glibc by default, jemalloc or tcmalloc with --alloc-lib), entry and return.
- * Latency is computed here; calls faster than alloc_min_ns are only counted
- * and summed per thread, slower ones become events.
+ * Latency is computed here; calls slower than alloc_min_ns (above the
+ * per-function floor) become events of their own. Faster ones are counted and
+ * summed per thread (alloc_totals, read by the agent once a second) and also
+ * gathered into bursts, so that a storm of fast calls still has a place in
+ * time:
+ *
+ *   a burst is a thread's run of fast calls, each starting at most
+ *   burst_gap_ns after the previous one ended (slow calls may come between
+ *   them). It is emitted as one SB_EV_ALLOC_BURST {first start, last end,
+ *   calls, time in calls, bytes, time in the slow calls inside} when it
+ *   ends, if it is big enough to matter
+ *   (burst_min_ns in calls or burst_min_calls calls; smaller ones are
+ *   dropped and stay only in the totals). The time in calls is the fast
+ *   calls' latency plus, per pause between two calls, the probes' own cost
+ *   that no latency covers (trap_gap). It ends
+ *     - at the thread's next fast call after the gap (flushed by that call),
+ *     - when it has spanned burst_max_ns (a thread that never pauses still
+ *       gets records that are not too late for the agent's reorder window),
+ *     - or when the agent finds it idle for longer than the gap plus
+ *       burst_max_ns (flush_burst below, run once a second): a thread may make
+ *       no call for a long time after a storm.
+ *   A burst still pending when the thread exits is emitted by the agent's
+ *   next flush if the capture goes on that long; one pending when the capture
+ *   ends is lost (it is still in the alloc_stats totals).
+ *
+ * The fast path adds no map lookup and no ring-buffer reserve: the burst lives
+ * in the thread's alloc_totals value; only a flush reserves a record. (The
+ * slow path adds one lookup of alloc_totals, to carry a burst across it.)
  */
 #include "common.bpf.h"
 
 const volatile __u64 alloc_min_ns = 10000;
+/* bursts: see above; set by the agent */
+const volatile __u64 burst_gap_ns = 200000;
+const volatile __u64 burst_max_ns = 10000000;
+const volatile __u64 burst_min_ns = 100000;
+const volatile __u64 burst_min_calls = 256;
 
 #define MAX_DEPTH 4
 
@@ -31,10 +62,31 @@ struct {
 	__type(value, struct frames);
 } alloc_frames SEC(".maps");
 
-/* per-thread totals of fast calls, read by the agent (struct sb_alloc_stats body) */
+/*
+ * The burst in progress. Only the thread itself writes it, except that
+ * `calls` is claimed (set to 0 with a compare-and-swap) by whoever emits the
+ * burst: the thread or the agent's flush_burst, never both.
+ */
+struct burst {
+	__u64 first;   /* start of its first call */
+	__u64 last;    /* end of its last call (slow calls inside included) */
+	__u64 sum_ns;  /* time in its fast calls, uprobe traps included (see trap_gap) */
+	__u64 slow_ns; /* latency of the slow calls inside it */
+	__u64 bytes;   /* bytes asked for */
+	__u64 gap_min; /* shortest pause between two calls of the thread, ever */
+	__u32 cpu;     /* CPU of its first call */
+	__u32 pad;
+	__u64 calls;   /* fast calls in it; 0: no burst. Written last */
+};
+
+/*
+ * Per-thread totals of fast calls, read by the agent (struct sb_alloc_stats
+ * body), and the thread's burst. user/probes.c has the same layout.
+ */
 struct alloc_totals {
 	__u64 calls[SB_FN_MAX];
 	__u64 ns[SB_FN_MAX];
+	struct burst b;
 };
 
 struct {
@@ -58,6 +110,70 @@ struct {
 
 static const struct frames empty_frames;
 static const struct alloc_totals empty_totals;
+
+static __always_inline bool burst_matters(__u64 calls, __u64 sum_ns)
+{
+	return sum_ns >= burst_min_ns || calls >= burst_min_calls;
+}
+
+/*
+ * Claim the burst b, seen with n calls (its other fields already copied by
+ * the caller, before the claim). False when someone else claimed it first.
+ */
+static __always_inline bool burst_claim(struct burst *b, __u64 n)
+{
+	return __sync_val_compare_and_swap(&b->calls, n, 0) == n;
+}
+
+/* emit the copy c of a burst of thread tid with n calls */
+static __always_inline void burst_emit(__u32 tid, const struct burst *c, __u64 n, __u16 flags)
+{
+	struct sb_alloc_burst *e = reserve(SB_EV_ALLOC_BURST, sizeof(*e));
+
+	if (!e)
+		return;
+	/* reserve() names the current task: the agent's, when it flushes */
+	e->h.pid = targ_tgid;
+	e->h.tid = tid;
+	e->h.cpu = c->cpu;
+	e->h.flags = flags;
+	e->h.ts = c->last;
+	e->start_ns = c->first;
+	e->calls = n;
+	e->sum_ns = c->sum_ns;
+	e->bytes = c->bytes;
+	e->slow_ns = c->slow_ns;
+	submit(e);
+}
+
+/*
+ * How much of the pause `gap` between two calls of a burst is the calls'
+ * time. Part of every pause is the probes' own cost that no latency covers
+ * (the end of the uretprobe trap after the return is timed, the start of the
+ * uprobe trap before the entry is): at least the shortest pause ever seen on
+ * the thread (calls back to back), gap_min. A pause up to twice that is taken
+ * as back-to-back calls whose trap cost varied, and counted whole; a longer
+ * one has the thread's own code in it, and only gap_min of it counts.
+ */
+static __always_inline __u64 trap_gap(struct burst *b, __u64 gap)
+{
+	__u64 m = b->gap_min;
+
+	if (!m || gap < m) {
+		b->gap_min = gap;
+		return gap;
+	}
+	return gap <= 2 * m ? gap : m;
+}
+
+/* the thread ends its own burst (seen with n calls) */
+static __always_inline void burst_end(struct burst *b, __u32 tid, __u64 n)
+{
+	struct burst c = *b;
+
+	if (burst_claim(b, n) && burst_matters(n, c.sum_ns))
+		burst_emit(tid, &c, n, 0);
+}
 
 static __always_inline int enter(__u32 fn, __u64 size, __u64 ptr)
 {
@@ -128,7 +244,40 @@ static __always_inline int leave(__u64 ret)
 		}
 		t->calls[fn]++;
 		t->ns[fn] += lat;
+
+		struct burst *b = &t->b;
+		__u64 n = b->calls;
+
+		/* a pause longer than the gap ends the burst in progress */
+		if (n && start > b->last + burst_gap_ns) {
+			burst_end(b, tid, n);
+			n = 0;
+		}
+		if (!n) {
+			b->first = start;
+			b->sum_ns = 0;
+			b->slow_ns = 0;
+			b->bytes = 0;
+			b->cpu = bpf_get_smp_processor_id();
+		} else if (start > b->last) {
+			b->sum_ns += trap_gap(b, start - b->last);
+		}
+		b->sum_ns += lat;
+		b->bytes += fr->f[d].size;
+		b->last = now;
+		b->calls = ++n;
+		/* long enough: emit it now, the next call starts another */
+		if (now - b->first >= burst_max_ns)
+			burst_end(b, tid, n);
 		return 0;
+	}
+	/* slow: an event of its own; a burst in progress goes on across it */
+	struct alloc_totals *t = bpf_map_lookup_elem(&alloc_totals, &tid);
+
+	if (t && t->b.calls && start > t->b.last && start <= t->b.last + burst_gap_ns) {
+		t->b.sum_ns += trap_gap(&t->b, start - t->b.last);
+		t->b.slow_ns += lat;
+		t->b.last = now;
 	}
 	struct sb_alloc *e = reserve(SB_EV_ALLOC, sizeof(*e));
 
@@ -191,4 +340,38 @@ SEC("uretprobe")
 int BPF_KRETPROBE(alloc_return, __u64 ret)
 {
 	return leave(ret);
+}
+
+/*
+ * Run by the agent (BPF_PROG_TEST_RUN, once a second) for a thread whose
+ * burst has been idle for longer than min_idle_ns: emits it with
+ * SB_ALLOC_BURST_FLUSHED in h.flags. Returns 1 if it emitted one.
+ */
+struct flush_args {
+	__u32 tid;
+	__u32 pad;
+	__u64 min_idle_ns;
+};
+
+SEC("syscall")
+int flush_burst(struct flush_args *a)
+{
+	__u32 tid = a->tid;
+	struct alloc_totals *t = bpf_map_lookup_elem(&alloc_totals, &tid);
+
+	if (!t)
+		return 0;
+	struct burst *b = &t->b;
+	__u64 n = b->calls;
+
+	if (!n)
+		return 0;
+	struct burst c = *b;
+
+	if (bpf_ktime_get_ns() - c.last < a->min_idle_ns || !burst_matters(n, c.sum_ns))
+		return 0;
+	if (!burst_claim(b, n))
+		return 0;
+	burst_emit(tid, &c, n, SB_ALLOC_BURST_FLUSHED);
+	return 1;
 }

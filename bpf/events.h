@@ -34,6 +34,8 @@ enum sb_type {
 	SB_EV_THREAD_EXIT = 12, /* thread of the target exited */
 	SB_EV_RENAME = 13,      /* thread renamed (prctl PR_SET_NAME, pthread_setname_np) */
 	SB_EV_CUDA = 14,        /* CUDA driver call seen by uprobe */
+	SB_EV_ALLOC_BURST = 15, /* a run of fast allocator calls on one thread */
+	SB_EV_IOSYS = 16,       /* blocking I/O syscall slower than io_min_ns, with latency */
 	SB_EV_KERNEL_MAX = 31,
 
 	/* written by the agent into trace files */
@@ -165,6 +167,40 @@ struct sb_alloc {
 	__u64 ptr;             /* result, or the pointer freed */
 	__u32 fn;              /* enum sb_alloc_fn */
 	__u32 floor_ns;        /* fastest call of fn seen so far: mostly the probes' own cost */
+};
+
+#define SB_ALLOC_BURST_FLUSHED 0x1 /* h.flags: emitted by the agent's periodic flush */
+
+/*
+ * Allocator calls faster than alloc_min_ns (above the floor), one after the
+ * other with pauses no longer than the recorder's burst gap (slow calls,
+ * recorded on their own, may come between them): the thread spent sum_ns of
+ * [start_ns, h.ts] inside them. Emitted when the burst ends (the next call
+ * after the gap, a maximum span, or the agent's flush), so it arrives late;
+ * only bursts big enough to matter are emitted.
+ */
+struct sb_alloc_burst {
+	struct sb_hdr h;       /* ts = end of its last call; cpu = CPU of its first */
+	__u64 start_ns;        /* start of its first call */
+	__u64 calls;           /* fast calls */
+	__u64 sum_ns;          /* time in the calls: their latencies, plus the probes'
+				  own cost in the pauses between calls (bpf/alloc.bpf.c) */
+	__u64 bytes;           /* bytes asked for, summed (free: 0) */
+	__u64 slow_ns;         /* latency of the slow calls inside [start_ns, ts] */
+};
+
+enum sb_io_call { SB_IO_READ = 1, SB_IO_WRITE = 2, SB_IO_PREAD = 3, SB_IO_PWRITE = 4,
+		  SB_IO_READV = 5, SB_IO_WRITEV = 6, SB_IO_FSYNC = 7, SB_IO_FDATASYNC = 8,
+		  SB_IO_SYNC_FILE_RANGE = 9, SB_IO_UNLINK = 10, SB_IO_UNLINKAT = 11 };
+
+struct sb_iosys {
+	struct sb_hdr h;       /* ts = return */
+	__u64 start_ns;        /* entry */
+	__s64 ret;             /* return value: bytes done, or negative errno */
+	__u64 len;             /* bytes asked for (read/write/pread64/pwrite64: count;
+				  sync_file_range: nbytes; readv/writev, fsync, fdatasync: 0) */
+	__u32 call;            /* enum sb_io_call */
+	__s32 fd;              /* unlinkat: the directory fd; unlink: AT_FDCWD (-100) */
 };
 
 enum sb_step_src { SB_STEP_USDT = 1, SB_STEP_UPROBE = 2, SB_STEP_GPU_MARKER = 3 };

@@ -4,8 +4,19 @@
  * their duration, and the mmap family of system calls with their latency.
  * All raw tracepoints: they need neither tracefs nor a BTF-typed context
  * (struct trace_event_raw_x86_exceptions is missing from some kernels' BTF).
+ *
+ * The same system-call probes time the I/O calls that can block a thread
+ * (read, write, pread64, pwrite64, readv, writev, fsync, fdatasync,
+ * sync_file_range, and unlink/unlinkat: removing a file frees its page cache
+ * and waits for the journal): those slower than io_min_ns become
+ * SB_EV_IOSYS records.
+ * A trainer makes many tiny reads and writes; the fast ones are not worth an
+ * event.
  */
 #include "common.bpf.h"
+
+/* I/O calls faster than this are not recorded; set by the agent */
+const volatile __u64 io_min_ns = 50000;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -21,13 +32,16 @@ struct {
 	__type(value, __u64);
 } compact_start SEC(".maps");
 
+/* a call in progress: mmap family (call = enum sb_mm_call) or I/O (IO_CALL | enum sb_io_call) */
 struct mm_call {
 	__u64 start;
-	__u64 addr;
+	__u64 addr;            /* I/O: the fd */
 	__u64 len;
 	__u32 call;
 	__u32 arg;
 };
+
+#define IO_CALL 0x100
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -43,6 +57,17 @@ struct {
 #define NR_MMAP 222
 #define NR_MPROTECT 226
 #define NR_MADVISE 233
+#define NR_READ 63
+#define NR_WRITE 64
+#define NR_READV 65
+#define NR_WRITEV 66
+#define NR_PREAD64 67
+#define NR_PWRITE64 68
+#define NR_FSYNC 82
+#define NR_FDATASYNC 83
+#define NR_SYNC_FILE_RANGE 84
+#define NR_UNLINKAT 35
+/* no unlink: arm64 has only unlinkat */
 #else /* x86_64 */
 #define NR_MMAP 9
 #define NR_MPROTECT 10
@@ -50,6 +75,17 @@ struct {
 #define NR_BRK 12
 #define NR_MREMAP 25
 #define NR_MADVISE 28
+#define NR_READ 0
+#define NR_WRITE 1
+#define NR_PREAD64 17
+#define NR_PWRITE64 18
+#define NR_READV 19
+#define NR_WRITEV 20
+#define NR_FSYNC 74
+#define NR_FDATASYNC 75
+#define NR_SYNC_FILE_RANGE 277
+#define NR_UNLINK 87
+#define NR_UNLINKAT 263
 #endif
 
 SEC("raw_tp/page_fault_user")
@@ -145,6 +181,7 @@ int BPF_PROG(raw_compact_end, void *cc, unsigned long zs, unsigned long fs, bool
 	return end(&compact_start, SB_RECLAIM_COMPACT, (__u64)(__s64)status);
 }
 
+/* the system calls followed, both families: 0 for any other */
 static __always_inline __u32 mm_call_of(long id)
 {
 	switch (id) {
@@ -154,8 +191,35 @@ static __always_inline __u32 mm_call_of(long id)
 	case NR_MADVISE: return SB_SYS_MADVISE;
 	case NR_MPROTECT: return SB_SYS_MPROTECT;
 	case NR_MREMAP: return SB_SYS_MREMAP;
+	case NR_READ: return IO_CALL | SB_IO_READ;
+	case NR_WRITE: return IO_CALL | SB_IO_WRITE;
+	case NR_PREAD64: return IO_CALL | SB_IO_PREAD;
+	case NR_PWRITE64: return IO_CALL | SB_IO_PWRITE;
+	case NR_READV: return IO_CALL | SB_IO_READV;
+	case NR_WRITEV: return IO_CALL | SB_IO_WRITEV;
+	case NR_FSYNC: return IO_CALL | SB_IO_FSYNC;
+	case NR_FDATASYNC: return IO_CALL | SB_IO_FDATASYNC;
+	case NR_SYNC_FILE_RANGE: return IO_CALL | SB_IO_SYNC_FILE_RANGE;
+#ifdef NR_UNLINK
+	case NR_UNLINK: return IO_CALL | SB_IO_UNLINK;
+#endif
+	case NR_UNLINKAT: return IO_CALL | SB_IO_UNLINKAT;
 	}
 	return 0;
+}
+
+/* the length argument of an I/O call: the third for those that have one */
+static __always_inline __u64 io_len(__u32 call, __u64 a3)
+{
+	switch (call) {
+	case IO_CALL | SB_IO_READ:
+	case IO_CALL | SB_IO_WRITE:
+	case IO_CALL | SB_IO_PREAD:
+	case IO_CALL | SB_IO_PWRITE:
+	case IO_CALL | SB_IO_SYNC_FILE_RANGE:
+		return a3;
+	}
+	return 0; /* readv/writev (the iovec is not read), fsync, fdatasync, unlink(at) */
 }
 
 static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3)
@@ -166,14 +230,39 @@ static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3)
 	struct mm_call c = {
 		.start = bpf_ktime_get_ns(),
 		.addr = a1,
-		.len = call == SB_SYS_BRK ? 0 : a2,
 		.call = call,
-		.arg = call == SB_SYS_MUNMAP || call == SB_SYS_BRK ? 0 : (__u32)a3,
 	};
 
+	if (call & IO_CALL) {
+		c.len = io_len(call, a3);
+		if (call == (IO_CALL | SB_IO_UNLINK))
+			c.addr = (__u64)(__s64)-100; /* AT_FDCWD: its first argument is the path */
+	} else {
+		c.len = call == SB_SYS_BRK ? 0 : a2;
+		c.arg = call == SB_SYS_MUNMAP || call == SB_SYS_BRK ? 0 : (__u32)a3;
+	}
 	if (bpf_map_update_elem(&mm_calls, &tid, &c, BPF_ANY))
 		count_drop(SB_DROP_MAPFULL);
 	return 0;
+}
+
+static __always_inline void io_exit(const struct mm_call *c, long ret)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (now - c->start < io_min_ns)
+		return;
+	struct sb_iosys *e = reserve(SB_EV_IOSYS, sizeof(*e));
+
+	if (!e)
+		return;
+	e->h.ts = now;
+	e->start_ns = c->start;
+	e->ret = ret;
+	e->len = c->len;
+	e->call = c->call & ~IO_CALL;
+	e->fd = (__s32)c->addr;
+	submit(e);
 }
 
 static __always_inline int mm_exit(long ret)
@@ -185,6 +274,11 @@ static __always_inline int mm_exit(long ret)
 
 	if (!c)
 		return 0;
+	if (c->call & IO_CALL) {
+		io_exit(c, ret);
+		bpf_map_delete_elem(&mm_calls, &tid);
+		return 0;
+	}
 	struct sb_mmsys *e = reserve(SB_EV_MMSYS, sizeof(*e));
 
 	if (e) {
@@ -225,7 +319,7 @@ int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
 	return mm_exit(ret);
 }
 
-/* per-syscall tracepoints: only these calls pay (need tracefs to attach) */
+/* per-syscall tracepoints: only these calls pay (need tracefs to attach); the loader attaches all or none */
 #define MM_TP(name, call) \
 SEC("tracepoint/syscalls/sys_enter_" #name) \
 int tp_enter_##name(struct trace_event_raw_sys_enter *ctx) \
@@ -244,3 +338,16 @@ MM_TP(brk, SB_SYS_BRK)
 MM_TP(madvise, SB_SYS_MADVISE)
 MM_TP(mprotect, SB_SYS_MPROTECT)
 MM_TP(mremap, SB_SYS_MREMAP)
+MM_TP(read, IO_CALL | SB_IO_READ)
+MM_TP(write, IO_CALL | SB_IO_WRITE)
+MM_TP(pread64, IO_CALL | SB_IO_PREAD)
+MM_TP(pwrite64, IO_CALL | SB_IO_PWRITE)
+MM_TP(readv, IO_CALL | SB_IO_READV)
+MM_TP(writev, IO_CALL | SB_IO_WRITEV)
+MM_TP(fsync, IO_CALL | SB_IO_FSYNC)
+MM_TP(fdatasync, IO_CALL | SB_IO_FDATASYNC)
+MM_TP(sync_file_range, IO_CALL | SB_IO_SYNC_FILE_RANGE)
+MM_TP(unlinkat, IO_CALL | SB_IO_UNLINKAT)
+#ifdef NR_UNLINK
+MM_TP(unlink, IO_CALL | SB_IO_UNLINK)
+#endif

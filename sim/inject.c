@@ -431,8 +431,8 @@ static void do_migrate(struct pending *p)
 			to = cpus[(i + 2) % ncpus];
 		CPU_ZERO(&set);
 		CPU_SET(to, &set);
+		/* returns once the kernel has moved us: the injection is the moves alone */
 		sched_setaffinity(0, sizeof(set), &set);
-		spin_ns(50000); /* run there a little, as a trainer would */
 		int now = sched_getcpu();
 
 		if (now != from)

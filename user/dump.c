@@ -776,6 +776,27 @@ static void print_record(const struct sb_hdr *h)
 		f_span(e->start_ns, h->ts);
 		break;
 	}
+	case SB_EV_ALLOC_BURST: {
+		const struct sb_alloc_burst *e = (const void *)h;
+
+		f_u("calls", e->calls);
+		f_u("sum_ns", e->sum_ns);
+		f_u("bytes", e->bytes);
+		f_span(e->start_ns, h->ts);
+		/* who emitted it: the thread itself, or the agent's periodic flush */
+		f_enum("ended_by", h->flags & SB_ALLOC_BURST_FLUSHED ? "agent" : "thread", 0);
+		break;
+	}
+	case SB_EV_IOSYS: {
+		const struct sb_iosys *e = (const void *)h;
+
+		f_enum("call", sb_io_name(e->call), e->call);
+		f_i("fd", e->fd);
+		f_u("len", e->len);
+		f_i("ret", e->ret);
+		f_span(e->start_ns, h->ts);
+		break;
+	}
 	case SB_EV_STEP: {
 		const struct sb_step *e = (const void *)h;
 

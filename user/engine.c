@@ -4,7 +4,9 @@
  *
  * 1. Reorder. Records arrive in drain order: kernel events nearly in time
  *    order, GPU records in batches up to lag_ns late, and records with a
- *    duration (runslice, reclaim, mmsys, alloc, cuda) at their end. Each timed
+ *    duration (runslice, reclaim, mmsys, alloc, alloc_burst, iosys, cuda) at
+ *    their end (an alloc_burst even later: when the next call, a maximum span
+ *    or the agent's once-a-second flush ends it). Each timed
  *    record is keyed by the time it starts to matter (its start for intervals)
  *    and parked in a calendar queue of ~1 ms buckets; a bucket is swept once
  *    the newest timestamp seen is lag_ns past it. Text records take effect at
@@ -49,6 +51,16 @@
 #define CUL_MAX 48
 #define PEND_MAX 8
 #define OV_MAX 16
+#define BOV_MAX 4
+/*
+ * A burst of fast allocator calls whose calls (fast and slow, probe traps
+ * included) fill at least STORM_NUM/STORM_DEN of its span is an allocation
+ * storm: the pauses between its calls are the loop that drives them (and
+ * whatever interrupted it), so all of the span's on-CPU time that nothing
+ * else explains is alloc. A sparser burst claims only its calls' time.
+ */
+#define STORM_NUM 3
+#define STORM_DEN 4
 #define CHAIN_DEPTH 3
 /*
  * Page faults: the kernel gives only the entry. A fault followed by another
@@ -82,14 +94,15 @@ static const char *const cause_names[ENG_NCAUSE] = {
 static const char *const count_names[ENG_NCOUNT] = {
 	[ENG_N_FAULTS] = "faults", [ENG_N_MAJOR_FAULTS] = "major_faults",
 	[ENG_N_PREEMPT] = "preemptions", [ENG_N_MIGRATIONS] = "migrations",
-	[ENG_N_ALLOCS] = "slow_allocs", [ENG_N_MMAP] = "mmap_calls",
+	[ENG_N_ALLOCS] = "slow_allocs", [ENG_N_BURST_ALLOCS] = "burst_allocs",
+	[ENG_N_MMAP] = "mmap_calls", [ENG_N_IO] = "io_calls",
 	[ENG_N_RECLAIMS] = "reclaims", [ENG_N_CUDA] = "cuda_calls", [ENG_N_SLEEPS] = "sleeps",
 	[ENG_N_GPU_OPS] = "gpu_ops",
 };
 
 /* overlay priority while on CPU or asleep: the innermost explanation wins */
 static const uint8_t ov_prio[ENG_NCAUSE] = {
-	[ENG_MEM_RECLAIM] = 6, [ENG_PAGE_FAULT] = 5, [ENG_CUDA_SYNC] = 4,
+	[ENG_MEM_RECLAIM] = 7, [ENG_PAGE_FAULT] = 6, [ENG_IO_WAIT] = 5, [ENG_CUDA_SYNC] = 4,
 	[ENG_CUDA_ALLOC] = 4, [ENG_CUDA_API] = 3, [ENG_ALLOC] = 2,
 };
 
@@ -140,6 +153,16 @@ struct ovl {
 	uint8_t cause;
 };
 
+/*
+ * A burst of fast allocator calls (sb_alloc_burst): of the thread's on-CPU
+ * time in [s, e] that nothing else explains, up to `left` ns is alloc (the
+ * time the calls took together; for a storm, all of it), taken in time
+ * order, whether a gap is open or not; the rest is host_compute.
+ */
+struct bov {
+	uint64_t s, e, left;
+};
+
 struct thr {
 	uint32_t tid, pid;
 	char comm[SB_COMM_LEN + 1];
@@ -156,6 +179,8 @@ struct thr {
 	uint64_t last_cut;
 	struct ovl ov[OV_MAX];
 	uint32_t nov;
+	struct bov bov[BOV_MAX];
+	uint32_t nbov;
 	bool f_open, f_decided, f_blocked;
 	uint64_t f_r, f_e;
 	uint64_t last_maj;
@@ -935,11 +960,33 @@ static void cls_runnable(struct engine *e, struct thr *t, struct acc *a, uint64_
 		pf_thread(e, t, cause_names[cause], c.upto, end);
 }
 
-/* the overlays in force on t over [s, end], fault included; top priority per sub-interval */
+/* of t's unexplained on-CPU time [x, y], how much its bursts claim as alloc (used up) */
+static uint64_t burst_take(struct thr *t, uint64_t x, uint64_t y)
+{
+	uint64_t got = 0;
+
+	for (uint32_t i = 0; i < t->nbov && got < y - x; i++) {
+		struct bov *b = &t->bov[i];
+		uint64_t lo = max64(x, b->s), hi = min64(y, b->e), take;
+
+		if (hi <= lo || !b->left)
+			continue;
+		take = min64(min64(hi - lo, b->left), y - x - got);
+		b->left -= take;
+		got += take;
+	}
+	return got;
+}
+
+/*
+ * The overlays in force on t over [s, end], fault included; top priority per
+ * sub-interval. a == NULL: outside any gap, only use up the bursts' budgets
+ * (on-CPU time there is their time as much as inside a gap).
+ */
 static void cls_overlays(struct engine *e, struct thr *t, struct acc *a, uint64_t s, uint64_t end,
 			 bool asleep)
 {
-	uint64_t pts[2 * OV_MAX + 6];
+	uint64_t pts[2 * OV_MAX + 2 * BOV_MAX + 6];
 	struct ovl ov[OV_MAX + 1];
 	int nov = 0, np = 0;
 
@@ -960,6 +1007,12 @@ static void cls_overlays(struct engine *e, struct thr *t, struct acc *a, uint64_
 			pts[np++] = ov[i].s;
 		if (ov[i].e > s && ov[i].e < end)
 			pts[np++] = ov[i].e;
+	}
+	for (uint32_t i = 0; !asleep && i < t->nbov; i++) {
+		if (t->bov[i].s > s && t->bov[i].s < end)
+			pts[np++] = t->bov[i].s;
+		if (t->bov[i].e > s && t->bov[i].e < end)
+			pts[np++] = t->bov[i].e;
 	}
 	for (int i = 1; i < np; i++)
 		for (int j = i; j > 0 && pts[j - 1] > pts[j]; j--) {
@@ -986,12 +1039,31 @@ static void cls_overlays(struct engine *e, struct thr *t, struct acc *a, uint64_
 		 */
 		if (asleep && best == ENG_CUDA_SYNC && e->gpu_fed && !e->gpu_queued)
 			best = -1;
+		/*
+		 * An interruptible sleep inside read/write waits for another task (a
+		 * pipe, a socket: a data loader): the wakeup names it, as for any
+		 * sleep. Disk I/O sleeps uninterruptibly, and stays io_wait.
+		 */
+		if (asleep && best == ENG_IO_WAIT && t->state == TS_SLEEP_S)
+			best = -1;
+		if (!a) {
+			if (best < 0 && !asleep)
+				burst_take(t, x, y);
+			continue;
+		}
 		if (best >= 0) {
 			acc_add(e, a, best, y - x, NULL);
 			pf_thread(e, t, cause_names[best], x, y);
 		} else if (!asleep) {
-			acc_add(e, a, ENG_HOST_COMPUTE, y - x, NULL);
-			pf_thread(e, t, cause_names[ENG_HOST_COMPUTE], x, y);
+			/* in a burst of fast allocator calls: as much as its calls took is alloc */
+			uint64_t al = burst_take(t, x, y);
+
+			acc_add(e, a, ENG_ALLOC, al, NULL);
+			acc_add(e, a, ENG_HOST_COMPUTE, y - x - al, NULL);
+			if (al)
+				pf_thread(e, t, cause_names[ENG_ALLOC], x, x + al);
+			if (x + al < y)
+				pf_thread(e, t, cause_names[ENG_HOST_COMPUTE], x + al, y);
 		} else {
 			/* a plain sleep: why is known at the wakeup */
 			pf_thread(e, t, state_name(t->state), x, y);
@@ -1028,12 +1100,23 @@ static void thr_account(struct engine *e, struct thr *t, uint64_t to)
 		else
 			i++;
 	}
+	for (uint32_t i = 0; i < t->nbov;) {
+		if (t->bov[i].e <= s || !t->bov[i].left)
+			t->bov[i] = t->bov[--t->nbov];
+		else
+			i++;
+	}
 	if (!p) {
+		if (t->state == TS_RUNNING && t->nbov)
+			cls_overlays(e, t, NULL, s, to, false);
 		pf_thread(e, t, state_name(t->state), s, to);
 		return;
 	}
-	if (s < p->start)
+	if (s < p->start) {
+		if (t->state == TS_RUNNING && t->nbov)
+			cls_overlays(e, t, NULL, s, min64(p->start, to), false);
 		s = p->start;
+	}
 	if (to <= s)
 		return;
 	a = piece_acc(p, t->cand);
@@ -1671,6 +1754,7 @@ static void cand_add(struct engine *e, struct thr *t)
 	if (e->gap_open && e->cur_piece && t->state != TS_UNKNOWN)
 		t->last_cut = max64(e->cur_piece->start, min64(t->since, e->now));
 	t->nov = 0;
+	t->nbov = 0;
 	t->f_open = false;
 }
 
@@ -2109,6 +2193,39 @@ static void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end
 		a->cnt[count]++;
 }
 
+static void add_burst(struct thr *t, uint64_t s, uint64_t end, uint64_t budget)
+{
+	if (end <= s || !budget)
+		return;
+	if (t->nbov == BOV_MAX) {
+		uint32_t k = 0;
+
+		for (uint32_t i = 1; i < t->nbov; i++)
+			if (t->bov[i].e < t->bov[k].e)
+				k = i;
+		t->bov[k] = t->bov[--t->nbov];
+	}
+	t->bov[t->nbov++] = (struct bov){ .s = s, .e = end, .left = min64(budget, end - s) };
+}
+
+/* a burst of fast allocator calls, swept at its start s */
+static void ev_alloc_burst(struct engine *e, const struct sb_alloc_burst *r, uint64_t s)
+{
+	struct thr *t = thr_find(e, r->h.tid);
+	uint64_t span = r->h.ts > r->start_ns ? r->h.ts - r->start_ns : 0, budget = r->sum_ns;
+	struct acc *a;
+
+	if (!t || t->cand < 0)
+		return;
+	a = own_event(e, t, s, SB_EV_ALLOC_BURST, 0);
+	if (span && (r->sum_ns + r->slow_ns) / STORM_NUM >= span / STORM_DEN)
+		budget = span; /* a storm */
+	add_burst(t, s, r->h.ts, budget);
+	if (a)
+		a->cnt[ENG_N_BURST_ALLOCS] += (uint32_t)min64(r->calls,
+							      UINT32_MAX - a->cnt[ENG_N_BURST_ALLOCS]);
+}
+
 static void ev_runslice(struct engine *e, const struct sb_runslice *r, uint64_t start)
 {
 	struct rs x = { .s = start, .e = r->h.ts, .pid = r->h.pid, .tid = r->h.tid };
@@ -2288,6 +2405,13 @@ static void sweep_rec(struct engine *e, uint64_t key, const struct sb_hdr *h)
 	case SB_EV_ALLOC:
 		ev_interval(e, h->tid, key, h->ts, SB_EV_ALLOC, ENG_ALLOC, ENG_N_ALLOCS);
 		break;
+	case SB_EV_ALLOC_BURST:
+		ev_alloc_burst(e, (const struct sb_alloc_burst *)h, key);
+		break;
+	case SB_EV_IOSYS:
+		/* on a CPU inside it, or asleep in it uninterruptibly: the I/O's */
+		ev_interval(e, h->tid, key, h->ts, SB_EV_IOSYS, ENG_IO_WAIT, ENG_N_IO);
+		break;
 	case SB_EV_CUDA: {
 		const struct sb_cuda *c = (const void *)h;
 		struct thr *t = thr_get(e, h->tid, h->pid);
@@ -2345,6 +2469,8 @@ static size_t rec_size(unsigned type)
 	case SB_EV_THREAD_EXIT: return sizeof(struct sb_thread);
 	case SB_EV_RENAME: return sizeof(struct sb_rename);
 	case SB_EV_CUDA: return sizeof(struct sb_cuda);
+	case SB_EV_ALLOC_BURST: return sizeof(struct sb_alloc_burst);
+	case SB_EV_IOSYS: return sizeof(struct sb_iosys);
 	case SB_REC_GPU: return sizeof(struct sb_gpu);
 	}
 	return 0;
@@ -2361,6 +2487,8 @@ static uint64_t rec_key(const struct sb_hdr *h)
 	case SB_EV_MMSYS: s = ((const struct sb_mmsys *)h)->start_ns; break;
 	case SB_EV_ALLOC: s = ((const struct sb_alloc *)h)->start_ns; break;
 	case SB_EV_CUDA: s = ((const struct sb_cuda *)h)->start_ns; break;
+	case SB_EV_ALLOC_BURST: s = ((const struct sb_alloc_burst *)h)->start_ns; break;
+	case SB_EV_IOSYS: s = ((const struct sb_iosys *)h)->start_ns; break;
 	default: return h->ts;
 	}
 	return s && s <= h->ts ? s : h->ts;

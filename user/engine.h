@@ -81,7 +81,9 @@ enum eng_count {
 	ENG_N_PREEMPT,      /* runnable waits (preemptions, wakeup latency) */
 	ENG_N_MIGRATIONS,
 	ENG_N_ALLOCS,       /* slow allocator calls */
+	ENG_N_BURST_ALLOCS, /* fast allocator calls, in bursts (counted where a burst starts) */
 	ENG_N_MMAP,         /* mmap family syscalls */
+	ENG_N_IO,           /* I/O syscalls slower than the recorder's threshold */
 	ENG_N_RECLAIMS,
 	ENG_N_CUDA,         /* CUDA API calls (channel or uprobe) */
 	ENG_N_SLEEPS,

@@ -35,6 +35,13 @@
 #define MAX_LINKS 256
 #define MAX_SEEN 512
 
+/* defaults for the probe_opts fields where 0 means "the default" */
+#define BURST_GAP_NS 200000ull
+#define BURST_MAX_NS 10000000ull
+#define BURST_MIN_NS 100000ull
+#define BURST_MIN_CALLS 256ull
+#define IO_MIN_NS 50000ull
+
 enum { SEEN_USDT = 1, SEEN_CUDA = 2, SEEN_ALLOC = 4 };
 
 struct probes {
@@ -56,6 +63,7 @@ struct probes {
 	int nseen;
 	bool alloc_attached;
 	bool step_uprobe_attached;
+	bool alloc_flush;            /* flush_burst loaded: the agent ends idle bursts */
 };
 
 static bool verbose_libbpf;
@@ -637,6 +645,7 @@ static void open_mem(struct probes *p, const struct btf *vmlinux)
 	}
 	m->rodata->targ_tgid = p->o.pid;
 	m->rodata->wake_bytes = p->o.wake_bytes;
+	m->rodata->io_min_ns = p->o.io_min_ns ? p->o.io_min_ns : IO_MIN_NS;
 	/* both syscall variants load; one is attached */
 	bpf_object__for_each_program(prog, m->obj) {
 		const char *sec = bpf_program__section_name(prog);
@@ -674,7 +683,16 @@ static void open_mem(struct probes *p, const struct btf *vmlinux)
 		attach_mem_group(p, "raw_tp/sys_e", "raw_tp");
 }
 
-static int open_alloc(struct probes *p)
+static uint64_t or_default(uint64_t v, uint64_t dflt)
+{
+	return v ? v : dflt;
+}
+
+/*
+ * with_flush: load flush_burst too, the program the agent runs to end idle
+ * bursts (BPF_PROG_TYPE_SYSCALL, Linux 5.14+)
+ */
+static int open_alloc_once(struct probes *p, bool with_flush)
 {
 	struct alloc_bpf *a = alloc_bpf__open();
 	int err;
@@ -684,6 +702,11 @@ static int open_alloc(struct probes *p)
 	a->rodata->targ_tgid = p->o.pid;
 	a->rodata->wake_bytes = p->o.wake_bytes;
 	a->rodata->alloc_min_ns = p->o.alloc_min_ns;
+	a->rodata->burst_gap_ns = or_default(p->o.burst_gap_ns, BURST_GAP_NS);
+	a->rodata->burst_max_ns = or_default(p->o.burst_max_ns, BURST_MAX_NS);
+	a->rodata->burst_min_ns = or_default(p->o.burst_min_ns, BURST_MIN_NS);
+	a->rodata->burst_min_calls = or_default(p->o.burst_min_calls, BURST_MIN_CALLS);
+	bpf_program__set_autoload(a->progs.flush_burst, with_flush);
 	err = reuse_shared(p, a->maps.events, a->maps.drops);
 	if (!err)
 		err = alloc_bpf__load(a);
@@ -692,7 +715,22 @@ static int open_alloc(struct probes *p)
 		return err;
 	}
 	p->alloc = a;
+	p->alloc_flush = with_flush;
 	return 0;
+}
+
+static int open_alloc(struct probes *p)
+{
+	int err = open_alloc_once(p, true);
+
+	if (err) {
+		err = open_alloc_once(p, false);
+		if (!err)
+			status(p, "alloc:flush", false, false, "this kernel cannot run the burst flush "
+			       "(BPF syscall programs): a burst of fast allocator calls is recorded only "
+			       "when its thread calls the allocator again");
+	}
+	return err;
 }
 
 static int open_marks(struct probes *p)
@@ -847,10 +885,41 @@ void probes_drops(const struct probes *p, __u64 ring[SB_EV_KERNEL_MAX + 1], __u6
 	}
 }
 
+/* struct alloc_totals of bpf/alloc.bpf.c */
 struct alloc_totals_v {
 	uint64_t calls[SB_FN_MAX];
 	uint64_t ns[SB_FN_MAX];
+	struct {
+		uint64_t first, last, sum_ns, slow_ns, bytes, gap_min;
+		uint32_t cpu, pad;
+		uint64_t calls;
+	} b;
 };
+
+/* struct flush_args of bpf/alloc.bpf.c */
+struct flush_args_v {
+	uint32_t tid, pad;
+	uint64_t min_idle_ns;
+};
+
+/*
+ * End the thread's burst if it has been idle for longer than the gap plus
+ * the longest span: no call of it can still be running then (a call that
+ * long is not fast), so the kernel side never sees the burst change under it.
+ */
+static void flush_idle_burst(const struct probes *p, uint32_t tid, const struct alloc_totals_v *v)
+{
+	struct flush_args_v a = {
+		.tid = tid,
+		.min_idle_ns = or_default(p->o.burst_gap_ns, BURST_GAP_NS) +
+			       or_default(p->o.burst_max_ns, BURST_MAX_NS),
+	};
+	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &a, .ctx_size_in = sizeof(a));
+
+	if (!p->alloc_flush || !v->b.calls)
+		return;
+	bpf_prog_test_run_opts(bpf_program__fd(p->alloc->progs.flush_burst), &o);
+}
 
 int probes_alloc_stats(const struct probes *p,
 		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
@@ -864,6 +933,8 @@ int probes_alloc_stats(const struct probes *p,
 
 	if (!p->alloc)
 		return 0;
+	if (bpf_map__value_size(p->alloc->maps.alloc_totals) != sizeof(v))
+		return 0; /* cannot happen: the two layouts are kept in step */
 	fd = bpf_map__fd(p->alloc->maps.alloc_totals);
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
@@ -871,6 +942,7 @@ int probes_alloc_stats(const struct probes *p,
 		if (bpf_map_lookup_elem(fd, &key, &v))
 			continue;
 		cb(ctx, key, v.calls, v.ns);
+		flush_idle_burst(p, key, &v);
 		n++;
 	}
 	return n;

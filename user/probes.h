@@ -19,6 +19,15 @@ struct probe_opts {
 	bool no_alloc;              /* --no-alloc */
 	const char *alloc_lib;      /* --alloc-lib PATH, NULL: the libc the target maps */
 	uint64_t alloc_min_ns;      /* --alloc-min-ns */
+	/*
+	 * Bursts of fast allocator calls (bpf/alloc.bpf.c), 0: the default.
+	 * burst_gap_ns: the longest pause inside a burst (200 us);
+	 * burst_max_ns: a burst is cut after this span (10 ms);
+	 * burst_min_ns / burst_min_calls: smaller bursts are not recorded
+	 * (100 us of summed latency / 256 calls).
+	 */
+	uint64_t burst_gap_ns, burst_max_ns, burst_min_ns, burst_min_calls;
+	uint64_t io_min_ns;         /* I/O syscalls faster than this are not recorded (50 us); 0: default */
 	const char *step_uprobe;    /* --step-uprobe LIB:SYM */
 	bool no_cuda;               /* do not probe the CUDA driver */
 	bool no_tracefs;            /* never use (or mount) tracefs: raw tracepoints only */
@@ -33,7 +42,7 @@ struct probe_status {
 	char detail[160];           /* variant used, or why it did not attach */
 };
 
-#define PROBES_MAX_STATUS 64
+#define PROBES_MAX_STATUS 128
 
 struct probes;
 
@@ -51,7 +60,9 @@ int probes_status(const struct probes *p, const struct probe_status **out);
 /* cumulative ring-buffer drops per event type, summed over CPUs; and state-map overflows */
 void probes_drops(const struct probes *p, __u64 ring[SB_EV_KERNEL_MAX + 1], __u64 *mapfull);
 /*
- * Per-thread totals of fast allocator calls: cb once per thread.
+ * Per-thread totals of fast allocator calls: cb once per thread. Also emits,
+ * into the ring buffer, the bursts of fast calls that have been idle long
+ * enough (a thread may make no further call to end its burst).
  */
 int probes_alloc_stats(const struct probes *p,
 		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],

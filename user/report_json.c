@@ -327,9 +327,9 @@ static void loss(struct jw *w, struct engine *e)
 	for (int i = 1; i <= SB_EV_KERNEL_MAX; i++) {
 		char name[32];
 
-		if (i > SB_EV_CUDA && !l.ring[i])
+		if (i > SB_EV_IOSYS && !l.ring[i])
 			continue;
-		if (i <= SB_EV_CUDA)
+		if (i <= SB_EV_IOSYS)
 			snprintf(name, sizeof(name), "%s", sb_type_name(i));
 		else
 			snprintf(name, sizeof(name), "type_%d", i);

@@ -120,16 +120,22 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 		fputs(")", f);
 		break;
 	case ENG_ALLOC:
-		fprintf(f, " (%s slow allocator calls, %s mmap-family calls)",
-			fmt_count(n1, sizeof(n1), s->count[ENG_N_ALLOCS]),
-			fmt_count(n2, sizeof(n2), s->count[ENG_N_MMAP]));
+		fprintf(f, " (%s slow allocator calls, ", fmt_count(n1, sizeof(n1), s->count[ENG_N_ALLOCS]));
+		if (s->count[ENG_N_BURST_ALLOCS])
+			fprintf(f, "%s fast ones in bursts, ",
+				fmt_count(n1, sizeof(n1), s->count[ENG_N_BURST_ALLOCS]));
+		fprintf(f, "%s mmap-family calls)", fmt_count(n2, sizeof(n2), s->count[ENG_N_MMAP]));
 		break;
 	case ENG_MEM_RECLAIM:
 		fprintf(f, " (%s reclaim/compaction stalls)",
 			fmt_count(n1, sizeof(n1), s->count[ENG_N_RECLAIMS]));
 		break;
 	case ENG_IO_WAIT:
-		fprintf(f, " — %s in uninterruptible sleep (I/O)", crit);
+		if (s->count[ENG_N_IO])
+			fprintf(f, " (%s slow I/O calls) — %s in I/O system calls or uninterruptible "
+				"sleep", fmt_count(n1, sizeof(n1), s->count[ENG_N_IO]), crit);
+		else
+			fprintf(f, " — %s in uninterruptible sleep (I/O)", crit);
 		break;
 	case ENG_CUDA_SYNC:
 	case ENG_CUDA_ALLOC:

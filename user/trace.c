@@ -61,6 +61,8 @@ static size_t min_size(unsigned type)
 	case SB_EV_THREAD_NEW: case SB_EV_THREAD_EXIT: return sizeof(struct sb_thread);
 	case SB_EV_RENAME: return sizeof(struct sb_rename);
 	case SB_EV_CUDA: return sizeof(struct sb_cuda);
+	case SB_EV_ALLOC_BURST: return sizeof(struct sb_alloc_burst);
+	case SB_EV_IOSYS: return sizeof(struct sb_iosys);
 	case SB_REC_HOST: case SB_REC_TARGET: case SB_REC_THREAD:
 	case SB_REC_PROBE: case SB_REC_STRING: case SB_REC_NOTE:
 		return sizeof(struct sb_text);
@@ -152,6 +154,8 @@ const char *sb_type_name(unsigned type)
 	case SB_EV_THREAD_EXIT: return "thread_exit";
 	case SB_EV_RENAME: return "rename";
 	case SB_EV_CUDA: return "cuda";
+	case SB_EV_ALLOC_BURST: return "alloc_burst";
+	case SB_EV_IOSYS: return "iosys";
 	case SB_REC_HOST: return "host";
 	case SB_REC_CPU: return "cpu";
 	case SB_REC_TARGET: return "target";
@@ -188,6 +192,16 @@ const char *sb_mmsys_name(unsigned call)
 	static const char *const n[] = { NULL, "mmap", "munmap", "brk", "madvise", "mprotect",
 					 "mremap" };
 
+	return call && call < ARRAY_SIZE(n) ? n[call] : "unknown";
+}
+
+const char *sb_io_name(unsigned call)
+{
+	static const char *const n[] = { NULL, "read", "write", "pread64", "pwrite64", "readv",
+					 "writev", "fsync", "fdatasync", "sync_file_range", "unlink",
+					 "unlinkat" };
+
+	_Static_assert(ARRAY_SIZE(n) == SB_IO_UNLINKAT + 1, "io call names");
 	return call && call < ARRAY_SIZE(n) ? n[call] : "unknown";
 }
 

@@ -142,5 +142,7 @@ const char *sb_type_name(unsigned type);
 const char *sb_state_name(unsigned state);
 const char *sb_alloc_fn_name(unsigned fn);
 const char *sb_mmsys_name(unsigned call);
+/* enum sb_io_call: "read", "write", ...; "unknown" */
+const char *sb_io_name(unsigned call);
 
 #endif

@@ -12,6 +12,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 
 #include "test.h"
@@ -373,6 +374,119 @@ static void t_sleep_steps_thread(void)
 	free_cap(c);
 }
 
+/*
+ * Fast allocator calls in bursts: 2000 malloc(64)+free, a 5 ms pause, then
+ * 3001 more and a 2.5 s pause. The first burst is ended by the thread's next
+ * call after the pause, the second by the agent's periodic flush (the thread
+ * makes no further call). Bursts are cut every burst_max_ns, so each shows up
+ * as a few records; their calls add up.
+ */
+static void t_alloc_burst(void)
+{
+	uint64_t alloc_min = 10000; /* the default: with uprobe traps every call is fast */
+	struct cap *c;
+	uint64_t calls = 0, flushed = 0, prev_end = 0;
+	size_t n = 0;
+	bool gap_ended = false;
+
+	TRACE_OR_SKIP(c, "burst", "2000", "sleep", "5", "burst", "1", "burst", "3000", "sleep",
+		      "2500");
+	uint32_t tid = tid_named(c, "sbw-main");
+
+	REQUIRE(tid, "no rename to sbw-main seen");
+	/* records come in emission order, which is time order for one thread */
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_alloc_burst *b = (const void *)c->recs[i];
+
+		if (b->h.type != SB_EV_ALLOC_BURST || b->h.tid != tid)
+			continue;
+		CHECK(b->h.size == sizeof(*b) && b->h.pid == (uint32_t)c->o.probe.pid, "bad header");
+		CHECK(b->start_ns < b->h.ts, "burst ends before it starts");
+		CHECK(b->calls > 0 && b->sum_ns > 0 && b->sum_ns <= b->h.ts - b->start_ns,
+		      "burst: %llu calls, %llu ns summed over a %llu ns span", b->calls, b->sum_ns,
+		      b->h.ts - b->start_ns);
+		CHECK(b->calls >= 256 || b->sum_ns >= 100000, "a burst too small to matter was "
+		      "recorded: %llu calls, %llu ns", b->calls, b->sum_ns);
+		CHECK(b->bytes >= 64, "bytes %llu", b->bytes);
+		CHECK(b->slow_ns <= b->h.ts - b->start_ns, "slow calls take %llu ns of a %llu ns span",
+		      b->slow_ns, b->h.ts - b->start_ns);
+		CHECK(b->start_ns >= prev_end, "bursts overlap");
+		if (prev_end && b->start_ns - prev_end >= 4000000)
+			gap_ended = true; /* the one before ended at the 5 ms pause */
+		if (b->h.flags & SB_ALLOC_BURST_FLUSHED)
+			flushed++;
+		prev_end = b->h.ts;
+		calls += b->calls;
+		n++;
+	}
+	REQUIRE(n, "no alloc_burst record of sbw-main");
+	/* 10002 calls were made; a remnant under the thresholds may be left out */
+	CHECK(calls >= 5000 && calls <= 10100, "bursts hold %llu calls, want 5000..10100 of 10002",
+	      (unsigned long long)calls);
+	CHECK(gap_ended, "no burst ended at the 5 ms pause");
+	CHECK(flushed == 1, "%llu bursts flushed by the agent, want 1 (the last)",
+	      (unsigned long long)flushed);
+	free_cap(c);
+}
+
+static bool var_tmp_on_tmpfs(void)
+{
+	struct statfs s;
+
+	return !statfs("/var/tmp", &s) && s.f_type == 0x01021994; /* TMPFS_MAGIC */
+}
+
+/*
+ * a 4 MiB write() and its fsync() on fd 77 become iosys records; so may the
+ * unlink that frees the file's page cache, if it takes over 50 us
+ */
+static void t_iosys(void)
+{
+	uint64_t alloc_min = 10000;
+	struct cap *c;
+	size_t writes = 0, fsyncs = 0, other = 0, unlinks = 0;
+
+	TRACE_OR_SKIP(c, "write", "4096");
+	uint32_t tid = tid_named(c, "sbw-main");
+
+	REQUIRE(tid, "no rename to sbw-main seen");
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_iosys *e = (const void *)c->recs[i];
+
+		if (e->h.type != SB_EV_IOSYS)
+			continue;
+		CHECK(e->h.size == sizeof(*e), "size %u", e->h.size);
+		CHECK(e->start_ns <= e->h.ts && e->h.ts - e->start_ns >= 50000,
+		      "an iosys record under the 50 us threshold: %llu ns", e->h.ts - e->start_ns);
+		if (e->h.tid == tid && (e->call == SB_IO_UNLINK || e->call == SB_IO_UNLINKAT)) {
+			CHECK(e->fd == -100 && e->ret == 0, "unlink fd %d ret %lld", e->fd, e->ret);
+			unlinks++;
+			continue;
+		}
+		if (e->h.tid != tid || e->fd != 77) {
+			other++;
+			continue;
+		}
+		if (e->call == SB_IO_WRITE) {
+			CHECK(e->len == 4096 << 10 && e->ret == 4096 << 10,
+			      "write of len %llu returned %lld", e->len, e->ret);
+			writes++;
+		} else if (e->call == SB_IO_FSYNC) {
+			CHECK(e->len == 0 && e->ret == 0, "fsync len %llu ret %lld", e->len, e->ret);
+			fsyncs++;
+		} else {
+			CHECK(0, "call %u on fd 77", e->call);
+		}
+	}
+	CHECK(writes == 1, "saw %zu writes of 4 MiB on fd 77, want 1", writes);
+	if (!var_tmp_on_tmpfs())
+		CHECK(fsyncs == 1, "saw %zu fsyncs of fd 77, want 1", fsyncs);
+	CHECK(unlinks <= 1, "saw %zu unlinks", unlinks);
+	CHECK(has_probe_record(c, "mem:sys_enter_write tracepoint") ||
+	      has_probe_record(c, "mem:sys_enter raw_tp"), "no I/O syscall probe attached");
+	free_cap(c);
+}
+
 /* a CPU-bound competitor pinned to the same CPU shows up as the task that ran */
 static void t_preemption_culprit(void)
 {
@@ -447,7 +561,7 @@ static void t_without_tracefs(void)
 	pid = fork();
 	if (pid == 0) {
 		uint64_t alloc_min = 10000;
-		char *args[] = { "steps", "3", "faults", "10", "mmap", "5", NULL };
+		char *args[] = { "steps", "3", "faults", "10", "mmap", "5", "write", "1024", NULL };
 		struct cap *c;
 		struct stat st;
 
@@ -469,6 +583,8 @@ static void t_without_tracefs(void)
 			_exit(13);
 		if (count_type(c, SB_EV_FAULT, 0) < 10)
 			_exit(14);
+		if (count_type(c, SB_EV_IOSYS, 0) < 1)
+			_exit(17);
 		_exit(0);
 	}
 	waitpid(pid, &status, 0);
@@ -482,6 +598,7 @@ static void t_without_tracefs(void)
 	case 14: CHECK(0, "faults missing without tracefs"); break;
 	case 15: CHECK(0, "the raw sys_enter fallback was not used"); break;
 	case 16: CHECK(0, "mmap/munmap missing without tracefs"); break;
+	case 17: CHECK(0, "the 1 MiB write missing without tracefs"); break;
 	default: CHECK(0, "child exit %d", WEXITSTATUS(status));
 	}
 }
@@ -510,6 +627,8 @@ int main(void)
 	RUN(t_malloc_fast_counted);
 	RUN(t_migrations);
 	RUN(t_faults_and_mmap);
+	RUN(t_alloc_burst);
+	RUN(t_iosys);
 	RUN(t_sleep_steps_thread);
 	RUN(t_preemption_culprit);
 	RUN(t_without_tracefs);

@@ -14,10 +14,13 @@
  *   sbwork thread 1         create thread "sbw-late" that does 7 malloc(77777)
  *   sbwork spin MS          spin on the CPU for MS milliseconds (pinned to CPU 0 with "pin 0")
  *   sbwork pin CPU          pin sbw-main to CPU first
- *   sbwork ioread MS        (unused placeholder kept out)
+ *   sbwork burst N          N malloc(64) + free in a tight loop (a burst of fast calls)
+ *   sbwork write KB         one write() of KB KiB to a new file in $SBWORK_DIR (else
+ *                           /var/tmp) on fd 77, fsync(77), close, then unlink it
  * Arguments are processed in order; several may be given.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -135,6 +138,31 @@ static void *work(void *arg)
 			CPU_ZERO(&one);
 			CPU_SET(n, &one);
 			sched_setaffinity(0, sizeof(one), &one);
+		} else if (!strcmp(what, "burst")) {
+			for (long k = 0; k < n; k++) {
+				void *p = malloc(64);
+
+				sink += (uintptr_t)p;
+				free(p);
+			}
+		} else if (!strcmp(what, "write")) {
+			const char *dir = getenv("SBWORK_DIR");
+			char path[4096];
+			size_t len = (size_t)n << 10;
+			char *buf = malloc(len);
+			int fd;
+
+			snprintf(path, sizeof(path), "%s/sbwork.XXXXXX", dir ? dir : "/var/tmp");
+			fd = mkstemp(path);
+			if (!buf || fd < 0 || dup2(fd, 77) != 77)
+				exit(6);
+			close(fd);
+			memset(buf, 'x', len);
+			if (write(77, buf, len) != (ssize_t)len || fsync(77))
+				exit(7);
+			close(77);
+			unlink(path);
+			free(buf);
 		} else if (!strcmp(what, "spin")) {
 			uint64_t end = now_ms() + n;
 

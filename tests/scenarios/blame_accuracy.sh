@@ -7,8 +7,9 @@
 # (named by the report and seen running in the trace) is not the injection's
 # and is left out of the excess; a step that other load dominates is skipped.
 #
-# Three kinds are out of the engine's reach today and print SKIP with the
-# measured figure and what is missing (STEPBLAME_STRICT_BLAME=1 makes them FAIL).
+# A kind still out of the engine's reach (migrate: see `known` below) prints
+# SKIP with the measured figure and what is missing when it misses the bar
+# (STEPBLAME_STRICT_BLAME=1 makes it FAIL); every other kind FAILs below 90%.
 set -u
 . "$(dirname "$0")/../lib.sh"
 T=blame_accuracy
@@ -62,9 +63,12 @@ fi
 known=()
 if [ -z "${STEPBLAME_STRICT_BLAME:-}" ]; then
 	known=(
-	"alloc=allocator calls under --alloc-min-ns are only counted once a second, so most of a storm (and the uprobe cost around each call) has no place in time; needs per-burst allocator records from the recorder"
-	"migrate=simtrainer's truth includes the 50 us of work it does after each of its moves, which is host_compute, not migration"
-	"ckpt=write() into the page cache runs on the CPU and no probe times I/O system calls; only the fsync sleep is io_wait"
+	"migrate=the moves' own sched_setaffinity calls run on the CPU (about 20 us each) and no probe times them, so that part is host_compute; when the moves are quick it is 10-40% of the excess"
 	)
+fi
+# not the engine's limit but the build's: ASan's own allocator replaces libc's malloc in
+# a sanitized simtrainer (make SAN=1), and the allocator probes watch libc's
+if grep -q __asan_init "$SIMTRAINER" 2>/dev/null; then
+	known+=("alloc=this simtrainer is built with ASan, whose allocator replaces libc's malloc: the allocator probes cannot see the storm (measure with a plain build)")
 fi
 python3 "$(dirname "$0")/blame_check.py" accuracy $T "$tmp/r1.json" "$tmp/truth.jsonl" "${known[@]}"

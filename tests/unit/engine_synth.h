@@ -202,7 +202,7 @@ static inline void w_fault(struct world *w, uint64_t ts, uint32_t tid, uint64_t 
 	st_put(&w->host, &r);
 }
 
-/* alloc / mmsys / reclaim / cuda intervals */
+/* alloc / mmsys / reclaim / iosys / cuda intervals */
 static inline void w_interval(struct world *w, unsigned type, uint64_t s, uint64_t end,
 			      uint32_t tid, uint32_t fn)
 {
@@ -235,6 +235,16 @@ static inline void w_interval(struct world *w, unsigned type, uint64_t s, uint64
 		r->kind = SB_RECLAIM_DIRECT;
 		break;
 	}
+	case SB_EV_IOSYS: {
+		struct sb_iosys *r = (void *)buf;
+
+		hdr(h, type, sizeof(*r), end, T_PID, tid, T_CPU);
+		r->start_ns = s;
+		r->call = fn ? fn : SB_IO_WRITE;
+		r->fd = 9;
+		r->len = r->ret = 1 << 20;
+		break;
+	}
 	case SB_EV_CUDA: {
 		struct sb_cuda *r = (void *)buf;
 
@@ -247,6 +257,24 @@ static inline void w_interval(struct world *w, unsigned type, uint64_t s, uint64
 		abort();
 	}
 	st_put(&w->host, h);
+}
+
+/*
+ * a burst of `calls` fast allocator calls over [s, end] that took sum_ns
+ * together, with slow calls taking slow_ns inside it
+ */
+static inline void w_burst(struct world *w, uint64_t s, uint64_t end, uint32_t tid,
+			   uint64_t calls, uint64_t sum_ns, uint64_t slow_ns)
+{
+	struct sb_alloc_burst r = { 0 };
+
+	hdr(&r.h, SB_EV_ALLOC_BURST, sizeof(r), end, T_PID, tid, T_CPU);
+	r.start_ns = s;
+	r.calls = calls;
+	r.sum_ns = sum_ns;
+	r.bytes = calls * 64;
+	r.slow_ns = slow_ns;
+	st_put(&w->host, &r);
 }
 
 static inline void w_step(struct world *w, uint64_t ts, uint32_t tid, uint64_t n)

@@ -376,6 +376,157 @@ static void t_alloc_mmap_reclaim(void)
 	world_free(&w);
 }
 
+/*
+ * A burst of fast allocator calls over the injection, half of it inside the
+ * calls; in the middle of it a slow call (its own event) and a preemption.
+ */
+static void inj_burst(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_burst(w, at, at + len, T_LAUNCHER, 5000, len / 2, len / 8);
+	w_interval(w, SB_EV_ALLOC, at + len / 8, at + len / 4, T_LAUNCHER, SB_FN_MALLOC);
+	w_switch_out(w, at + len / 2, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice(w, at + len / 2, at + 3 * len / 4, T_CPU, 900, 900, "noisy");
+	w_switch_in(w, at + 3 * len / 4, T_LAUNCHER, T_CPU);
+}
+
+/* a burst that begins while the GPU is busy and ends in the idle time after */
+static void inj_burst_busy(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_burst(w, at, at + len, T_LAUNCHER, 9000, *(uint64_t *)arg, 0);
+}
+
+/*
+ * A storm: fast calls took 5/8 of the span and a slow one 1/8, so the
+ * pauses between them (the rest, minus a preemption) are the storm's too.
+ */
+static void inj_storm(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_burst(w, at, at + len, T_LAUNCHER, 5000, 5 * len / 8, len / 8);
+	w_interval(w, SB_EV_ALLOC, at + len / 8, at + len / 4, T_LAUNCHER, SB_FN_MALLOC);
+	w_switch_out(w, at + len / 2, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice(w, at + len / 2, at + 9 * len / 16, T_CPU, 900, 900, "noisy");
+	w_switch_in(w, at + 9 * len / 16, T_LAUNCHER, T_CPU);
+}
+
+static void t_alloc_burst(void)
+{
+	struct world w;
+	const uint64_t len = 8 * MS;
+	struct sopt b = { .pre = PRE, .gpu = GPU, .len = len, .inj = inj_burst };
+	uint64_t sum = 85500 * US;
+	/* not a storm: 85.5 of 120 ms in calls */
+	struct sopt bb = { .pre = PRE, .gpu = GPU, .len = 120 * MS, .inj = inj_burst_busy, .arg = &sum,
+			   .busy = true };
+	struct sopt st = { .pre = PRE, .gpu = GPU, .len = len, .inj = inj_storm };
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t S = 10 * SEC, S2;
+
+	world_init(&w);
+	S = std_step(&w, S, 0, &plain);
+	S = std_step(&w, S, 1, &b);
+	S2 = S;
+	S = std_step(&w, S, 2, &bb);
+	S = std_step(&w, S, 3, &plain);
+	S = std_step(&w, S, 4, &st);
+	S = std_step(&w, S, 5, &plain);
+	w_step(&w, S, T_LAUNCHER, 6);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	/*
+	 * the slow call (len/8) is alloc by itself; the burst's len/2 is taken from
+	 * the on-CPU time that nothing else explains, in time order: everything but
+	 * the slow call and the preemption, until it is used up
+	 */
+	CHECK(blame_of(s, ENG_ALLOC, 0) == len / 8 + len / 2, "alloc %" PRIu64 ", want %" PRIu64,
+	      blame_of(s, ENG_ALLOC, 0), len / 8 + len / 2);
+	CHECK(blame_of(s, ENG_CPU_WAIT, 900) == len / 4, "cpu_wait %" PRIu64,
+	      blame_of(s, ENG_CPU_WAIT, 900));
+	CHECK(blame_of(s, ENG_HOST_COMPUTE, 0) == PRE + 1 * MS - 10 * US + len / 8,
+	      "host_compute %" PRIu64, blame_of(s, ENG_HOST_COMPUTE, 0));
+	CHECK(s->count[ENG_N_BURST_ALLOCS] == 5000 && s->count[ENG_N_ALLOCS] == 1,
+	      "burst_allocs %u slow_allocs %u", s->count[ENG_N_BURST_ALLOCS], s->count[ENG_N_ALLOCS]);
+	/*
+	 * step 2: the burst runs from Tl+1ms while the kernel does, to Tl+121ms,
+	 * 41 ms into the idle time after the kernel's end at Tl+80.02ms; its time
+	 * in calls is used up in time order, the busy part included
+	 */
+	s = step_no(e, 2);
+	REQUIRE(s, "step 2");
+	{
+		uint64_t tl = S2 + PRE, at = tl + 1 * MS, ke = tl + 20 * US + GPU;
+
+		CHECK(blame_of(s, ENG_ALLOC, 0) == sum - (ke - at), "alloc %" PRIu64 ", want %" PRIu64,
+		      blame_of(s, ENG_ALLOC, 0), sum - (ke - at));
+		CHECK(blame_of(s, ENG_HOST_COMPUTE, 0) >= at + 120 * MS - ke - (sum - (ke - at)),
+		      "host_compute %" PRIu64, blame_of(s, ENG_HOST_COMPUTE, 0));
+	}
+	s = step_no(e, 3);
+	CHECK(s && !blame_of(s, ENG_ALLOC, 0), "a plain step has alloc");
+	/* the storm: all of it but the preemption (len/16) is alloc */
+	s = step_no(e, 4);
+	REQUIRE(s, "step 4");
+	CHECK(blame_of(s, ENG_ALLOC, 0) == len - len / 16, "storm: alloc %" PRIu64 ", want %" PRIu64,
+	      blame_of(s, ENG_ALLOC, 0), len - len / 16);
+	CHECK(blame_of(s, ENG_HOST_COMPUTE, 0) == PRE + 1 * MS - 10 * US, "storm: host_compute %"
+	      PRIu64, blame_of(s, ENG_HOST_COMPUTE, 0));
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
+ * A 6 ms write(): on a CPU for 1 ms, 2 ms asleep in D (the disk), on a CPU
+ * again, then 2 ms asleep in S woken by the loader (a pipe), on a CPU 1 ms.
+ */
+static void inj_iosys(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_interval(w, SB_EV_IOSYS, at, at + 6 * MS, T_LAUNCHER, SB_IO_WRITE);
+	w_switch_out(w, at + 1 * MS, T_LAUNCHER, T_CPU, SB_STATE_DISK);
+	w_wakeup(w, at + 3 * MS, T_LAUNCHER, T_CPU, 55, 55, "kworker/u4:1");
+	w_switch_in(w, at + 3 * MS, T_LAUNCHER, T_CPU);
+	w_switch_out(w, at + 3 * MS, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	w_wakeup(w, at + 5 * MS, T_LAUNCHER, T_CPU, T_PID, T_LOADER, "loader");
+	w_switch_in(w, at + 5 * MS, T_LAUNCHER, T_CPU);
+	/* and a fault inside it, while on a CPU: the fault's */
+	w_fault(w, at + 5 * MS + 100 * US, T_LAUNCHER, 0, 1);
+}
+
+static void t_iosys(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 6 * MS, .inj = inj_iosys };
+	struct eng_fault_model fm;
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t fault;
+
+	world_init(&w);
+	run_steps(&w, 3, 1, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	engine_fault_model(e, &fm);
+	fault = blame_of(s, ENG_PAGE_FAULT, 0);
+	CHECK(fault == fm.per_fault_ns, "page_fault %" PRIu64 ", want %" PRIu64, fault,
+	      fm.per_fault_ns);
+	/* on a CPU 2 ms and in D 2 ms: io_wait; in S 2 ms: blocked on the loader */
+	CHECK(blame_of(s, ENG_IO_WAIT, 0) == 4 * MS - fault, "io_wait %" PRIu64,
+	      blame_of(s, ENG_IO_WAIT, 0));
+	CHECK(blame_of(s, ENG_BLOCKED, T_PID) == 2 * MS + BASE_BLOCKED, "blocked %" PRIu64,
+	      blame_of(s, ENG_BLOCKED, T_PID));
+	CHECK(blame_of(s, ENG_HOST_COMPUTE, 0) == PRE + 1 * MS - 10 * US, "host_compute %" PRIu64,
+	      blame_of(s, ENG_HOST_COMPUTE, 0));
+	CHECK(s->count[ENG_N_IO] == 1, "io_calls %u", s->count[ENG_N_IO]);
+	s = step_no(e, 2);
+	CHECK(s && !blame_of(s, ENG_IO_WAIT, 0) && !s->count[ENG_N_IO], "a plain step has io");
+	engine_free(e);
+	world_free(&w);
+}
+
 /* pulled off its CPU by the migration stopper, then waits on the new CPU */
 static void inj_migrate(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
@@ -892,6 +1043,8 @@ int main(void)
 	RUN(t_fault_storm);
 	RUN(t_major_fault);
 	RUN(t_io_wait);
+	RUN(t_alloc_burst);
+	RUN(t_iosys);
 	RUN(t_fault_then_sleep_is_not_the_faults);
 	RUN(t_alloc_mmap_reclaim);
 	RUN(t_migration);

@@ -48,6 +48,10 @@ static struct field {
 	F(sb_thread, h), F(sb_thread, parent_tid), F(sb_thread, pad), F(sb_thread, comm),
 	F(sb_rename, h), F(sb_rename, oldcomm), F(sb_rename, newcomm),
 	F(sb_cuda, h), F(sb_cuda, start_ns), F(sb_cuda, fn), F(sb_cuda, sym),
+	F(sb_alloc_burst, h), F(sb_alloc_burst, start_ns), F(sb_alloc_burst, calls),
+	F(sb_alloc_burst, sum_ns), F(sb_alloc_burst, bytes), F(sb_alloc_burst, slow_ns),
+	F(sb_iosys, h), F(sb_iosys, start_ns), F(sb_iosys, ret), F(sb_iosys, len),
+	F(sb_iosys, call), F(sb_iosys, fd),
 	F(sb_text, h), F(sb_text, len), F(sb_text, id),
 	F(sb_cpu, h), F(sb_cpu, node), F(sb_cpu, online),
 	F(sb_alloc_stats, h), F(sb_alloc_stats, calls), F(sb_alloc_stats, ns),
@@ -65,7 +69,8 @@ static struct field {
 static const struct { const char *s; size_t size; } structs[] = {
 	S(sbt_file_hdr), S(sb_hdr), S(sb_switch_out), S(sb_switch_in), S(sb_runslice),
 	S(sb_wakeup), S(sb_migrate), S(sb_fault), S(sb_reclaim), S(sb_mmsys), S(sb_alloc),
-	S(sb_step), S(sb_thread), S(sb_rename), S(sb_cuda), S(sb_text), S(sb_cpu),
+	S(sb_step), S(sb_thread), S(sb_rename), S(sb_cuda), S(sb_alloc_burst), S(sb_iosys),
+	S(sb_text), S(sb_cpu),
 	S(sb_alloc_stats), S(sb_drops), S(sb_gpu), S(sb_trailer),
 };
 
@@ -209,7 +214,7 @@ static void t_schema_matches_structs(void)
 		      fields[i].f);
 	CHECK(heads == ARRAY_SIZE(structs), "%zu struct headings with sizes, want %zu", heads,
 	      ARRAY_SIZE(structs));
-	CHECK(types == 25, "%zu rows in the record-type table, want 25", types);
+	CHECK(types == 27, "%zu rows in the record-type table, want 27", types);
 	CHECK(rows == ARRAY_SIZE(fields), "%zu field rows", rows);
 }
 

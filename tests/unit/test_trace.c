@@ -119,6 +119,8 @@ static size_t struct_size(unsigned t)
 	case SB_EV_THREAD_NEW: case SB_EV_THREAD_EXIT: return sizeof(struct sb_thread);
 	case SB_EV_RENAME: return sizeof(struct sb_rename);
 	case SB_EV_CUDA: return sizeof(struct sb_cuda);
+	case SB_EV_ALLOC_BURST: return sizeof(struct sb_alloc_burst);
+	case SB_EV_IOSYS: return sizeof(struct sb_iosys);
 	case SB_REC_CPU: return sizeof(struct sb_cpu);
 	case SB_REC_ALLOC_STATS: return sizeof(struct sb_alloc_stats);
 	case SB_REC_DROPS: return sizeof(struct sb_drops);
@@ -134,6 +136,8 @@ static const unsigned all_types[] = {
 	SB_EV_THREAD_EXIT, SB_EV_RENAME, SB_EV_CUDA, SB_REC_HOST, SB_REC_CPU, SB_REC_TARGET,
 	SB_REC_THREAD, SB_REC_ALLOC_STATS, SB_REC_DROPS, SB_REC_PROBE, SB_REC_GPU,
 	SB_REC_STRING, SB_REC_NOTE,
+	/* added later: at the end, so the records the cases above pick keep their types */
+	SB_EV_ALLOC_BURST, SB_EV_IOSYS,
 };
 
 static _Alignas(8) unsigned char genbuf[65536];
