@@ -6,6 +6,7 @@
 #   make test       build with ASan+UBSan (build/san/) and run the tests (root for BPF tests)
 #   make demo       build, run simtrainer with injected interference, print the report
 #   make bench      overhead benchmarks (bench/RESULTS.md)
+#   make fuzz       run the fuzz targets FUZZ_SECONDS (60) each (tests/fuzz/README.md)
 
 CLANG    ?= clang
 CC       ?= cc
@@ -165,6 +166,11 @@ demo:
 
 bench: all
 	./bench/run
+
+# libFuzzer targets (trace reader, channel reader, CUPTI translation); FUZZ_SECONDS each
+FUZZ_SECONDS ?= 60
+fuzz: check-deps
+	BUILD=$(BUILD) ./tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf build
