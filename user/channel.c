@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -369,6 +370,8 @@ struct sbc_reader {
 	bool translate;        /* target in another pid namespace: map its tids */
 	uint64_t stale;
 	uint64_t base_ring, base_string, base_source;
+	uint64_t last_ring, last_string, last_source; /* what sbc_counters last read */
+	bool broken;           /* the file was cut short under the mapping (SIGBUS) */
 	uint64_t *seen;        /* bitmap of string ids passed on this session */
 	char producer[sizeof(((struct sbc_header *)0)->producer)];
 	unsigned ntids;
@@ -379,6 +382,59 @@ struct sbc_reader {
 		char bytes[sizeof(struct sb_text) + SBC_STRING_SIZE];
 	} text;
 };
+
+/*
+ * The producer's user owns the channel file and may truncate it while the
+ * agent has it mapped: touching a mapped page past the new end of the file is
+ * SIGBUS, which would kill the agent (root) on the trainer's say-so. So every
+ * access of the reader to the mapping runs under a guard: a SIGBUS at an
+ * address inside the guarded mapping jumps back out, the reader is marked
+ * broken and its calls fail with -EIO from then on. Any other SIGBUS goes to
+ * whatever handled it before. Only the agent's side installs the handler.
+ */
+static struct sigaction bus_prev;
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+static __thread sigjmp_buf *bus_jmp;
+static __thread const char *bus_lo, *bus_hi;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	const char *a = si->si_addr;
+
+	if (bus_jmp && a >= bus_lo && a < bus_hi)
+		siglongjmp(*bus_jmp, 1);
+	if (bus_prev.sa_flags & SA_SIGINFO)
+		bus_prev.sa_sigaction(sig, si, uc);
+	else if (bus_prev.sa_handler != SIG_DFL && bus_prev.sa_handler != SIG_IGN)
+		bus_prev.sa_handler(sig);
+	else
+		signal(SIGBUS, SIG_DFL); /* the access faults again, with the default action */
+}
+
+static void bus_install(void)
+{
+	struct sigaction sa = { .sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO | SA_NODEFER };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &bus_prev);
+}
+
+/*
+ * Open a guarded section over [lo, lo + len) in a function returning `fail`;
+ * close it with BUS_END() on every return path. Nothing set inside the section
+ * may be relied on once the jump is taken (only *broken is written there).
+ */
+#define BUS_BEGIN(lo, len, broken, fail) \
+	sigjmp_buf bus_jb_; \
+	if (sigsetjmp(bus_jb_, 0)) { \
+		bus_jmp = NULL; \
+		*(broken) = true; \
+		return fail; \
+	} \
+	bus_lo = (const char *)(lo); \
+	bus_hi = bus_lo + (len); \
+	bus_jmp = &bus_jb_
+#define BUS_END() (bus_jmp = NULL)
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -531,10 +587,11 @@ struct sbc_reader *sbc_attach(pid_t pid, char *err, size_t errlen)
 {
 	char status[4096], path[128], why[128];
 	long nspids[16], uids[4];
-	struct sbc_reader *r = NULL;
+	struct sbc_reader *volatile r = NULL; /* volatile: read after a SIGBUS jump */
 	struct stat st;
 	int fd, n, e;
 	void *map;
+	sigjmp_buf jb;
 
 	if (pid <= 0) {
 		set_err(err, errlen, "invalid pid %d", (int)pid);
@@ -608,6 +665,16 @@ struct sbc_reader *sbc_attach(pid_t pid, char *err, size_t errlen)
 	}
 	close(fd);
 	fd = -1;
+	/* from here on the file may shrink under us: see on_sigbus */
+	pthread_once(&bus_once, bus_install);
+	if (sigsetjmp(jb, 0)) {
+		set_err(err, errlen, "refusing %s: it was cut short while being read", path);
+		e = EPERM;
+		goto fail_unmap;
+	}
+	bus_lo = map;
+	bus_hi = (const char *)map + st.st_size;
+	bus_jmp = &jb;
 	e = -check_header(map, (size_t)st.st_size, nspid, why, sizeof(why));
 	if (e) {
 		set_err(err, errlen, "refusing %s: it %s", path, why);
@@ -648,9 +715,11 @@ struct sbc_reader *sbc_attach(pid_t pid, char *err, size_t errlen)
 		e = EPERM;
 		goto fail_unmap;
 	}
+	BUS_END();
 	return r;
 
 fail_unmap:
+	BUS_END();
 	if (r)
 		free(r->seen);
 	free(r);
@@ -674,15 +743,21 @@ int sbc_set_enabled(struct sbc_reader *r, bool on)
 
 	if (!r)
 		return -EINVAL;
+	if (r->broken)
+		return -EIO;
 	h = r->hdr;
+	BUS_BEGIN(r->hdr, r->map_len, &r->broken, -EIO);
 	if (!on) {
 		if (r->enabled && LOAD(&h->agent_pid, RELAXED) == (uint32_t)getpid())
 			STORE(&h->control, SBC_CONTROL_OFF, RELEASE);
 		r->enabled = false;
+		BUS_END();
 		return 0;
 	}
-	if (busy(h))
+	if (busy(h)) {
+		BUS_END();
 		return -EBUSY;
+	}
 	STORE(&h->control, SBC_CONTROL_OFF, RELEASE);
 	r->epoch = LOAD(&h->epoch, RELAXED) + 1;
 	if (!r->epoch)
@@ -701,17 +776,22 @@ int sbc_set_enabled(struct sbc_reader *r, bool on)
 	r->base_ring = LOAD(&h->ring_drops, RELAXED);
 	r->base_string = LOAD(&h->string_drops, RELAXED);
 	r->base_source = LOAD(&h->source_drops, RELAXED);
+	r->last_ring = r->last_string = r->last_source = 0;
 	STORE(&h->agent_pid, (uint32_t)getpid(), RELAXED);
 	STORE(&h->heartbeat_ns, now_ns(), RELAXED);
 	STORE(&h->control, SBC_CONTROL_ON, RELEASE);
 	r->enabled = true;
+	BUS_END();
 	return 0;
 }
 
 void sbc_heartbeat(struct sbc_reader *r)
 {
-	if (r && r->enabled)
-		STORE(&r->hdr->heartbeat_ns, now_ns(), RELAXED);
+	if (!r || !r->enabled || r->broken)
+		return;
+	BUS_BEGIN(r->hdr, r->map_len, &r->broken, );
+	STORE(&r->hdr->heartbeat_ns, now_ns(), RELAXED);
+	BUS_END();
 }
 
 static void tid_rescan(struct sbc_reader *r)
@@ -808,14 +888,12 @@ static int pass_name(struct sbc_reader *r, int (*cb)(void *, const struct sb_hdr
 	return 0;
 }
 
-int sbc_drain(struct sbc_reader *r, int (*cb)(void *ctx, const struct sb_hdr *rec), void *ctx)
+static int drain_ring(struct sbc_reader *r, int (*cb)(void *ctx, const struct sb_hdr *rec),
+		      void *ctx)
 {
-	int64_t offset;
+	int64_t offset = LOAD(&r->hdr->clock_offset_ns, RELAXED);
 	int delivered = 0, err;
 
-	if (!r || !cb)
-		return -EINVAL;
-	offset = LOAD(&r->hdr->clock_offset_ns, RELAXED);
 	for (uint32_t n = 0; n < r->cap; n++) {
 		struct sbc_slot *s = &r->ring[r->pos & r->mask];
 
@@ -846,15 +924,42 @@ int sbc_drain(struct sbc_reader *r, int (*cb)(void *ctx, const struct sb_hdr *re
 	return delivered;
 }
 
+int sbc_drain(struct sbc_reader *r, int (*cb)(void *ctx, const struct sb_hdr *rec), void *ctx)
+{
+	int n;
+
+	if (!r || !cb)
+		return -EINVAL;
+	if (r->broken)
+		return -EIO;
+	BUS_BEGIN(r->hdr, r->map_len, &r->broken, -EIO);
+	n = drain_ring(r, cb, ctx);
+	BUS_END();
+	return n;
+}
+
+static void read_counters(struct sbc_reader *r)
+{
+	if (r->broken)
+		return; /* the last values read stand */
+	BUS_BEGIN(r->hdr, r->map_len, &r->broken, );
+	r->last_ring = LOAD(&r->hdr->ring_drops, RELAXED) - r->base_ring;
+	r->last_string = LOAD(&r->hdr->string_drops, RELAXED) - r->base_string;
+	r->last_source = LOAD(&r->hdr->source_drops, RELAXED) - r->base_source;
+	BUS_END();
+}
+
 void sbc_counters(struct sbc_reader *r, uint64_t *ring_drops, uint64_t *string_drops,
 		  uint64_t *source_drops)
 {
+	if (r)
+		read_counters(r);
 	if (ring_drops)
-		*ring_drops = r ? LOAD(&r->hdr->ring_drops, RELAXED) - r->base_ring : 0;
+		*ring_drops = r ? r->last_ring : 0;
 	if (string_drops)
-		*string_drops = r ? LOAD(&r->hdr->string_drops, RELAXED) - r->base_string : 0;
+		*string_drops = r ? r->last_string : 0;
 	if (source_drops)
-		*source_drops = r ? LOAD(&r->hdr->source_drops, RELAXED) - r->base_source : 0;
+		*source_drops = r ? r->last_source : 0;
 }
 
 uint64_t sbc_stale(const struct sbc_reader *r)

@@ -149,7 +149,10 @@ void sbc_heartbeat(struct sbc_reader *r);
  * record (h.pid = the host pid, tids translated to host tids, timestamps on
  * CLOCK_MONOTONIC). A name that cannot be resolved is passed as name_id 0.
  * cb returns 0 to go on or -errno to stop (the record stays in the ring).
- * Returns the number of GPU records delivered, or cb's -errno.
+ * Returns the number of GPU records delivered, or cb's -errno, or -EIO once
+ * the producer has cut the file short under the mapping (the reader is broken
+ * for good: every call fails or does nothing, sbc_counters keeps the last
+ * values it read; detach it).
  */
 int sbc_drain(struct sbc_reader *r, int (*cb)(void *ctx, const struct sb_hdr *rec), void *ctx);
 /* drops since this reader's last enable */

@@ -54,6 +54,7 @@ struct capture {
 	uint64_t last_drops_total;
 	int probes_written;          /* probe statuses already in the trace */
 	bool chan_inert;             /* the collector said it cannot work: stop looking */
+	bool chan_broken;            /* its producer cut the channel file short under us */
 	/* one buffer for every record the agent builds itself */
 	union {
 		struct sb_hdr h;
@@ -265,16 +266,25 @@ static int pidfd_open_(pid_t pid)
 #endif
 }
 
-static bool target_gone(pid_t pid, int pidfd, uint64_t start_ticks)
+enum { TARGET_HERE, TARGET_EXITED, TARGET_REUSED };
+
+static int target_gone(pid_t pid, int pidfd, uint64_t start_ticks)
 {
+	uint64_t st;
+
 	if (pidfd >= 0) {
 		struct pollfd p = { .fd = pidfd, .events = POLLIN };
 
 		if (poll(&p, 1, 0) == 1)
-			return true;
+			return TARGET_EXITED;
 	}
 	/* without pidfd: gone, a zombie, or the PID reused by another process */
-	return !target_alive(pid) || target_start_time(pid) != start_ticks;
+	if (!target_alive(pid))
+		return TARGET_EXITED;
+	st = target_start_time(pid);
+	if (st != start_ticks)
+		return st ? TARGET_REUSED : TARGET_EXITED;
+	return TARGET_HERE;
 }
 
 int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
@@ -285,7 +295,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	char err[512];
 	uint64_t start, now, last_tick = 0, last_sec, start_ticks;
 	uint64_t tick = o->tick_ns ? o->tick_ns : 100000000ull;
-	int pidfd = -1, ret = 1;
+	int pidfd = -1, ret = 1, gone = TARGET_HERE;
 	pid_t pid = o->probe.pid;
 
 	memset(res, 0, sizeof(*res));
@@ -357,9 +367,22 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		now = mono_ns();
 		if (now - last_tick >= tick) {
 			last_tick = now;
+			/*
+			 * The probes wake us only when the backlog crosses wake_bytes, and
+			 * two CPUs reserving at once can step over that window: no wakeup
+			 * then, ever, and the ring fills and drops for the rest of the
+			 * capture. ring_buffer__poll consumes nothing on a timeout, so the
+			 * tick reads the ring itself.
+			 */
+			if (!c->sink_err)
+				ring_buffer__consume(rb);
 			if (c->chan) {
 				sbc_heartbeat(c->chan);
-				sbc_drain(c->chan, chan_cb, c);
+				if (sbc_drain(c->chan, chan_cb, c) == -EIO && !c->chan_broken) {
+					c->chan_broken = true;
+					note(c, "the GPU channel of PID %d was cut short by its owner "
+					     "while mapped: no GPU timeline from here on", (int)pid);
+				}
 			}
 		}
 		if (now - last_sec >= 1000000000ull) {
@@ -380,7 +403,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			res->end_reason = SBT_END_DURATION;
 			break;
 		}
-		if (target_gone(pid, pidfd, start_ticks)) {
+		gone = target_gone(pid, pidfd, start_ticks);
+		if (gone != TARGET_HERE) {
 			res->end_reason = SBT_END_TARGET_EXIT;
 			break;
 		}
@@ -392,7 +416,11 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		sbc_drain(c->chan, chan_cb, c);
 	if (!c->sink_err) {
 		probes_alloc_stats(c->probes, alloc_stats_cb, c);
-		if (res->end_reason == SBT_END_TARGET_EXIT)
+		if (gone == TARGET_REUSED)
+			note(c, "the target (PID %d) exited during the capture and its PID now belongs "
+			     "to another process (the capture stopped when that was seen; the last "
+			     "events may be that process's)", (int)pid);
+		else if (res->end_reason == SBT_END_TARGET_EXIT)
 			note(c, "the target (PID %d) exited during the capture", (int)pid);
 		put_drops(c);
 	}
@@ -517,6 +545,10 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			} else if (!parse_u64(optarg, &v) || v >= CPU_SETSIZE) {
 				sb_err("%s: --agent-cpu wants a CPU number or 'none', got '%s'", cmd,
 				       optarg);
+				return -1;
+			} else if (v >= (uint64_t)sysconf(_SC_NPROCESSORS_CONF)) {
+				sb_err("%s: --agent-cpu %s: this machine has CPUs 0 to %ld", cmd, optarg,
+				       sysconf(_SC_NPROCESSORS_CONF) - 1);
 				return -1;
 			} else {
 				o->agent_cpu = (int)v;

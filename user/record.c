@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmds.h"
 #include "collect.h"
+#include "engine.h"
 #include "target.h"
 #include "trace.h"
 #include "util.h"
@@ -44,12 +46,14 @@ static const char record_usage[] =
 static const char attach_usage[] =
 "usage: stepblame attach -p PID [-d SEC] [--json OUT] [options]\n"
 "\n"
-"Trace process PID live. Prints a summary line every second: events by kind, the\n"
-"tasks that ran while the trainer's threads waited for a CPU, steps, drops.\n"
-"Stops with -d, Ctrl-C, or when PID exits. Takes the options of `stepblame record`\n"
-"(see stepblame record --help) but -o.\n"
+"Trace process PID live: one line per finished step (time, GPU idle, the top cause\n"
+"and culprit; tail steps marked), a line per second while no step finishes, and\n"
+"the full report when it stops (-d, Ctrl-C, or PID exits). If the trainer runs the\n"
+"GPU collector (stepblame run --dormant), collection is turned on while attached.\n"
+"Takes the options of `stepblame record` but -o (see stepblame record --help).\n"
 "\n"
-"  --json OUT              also write the per-second summaries as JSON lines to OUT\n";
+"  --json OUT              also write each step as a JSON line to OUT (the objects of\n"
+"                          `stepblame report --format jsonl`, schemas/report.schema.json)\n";
 
 static int write_sink(void *ctx, const struct sb_hdr *rec)
 {
@@ -83,6 +87,32 @@ static int preflight(pid_t pid)
 	return 0;
 }
 
+/*
+ * The trace is renamed onto OUT at the end: a directory there would fail only
+ * then, after the whole capture, and a device or FIFO (/dev/null) would be
+ * replaced by a regular file. Refuse both before anything starts.
+ */
+static int check_output(const char *out)
+{
+	struct stat st;
+
+	if (!*out) {
+		sb_err("record: -o wants a file name");
+		return 2;
+	}
+	if (stat(out, &st) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			sb_err("cannot write %s: it is a directory (give a file name in it)", out);
+			return 1;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			sb_err("refusing to write %s: it exists and is not a regular file", out);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 int cmd_record(int argc, char **argv)
 {
 	struct collect_opts o;
@@ -106,6 +136,9 @@ int cmd_record(int argc, char **argv)
 		sb_err("record: needs -p PID and -o FILE (see stepblame record --help)");
 		return 2;
 	}
+	rc = check_output(out);
+	if (rc)
+		return rc;
 	if (preflight(o.probe.pid))
 		return 1;
 	w = sbt_create(out);
@@ -149,48 +182,17 @@ int cmd_record(int argc, char **argv)
 	return 0;
 }
 
-/* ---- attach: rolling per-second summary ---- */
-
-#define TOP 4
+/* ---- attach: the engine, live ---- */
 
 struct live {
+	struct engine *eng;
 	FILE *json;
 	pid_t pid;
 	uint64_t start;
-	uint64_t n[SB_TYPE_MAX];
-	uint64_t wait_ns;           /* runnable-but-waiting time of target threads */
+	uint64_t steps_this_second;
+	uint64_t n[SB_TYPE_MAX];     /* records this second, for the no-steps-yet line */
 	uint64_t drops;
-	uint64_t last_step;
-	bool have_step;
-	struct {
-		uint32_t pid;
-		char comm[SB_COMM_LEN];
-		uint64_t ns;
-	} top[32];
-	int ntop;
 };
-
-static void live_add_runslice(struct live *l, const struct sb_runslice *r)
-{
-	uint64_t ns = r->h.ts > r->start_ns ? r->h.ts - r->start_ns : 0;
-	int i;
-
-	if (r->h.pid == (uint32_t)l->pid)
-		return;
-	for (i = 0; i < l->ntop; i++)
-		if (l->top[i].pid == r->h.pid)
-			break;
-	if (i == l->ntop) {
-		if (l->ntop == (int)ARRAY_SIZE(l->top))
-			return;
-		l->ntop++;
-		l->top[i].pid = r->h.pid;
-		l->top[i].ns = 0;
-		memcpy(l->top[i].comm, r->comm, SB_COMM_LEN);
-		l->top[i].comm[SB_COMM_LEN - 1] = 0;
-	}
-	l->top[i].ns += ns;
-}
 
 static int live_sink(void *ctx, const struct sb_hdr *rec)
 {
@@ -198,75 +200,58 @@ static int live_sink(void *ctx, const struct sb_hdr *rec)
 
 	if (rec->type < SB_TYPE_MAX)
 		l->n[rec->type]++;
-	switch (rec->type) {
-	case SB_EV_RUNSLICE:
-		live_add_runslice(l, (const struct sb_runslice *)rec);
-		break;
-	case SB_EV_SWITCH_IN:
-		l->wait_ns += ((const struct sb_switch_in *)rec)->wait_ns;
-		break;
-	case SB_EV_STEP:
-		l->last_step = ((const struct sb_step *)rec)->step;
-		l->have_step = true;
-		break;
-	case SB_REC_DROPS: {
+	if (rec->type == SB_REC_DROPS) {
 		const struct sb_drops *d = (const void *)rec;
 		uint64_t t = d->gpu_channel + d->gpu_source + d->wait_overflow;
 
 		for (int i = 0; i <= SB_EV_KERNEL_MAX; i++)
 			t += d->ring[i];
 		l->drops = t;
-		break;
 	}
-	}
+	engine_feed(l->eng, rec);
 	return 0;
 }
 
-static int cmp_top(const void *a, const void *b)
+static void live_step(void *ctx, const struct eng_step *s)
 {
-	const typeof(((struct live *)0)->top[0]) *x = a, *y = b;
+	struct live *l = ctx;
+	struct eng_summary sum;
 
-	return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
+	engine_running_summary(l->eng, &sum);
+	report_step_line(l->eng, s, &sum, stdout);
+	fflush(stdout);
+	if (l->json) {
+		report_step_json(l->eng, s, &sum, l->json);
+		fflush(l->json);
+	}
+	l->steps_this_second++;
 }
 
+/* a second without a finished step: say what is happening instead */
 static void live_second(void *ctx, uint64_t now)
 {
 	struct live *l = ctx;
-	uint64_t sw = l->n[SB_EV_SWITCH_OUT], wk = l->n[SB_EV_WAKEUP];
-	char who[256] = "";
-	size_t off = 0;
 
-	qsort(l->top, l->ntop, sizeof(l->top[0]), cmp_top);
-	for (int i = 0; i < l->ntop && i < TOP; i++)
-		off += snprintf(who + off, sizeof(who) - off, "%s%s[%u] %.1fms", i ? ", " : "",
-				l->top[i].comm, l->top[i].pid, l->top[i].ns / 1e6);
-	printf("%6.1fs  steps %-5" PRIu64 " switches %-6" PRIu64 " wakeups %-6" PRIu64
-	       " waited %.1fms  faults %-6" PRIu64 " mm %-4" PRIu64 " alloc %-4" PRIu64
-	       " migr %-3" PRIu64 " gpu %-6" PRIu64 " drops %" PRIu64 "%s%s\n",
-	       (now - l->start) / 1e9, l->n[SB_EV_STEP], sw, wk, l->wait_ns / 1e6,
-	       l->n[SB_EV_FAULT], l->n[SB_EV_MMSYS], l->n[SB_EV_ALLOC], l->n[SB_EV_MIGRATE],
-	       l->n[SB_REC_GPU], l->drops, l->ntop ? "  stolen by: " : "", who);
+	engine_advance(l->eng, now);
+	if (!l->steps_this_second)
+		printf("%6.1fs  no step finished: %" PRIu64 " switches, %" PRIu64 " wakeups, %" PRIu64
+		       " faults, %" PRIu64 " allocator/mmap calls, %" PRIu64 " step marks, %" PRIu64
+		       " GPU records, %" PRIu64 " dropped\n",
+		       (now - l->start) / 1e9, l->n[SB_EV_SWITCH_OUT], l->n[SB_EV_WAKEUP],
+		       l->n[SB_EV_FAULT], l->n[SB_EV_ALLOC] + l->n[SB_EV_MMSYS], l->n[SB_EV_STEP],
+		       l->n[SB_REC_GPU], l->drops);
 	fflush(stdout);
-	if (l->json) {
-		fprintf(l->json, "{\"t_ns\":%" PRIu64 ",\"steps\":%" PRIu64 ",\"switches\":%" PRIu64
-			",\"wakeups\":%" PRIu64 ",\"wait_ns\":%" PRIu64 ",\"faults\":%" PRIu64
-			",\"mmsys\":%" PRIu64 ",\"alloc\":%" PRIu64 ",\"migrations\":%" PRIu64
-			",\"gpu\":%" PRIu64 ",\"drops\":%" PRIu64 "}\n",
-			now, l->n[SB_EV_STEP], sw, wk, l->wait_ns, l->n[SB_EV_FAULT],
-			l->n[SB_EV_MMSYS], l->n[SB_EV_ALLOC], l->n[SB_EV_MIGRATE], l->n[SB_REC_GPU],
-			l->drops);
-		fflush(l->json);
-	}
 	memset(l->n, 0, sizeof(l->n));
-	l->wait_ns = 0;
-	l->ntop = 0;
+	l->steps_this_second = 0;
 }
 
 int cmd_attach(int argc, char **argv)
 {
+	struct engine_opts eo = { 0 };
 	struct collect_opts o;
 	struct collect_result res;
 	const char *json = NULL;
+	char err[256];
 	struct live *l;
 	int i, rc;
 
@@ -291,25 +276,39 @@ int cmd_attach(int argc, char **argv)
 	if (!l)
 		return 1;
 	l->pid = o.probe.pid;
+	l->eng = engine_new(&eo, err, sizeof(err));
+	if (!l->eng) {
+		sb_err("attach: %s", err);
+		free(l);
+		return 1;
+	}
 	if (json) {
 		l->json = fopen(json, "we");
 		if (!l->json) {
 			sb_err("cannot write %s: %s", json, strerror(errno));
+			engine_free(l->eng);
 			free(l);
 			return 1;
 		}
 	}
+	engine_set_step_cb(l->eng, live_step, l);
 	l->start = mono_ns();
 	o.on_second = live_second;
 	o.on_second_ctx = l;
 	collect_signals();
 	rc = collect_run(&o, live_sink, l, &res);
-	if (!rc && !o.quiet)
-		fprintf(stderr, "stepblame: detached after %.1f s (%s); %" PRIu64 " events dropped\n",
-			(res.end_ns - res.start_ns) / 1e9, end_reason_text(res.end_reason),
-			res.drops_total);
+	if (!rc) {
+		engine_finish(l->eng);
+		if (!o.quiet)
+			fprintf(stderr, "stepblame: detached after %.1f s (%s); %" PRIu64
+				" events dropped\n", (res.end_ns - res.start_ns) / 1e9,
+				end_reason_text(res.end_reason), res.drops_total);
+		printf("\n");
+		report_text(l->eng, stdout);
+	}
 	if (l->json)
 		fclose(l->json);
+	engine_free(l->eng);
 	free(l);
 	return rc;
 }

@@ -24,6 +24,16 @@ int target_check(pid_t pid, char *err, size_t errlen)
 		snprintf(err, errlen, "invalid PID %d", (int)pid);
 		return -EINVAL;
 	}
+	/*
+	 * The probes filter on the PID as the initial pid namespace sees it, where 1
+	 * is always the machine's init. A trainer that is PID 1 of its container has
+	 * another PID on the host: that one works.
+	 */
+	if (pid == 1) {
+		snprintf(err, errlen, "PID 1 is the init process; stepblame traces a trainer "
+			 "(a trainer that is PID 1 in a container: give its PID as the host sees it)");
+		return -EINVAL;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	n = read_small_file(path, buf, sizeof(buf));
 	if (n == -ENOENT || n == -ESRCH) {

@@ -111,7 +111,8 @@ int64_t parse_duration_ns(const char *s)
 		return -1;
 	errno = 0;
 	v = strtod(s, &end);
-	if (errno || end == s || v < 0)
+	/* !(v >= 0) also refuses "nan", whose conversion to an integer is undefined */
+	if (errno || end == s || !(v >= 0))
 		return -1;
 	if (!*end || !strcmp(end, "s"))
 		v *= 1e9;
@@ -127,7 +128,7 @@ int64_t parse_duration_ns(const char *s)
 		v *= 3600e9;
 	else
 		return -1;
-	if (v > 9e18)
+	if (!(v <= 9e18))
 		return -1;
 	return (int64_t)v;
 }

@@ -54,8 +54,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				__builtin_trap(); /* handed out a record it should have refused */
 		sbt_close(r);
 	}
-	cmd_dump(3, argv);
-	argv[1] = "--abs";
+	/* one dump per input (each open maps a 1 MiB buffer: the cost of a run); the
+	 * input's length picks the output, so both are exercised on every shape */
+	if (size & 1)
+		argv[1] = "--abs";
 	cmd_dump(3, argv);
 	return 0;
 }
