@@ -84,7 +84,8 @@ static __always_inline void *reserve(__u32 type, __u32 size)
 static __always_inline void submit(void *rec)
 {
 	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-	__u64 size = ((struct sb_hdr *)rec)->size;
+	/* what the record takes in the ring: its size plus the ring's 8-byte header */
+	__u64 size = ((struct sb_hdr *)rec)->size + 8;
 	__u64 flags = BPF_RB_NO_WAKEUP;
 
 	/* avail already counts this record: it was reserved */

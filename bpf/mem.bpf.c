@@ -319,12 +319,18 @@ int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
 	return mm_exit(ret);
 }
 
-/* per-syscall tracepoints: only these calls pay (need tracefs to attach); the loader attaches all or none */
-#define MM_TP(name, call) \
+/*
+ * Per-syscall tracepoints: only these calls pay (need tracefs to attach); the
+ * loader attaches all or none. A program may not read past its tracepoint's
+ * record (the kernel refuses the attach), so only the call's own arguments
+ * are read: nargs of them, at most three.
+ */
+#define MM_TP(name, call, nargs) \
 SEC("tracepoint/syscalls/sys_enter_" #name) \
 int tp_enter_##name(struct trace_event_raw_sys_enter *ctx) \
 { \
-	return mm_enter(call, ctx->args[0], ctx->args[1], ctx->args[2]); \
+	return mm_enter(call, ctx->args[0], (nargs) > 1 ? ctx->args[1] : 0, \
+			(nargs) > 2 ? ctx->args[2] : 0); \
 } \
 SEC("tracepoint/syscalls/sys_exit_" #name) \
 int tp_exit_##name(struct trace_event_raw_sys_exit *ctx) \
@@ -332,22 +338,22 @@ int tp_exit_##name(struct trace_event_raw_sys_exit *ctx) \
 	return mm_exit(ctx->ret); \
 }
 
-MM_TP(mmap, SB_SYS_MMAP)
-MM_TP(munmap, SB_SYS_MUNMAP)
-MM_TP(brk, SB_SYS_BRK)
-MM_TP(madvise, SB_SYS_MADVISE)
-MM_TP(mprotect, SB_SYS_MPROTECT)
-MM_TP(mremap, SB_SYS_MREMAP)
-MM_TP(read, IO_CALL | SB_IO_READ)
-MM_TP(write, IO_CALL | SB_IO_WRITE)
-MM_TP(pread64, IO_CALL | SB_IO_PREAD)
-MM_TP(pwrite64, IO_CALL | SB_IO_PWRITE)
-MM_TP(readv, IO_CALL | SB_IO_READV)
-MM_TP(writev, IO_CALL | SB_IO_WRITEV)
-MM_TP(fsync, IO_CALL | SB_IO_FSYNC)
-MM_TP(fdatasync, IO_CALL | SB_IO_FDATASYNC)
-MM_TP(sync_file_range, IO_CALL | SB_IO_SYNC_FILE_RANGE)
-MM_TP(unlinkat, IO_CALL | SB_IO_UNLINKAT)
+MM_TP(mmap, SB_SYS_MMAP, 6)
+MM_TP(munmap, SB_SYS_MUNMAP, 2)
+MM_TP(brk, SB_SYS_BRK, 1)
+MM_TP(madvise, SB_SYS_MADVISE, 3)
+MM_TP(mprotect, SB_SYS_MPROTECT, 3)
+MM_TP(mremap, SB_SYS_MREMAP, 5)
+MM_TP(read, IO_CALL | SB_IO_READ, 3)
+MM_TP(write, IO_CALL | SB_IO_WRITE, 3)
+MM_TP(pread64, IO_CALL | SB_IO_PREAD, 4)
+MM_TP(pwrite64, IO_CALL | SB_IO_PWRITE, 4)
+MM_TP(readv, IO_CALL | SB_IO_READV, 3)
+MM_TP(writev, IO_CALL | SB_IO_WRITEV, 3)
+MM_TP(fsync, IO_CALL | SB_IO_FSYNC, 1)
+MM_TP(fdatasync, IO_CALL | SB_IO_FDATASYNC, 1)
+MM_TP(sync_file_range, IO_CALL | SB_IO_SYNC_FILE_RANGE, 4)
+MM_TP(unlinkat, IO_CALL | SB_IO_UNLINKAT, 3)
 #ifdef NR_UNLINK
-MM_TP(unlink, IO_CALL | SB_IO_UNLINK)
+MM_TP(unlink, IO_CALL | SB_IO_UNLINK, 1)
 #endif

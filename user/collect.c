@@ -403,7 +403,9 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			res->end_reason = SBT_END_DURATION;
 			break;
 		}
-		gone = target_gone(pid, pidfd, start_ticks);
+		/* /proc is read once per tick, not per wakeup: it was most of the agent's CPU */
+		if (now == last_tick)
+			gone = target_gone(pid, pidfd, start_ticks);
 		if (gone != TARGET_HERE) {
 			res->end_reason = SBT_END_TARGET_EXIT;
 			break;

@@ -3140,6 +3140,13 @@ static bool complete_step(const struct eng_step *s)
 	return !s->incomplete;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static void dips(struct engine *e, uint64_t first, uint64_t last, struct eng_summary *s,
 		 uint64_t *tmp)
 {
@@ -3182,18 +3189,12 @@ static void dips(struct engine *e, uint64_t first, uint64_t last, struct eng_sum
 		if (r->gpu_idle_ns > thr)
 			idx[nd++] = r->index;
 	}
-	for (uint64_t i = 1; i < n; i++)
-		for (uint64_t j = i; j > 0 && share[j - 1] > share[j]; j--) {
-			double t = share[j];
-
-			share[j] = share[j - 1];
-			share[j - 1] = t;
-		}
+	qsort(share, n, sizeof(*share), cmp_double);
 	s->dip_busy_median = share[(n - 1) / 2];
 	s->ndips = nd;
 	if (nd >= 3) {
 		/* the spacing K that pairs the most dips with a dip K steps away */
-		uint64_t best_k = 0, best = 0, lim = nd < 4096 ? nd : 4096;
+		uint64_t best_k = 0, best = 0, lim = nd < 1024 ? nd : 1024; /* quadratic below */
 
 		for (uint64_t i = 1; i < lim; i++) {
 			uint64_t k = idx[i] - idx[i - 1], score = 0;
