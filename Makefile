@@ -157,7 +157,7 @@ test:
 	@if [ "$$(id -u)" = 0 ] && ! $(MAKE) -s check-deps >/dev/null 2>&1; then $(MAKE) deps; fi
 	$(MAKE) SAN=1 all
 	$(MAKE) all
-	BUILD=build/san ./tests/run
+	BUILD=build/san PLAIN_SIMTRAINER=$(CURDIR)/build/simtrainer ./tests/run
 
 demo:
 	@if [ "$$(id -u)" = 0 ] && ! $(MAKE) -s check-deps >/dev/null 2>&1; then $(MAKE) deps; fi
