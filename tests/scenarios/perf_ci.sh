@@ -15,11 +15,11 @@
 # bench/RESULTS.md, "Observer effect").
 # Why P99 gets a wider gate than 3 x 2%: with 250 steps P99 is the 3rd-longest
 # step, and on a shared 2-vCPU VM one preemption of the launcher by another
-# process moves it by 10-50%. Untraced-vs-untraced pairs measured on the
-# project's VM (bench/RESULTS.md) put the median of 4 P99 ratios anywhere in
-# 0.90..1.13 under load, so a 6% gate fails about one run in four with no
-# regression at all; 20% is still well under what a real regression in the
-# probes does (the allocator probes on an allocating step: 2-10x).
+# process moves it by 10-50%. Run with PERF_CI_AA=1 (both sides untraced) on
+# the project's VM, the median of 4 P99 ratios came out 1.082, 0.944 and 0.959
+# (bench/RESULTS.md, section 5): a 6% gate failed one of three runs with no
+# tracer at all. 20% is still well under what a real regression in the probes
+# does (the allocator probes on an allocating step: x2.4-4).
 #   PERF_CI_PAIRS (4), PERF_CI_STEPS (250), PERF_CI_P50_GATE (0.03), PERF_CI_P99_GATE (0.20)
 #   PERF_CI_AA=1: the "traced" runs are untraced too: the noise control behind the gates
 set -u
