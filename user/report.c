@@ -57,6 +57,7 @@ struct out {
 
 static int out_open(struct out *o, const char *path)
 {
+	struct stat st;
 	int fd;
 
 	o->path = path;
@@ -64,6 +65,11 @@ static int out_open(struct out *o, const char *path)
 		o->f = stdout;
 		o->path = NULL;
 		return 0;
+	}
+	/* renaming over a device or FIFO (as root: /dev/null) would replace it */
+	if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
+		sb_err("cannot write %s: not a regular file (use -o - or a file name)", path);
+		return -1;
 	}
 	if (snprintf(o->tmp, sizeof(o->tmp), "%s.partial.XXXXXX", path) >= (int)sizeof(o->tmp)) {
 		sb_err("%s: name too long", path);

@@ -478,6 +478,9 @@ static void t_pid_reused(void)
 		kill(target, SIGKILL);
 		waitpid(agent, NULL, 0);
 		waitpid(target, NULL, 0);
+		close(errfd);
+		unlink(err_path);
+		rmdir(tmpl);
 		REQUIRE(0, "the capture did not start: %s", buf);
 	}
 	/* while the agent does not look: the target goes, another process takes its PID */
@@ -487,8 +490,16 @@ static void t_pid_reused(void)
 	again = sleeper_at(target);
 	kill(agent, SIGCONT);
 	if (again < 0) {
+		char partial[600];
+
 		kill(agent, SIGTERM);
 		waitpid(agent, NULL, 0);
+		close(errfd);
+		unlink(out);
+		unlink(err_path);
+		snprintf(partial, sizeof(partial), "rm -f %s/t.sbt.partial.*", tmpl);
+		(void)!system(partial);
+		rmdir(tmpl);
 		SKIP("could not give PID %d to a new process (other forks won the race)", (int)target);
 	}
 	t0 = mono_ns();
@@ -579,6 +590,13 @@ static void t_channel_truncated_by_trainer(void)
 	waitpid(agent, &status, 0);
 	kill(producer, SIGKILL);
 	waitpid(producer, NULL, 0);
+	{
+		char chan[64];
+
+		/* killed, it could not unlink its channel */
+		snprintf(chan, sizeof(chan), SBC_PATH_FMT, (int)producer);
+		unlink(chan);
+	}
 	close(up[0]);
 	close(up[1]);
 	close(down[0]);

@@ -57,8 +57,10 @@ build() { # target
 		[ "$s" -nt "$bin" ] && stale=1
 	done
 	[ -x "$bin" ] && [ $stale = 0 ] && return 0
+	# built aside and renamed: another run may be using the old binary right now
 	# shellcheck disable=SC2046
-	$CC $FLAGS $(srcs "$t") $(extra "$t") -o "$bin" 2>"$dir/build-$t.log"
+	$CC $FLAGS $(srcs "$t") $(extra "$t") -o "$bin.$$" 2>"$dir/build-$t.log" &&
+		mv -f "$bin.$$" "$bin"
 }
 
 if ! have_libfuzzer; then
@@ -90,7 +92,8 @@ for t in $targets; do
 	mkdir -p "$corpus"
 	seeds=()
 	[ -d "$dir/seeds/$t" ] && seeds=("$dir/seeds/$t")
-	log=$dir/fuzz-$t.log
+	# a log of our own (others may run this at the same time), kept as fuzz-TARGET.log
+	log=$(mktemp "$dir/fuzz-$t.XXXXXX")
 	# several jobs: libFuzzer forks workers, each logging to fuzz-N.log in the current dir
 	jobs=
 	[ "${FUZZ_JOBS:-1}" -gt 1 ] && jobs="-jobs=$FUZZ_JOBS -workers=$FUZZ_JOBS"
@@ -102,6 +105,7 @@ for t in $targets; do
 		-artifact_prefix="$dir/crashes/$t-" ${FUZZ_ARGS:-} "$corpus" "${seeds[@]}" >"$log" 2>&1
 	rc=$?
 	took=$(($(date +%s) - start))
+	mv -f "$log" "$dir/fuzz-$t.log" && log=$dir/fuzz-$t.log
 	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
 	cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
 	if [ $rc = 0 ]; then

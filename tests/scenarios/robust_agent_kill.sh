@@ -20,7 +20,11 @@ command -v bpftool >/dev/null || { skip $T "no bpftool"; exit 0; }
 
 tmp=$(mktemp -d)
 sim= agent=
-cleanup() { [ -n "$agent" ] && kill -9 $agent 2>/dev/null; [ -n "$sim" ] && kill -9 $sim 2>/dev/null; rm -rf "$tmp"; }
+cleanup() {
+	[ -n "$agent" ] && kill -9 $agent 2>/dev/null
+	[ -n "$sim" ] && kill -9 $sim 2>/dev/null && rm -f "/dev/shm/stepblame-$sim.chan"
+	rm -rf "$tmp"
+}
 trap cleanup EXIT
 u64_at() { od -An -tu8 -j"$2" -N8 "$1" 2>/dev/null | tr -d ' '; } # file offset
 

@@ -31,7 +31,7 @@ sim= agent=
 cleanup() {
 	exec 2>/dev/null
 	[ -n "$agent" ] && kill -9 $agent
-	[ -n "$sim" ] && kill -9 $sim
+	[ -n "$sim" ] && kill -9 $sim && rm -f "/dev/shm/stepblame-$sim.chan"
 	rm -rf "$tmp"
 }
 trap cleanup EXIT

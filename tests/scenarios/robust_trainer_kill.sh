@@ -14,11 +14,17 @@ fi
 
 tmp=$(mktemp -d)
 sim= agent=
-cleanup() { [ -n "$agent" ] && kill -9 $agent 2>/dev/null; [ -n "$sim" ] && kill -9 $sim 2>/dev/null; rm -rf "$tmp"; }
+chan=
+# a trainer killed by a signal leaves its channel file behind (by design): ours goes
+cleanup() {
+	[ -n "$agent" ] && kill -9 $agent 2>/dev/null; [ -n "$sim" ] && kill -9 $sim 2>/dev/null
+	[ -n "$chan" ] && rm -f "$chan"; rm -rf "$tmp"
+}
 trap cleanup EXIT
 
 "$SIMTRAINER" --steps 100000 --kernels 4 --kernel-us 500 --wait-agent 20 --quiet >"$tmp/sim.out" 2>&1 &
 sim=$!
+chan=/dev/shm/stepblame-$sim.chan
 "$STEPBLAME" record -p $sim -d 60 -o "$tmp/t.sbt" >"$tmp/rec.out" 2>&1 &
 agent=$!
 for _ in $(seq 100); do
