@@ -14,66 +14,17 @@
 #include <sys/wait.h>
 
 #include "test.h"
+#include "capture.h"
 #include "collect.h"
 #include "trace.h"
 #include "util.h"
 
 #define SYNC_NS 20000000ull /* fakecuda's cuStreamSynchronize sleeps this long */
 
-struct cap {
-	struct collect_opts o;
-	struct collect_result res;
-	int rc;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool ready;
-	struct sb_hdr **recs;
-	size_t n, cap;
-};
 
-static int mem_sink(void *ctx, const struct sb_hdr *r)
-{
-	struct cap *c = ctx;
 
-	if (c->n == c->cap) {
-		c->cap = c->cap ? c->cap * 2 : 4096;
-		c->recs = realloc(c->recs, c->cap * sizeof(*c->recs));
-		if (!c->recs)
-			abort();
-	}
-	c->recs[c->n] = malloc(r->size);
-	memcpy(c->recs[c->n], r, r->size);
-	c->n++;
-	return 0;
-}
 
-static void on_ready(void *ctx)
-{
-	struct cap *c = ctx;
 
-	pthread_mutex_lock(&c->mu);
-	c->ready = true;
-	pthread_cond_signal(&c->cv);
-	pthread_mutex_unlock(&c->mu);
-}
-
-static void *cap_thread(void *arg)
-{
-	struct cap *c = arg;
-
-	c->rc = collect_run(&c->o, mem_sink, c, &c->res);
-	on_ready(c);
-	return NULL;
-}
-
-static void free_cap(struct cap *c)
-{
-	for (size_t i = 0; c && i < c->n; i++)
-		free(c->recs[i]);
-	if (c)
-		free(c->recs);
-	free(c);
-}
 
 static const char *build_dir(void)
 {

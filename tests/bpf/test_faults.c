@@ -27,39 +27,14 @@
 #include <sys/wait.h>
 
 #include "test.h"
+#include "capture.h"
 #include "channel.h"
 #include "collect.h"
 #include "util.h"
 
 /* ---- an in-process capture of a child that waits for a go byte (as test_probes) ---- */
 
-struct cap {
-	struct collect_opts o;
-	struct collect_result res;
-	int rc;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool ready;
-	struct sb_hdr **recs;
-	size_t n, cap;
-	char out[4096]; /* what the target printed */
-};
 
-static int mem_sink(void *ctx, const struct sb_hdr *r)
-{
-	struct cap *c = ctx;
-
-	if (c->n == c->cap) {
-		c->cap = c->cap ? c->cap * 2 : 65536;
-		c->recs = realloc(c->recs, c->cap * sizeof(*c->recs));
-		if (!c->recs)
-			abort();
-	}
-	c->recs[c->n] = malloc(r->size);
-	memcpy(c->recs[c->n], r, r->size);
-	c->n++;
-	return 0;
-}
 
 static int mem_sink_count(void *ctx, const struct sb_hdr *r)
 {
@@ -68,24 +43,7 @@ static int mem_sink_count(void *ctx, const struct sb_hdr *r)
 	return 0;
 }
 
-static void on_ready(void *ctx)
-{
-	struct cap *c = ctx;
 
-	pthread_mutex_lock(&c->mu);
-	c->ready = true;
-	pthread_cond_signal(&c->cv);
-	pthread_mutex_unlock(&c->mu);
-}
-
-static void *cap_thread(void *arg)
-{
-	struct cap *c = arg;
-
-	c->rc = collect_run(&c->o, mem_sink, c, &c->res);
-	on_ready(c);
-	return NULL;
-}
 
 static const char *prog_path(const char *name)
 {
@@ -96,13 +54,6 @@ static const char *prog_path(const char *name)
 	return path;
 }
 
-static void free_cap(struct cap *c)
-{
-	for (size_t i = 0; i < c->n; i++)
-		free(c->recs[i]);
-	free(c->recs);
-	free(c);
-}
 
 /* run sbthreads MODE N under a capture until it exits; NULL if it cannot run */
 static struct cap *trace_threads(const char *mode, const char *n, pid_t *child)

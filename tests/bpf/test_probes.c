@@ -16,54 +16,13 @@
 #include <sys/wait.h>
 
 #include "test.h"
+#include "capture.h"
 #include "collect.h"
 #include "util.h"
 
-struct cap {
-	struct collect_opts o;
-	struct collect_result res;
-	int rc;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool ready;
-	struct sb_hdr **recs;
-	size_t n, cap;
-};
 
-static int mem_sink(void *ctx, const struct sb_hdr *r)
-{
-	struct cap *c = ctx;
 
-	if (c->n == c->cap) {
-		c->cap = c->cap ? c->cap * 2 : 4096;
-		c->recs = realloc(c->recs, c->cap * sizeof(*c->recs));
-		if (!c->recs)
-			abort();
-	}
-	c->recs[c->n] = malloc(r->size);
-	memcpy(c->recs[c->n], r, r->size);
-	c->n++;
-	return 0;
-}
 
-static void on_ready(void *ctx)
-{
-	struct cap *c = ctx;
-
-	pthread_mutex_lock(&c->mu);
-	c->ready = true;
-	pthread_cond_signal(&c->cv);
-	pthread_mutex_unlock(&c->mu);
-}
-
-static void *cap_thread(void *arg)
-{
-	struct cap *c = arg;
-
-	c->rc = collect_run(&c->o, mem_sink, c, &c->res);
-	on_ready(c); /* also wakes the waiter when the capture failed to start */
-	return NULL;
-}
 
 static bool no_tracefs; /* raw tracepoints only */
 
@@ -115,13 +74,6 @@ static pid_t spawn_work(char *const args[], int *go_fd)
 	return pid;
 }
 
-static void free_cap(struct cap *c)
-{
-	for (size_t i = 0; i < c->n; i++)
-		free(c->recs[i]);
-	free(c->recs);
-	free(c);
-}
 
 /*
  * Trace sbwork running args until it exits. before_go runs after attach and

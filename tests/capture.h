@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * For BPF tests: run collect_run() on a thread, keep a copy of every record,
+ * and wake the test once the probes are attached (or the capture failed).
+ *
+ *   c->o = ...; c->o.on_ready = on_ready; c->o.on_ready_ctx = c;
+ *   pthread_create(&t, NULL, cap_thread, c); ...wait for c->ready...
+ */
+#ifndef STEPBLAME_TESTS_CAPTURE_H
+#define STEPBLAME_TESTS_CAPTURE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collect.h"
+
+struct cap {
+	struct collect_opts o;
+	struct collect_result res;
+	int rc;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool ready;
+	struct sb_hdr **recs;
+	size_t n, cap;
+	char out[4096]; /* what the target printed, for tests that keep it */
+};
+
+static int mem_sink(void *ctx, const struct sb_hdr *r)
+{
+	struct cap *c = ctx;
+
+	if (c->n == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 65536;
+		c->recs = realloc(c->recs, c->cap * sizeof(*c->recs));
+		if (!c->recs)
+			abort();
+	}
+	c->recs[c->n] = malloc(r->size);
+	if (!c->recs[c->n])
+		abort();
+	memcpy(c->recs[c->n], r, r->size);
+	c->n++;
+	return 0;
+}
+
+static void on_ready(void *ctx)
+{
+	struct cap *c = ctx;
+
+	pthread_mutex_lock(&c->mu);
+	c->ready = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void *cap_thread(void *arg)
+{
+	struct cap *c = arg;
+
+	c->rc = collect_run(&c->o, mem_sink, c, &c->res);
+	on_ready(c); /* also wakes the waiter when the capture failed to start */
+	return NULL;
+}
+
+static void free_cap(struct cap *c)
+{
+	for (size_t i = 0; c && i < c->n; i++)
+		free(c->recs[i]);
+	if (c)
+		free(c->recs);
+	free(c);
+}
+
+#endif
