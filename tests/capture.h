@@ -3,8 +3,7 @@
  * For BPF tests: run collect_run() on a thread, keep a copy of every record,
  * and wake the test once the probes are attached (or the capture failed).
  *
- *   c->o = ...; c->o.on_ready = on_ready; c->o.on_ready_ctx = c;
- *   pthread_create(&t, NULL, cap_thread, c); ...wait for c->ready...
+ *   c->o = ...; cap_start(c, &t); ...let the target go...; pthread_join(t, NULL);
  */
 #ifndef STEPBLAME_TESTS_CAPTURE_H
 #define STEPBLAME_TESTS_CAPTURE_H
@@ -63,6 +62,19 @@ static void *cap_thread(void *arg)
 	c->rc = collect_run(&c->o, mem_sink, c, &c->res);
 	on_ready(c); /* also wakes the waiter when the capture failed to start */
 	return NULL;
+}
+
+/* run the capture on *t and return once its probes are attached (or it failed) */
+static void cap_start(struct cap *c, pthread_t *t)
+{
+	c->o.on_ready = on_ready;
+	c->o.on_ready_ctx = c;
+	collect_stop = 0;
+	pthread_create(t, NULL, cap_thread, c);
+	pthread_mutex_lock(&c->mu);
+	while (!c->ready)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
 }
 
 static void free_cap(struct cap *c)

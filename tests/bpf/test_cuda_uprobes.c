@@ -136,14 +136,7 @@ static struct cap *trace_user(const char *lib, char *const args[], bool no_cuda,
 	c->o.agent_cpu = -2;
 	c->o.quiet = true;
 	c->o.no_gpu = true;
-	c->o.on_ready = on_ready;
-	c->o.on_ready_ctx = c;
-	collect_stop = 0;
-	pthread_create(&t, NULL, cap_thread, c);
-	pthread_mutex_lock(&c->mu);
-	while (!c->ready)
-		pthread_cond_wait(&c->cv, &c->mu);
-	pthread_mutex_unlock(&c->mu);
+	cap_start(c, &t);
 	if (write(go[1], "g", 1) != 1)
 		kill(pid, SIGKILL);
 	close(go[1]);

@@ -92,14 +92,7 @@ static struct cap *trace_threads(const char *mode, const char *n, pid_t *child)
 	c->o.agent_cpu = -2;
 	c->o.quiet = true;
 	c->o.no_gpu = true;
-	c->o.on_ready = on_ready;
-	c->o.on_ready_ctx = c;
-	collect_stop = 0;
-	pthread_create(&t, NULL, cap_thread, c);
-	pthread_mutex_lock(&c->mu);
-	while (!c->ready)
-		pthread_cond_wait(&c->cv, &c->mu);
-	pthread_mutex_unlock(&c->mu);
+	cap_start(c, &t);
 	if (write(in[1], "g", 1) != 1)
 		kill(pid, SIGKILL);
 	close(in[1]);

@@ -102,14 +102,7 @@ static struct cap *trace_work(char *const args[], uint64_t alloc_min_ns, pid_t *
 	c->o.agent_cpu = -2;
 	c->o.quiet = true;
 	c->o.no_gpu = true;
-	c->o.on_ready = on_ready;
-	c->o.on_ready_ctx = c;
-	collect_stop = 0;
-	pthread_create(&t, NULL, cap_thread, c);
-	pthread_mutex_lock(&c->mu);
-	while (!c->ready)
-		pthread_cond_wait(&c->cv, &c->mu);
-	pthread_mutex_unlock(&c->mu);
+	cap_start(c, &t);
 	if (child)
 		*child = pid;
 	if (write(go, "g", 1) != 1)
