@@ -36,6 +36,8 @@ enum sb_type {
 	SB_EV_CUDA = 14,        /* CUDA driver call seen by uprobe */
 	SB_EV_ALLOC_BURST = 15, /* a run of fast allocator calls on one thread */
 	SB_EV_IOSYS = 16,       /* blocking I/O syscall slower than io_min_ns, with latency */
+	SB_EV_AFFINITY = 17,    /* sched_setaffinity call of a target thread, with latency */
+	SB_EV_KERNEL_LAST = SB_EV_AFFINITY, /* the highest kernel type defined */
 	SB_EV_KERNEL_MAX = 31,
 
 	/* written by the agent into trace files */
@@ -201,6 +203,15 @@ struct sb_iosys {
 				  sync_file_range: nbytes; readv/writev, fsync, fdatasync: 0) */
 	__u32 call;            /* enum sb_io_call */
 	__s32 fd;              /* unlinkat: the directory fd; unlink: AT_FDCWD (-100) */
+};
+
+/* a sched_setaffinity() call: moving a thread is done inside it (the migration stopper) */
+struct sb_affinity {
+	struct sb_hdr h;       /* ts = return */
+	__u64 start_ns;        /* entry */
+	__s64 ret;             /* 0, or negative errno */
+	__u32 pid;             /* the thread it asked to move (0: the caller) */
+	__u32 pad;
 };
 
 enum sb_step_src { SB_STEP_USDT = 1, SB_STEP_UPROBE = 2, SB_STEP_GPU_MARKER = 3 };

@@ -12,6 +12,8 @@
  * SB_EV_IOSYS records.
  * A trainer makes many tiny reads and writes; the fast ones are not worth an
  * event.
+ * And they time sched_setaffinity(): a thread moved by it is moved inside the
+ * call, on a CPU and waiting for the migration stopper (SB_EV_AFFINITY).
  */
 #include "common.bpf.h"
 
@@ -42,6 +44,7 @@ struct mm_call {
 };
 
 #define IO_CALL 0x100
+#define AFF_CALL 0x200 /* sched_setaffinity */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -67,6 +70,7 @@ struct {
 #define NR_FDATASYNC 83
 #define NR_SYNC_FILE_RANGE 84
 #define NR_UNLINKAT 35
+#define NR_SCHED_SETAFFINITY 122
 /* no unlink: arm64 has only unlinkat */
 #else /* x86_64 */
 #define NR_MMAP 9
@@ -86,6 +90,7 @@ struct {
 #define NR_SYNC_FILE_RANGE 277
 #define NR_UNLINK 87
 #define NR_UNLINKAT 263
+#define NR_SCHED_SETAFFINITY 203
 #endif
 
 SEC("raw_tp/page_fault_user")
@@ -204,6 +209,7 @@ static __always_inline __u32 mm_call_of(long id)
 	case NR_UNLINK: return IO_CALL | SB_IO_UNLINK;
 #endif
 	case NR_UNLINKAT: return IO_CALL | SB_IO_UNLINKAT;
+	case NR_SCHED_SETAFFINITY: return AFF_CALL;
 	}
 	return 0;
 }
@@ -233,7 +239,9 @@ static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3)
 		.call = call,
 	};
 
-	if (call & IO_CALL) {
+	if (call == AFF_CALL) {
+		c.len = 0;
+	} else if (call & IO_CALL) {
 		c.len = io_len(call, a3);
 		if (call == (IO_CALL | SB_IO_UNLINK))
 			c.addr = (__u64)(__s64)-100; /* AT_FDCWD: its first argument is the path */
@@ -265,6 +273,21 @@ static __always_inline void io_exit(const struct mm_call *c, long ret)
 	submit(e);
 }
 
+/* every call is recorded: they are rare, and each may move a thread */
+static __always_inline void aff_exit(const struct mm_call *c, long ret)
+{
+	struct sb_affinity *e = reserve(SB_EV_AFFINITY, sizeof(*e));
+
+	if (!e)
+		return;
+	e->h.ts = bpf_ktime_get_ns();
+	e->start_ns = c->start;
+	e->ret = ret;
+	e->pid = (__u32)c->addr;
+	e->pad = 0;
+	submit(e);
+}
+
 static __always_inline int mm_exit(long ret)
 {
 	if (!current_is_target())
@@ -274,6 +297,11 @@ static __always_inline int mm_exit(long ret)
 
 	if (!c)
 		return 0;
+	if (c->call == AFF_CALL) {
+		aff_exit(c, ret);
+		bpf_map_delete_elem(&mm_calls, &tid);
+		return 0;
+	}
 	if (c->call & IO_CALL) {
 		io_exit(c, ret);
 		bpf_map_delete_elem(&mm_calls, &tid);
@@ -354,6 +382,7 @@ MM_TP(fsync, IO_CALL | SB_IO_FSYNC, 1)
 MM_TP(fdatasync, IO_CALL | SB_IO_FDATASYNC, 1)
 MM_TP(sync_file_range, IO_CALL | SB_IO_SYNC_FILE_RANGE, 4)
 MM_TP(unlinkat, IO_CALL | SB_IO_UNLINKAT, 3)
+MM_TP(sched_setaffinity, AFF_CALL, 3)
 #ifdef NR_UNLINK
 MM_TP(unlink, IO_CALL | SB_IO_UNLINK, 1)
 #endif

@@ -797,6 +797,14 @@ static void print_record(const struct sb_hdr *h)
 		f_span(e->start_ns, h->ts);
 		break;
 	}
+	case SB_EV_AFFINITY: {
+		const struct sb_affinity *e = (const void *)h;
+
+		f_u("pid", e->pid);
+		f_i("ret", e->ret);
+		f_span(e->start_ns, h->ts);
+		break;
+	}
 	case SB_EV_STEP: {
 		const struct sb_step *e = (const void *)h;
 

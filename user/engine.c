@@ -103,7 +103,7 @@ static const char *const count_names[ENG_NCOUNT] = {
 /* overlay priority while on CPU or asleep: the innermost explanation wins */
 static const uint8_t ov_prio[ENG_NCAUSE] = {
 	[ENG_MEM_RECLAIM] = 7, [ENG_PAGE_FAULT] = 6, [ENG_IO_WAIT] = 5, [ENG_CUDA_SYNC] = 4,
-	[ENG_CUDA_ALLOC] = 4, [ENG_CUDA_API] = 3, [ENG_ALLOC] = 2,
+	[ENG_CUDA_ALLOC] = 4, [ENG_CUDA_API] = 3, [ENG_ALLOC] = 2, [ENG_MIGRATION] = 1,
 };
 
 const char *eng_cause_name(int c)
@@ -185,6 +185,7 @@ struct thr {
 	uint64_t f_r, f_e;
 	uint64_t last_maj;
 	bool maj_known;
+	uint64_t aff_end;        /* return of its last sched_setaffinity() */
 	uint8_t last_ev;         /* type of the previous own event */
 	uint64_t last_ev_ts;
 	/* NVTX ranges pushed on this thread */
@@ -2193,6 +2194,28 @@ static void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end
 		a->cnt[count]++;
 }
 
+/*
+ * A sched_setaffinity() call, swept at its start s. Being moved is done inside
+ * the call: on a CPU, asleep while the stopper moves the thread, runnable on
+ * the new CPU (the moves themselves are counted by their migrate records). A
+ * thread that calls it back to back is busy moving itself: the few
+ * microseconds between the calls (the system call's entry and exit, the loop)
+ * are the moves' too.
+ */
+#define AFF_JOIN_NS 20000
+
+static void ev_affinity(struct engine *e, const struct sb_affinity *r, uint64_t s)
+{
+	struct thr *t = thr_find(e, r->h.tid);
+
+	if (!t || t->cand < 0)
+		return;
+	if (t->aff_end && s > t->aff_end && s - t->aff_end <= AFF_JOIN_NS)
+		add_overlay(t, t->aff_end, s, ENG_MIGRATION);
+	ev_interval(e, r->h.tid, s, r->h.ts, SB_EV_AFFINITY, ENG_MIGRATION, -1);
+	t->aff_end = r->h.ts;
+}
+
 static void add_burst(struct thr *t, uint64_t s, uint64_t end, uint64_t budget)
 {
 	if (end <= s || !budget)
@@ -2412,6 +2435,9 @@ static void sweep_rec(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		/* on a CPU inside it, or asleep in it uninterruptibly: the I/O's */
 		ev_interval(e, h->tid, key, h->ts, SB_EV_IOSYS, ENG_IO_WAIT, ENG_N_IO);
 		break;
+	case SB_EV_AFFINITY:
+		ev_affinity(e, (const struct sb_affinity *)h, key);
+		break;
 	case SB_EV_CUDA: {
 		const struct sb_cuda *c = (const void *)h;
 		struct thr *t = thr_get(e, h->tid, h->pid);
@@ -2452,28 +2478,11 @@ static void sweep_rec(struct engine *e, uint64_t key, const struct sb_hdr *h)
 
 /* -------------------------------------------------------- reorder window */
 
+/* the records the engine takes in: kernel events and the GPU timeline; 0 for others */
 static size_t rec_size(unsigned type)
 {
-	switch (type) {
-	case SB_EV_SWITCH_OUT: return sizeof(struct sb_switch_out);
-	case SB_EV_SWITCH_IN: return sizeof(struct sb_switch_in);
-	case SB_EV_RUNSLICE: return sizeof(struct sb_runslice);
-	case SB_EV_WAKEUP: return sizeof(struct sb_wakeup);
-	case SB_EV_MIGRATE: return sizeof(struct sb_migrate);
-	case SB_EV_FAULT: return sizeof(struct sb_fault);
-	case SB_EV_RECLAIM: return sizeof(struct sb_reclaim);
-	case SB_EV_MMSYS: return sizeof(struct sb_mmsys);
-	case SB_EV_ALLOC: return sizeof(struct sb_alloc);
-	case SB_EV_STEP: return sizeof(struct sb_step);
-	case SB_EV_THREAD_NEW:
-	case SB_EV_THREAD_EXIT: return sizeof(struct sb_thread);
-	case SB_EV_RENAME: return sizeof(struct sb_rename);
-	case SB_EV_CUDA: return sizeof(struct sb_cuda);
-	case SB_EV_ALLOC_BURST: return sizeof(struct sb_alloc_burst);
-	case SB_EV_IOSYS: return sizeof(struct sb_iosys);
-	case SB_REC_GPU: return sizeof(struct sb_gpu);
-	}
-	return 0;
+	return (type > SB_EV_NONE && type <= SB_EV_KERNEL_LAST) || type == SB_REC_GPU ?
+		       sb_type_size(type) : 0;
 }
 
 /* when a timed record starts to matter: intervals at their start */
@@ -2489,6 +2498,7 @@ static uint64_t rec_key(const struct sb_hdr *h)
 	case SB_EV_CUDA: s = ((const struct sb_cuda *)h)->start_ns; break;
 	case SB_EV_ALLOC_BURST: s = ((const struct sb_alloc_burst *)h)->start_ns; break;
 	case SB_EV_IOSYS: s = ((const struct sb_iosys *)h)->start_ns; break;
+	case SB_EV_AFFINITY: s = ((const struct sb_affinity *)h)->start_ns; break;
 	default: return h->ts;
 	}
 	return s && s <= h->ts ? s : h->ts;

@@ -327,9 +327,9 @@ static void loss(struct jw *w, struct engine *e)
 	for (int i = 1; i <= SB_EV_KERNEL_MAX; i++) {
 		char name[32];
 
-		if (i > SB_EV_IOSYS && !l.ring[i])
+		if (i > SB_EV_KERNEL_LAST && !l.ring[i])
 			continue;
-		if (i <= SB_EV_IOSYS)
+		if (i <= SB_EV_KERNEL_LAST)
 			snprintf(name, sizeof(name), "%s", sb_type_name(i));
 		else
 			snprintf(name, sizeof(name), "type_%d", i);

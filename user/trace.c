@@ -44,8 +44,7 @@ static bool is_text_type(unsigned type)
 	return false;
 }
 
-/* smallest valid size of a record of this type; 0 if the type is not defined */
-static size_t min_size(unsigned type)
+size_t sb_type_size(unsigned type)
 {
 	switch (type) {
 	case SB_EV_SWITCH_OUT: return sizeof(struct sb_switch_out);
@@ -63,6 +62,7 @@ static size_t min_size(unsigned type)
 	case SB_EV_CUDA: return sizeof(struct sb_cuda);
 	case SB_EV_ALLOC_BURST: return sizeof(struct sb_alloc_burst);
 	case SB_EV_IOSYS: return sizeof(struct sb_iosys);
+	case SB_EV_AFFINITY: return sizeof(struct sb_affinity);
 	case SB_REC_HOST: case SB_REC_TARGET: case SB_REC_THREAD:
 	case SB_REC_PROBE: case SB_REC_STRING: case SB_REC_NOTE:
 		return sizeof(struct sb_text);
@@ -80,7 +80,7 @@ static __thread char check_why[128];
 /* the header-only part of the check: type and size */
 static const char *check_hdr(const struct sb_hdr *h)
 {
-	size_t min = min_size(h->type);
+	size_t min = sb_type_size(h->type);
 
 	if (!min)
 		snprintf(check_why, sizeof(check_why), "unknown record type %u (size %u)",
@@ -156,6 +156,7 @@ const char *sb_type_name(unsigned type)
 	case SB_EV_CUDA: return "cuda";
 	case SB_EV_ALLOC_BURST: return "alloc_burst";
 	case SB_EV_IOSYS: return "iosys";
+	case SB_EV_AFFINITY: return "affinity";
 	case SB_REC_HOST: return "host";
 	case SB_REC_CPU: return "cpu";
 	case SB_REC_TARGET: return "target";

@@ -137,6 +137,9 @@ void sbt_close(struct sbt_reader *r);
  */
 const char *sbt_check_record(const struct sb_hdr *h, size_t avail);
 
+/* smallest valid size of a record of this type (its struct); 0 if the type is not defined */
+size_t sb_type_size(unsigned type);
+
 /* names for dump and reports */
 const char *sb_type_name(unsigned type);
 const char *sb_state_name(unsigned state);

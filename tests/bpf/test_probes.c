@@ -213,19 +213,29 @@ static void t_migrations(void)
 		SKIP("needs two CPUs");
 	TRACE_OR_SKIP(c, "migrate", "20");
 	uint32_t tid = tid_named(c, "sbw-main");
-	size_t n = 0;
+	size_t n = 0, naff = 0;
 
 	REQUIRE(tid, "no rename to sbw-main seen");
 	for (size_t i = 0; i < c->n; i++) {
 		const struct sb_migrate *m = (const void *)c->recs[i];
+		const struct sb_affinity *a = (const void *)c->recs[i];
 
 		if (m->h.type == SB_EV_MIGRATE && m->h.tid == tid) {
 			CHECK(m->orig_cpu != m->dest_cpu, "migration to the same CPU");
 			n++;
 		}
+		if (a->h.type == SB_EV_AFFINITY && a->h.tid == tid) {
+			CHECK(a->pid == 0 && a->ret == 0, "sched_setaffinity(%u) returned %lld", a->pid,
+			      (long long)a->ret);
+			CHECK(a->start_ns && a->start_ns <= a->h.ts, "call from %llu to %llu",
+			      (unsigned long long)a->start_ns, (unsigned long long)a->h.ts);
+			naff++;
+		}
 	}
 	/* 20 forced moves; the first pin and the load balancer may add a few */
 	CHECK(n >= 20 && n <= 24, "saw %zu migrations, want 20..24", n);
+	/* every sched_setaffinity() call: the first pin, the 20 moves, the last unpin */
+	CHECK(naff == 22, "saw %zu sched_setaffinity calls, want 22", naff);
 	free_cap(c);
 }
 

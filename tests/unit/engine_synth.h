@@ -245,6 +245,14 @@ static inline void w_interval(struct world *w, unsigned type, uint64_t s, uint64
 		r->len = r->ret = 1 << 20;
 		break;
 	}
+	case SB_EV_AFFINITY: {
+		struct sb_affinity *r = (void *)buf;
+
+		hdr(h, type, sizeof(*r), end, T_PID, tid, T_CPU);
+		r->start_ns = s;
+		r->pid = fn; /* the thread it moves; 0: the caller */
+		break;
+	}
 	case SB_EV_CUDA: {
 		struct sb_cuda *r = (void *)buf;
 

@@ -572,6 +572,55 @@ static void t_migration(void)
 	world_free(&w);
 }
 
+/*
+ * The thread moves itself: 8 sched_setaffinity() calls of 100 us, each one
+ * on a CPU 40 us, asleep while the stopper moves it 50 us, then 10 us on the
+ * new CPU; 5 us between the calls (joined to them), then 100 us of its own
+ * work, then a ninth call 30 us after that (too far: not joined).
+ */
+static void inj_setaffinity(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	uint64_t t = at;
+
+	for (int i = 0; i < 9; i++) {
+		if (i == 8)
+			t += 100 * US + 30 * US - 5 * US;
+		w_interval(w, SB_EV_AFFINITY, t, t + 100 * US, T_LAUNCHER, 0);
+		w_switch_to(w, t + 40 * US, T_LAUNCHER, T_CPU, SB_STATE_DISK, "migration/0");
+		w_migrate(w, t + 41 * US, T_LAUNCHER, T_CPU, 1);
+		w_wakeup(w, t + 90 * US, T_LAUNCHER, 1, 0, 13, "migration/1");
+		w_switch_in(w, t + 90 * US, T_LAUNCHER, 1);
+		t += 105 * US;
+	}
+}
+
+static void t_setaffinity(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 1065 * US, .inj = inj_setaffinity };
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t m, hc, hc0;
+
+	world_init(&w);
+	run_steps(&w, 3, 1, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	m = blame_of(s, ENG_MIGRATION, 0);
+	/* 9 calls of 100 us and the 7 gaps of 5 us between the first 8 */
+	CHECK(m == 9 * 100 * US + 7 * 5 * US, "migration %" PRIu64 ", want %" PRIu64, m,
+	      9 * 100 * US + 7 * 5 * US);
+	hc = blame_of(s, ENG_HOST_COMPUTE, 0);
+	hc0 = blame_of(step_no(e, 0), ENG_HOST_COMPUTE, 0);
+	/* the 5 us after the eighth call, and the 125 us before the ninth, are its own work */
+	CHECK(hc == hc0 + 130 * US, "host_compute %" PRIu64 ", want %" PRIu64, hc, hc0 + 130 * US);
+	CHECK(s->count[ENG_N_MIGRATIONS] == 9, "migrations %u", s->count[ENG_N_MIGRATIONS]);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_host_only(void)
 {
 	struct world w;
@@ -1045,6 +1094,7 @@ int main(void)
 	RUN(t_io_wait);
 	RUN(t_alloc_burst);
 	RUN(t_iosys);
+	RUN(t_setaffinity);
 	RUN(t_fault_then_sleep_is_not_the_faults);
 	RUN(t_alloc_mmap_reclaim);
 	RUN(t_migration);

@@ -121,6 +121,7 @@ static size_t struct_size(unsigned t)
 	case SB_EV_CUDA: return sizeof(struct sb_cuda);
 	case SB_EV_ALLOC_BURST: return sizeof(struct sb_alloc_burst);
 	case SB_EV_IOSYS: return sizeof(struct sb_iosys);
+	case SB_EV_AFFINITY: return sizeof(struct sb_affinity);
 	case SB_REC_CPU: return sizeof(struct sb_cpu);
 	case SB_REC_ALLOC_STATS: return sizeof(struct sb_alloc_stats);
 	case SB_REC_DROPS: return sizeof(struct sb_drops);
@@ -137,7 +138,7 @@ static const unsigned all_types[] = {
 	SB_REC_THREAD, SB_REC_ALLOC_STATS, SB_REC_DROPS, SB_REC_PROBE, SB_REC_GPU,
 	SB_REC_STRING, SB_REC_NOTE,
 	/* added later: at the end, so the records the cases above pick keep their types */
-	SB_EV_ALLOC_BURST, SB_EV_IOSYS,
+	SB_EV_ALLOC_BURST, SB_EV_IOSYS, SB_EV_AFFINITY,
 };
 
 static _Alignas(8) unsigned char genbuf[65536];
