@@ -216,7 +216,14 @@ static void t_schema_matches_structs(void)
 		      fields[i].f);
 	CHECK(heads == ARRAY_SIZE(structs), "%zu struct headings with sizes, want %zu", heads,
 	      ARRAY_SIZE(structs));
-	CHECK(types == 27, "%zu rows in the record-type table, want 27", types);
+	{
+		size_t defined = 0;
+
+		for (unsigned t = 1; t < SB_TYPE_MAX; t++)
+			defined += sb_type_size(t) > 0;
+		CHECK(types == defined, "%zu rows in the record-type table, %zu types defined", types,
+		      defined);
+	}
 	CHECK(rows == ARRAY_SIZE(fields), "%zu field rows", rows);
 }
 
