@@ -841,7 +841,9 @@ static void print_record(const struct sb_hdr *h)
 	case SB_REC_THREAD:
 	case SB_REC_PROBE:
 	case SB_REC_STRING:
-	case SB_REC_NOTE: {
+	case SB_REC_NOTE:
+	case SB_REC_COSTS:
+	case SB_REC_GUARD: {
 		const struct sb_text *e = (const void *)h;
 
 		if (t == SB_REC_STRING) {

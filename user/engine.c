@@ -42,6 +42,7 @@
 #include "engine.h"
 #include "gpu.h"
 #include "json.h"
+#include "overhead.h"
 #include "trace.h"
 
 #define DEFAULT_LAG_NS 3000000000ull
@@ -2715,30 +2716,6 @@ static void text_of(const struct sb_hdr *h, const char **s, size_t *n, uint32_t 
 	*id = t->id;
 }
 
-/* value of key in key=value lines, copied into buf */
-static bool kv_get(const char *s, size_t n, const char *key, char *buf, size_t len)
-{
-	size_t kl = strlen(key);
-
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
-
-		while (j < n && s[j] != '\n')
-			j++;
-		if (j - i > kl && !memcmp(s + i, key, kl) && s[i + kl] == '=') {
-			size_t vl = j - i - kl - 1;
-
-			if (vl >= len)
-				vl = len - 1;
-			memcpy(buf, s + i + kl + 1, vl);
-			buf[vl] = 0;
-			return true;
-		}
-		i = j + 1;
-	}
-	return false;
-}
-
 static void str_put(struct engine *e, uint32_t id, const char *s, size_t n)
 {
 	struct str *x = (struct str *)str_find(e, id);
@@ -2868,7 +2845,9 @@ static size_t meta_min(unsigned type)
 	case SB_REC_THREAD:
 	case SB_REC_PROBE:
 	case SB_REC_STRING:
-	case SB_REC_NOTE: return sizeof(struct sb_text);
+	case SB_REC_NOTE:
+	case SB_REC_COSTS:
+	case SB_REC_GUARD: return sizeof(struct sb_text);
 	case SB_REC_CPU: return sizeof(struct sb_cpu);
 	case SB_REC_ALLOC_STATS: return sizeof(struct sb_alloc_stats);
 	case SB_REC_DROPS: return sizeof(struct sb_drops);

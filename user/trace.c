@@ -39,6 +39,7 @@ static bool is_text_type(unsigned type)
 	switch (type) {
 	case SB_REC_HOST: case SB_REC_TARGET: case SB_REC_THREAD:
 	case SB_REC_PROBE: case SB_REC_STRING: case SB_REC_NOTE:
+	case SB_REC_COSTS: case SB_REC_GUARD:
 		return true;
 	}
 	return false;
@@ -65,6 +66,7 @@ size_t sb_type_size(unsigned type)
 	case SB_EV_AFFINITY: return sizeof(struct sb_affinity);
 	case SB_REC_HOST: case SB_REC_TARGET: case SB_REC_THREAD:
 	case SB_REC_PROBE: case SB_REC_STRING: case SB_REC_NOTE:
+	case SB_REC_COSTS: case SB_REC_GUARD:
 		return sizeof(struct sb_text);
 	case SB_REC_CPU: return sizeof(struct sb_cpu);
 	case SB_REC_ALLOC_STATS: return sizeof(struct sb_alloc_stats);
@@ -167,6 +169,8 @@ const char *sb_type_name(unsigned type)
 	case SB_REC_GPU: return "gpu";
 	case SB_REC_STRING: return "string";
 	case SB_REC_NOTE: return "note";
+	case SB_REC_COSTS: return "costs";
+	case SB_REC_GUARD: return "guard";
 	case SB_REC_TRAILER: return "trailer";
 	}
 	return "unknown";

@@ -99,7 +99,8 @@ static bool all_of_zero(const char *p, size_t n)
 static bool is_text(unsigned t)
 {
 	return t == SB_REC_HOST || t == SB_REC_TARGET || t == SB_REC_THREAD ||
-	       t == SB_REC_PROBE || t == SB_REC_STRING || t == SB_REC_NOTE;
+	       t == SB_REC_PROBE || t == SB_REC_STRING || t == SB_REC_NOTE ||
+	       t == SB_REC_COSTS || t == SB_REC_GUARD;
 }
 
 /* the structs, spelled out here again so a mistake in trace.c shows */
@@ -138,7 +139,7 @@ static const unsigned all_types[] = {
 	SB_REC_THREAD, SB_REC_ALLOC_STATS, SB_REC_DROPS, SB_REC_PROBE, SB_REC_GPU,
 	SB_REC_STRING, SB_REC_NOTE,
 	/* added later: at the end, so the records the cases above pick keep their types */
-	SB_EV_ALLOC_BURST, SB_EV_IOSYS, SB_EV_AFFINITY,
+	SB_EV_ALLOC_BURST, SB_EV_IOSYS, SB_EV_AFFINITY, SB_REC_COSTS, SB_REC_GUARD,
 };
 
 static _Alignas(8) unsigned char genbuf[65536];

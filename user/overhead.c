@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The tracer's own cost: the cost model and the guard's state (overhead.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "overhead.h"
+
+const char *const sb_cost_key[SB_NCOST] = {
+	[SB_COST_SCHED] = "sched_ns", [SB_COST_FAULT] = "fault_ns",
+	[SB_COST_SYSCALL] = "syscall_ns", [SB_COST_ALLOC_CALL] = "alloc_call_ns",
+	[SB_COST_UPROBE] = "uprobe_ns", [SB_COST_CUDA_CALL] = "cuda_call_ns",
+};
+
+const char *const sb_cost_name[SB_NCOST] = {
+	[SB_COST_SCHED] = "sched", [SB_COST_FAULT] = "fault", [SB_COST_SYSCALL] = "syscall",
+	[SB_COST_ALLOC_CALL] = "alloc_call", [SB_COST_UPROBE] = "uprobe",
+	[SB_COST_CUDA_CALL] = "cuda_call",
+};
+
+/*
+ * bench/RESULTS.md, "per-event costs" (a 2-vCPU PVM guest, where traps are
+ * slow): a context switch's records 874 ns each, a page fault 460 ns, a timed
+ * mmap-family call 1132 ns, a malloc+free pair 29.7 us (two calls, each an
+ * uprobe and a uretprobe: about 7.4 us a trap). Upper bounds on faster
+ * machines; the uprobe figures are what calibration replaces.
+ */
+void sb_costs_default(struct sb_costs *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->ns[SB_COST_SCHED] = 874;
+	c->ns[SB_COST_FAULT] = 460;
+	c->ns[SB_COST_SYSCALL] = 1132;
+	c->ns[SB_COST_ALLOC_CALL] = 14850;
+	c->ns[SB_COST_UPROBE] = 7400;
+	c->ns[SB_COST_CUDA_CALL] = 14850;
+}
+
+size_t sb_costs_format(const struct sb_costs *c, char *buf, size_t cap)
+{
+	size_t n = 0;
+	bool first = true;
+
+	for (int i = 0; i < SB_NCOST; i++) {
+		int k = snprintf(buf + n, n < cap ? cap - n : 0, "%s=%" PRIu64 "\n", sb_cost_key[i],
+				 c->ns[i]);
+
+		n += k > 0 ? (size_t)k : 0;
+	}
+	n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "calibrated=");
+	for (int i = 0; i < SB_NCOST; i++) {
+		if (!(c->calibrated & (1u << i)))
+			continue;
+		n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", first ? "" : ",",
+				      sb_cost_key[i]);
+		first = false;
+	}
+	n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "\ncalibration_samples=%u\n",
+			      c->samples);
+	return n;
+}
+
+void sb_costs_parse(struct sb_costs *c, const char *s, size_t n)
+{
+	char buf[256];
+
+	sb_costs_default(c);
+	for (int i = 0; i < SB_NCOST; i++)
+		if (kv_get(s, n, sb_cost_key[i], buf, sizeof(buf)))
+			c->ns[i] = strtoull(buf, NULL, 10);
+	if (kv_get(s, n, "calibrated", buf, sizeof(buf))) {
+		for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save))
+			for (int i = 0; i < SB_NCOST; i++)
+				if (!strcmp(tok, sb_cost_key[i]))
+					c->calibrated |= 1u << i;
+	}
+	if (kv_get(s, n, "calibration_samples", buf, sizeof(buf)))
+		c->samples = (uint32_t)strtoul(buf, NULL, 10);
+}
+
+uint64_t sb_cost_of(const struct sb_hdr *h, int *cls)
+{
+	switch (h->type) {
+	case SB_EV_SWITCH_OUT:
+	case SB_EV_SWITCH_IN:
+	case SB_EV_WAKEUP:
+	case SB_EV_MIGRATE:
+	case SB_EV_THREAD_NEW:
+	case SB_EV_THREAD_EXIT:
+	case SB_EV_RENAME:
+		*cls = SB_COST_SCHED;
+		return 1;
+	case SB_EV_FAULT:
+		*cls = SB_COST_FAULT;
+		return 1;
+	case SB_EV_MMSYS:
+	case SB_EV_IOSYS:
+	case SB_EV_AFFINITY:
+		*cls = SB_COST_SYSCALL;
+		return 1;
+	case SB_EV_ALLOC:
+		*cls = SB_COST_ALLOC_CALL;
+		return 1;
+	case SB_EV_ALLOC_BURST:
+		*cls = SB_COST_ALLOC_CALL;
+		return ((const struct sb_alloc_burst *)h)->calls;
+	case SB_EV_STEP:
+		*cls = SB_COST_UPROBE;
+		return 1;
+	case SB_EV_CUDA:
+		*cls = SB_COST_CUDA_CALL;
+		return 1;
+	}
+	return 0; /* runslices are other tasks' time; reclaim probes cost little next to reclaim */
+}
+
+const char *sb_guard_mode_name(int mode)
+{
+	return mode == SB_GUARD_SAMPLED ? "sampled" : "full";
+}
+
+size_t sb_guard_format(const struct sb_guard *g, char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap,
+			 "mode=%s\nlimit_ppm=%" PRIu64 "\nestimate_ppm=%" PRIu64 "\nduty_ppm=%" PRIu64
+			 "\nperiod_ns=%" PRIu64 "\ncalls_seen=%" PRIu64 "\ncalls_estimated=%" PRIu64
+			 "\n",
+			 sb_guard_mode_name(g->mode), g->limit_ppm, g->estimate_ppm, g->duty_ppm,
+			 g->period_ns, g->calls_seen, g->calls_estimated);
+
+	return n > 0 ? (size_t)n : 0;
+}
+
+bool sb_guard_parse(struct sb_guard *g, const char *s, size_t n)
+{
+	char buf[64];
+
+	memset(g, 0, sizeof(*g));
+	if (!kv_get(s, n, "mode", buf, sizeof(buf)))
+		return false;
+	g->mode = !strcmp(buf, "sampled") ? SB_GUARD_SAMPLED : SB_GUARD_FULL;
+#define U(k) \
+	if (kv_get(s, n, #k, buf, sizeof(buf))) \
+		g->k = strtoull(buf, NULL, 10);
+	U(limit_ppm) U(estimate_ppm) U(duty_ppm) U(period_ns) U(calls_seen) U(calls_estimated)
+#undef U
+	return true;
+}
+
+bool kv_get(const char *s, size_t n, const char *key, char *buf, size_t len)
+{
+	size_t kl = strlen(key);
+
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+
+		while (j < n && s[j] != '\n')
+			j++;
+		if (j - i > kl && !memcmp(s + i, key, kl) && s[i + kl] == '=') {
+			size_t vl = j - i - kl - 1;
+
+			if (vl >= len)
+				vl = len - 1;
+			memcpy(buf, s + i + kl + 1, vl);
+			buf[vl] = 0;
+			return true;
+		}
+		i = j + 1;
+	}
+	return false;
+}

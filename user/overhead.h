@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The tracer's own cost: what each kind of event costs the traced thread that
+ * pays for it (the cost model, trace record type 42 "costs"), and the state of
+ * the overhead guard that keeps the allocator probes within --max-overhead
+ * (trace record type 43 "guard"). Both records are key=value text
+ * (schemas/trace.md); the recorder writes them, the engine reads them to put an
+ * estimate of the tracer's cost next to every step.
+ */
+#ifndef STEPBLAME_OVERHEAD_H
+#define STEPBLAME_OVERHEAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../bpf/events.h"
+
+enum sb_cost {
+	SB_COST_SCHED,      /* a scheduler event of a target thread: switch, wakeup, migration */
+	SB_COST_FAULT,      /* a user page fault of a target thread */
+	SB_COST_SYSCALL,    /* a timed system call (mmap family, I/O, sched_setaffinity) */
+	SB_COST_ALLOC_CALL, /* an allocator call: its uprobe and uretprobe */
+	SB_COST_UPROBE,     /* a single uprobe hit: USDT step mark, step uprobe */
+	SB_COST_CUDA_CALL,  /* a CUDA driver call: its uprobe and uretprobe */
+	SB_NCOST,
+};
+
+struct sb_costs {
+	uint64_t ns[SB_NCOST];   /* per event */
+	uint32_t calibrated;     /* bit (1 << cost) set: measured on this machine at start */
+	uint32_t samples;        /* calls the calibration timed */
+};
+
+/* "sched_ns", "fault_ns", ... (the record's keys) */
+extern const char *const sb_cost_key[SB_NCOST];
+/* "sched", "fault", "syscall", "alloc_call", "uprobe", "cuda_call" (report names) */
+extern const char *const sb_cost_name[SB_NCOST];
+
+/* the benchmark's figures (bench/RESULTS.md), for what is not calibrated */
+void sb_costs_default(struct sb_costs *c);
+/* key=value lines; returns the length written (snprintf rules) */
+size_t sb_costs_format(const struct sb_costs *c, char *buf, size_t cap);
+/* from key=value lines: keys present override the defaults */
+void sb_costs_parse(struct sb_costs *c, const char *s, size_t n);
+/*
+ * What a kernel record costs its thread: sets *cls and returns how many events
+ * of that class it stands for (an allocator burst: its calls); 0 if none
+ * (records about other tasks, agent records).
+ */
+uint64_t sb_cost_of(const struct sb_hdr *h, int *cls);
+
+enum sb_guard_mode { SB_GUARD_FULL = 0, SB_GUARD_SAMPLED = 1 };
+
+struct sb_guard {
+	int mode;                /* enum sb_guard_mode */
+	uint64_t limit_ppm;      /* --max-overhead, parts per million of step time */
+	uint64_t estimate_ppm;   /* the allocator probes' estimated cost while attached */
+	uint64_t duty_ppm;       /* share of time they are attached (1000000: always) */
+	uint64_t period_ns;      /* one attach/detach cycle while sampled */
+	uint64_t calls_seen;     /* allocator calls counted while attached, cumulative */
+	uint64_t calls_estimated;/* the same extrapolated over the detached time, cumulative */
+};
+
+size_t sb_guard_format(const struct sb_guard *g, char *buf, size_t cap);
+/* false if the text has no mode */
+bool sb_guard_parse(struct sb_guard *g, const char *s, size_t n);
+const char *sb_guard_mode_name(int mode);
+
+/* value of key in key=value lines, copied into buf (NUL-terminated) */
+bool kv_get(const char *s, size_t n, const char *key, char *buf, size_t len);
+
+#endif
