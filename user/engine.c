@@ -241,6 +241,8 @@ struct swip {
 	struct crit_ns crit[8];
 	uint32_t ncrit;
 	uint32_t gpu_ops;
+	uint64_t tev[SB_NCOST];  /* the target's events in it, by cost class */
+	bool sampled;            /* the guard had the allocator probes duty-cycled in it */
 };
 
 struct rs {
@@ -404,6 +406,14 @@ struct engine {
 	char **probes_missing;
 	uint32_t nprobes_missing;
 	bool finished;
+
+	/* the tracer's own cost: the model, the guard's mode changes (ts, mode) */
+	struct sb_costs costs;
+	bool costs_given;
+	struct eng_guard guard;
+	struct { uint64_t ts; int mode; } *gch;
+	uint32_t gch_n, gch_cap, gch_next;
+	int gch_mode;            /* the mode before gch[gch_next] */
 
 	/* perfetto */
 	bool pf_started;
@@ -1509,6 +1519,64 @@ static void sort_blame(struct eng_blame *b, uint32_t n)
 
 static void running_tail(struct engine *e, struct eng_step *s);
 
+/*
+ * Guard records arrive with the agent's records, ahead of the sweep: their
+ * mode changes are kept with their times and read back as steps finalise, in
+ * order.
+ */
+#define GCH_MAX 4096
+
+static void guard_record(struct engine *e, uint64_t ts, const char *s, size_t n)
+{
+	struct sb_guard g;
+	int prev = e->guard.known ? e->guard.mode : SB_GUARD_FULL;
+
+	if (!sb_guard_parse(&g, s, n))
+		return;
+	e->guard.known = true;
+	e->guard.mode = g.mode;
+	e->guard.limit_ppm = g.limit_ppm;
+	e->guard.estimate_ppm = g.estimate_ppm;
+	e->guard.duty_ppm = g.duty_ppm;
+	e->guard.calls_seen = g.calls_seen;
+	e->guard.calls_estimated = g.calls_estimated;
+	if (g.estimate_ppm > e->guard.max_estimate_ppm)
+		e->guard.max_estimate_ppm = g.estimate_ppm;
+	if (g.mode == prev)
+		return;
+	e->guard.changes++;
+	if (g.mode == SB_GUARD_SAMPLED && !e->guard.first_sampled_ns)
+		e->guard.first_sampled_ns = ts;
+	if (e->gch_n == GCH_MAX)
+		return; /* the last mode then stands for the rest of the capture */
+	if (e->gch_n == e->gch_cap) {
+		uint32_t nc = e->gch_cap ? 2 * e->gch_cap : 16;
+		void *q = realloc(e->gch, nc * sizeof(*e->gch));
+
+		if (!q)
+			return;
+		heap_add(e, (int64_t)((nc - e->gch_cap) * sizeof(*e->gch)));
+		e->gch = q;
+		e->gch_cap = nc;
+	}
+	e->gch[e->gch_n].ts = ts;
+	e->gch[e->gch_n].mode = g.mode;
+	e->gch_n++;
+}
+
+/* was the guard sampling at any time in [s, end]? steps come in order */
+static bool guard_sampled_in(struct engine *e, uint64_t s, uint64_t end)
+{
+	bool any;
+
+	while (e->gch_next < e->gch_n && e->gch[e->gch_next].ts <= s)
+		e->gch_mode = e->gch[e->gch_next++].mode;
+	any = e->gch_mode == SB_GUARD_SAMPLED;
+	for (uint32_t i = e->gch_next; !any && i < e->gch_n && e->gch[i].ts <= end; i++)
+		any = e->gch[i].mode == SB_GUARD_SAMPLED;
+	return any;
+}
+
 static void finalize_step(struct engine *e, struct swip *st)
 {
 	struct eng_step *r;
@@ -1545,6 +1613,11 @@ static void finalize_step(struct engine *e, struct swip *st)
 	}
 	memcpy(r->count, st->sacc.cnt, sizeof(r->count));
 	r->count[ENG_N_GPU_OPS] = st->gpu_ops;
+	for (int c = 0; c < SB_NCOST; c++) {
+		r->tracer_events += st->tev[c];
+		r->tracer_ns += st->tev[c] * e->costs.ns[c];
+	}
+	r->alloc_sampled = guard_sampled_in(e, st->start, st->end);
 	for (uint32_t i = 0, best = 0; i < st->ncrit; i++)
 		if (!i || st->crit[i].ns > st->crit[best].ns) {
 			best = i;
@@ -2396,6 +2469,13 @@ static void sweep_rec(struct engine *e, uint64_t key, const struct sb_hdr *h)
 	if (e->gpu_started && !e->gap_open && key > e->busy_until)
 		open_gap(e, e->busy_until);
 	e->now = key;
+	if (e->cur_step && h->pid == e->tpid && h->type <= SB_EV_KERNEL_LAST) {
+		int cls;
+		uint64_t n = sb_cost_of(h, &cls);
+
+		if (n)
+			e->cur_step->tev[cls] += n;
+	}
 
 	switch (h->type) {
 	case SB_EV_SWITCH_OUT:
@@ -2792,6 +2872,15 @@ static void meta(struct engine *e, const struct sb_hdr *h)
 		t->comm[strcspn(t->comm, "\n")] = 0;
 		break;
 	}
+	case SB_REC_COSTS:
+		text_of(h, &s, &n, &id);
+		sb_costs_parse(&e->costs, s, n);
+		e->costs_given = true;
+		break;
+	case SB_REC_GUARD:
+		text_of(h, &s, &n, &id);
+		guard_record(e, h->ts, s, n);
+		break;
 	case SB_REC_HOST:
 		text_of(h, &s, &n, &id);
 		/* a recorder that measured the per-fault cost says so */
@@ -2974,6 +3063,7 @@ struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
 	e->lag = e->o.lag_ns ? e->o.lag_ns : DEFAULT_LAG_NS;
 	e->hist = max64(e->lag, MIN_HIST_NS);
 	e->fault_cost = e->o.fault_cost_ns ? e->o.fault_cost_ns : DEFAULT_FAULT_NS;
+	sb_costs_default(&e->costs);
 	if (e->o.step_nvtx) {
 		rc = regcomp(&e->re_nvtx, e->o.step_nvtx, REG_EXTENDED | REG_NOSUB);
 		if (rc) {
@@ -3033,6 +3123,7 @@ void engine_free(struct engine *e)
 	free(e->cpu);
 	free(e->corr);
 	free(e->ks);
+	free(e->gch);
 	for (uint32_t i = 0; i < e->nstr; i++)
 		free(e->strs[i].text);
 	free(e->strs);
@@ -3293,10 +3384,31 @@ static void summarise_range(struct engine *e, uint64_t first, uint64_t last,
 				v[k++] = RES(e, i)->gpu_idle_ns;
 		s->idle_median = median_of(v, k);
 	}
+	if (n) {
+		uint64_t k = 0;
+
+		for (uint64_t i = first; i < last; i++)
+			if (complete_step(RES(e, i)))
+				v[k++] = RES(e, i)->tracer_ns;
+		s->tracer_median_ns = median_of(v, k);
+		k = 0;
+		for (uint64_t i = first; i < last; i++) {
+			const struct eng_step *r = RES(e, i);
+
+			if (complete_step(r))
+				v[k++] = r->duration_ns ? r->tracer_ns * 1000000 / r->duration_ns : 0;
+		}
+		qsort(v, k, sizeof(*v), cmp_u64);
+		s->tracer_p50_ppm = rank_pct(v, k, 50, 100);
+		s->tracer_p99_ppm = rank_pct(v, k, 99, 100);
+		s->tracer_max_ppm = v[k - 1];
+	}
 	for (uint64_t i = first; i < last; i++) {
 		struct eng_step *r = RES(e, i);
 		bool tail = n && complete_step(r) && r->duration_ns > s->tail_threshold_ns;
 
+		s->tracer_total_ns += r->tracer_ns;
+		s->sampled_steps += r->alloc_sampled;
 		if (write_tail)
 			r->tail = tail;
 		s->ntail += tail;
@@ -3358,6 +3470,17 @@ static void running_tail(struct engine *e, struct eng_step *r)
 		v[i] = v[i] > med ? v[i] - med : med - v[i];
 	mad = select_k(v, n, (n + 1) / 2 - 1);
 	r->tail = r->duration_ns > tail_threshold(med, mad);
+}
+
+bool engine_costs(const struct engine *e, struct sb_costs *c)
+{
+	*c = e->costs;
+	return e->costs_given;
+}
+
+void engine_guard(const struct engine *e, struct eng_guard *g)
+{
+	*g = e->guard;
 }
 
 void engine_summarise(struct engine *e, struct eng_summary *s)

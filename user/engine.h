@@ -110,6 +110,14 @@ struct eng_step {
 	uint32_t count[ENG_NCOUNT];
 	uint32_t nblame;
 	struct eng_blame blame[ENG_MAX_BLAME]; /* by ns, descending; sums to cause_ns */
+	/*
+	 * The tracer's own cost in the step, estimated: the target's events in it,
+	 * each class times its cost per event (the trace's costs record). CPU time
+	 * taken from the target's threads: the step is longer by at most this.
+	 */
+	uint64_t tracer_ns;
+	uint64_t tracer_events;
+	bool alloc_sampled;      /* the overhead guard had the allocator probes duty-cycled */
 };
 
 /* a cause's excess over the median step */
@@ -170,6 +178,10 @@ struct eng_summary {
 	uint64_t dip_period;               /* steps, when periodic */
 	uint64_t ndips;
 	double dip_busy_median;            /* median busy share of the steps, -1 if none */
+	/* the tracer's estimated cost, over complete steps; shares in parts per million */
+	uint64_t tracer_median_ns, tracer_total_ns;
+	uint64_t tracer_p50_ppm, tracer_p99_ppm, tracer_max_ppm;
+	uint64_t sampled_steps;            /* steps with the allocator probes duty-cycled */
 };
 
 /* percentiles, tail flags (written into the steps), dips; after engine_finish */
@@ -218,6 +230,22 @@ struct eng_fault_model {
 	uint64_t blocked;        /* faults that blocked: their sleep was measured */
 };
 void engine_fault_model(const struct engine *e, struct eng_fault_model *m);
+
+/* the per-event costs the estimate uses; true if the trace gave them (else defaults) */
+struct sb_costs;
+bool engine_costs(const struct engine *e, struct sb_costs *c);
+
+/* the overhead guard as the trace tells it */
+struct eng_guard {
+	bool known;              /* the trace has guard records */
+	int mode;                /* enum sb_guard_mode: the last state */
+	uint64_t limit_ppm, estimate_ppm, duty_ppm;
+	uint64_t calls_seen, calls_estimated;
+	uint64_t changes;        /* mode changes */
+	uint64_t first_sampled_ns; /* when it first duty-cycled the probes; 0 never */
+	uint64_t max_estimate_ppm; /* the highest estimate it saw */
+};
+void engine_guard(const struct engine *e, struct eng_guard *g);
 
 /* how much the engine holds now and at most (the streaming bound) */
 struct engine_stats {

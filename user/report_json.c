@@ -11,6 +11,7 @@
 
 #include "engine.h"
 #include "json.h"
+#include "overhead.h"
 #include "trace.h"
 
 static void comm_val(struct jw *w, const char *comm)
@@ -117,6 +118,12 @@ static void step_obj(struct jw *w, struct engine *e, const struct eng_step *s,
 		jw_arr(w);
 		jw_arr_end(w);
 	}
+	jw_key(w, "tracer_ns");
+	jw_u64(w, s->tracer_ns);
+	jw_key(w, "tracer_events");
+	jw_u64(w, s->tracer_events);
+	jw_key(w, "alloc_sampled");
+	jw_bool(w, s->alloc_sampled);
 	jw_key(w, "counts");
 	jw_obj(w);
 	for (int c = 0; c < ENG_NCOUNT; c++) {
@@ -168,6 +175,72 @@ static int tail_cmp(const void *a, const void *b)
 	if (x->duration_ns != y->duration_ns)
 		return x->duration_ns > y->duration_ns ? -1 : 1;
 	return x->index < y->index ? -1 : 1;
+}
+
+/* the tracer's own cost and the overhead guard (summary.tracer) */
+static void tracer(struct jw *w, struct engine *e, const struct eng_summary *s)
+{
+	struct sb_costs c;
+	struct eng_guard g;
+	bool given = engine_costs(e, &c);
+
+	engine_guard(e, &g);
+	jw_key(w, "tracer");
+	jw_obj(w);
+	jw_key(w, "median_ns");
+	jw_u64(w, s->tracer_median_ns);
+	jw_key(w, "p50_share");
+	jw_fixed(w, (double)s->tracer_p50_ppm / 1e6, 6);
+	jw_key(w, "p99_share");
+	jw_fixed(w, (double)s->tracer_p99_ppm / 1e6, 6);
+	jw_key(w, "max_share");
+	jw_fixed(w, (double)s->tracer_max_ppm / 1e6, 6);
+	jw_key(w, "total_ns");
+	jw_u64(w, s->tracer_total_ns);
+	jw_key(w, "cost_per_event_ns");
+	jw_obj(w);
+	for (int i = 0; i < SB_NCOST; i++) {
+		jw_key(w, sb_cost_name[i]);
+		jw_u64(w, c.ns[i]);
+	}
+	jw_obj_end(w);
+	jw_key(w, "cost_source");
+	jw_str(w, given ? "trace" : "default");
+	jw_key(w, "calibrated");
+	jw_arr(w);
+	for (int i = 0; i < SB_NCOST; i++)
+		if (c.calibrated & (1u << i))
+			jw_str(w, sb_cost_name[i]);
+	jw_arr_end(w);
+	jw_key(w, "guard");
+	if (!g.known) {
+		jw_null(w);
+	} else {
+		jw_obj(w);
+		jw_key(w, "mode");
+		jw_str(w, sb_guard_mode_name(g.mode));
+		jw_key(w, "limit");
+		jw_fixed(w, (double)g.limit_ppm / 1e6, 6);
+		jw_key(w, "max_estimate");
+		jw_fixed(w, (double)g.max_estimate_ppm / 1e6, 6);
+		jw_key(w, "duty");
+		jw_fixed(w, (double)g.duty_ppm / 1e6, 6);
+		jw_key(w, "mode_changes");
+		jw_u64(w, g.changes);
+		jw_key(w, "first_sampled_ns");
+		if (g.first_sampled_ns)
+			jw_u64(w, g.first_sampled_ns);
+		else
+			jw_null(w);
+		jw_key(w, "sampled_steps");
+		jw_u64(w, s->sampled_steps);
+		jw_key(w, "alloc_calls_seen");
+		jw_u64(w, g.calls_seen);
+		jw_key(w, "alloc_calls_estimated");
+		jw_u64(w, g.calls_estimated);
+		jw_obj_end(w);
+	}
+	jw_obj_end(w);
 }
 
 static void summary(struct jw *w, struct engine *e, const struct eng_summary *s)
@@ -308,6 +381,7 @@ static void summary(struct jw *w, struct engine *e, const struct eng_summary *s)
 	jw_key(w, "blocked_faults");
 	jw_u64(w, fm.blocked);
 	jw_obj_end(w);
+	tracer(w, e, s);
 	jw_obj_end(w);
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "overhead.h"
 #include "trace.h"
 
 #define MAX_TAIL_LINES 10
@@ -163,6 +164,10 @@ int report_step_line(struct engine *e, const struct eng_step *s, const struct en
 	target_pid = tg.pid;
 
 	fprintf(f, "step %" PRIu64 ": %s", s->step, fmt_ns(d, sizeof(d), s->duration_ns));
+	/* next to the step time: how much of it the tracer may have taken */
+	if (s->tracer_events)
+		fprintf(f, " (tracer ≈ %s%s)", fmt_ns(x, sizeof(x), s->tracer_ns),
+			s->alloc_sampled ? ", allocator sampled" : "");
 	if (s->incomplete) {
 		fputs(" (incomplete: the capture ended inside it)\n", f);
 		return ferror(f) ? -EIO : 0;
@@ -259,6 +264,68 @@ static void loss_line(struct engine *e, FILE *f)
 	}
 	for (uint32_t i = 0; i < l.nprobes_missing; i++)
 		fprintf(f, "            probe not attached: %s\n", l.probes_missing[i]);
+}
+
+/* parts per million as a percentage: 0.31% */
+static const char *fmt_ppm(char *buf, size_t len, uint64_t ppm)
+{
+	snprintf(buf, len, ppm < 100000 ? "%.2f%%" : "%.1f%%", (double)ppm / 10000.0);
+	return buf;
+}
+
+/* the tracer's own cost, and what the overhead guard did */
+static void tracer_lines(struct engine *e, const struct eng_summary *s, FILE *f)
+{
+	struct sb_costs c;
+	struct eng_guard g;
+	struct eng_capture cap;
+	bool given = engine_costs(e, &c);
+	char a[32], b[32], d[32], h[32], t[32];
+	bool first = true;
+
+	engine_guard(e, &g);
+	engine_capture(e, &cap);
+	if (s->ncomplete)
+		fprintf(f, "Tracer      its own cost, estimated: %s per step at the median (%s of step "
+			"time), P99 %s, max %s; %s in all\n",
+			fmt_ns(a, sizeof(a), s->tracer_median_ns), fmt_ppm(b, sizeof(b), s->tracer_p50_ppm),
+			fmt_ppm(d, sizeof(d), s->tracer_p99_ppm), fmt_ppm(h, sizeof(h), s->tracer_max_ppm),
+			fmt_ns(t, sizeof(t), s->tracer_total_ns));
+	else
+		fprintf(f, "Tracer      its own cost, estimated: %s in all\n",
+			fmt_ns(a, sizeof(a), s->tracer_total_ns));
+	fputs("            (the target's events x per event:", f);
+	for (int i = 0; i < SB_NCOST; i++) {
+		fprintf(f, "%s %s %s", first ? "" : ",", sb_cost_name[i],
+			fmt_ns(a, sizeof(a), c.ns[i]));
+		first = false;
+	}
+	if (!given)
+		fputs("; the benchmark's figures: the trace does not say)\n", f);
+	else if (c.calibrated)
+		fputs("; uprobe costs measured at capture start, the others the benchmark's)\n", f);
+	else
+		fputs("; the benchmark's figures)\n", f);
+	if (!g.known)
+		return;
+	if (!g.changes) {
+		fprintf(f, "Guard       allocator probes on throughout: their estimated cost stayed "
+			"under the limit (%s of step time; highest %s)\n",
+			fmt_ppm(a, sizeof(a), g.limit_ppm), fmt_ppm(b, sizeof(b), g.max_estimate_ppm));
+		return;
+	}
+	fprintf(f, "Guard       allocator probes estimated at up to %s of step time (limit %s): "
+		"duty-cycled from %s into the capture",
+		fmt_ppm(a, sizeof(a), g.max_estimate_ppm), fmt_ppm(b, sizeof(b), g.limit_ppm),
+		fmt_ns(d, sizeof(d), g.first_sampled_ns > cap.start_ns ?
+				     g.first_sampled_ns - cap.start_ns : 0));
+	if (g.mode == SB_GUARD_SAMPLED)
+		fprintf(f, ", on %s of the time at the end", fmt_ppm(a, sizeof(a), g.duty_ppm));
+	else
+		fputs(", back on in full at the end", f);
+	fprintf(f, "; %" PRIu64 " step%s had them sampled: their alloc blame is from a sample "
+		"(%" PRIu64 " allocator calls counted, about %" PRIu64 " made)\n", s->sampled_steps,
+		s->sampled_steps == 1 ? "" : "s", g.calls_seen, g.calls_estimated);
 }
 
 int report_text(struct engine *e, FILE *f)
@@ -403,6 +470,7 @@ int report_text(struct engine *e, FILE *f)
 	else
 		fprintf(f, "%s: GPU idle time is steady from step to step\n", dip_name(s.dip));
 
+	tracer_lines(e, &s, f);
 	fprintf(f, "Page faults time estimated (no fault-handler exit probe on this kernel): a fault "
 		"that blocked is charged its sleep (%s did); one that did not, %s each (%s)\n",
 		fmt_count(a, sizeof(a), fm.blocked), fmt_ns(b, sizeof(b), fm.per_fault_ns),
