@@ -87,18 +87,24 @@ static inline void hdr(struct sb_hdr *h, unsigned type, size_t size, uint64_t ts
 	h->cpu = (uint16_t)cpu;
 }
 
-static inline void w_text(struct world *w, unsigned type, uint32_t id, uint32_t tid,
-			  const char *text)
+static inline void w_text_at(struct world *w, unsigned type, uint32_t id, uint32_t tid,
+			     uint64_t ts, const char *text)
 {
 	uint8_t buf[512] = { 0 };
 	struct sb_text *t = (struct sb_text *)buf;
 	size_t len = strlen(text);
 
-	hdr(&t->h, type, (sizeof(*t) + len + 7) & ~7ul, 0, T_PID, tid, 0);
+	hdr(&t->h, type, (sizeof(*t) + len + 7) & ~7ul, ts, T_PID, tid, 0);
 	t->len = (uint32_t)len;
 	t->id = id;
 	memcpy(t->text, text, len);
 	st_put(&w->meta, t);
+}
+
+static inline void w_text(struct world *w, unsigned type, uint32_t id, uint32_t tid,
+			  const char *text)
+{
+	w_text_at(w, type, id, tid, 0, text);
 }
 
 static inline void world_init(struct world *w)

@@ -8,6 +8,7 @@
 
 #include "test.h"
 #include "engine_synth.h"
+#include "overhead.h"
 
 #define PRE (5 * MS)
 #define GPU (80 * MS)
@@ -621,6 +622,112 @@ static void t_setaffinity(void)
 	world_free(&w);
 }
 
+/* three faults, an mmap call, a burst of 50 fast allocator calls and a slow one */
+static void inj_events(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	for (int i = 0; i < 3; i++)
+		w_fault(w, at + (uint64_t)i * 10 * US, T_LAUNCHER, 0, (uint64_t)i + 1);
+	w_interval(w, SB_EV_MMSYS, at + 100 * US, at + 120 * US, T_LAUNCHER, 0);
+	w_burst(w, at + 200 * US, at + 400 * US, T_LAUNCHER, 50, 100 * US, 20 * US);
+	w_interval(w, SB_EV_ALLOC, at + 250 * US, at + 270 * US, T_LAUNCHER, SB_FN_MALLOC);
+}
+
+/*
+ * The tracer's own cost: each step's events times the costs the trace gives;
+ * the guard's duty-cycled periods mark the steps they overlap.
+ */
+static void t_tracer_cost(void)
+{
+	struct world w;
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct sopt ev = { .pre = PRE, .gpu = GPU, .len = 1 * MS, .inj = inj_events };
+	uint64_t S = 10 * SEC, at[8];
+	struct sb_costs c;
+	struct eng_guard g;
+	struct eng_summary sum;
+	struct engine *e;
+
+	world_init(&w);
+	w_text(&w, SB_REC_COSTS, 0, 0, "sched_ns=100\nfault_ns=1000\nsyscall_ns=10000\n"
+	       "alloc_call_ns=100000\nuprobe_ns=1000000\ncuda_call_ns=7\n"
+	       "calibrated=alloc_call_ns,uprobe_ns\ncalibration_samples=400\n");
+	for (uint64_t n = 0; n < 8; n++) {
+		at[n] = S;
+		S = std_step(&w, S, n, n == 1 ? &ev : &plain);
+	}
+	w_step(&w, S, T_LAUNCHER, 8);
+	/* sampled from the middle of step 3 to the middle of step 5 */
+	w_text_at(&w, SB_REC_GUARD, 0, 0, 1 * MS, "mode=full\nlimit_ppm=10000\nestimate_ppm=0\n"
+		  "duty_ppm=1000000\nperiod_ns=0\ncalls_seen=0\ncalls_estimated=0\n");
+	w_text_at(&w, SB_REC_GUARD, 0, 0, at[3] + 2 * MS, "mode=sampled\nlimit_ppm=10000\n"
+		  "estimate_ppm=250000\nduty_ppm=40000\nperiod_ns=1000000000\ncalls_seen=500\n"
+		  "calls_estimated=800\n");
+	w_text_at(&w, SB_REC_GUARD, 0, 0, at[5] + 2 * MS, "mode=full\nlimit_ppm=10000\n"
+		  "estimate_ppm=4000\nduty_ppm=1000000\nperiod_ns=0\ncalls_seen=900\n"
+		  "calls_estimated=12900\n");
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	CHECK(engine_costs(e, &c) && c.ns[SB_COST_FAULT] == 1000 && c.samples == 400 &&
+	      c.calibrated == (1u << SB_COST_ALLOC_CALL | 1u << SB_COST_UPROBE),
+	      "costs from the trace: fault %" PRIu64 " calibrated %#x", c.ns[SB_COST_FAULT],
+	      c.calibrated);
+	{
+		const struct eng_step *s0 = step_no(e, 0), *s1 = step_no(e, 1);
+
+		REQUIRE(s0 && s1, "steps 0 and 1");
+		/* a plain step: its USDT mark, and the launcher's sleep (switch out, wakeup, in) */
+		CHECK(s0->tracer_events == 4 && s0->tracer_ns == 1000000 + 3 * 100,
+		      "plain step: %" PRIu64 " events, %" PRIu64 " ns", s0->tracer_events,
+		      s0->tracer_ns);
+		CHECK(s1->tracer_events == s0->tracer_events + 3 + 1 + 51,
+		      "step 1: %" PRIu64 " events", s1->tracer_events);
+		CHECK(s1->tracer_ns == s0->tracer_ns + 3 * 1000 + 10000 + 51 * 100000,
+		      "step 1: %" PRIu64 " ns", s1->tracer_ns);
+	}
+	for (uint64_t n = 0; n < 8; n++) {
+		const struct eng_step *s = step_no(e, n);
+
+		REQUIRE(s, "step %" PRIu64, n);
+		CHECK(s->alloc_sampled == (n >= 3 && n <= 5), "step %" PRIu64 " alloc_sampled %d", n,
+		      s->alloc_sampled);
+	}
+	engine_guard(e, &g);
+	CHECK(g.known && g.mode == SB_GUARD_FULL && g.changes == 2 &&
+	      g.first_sampled_ns == at[3] + 2 * MS && g.max_estimate_ppm == 250000 &&
+	      g.calls_estimated == 12900, "guard: known %d mode %d changes %" PRIu64
+	      " first %" PRIu64 " max %" PRIu64, g.known, g.mode, g.changes, g.first_sampled_ns,
+	      g.max_estimate_ppm);
+	engine_summarise(e, &sum);
+	CHECK(sum.sampled_steps == 3 && sum.tracer_median_ns == 1000300 &&
+	      sum.tracer_max_ppm > sum.tracer_p50_ppm, "summary: sampled %" PRIu64 " median %"
+	      PRIu64 " max %" PRIu64 " ppm", sum.sampled_steps, sum.tracer_median_ns,
+	      sum.tracer_max_ppm);
+	engine_free(e);
+	world_free(&w);
+
+	/* no costs record: the benchmark's figures, said to be defaults */
+	world_init(&w);
+	S = std_step(&w, 10 * SEC, 0, &plain);
+	S = std_step(&w, S, 1, &plain);
+	w_step(&w, S, T_LAUNCHER, 2);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	{
+		struct sb_costs d;
+		const struct eng_step *s0 = step_no(e, 0);
+
+		sb_costs_default(&d);
+		CHECK(!engine_costs(e, &c) && c.ns[SB_COST_SCHED] == d.ns[SB_COST_SCHED],
+		      "defaults expected");
+		CHECK(s0 && s0->tracer_ns == d.ns[SB_COST_UPROBE] + 3 * d.ns[SB_COST_SCHED],
+		      "plain step with defaults: %" PRIu64, s0 ? s0->tracer_ns : 0);
+		engine_guard(e, &g);
+		CHECK(!g.known, "a guard out of nowhere");
+	}
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_host_only(void)
 {
 	struct world w;
@@ -1095,6 +1202,7 @@ int main(void)
 	RUN(t_alloc_burst);
 	RUN(t_iosys);
 	RUN(t_setaffinity);
+	RUN(t_tracer_cost);
 	RUN(t_fault_then_sleep_is_not_the_faults);
 	RUN(t_alloc_mmap_reclaim);
 	RUN(t_migration);
