@@ -1686,8 +1686,9 @@ static void finalize_step(struct engine *e, struct swip *st)
 
 		snprintf(args, sizeof(args),
 			 ",\"args\":{\"step\":%" PRIu64 ",\"duration_ns\":%" PRIu64
-			 ",\"gpu_idle_ns\":%" PRIu64 ",\"tail\":%s,\"incomplete\":%s}",
-			 r->step, r->duration_ns, r->gpu_idle_ns, r->tail ? "true" : "false",
+			 ",\"gpu_idle_ns\":%" PRIu64 ",\"tracer_ns\":%" PRIu64
+			 ",\"tail\":%s,\"incomplete\":%s}",
+			 r->step, r->duration_ns, r->gpu_idle_ns, r->tracer_ns, r->tail ? "true" : "false",
 			 r->incomplete ? "true" : "false");
 		char name[48];
 
