@@ -127,6 +127,22 @@ def alloc_calls(path):
     return sum(per_tid.values())
 
 
+def self_estimate(path):
+    """What stepblame's own report says it cost: summary.tracer of its JSON report
+    (the median and P99 share of step time, and the guard's state), to set next to
+    the measured ratios."""
+    p = subprocess.run([SB, "report", path, "--format", "json"], capture_output=True,
+                       text=True, timeout=300)
+    if p.returncode != 0:
+        return {}
+    t = json.loads(p.stdout)["summary"]["tracer"]
+    g = t.get("guard") or {}
+    return {"est_p50_share": t["p50_share"], "est_p99_share": t["p99_share"],
+            "guard_mode_changes": g.get("mode_changes", 0),
+            "calibrated": t.get("calibrated", []),
+            "alloc_call_ns": t["cost_per_event_ns"]["alloc_call"]}
+
+
 class Lines:
     """Collects a child's stderr lines; sets an event when one contains `key`."""
 
@@ -181,6 +197,7 @@ def start_tool(tool, cfg, pid, tag):
                    "size": os.path.getsize(trace)}
             if cfg == "alloc" and "--no-alloc" not in tool:
                 res["alloc_calls_counted"] = alloc_calls(trace)
+            res.update(self_estimate(trace))
             os.unlink(trace)
             return res
         return finish
@@ -378,24 +395,35 @@ def run_config(cfg, rounds):
             "drops": [x["tool"]["drops"] for x in runs[v]],
             "by_type": runs[v][-1]["tool"].get("by_type"),
             "alloc_calls_counted": runs[v][-1]["tool"].get("alloc_calls_counted"),
+            "est_p50_share": median_of(runs[v], "est_p50_share"),
+            "est_p99_share": median_of(runs[v], "est_p99_share"),
             "raw": runs[v],
         })
     return rows
 
 
+def median_of(runs, key):
+    xs = [x["tool"][key] for x in runs if key in x.get("tool", {})]
+    return statistics.median(xs) if xs else None
+
+
 def table(rows):
     print("| configuration | tool | P50 ms | P99 ms | mean ms | P50 ratio (min..max) | "
-          "P99 ratio (min..max) | events captured per run | drops |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "P99 ratio (min..max) | events captured per run | drops | own estimate P50 / P99 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ev = "%d" % r["events"] if not r["tool"].startswith("untraced") else "-"
         if r.get("alloc_calls_counted"):
             ev += " + %d allocator calls counted" % r["alloc_calls_counted"]
-        print("| %s | %s | %.3f | %.3f | %.3f | %.4f (%.4f..%.4f) | %.4f (%.4f..%.4f) | %s | %s |"
+        est = "-"
+        if r.get("est_p50_share") is not None:
+            est = "+%.2f%% / +%.2f%%" % (100 * r["est_p50_share"], 100 * r["est_p99_share"])
+        print("| %s | %s | %.3f | %.3f | %.3f | %.4f (%.4f..%.4f) | %.4f (%.4f..%.4f) | %s | %s | %s |"
               % (r["config"], r["tool"], r["p50_ms"], r["p99_ms"], r["mean_ms"], r["p50_ratio"],
             r["p50_ratio_range"][0], r["p50_ratio_range"][1], r["p99_ratio"],
             r["p99_ratio_range"][0], r["p99_ratio_range"][1], ev,
-            "-" if r["tool"].startswith("untraced") else "/".join(str(d) for d in r["drops"])))
+            "-" if r["tool"].startswith("untraced") else "/".join(str(d) for d in r["drops"]),
+            est))
     print()
     for r in rows:
         if not r["tool"].startswith("untraced") and r.get("by_type"):
