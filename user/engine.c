@@ -143,6 +143,7 @@ enum { EP_RUN = 1, EP_SLEEP_S, EP_SLEEP_D };
 
 struct episode {
 	uint64_t s, e;
+	uint64_t emax;           /* the largest e pushed up to this one (lets chain() skip) */
 	uint32_t wpid, wtid;     /* sleeps: the waker */
 	uint16_t cpu;
 	uint8_t kind;
@@ -174,6 +175,7 @@ struct thr {
 	/* history of off-CPU episodes, a ring */
 	struct episode *ep;
 	uint32_t ep_head, ep_n, ep_cap;
+	uint64_t ep_emax;        /* the largest episode end ever pushed */
 	/* candidates only */
 	int cand;
 	uint64_t last_cut;
@@ -653,6 +655,8 @@ static void ep_push(struct engine *e, struct thr *t, uint8_t kind, uint64_t s, u
 	p = &t->ep[(t->ep_head + t->ep_n++) % t->ep_cap];
 	p->s = s;
 	p->e = end;
+	t->ep_emax = max64(t->ep_emax, end);
+	p->emax = t->ep_emax;
 	p->kind = kind;
 	p->cpu = cpu;
 	p->wpid = wpid;
@@ -1175,11 +1179,23 @@ static void chain(struct engine *e, struct acc *a, uint64_t s, uint64_t end, str
 {
 	uint64_t cur = s;
 
+	uint32_t lo = 0, hi;
+
 	if (!w || depth >= CHAIN_DEPTH) {
 		acc_add(e, a, ENG_BLOCKED, end - s, dflt);
 		return;
 	}
-	for (uint32_t i = 0; i <= w->ep_n && cur < end; i++) {
+	/* episodes that all ended by s cover none of [s, end]: skip them */
+	hi = w->ep_n;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (w->ep[(w->ep_head + mid) % w->ep_cap].emax <= s)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (uint32_t i = lo; i <= w->ep_n && cur < end; i++) {
 		struct episode ep;
 		uint64_t x, y;
 
