@@ -259,15 +259,26 @@ struct qent {
 	uint32_t len, pad;
 };
 
+/*
+ * A bucket's records, in chunks of one size: a swept bucket's chunks go on a
+ * free list for the next buckets (no allocation, and they are still in the
+ * cache), so the memory is what the window held at most.
+ */
+#define BCHUNK_BYTES 2048
+struct bchunk {
+	struct bchunk *next;
+	uint32_t len, pad;
+	uint8_t data[BCHUNK_BYTES - 16];
+};
+
 struct bucket {
-	uint8_t *buf;
-	size_t len, cap;
+	struct bchunk *head, *tail;
 	uint32_t n;
 };
 
 struct qidx {
 	uint64_t key, seq;
-	size_t off;
+	const struct qent *q;
 };
 
 struct ovf {
@@ -319,6 +330,7 @@ struct engine {
 	uint64_t queued, queued_peak, qbytes, qbytes_peak;
 	struct qidx *idx;
 	size_t idx_cap;
+	struct bchunk *bfree;
 	struct ovf *ovf;
 	size_t novf, capovf;
 
@@ -2578,27 +2590,32 @@ static void ovf_pop(struct engine *e)
 static void bucket_put(struct engine *e, uint64_t key, uint64_t seq, const void *rec, size_t len)
 {
 	struct bucket *b = &e->bk[(key >> BK_SHIFT) & (e->nbk - 1)];
-	size_t need = b->len + sizeof(struct qent) + len;
+	size_t need = sizeof(struct qent) + len;
 	struct qent q = { .key = key, .seq = seq, .len = (uint32_t)len };
+	struct bchunk *c = b->tail;
 
-	if (need > b->cap) {
-		size_t nc = b->cap ? b->cap * 2 : 1024;
-		uint8_t *n;
-
-		while (nc < need)
-			nc *= 2;
-		n = realloc(b->buf, nc);
-		if (!n) {
-			fprintf(stderr, "stepblame: out of memory in the blame engine\n");
-			abort();
-		}
-		heap_add(e, (int64_t)(nc - b->cap));
-		b->buf = n;
-		b->cap = nc;
+	if (need > sizeof(c->data)) {
+		/* rec_size() knows no record this big */
+		fprintf(stderr, "stepblame: a %zu-byte record in the blame engine\n", len);
+		abort();
 	}
-	memcpy(b->buf + b->len, &q, sizeof(q));
-	memcpy(b->buf + b->len + sizeof(q), rec, len);
-	b->len = need;
+	if (!c || c->len + need > sizeof(c->data)) {
+		c = e->bfree;
+		if (c)
+			e->bfree = c->next;
+		else
+			c = xcalloc(e, 1, sizeof(*c));
+		c->next = NULL;
+		c->len = 0;
+		if (b->tail)
+			b->tail->next = c;
+		else
+			b->head = c;
+		b->tail = c;
+	}
+	memcpy(c->data + c->len, &q, sizeof(q));
+	memcpy(c->data + c->len + sizeof(q), rec, len);
+	c->len += (uint32_t)need;
 	b->n++;
 	e->queued++;
 	e->qbytes += sizeof(q) + len;
@@ -2608,10 +2625,41 @@ static void bucket_put(struct engine *e, uint64_t key, uint64_t seq, const void 
 		e->qbytes_peak = e->qbytes;
 }
 
+static bool qidx_less(const struct qidx *x, const struct qidx *y)
+{
+	return x->key < y->key || (x->key == y->key && x->seq < y->seq);
+}
+
+/*
+ * Sort a bucket's index by (key, seq), which is unique: any sort gives the same
+ * order. A bucket is nearly sorted (records arrive nearly in time order), so
+ * insertion sort, unless it has to move too much.
+ */
+static void qidx_sort(struct qidx *v, uint32_t n)
+{
+	uint64_t moves = 0, budget = 8 * (uint64_t)n + 64;
+
+	for (uint32_t i = 1; i < n; i++) {
+		struct qidx x = v[i];
+		uint32_t j = i;
+
+		while (j > 0 && qidx_less(&x, &v[j - 1])) {
+			v[j] = v[j - 1];
+			j--;
+		}
+		v[j] = x;
+		moves += i - j;
+		if (moves > budget) {
+			qsort(v, n, sizeof(*v), qidx_cmp);
+			return;
+		}
+	}
+}
+
 static void sweep_bucket(struct engine *e, struct bucket *b)
 {
-	size_t off = 0;
-	uint32_t n = b->n;
+	uint32_t n = b->n, i = 0;
+	bool sorted = true;
 
 	if (!n)
 		return;
@@ -2628,27 +2676,34 @@ static void sweep_bucket(struct engine *e, struct bucket *b)
 		e->idx = q;
 		e->idx_cap = nc;
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		const struct qent *q = (const void *)(b->buf + off);
+	/* written lag_ns ago, long out of the cache: ask for all of it at once */
+	for (const struct bchunk *c = b->head; c; c = c->next)
+		for (uint32_t o = 0; o < c->len; o += 64)
+			__builtin_prefetch(c->data + o);
+	for (const struct bchunk *c = b->head; c; c = c->next) {
+		for (uint32_t off = 0; off < c->len; i++) {
+			const struct qent *q = (const void *)(c->data + off);
 
-		e->idx[i] = (struct qidx){ q->key, q->seq, off };
-		off += sizeof(*q) + q->len;
+			e->idx[i] = (struct qidx){ q->key, q->seq, q };
+			if (i && sorted && qidx_less(&e->idx[i], &e->idx[i - 1]))
+				sorted = false;
+			off += sizeof(*q) + q->len;
+		}
 	}
-	qsort(e->idx, n, sizeof(*e->idx), qidx_cmp);
-	for (uint32_t i = 0; i < n; i++) {
-		const struct qent *q = (const void *)(b->buf + e->idx[i].off);
+	if (!sorted)
+		qidx_sort(e->idx, n);
+	for (i = 0; i < n; i++) {
+		const struct qent *q = e->idx[i].q;
 
 		sweep_rec(e, q->key, (const struct sb_hdr *)(q + 1));
 		e->queued--;
 		e->qbytes -= sizeof(*q) + q->len;
 	}
-	b->len = 0;
+	/* only the buckets still ahead of the sweep hold records: the window, nothing more */
+	b->tail->next = e->bfree;
+	e->bfree = b->head;
+	b->head = b->tail = NULL;
 	b->n = 0;
-	/* only the buckets still ahead of the sweep hold memory: the window, nothing more */
-	heap_add(e, -(int64_t)b->cap);
-	free(b->buf);
-	b->buf = NULL;
-	b->cap = 0;
 }
 
 /* sweep every bucket that ends at or before `upto` */
@@ -3041,8 +3096,16 @@ void engine_free(struct engine *e)
 {
 	if (!e)
 		return;
-	for (uint32_t i = 0; i < e->nbk; i++)
-		free(e->bk[i].buf);
+	for (uint32_t i = 0; i <= e->nbk; i++) {
+		struct bchunk *c = i < e->nbk ? e->bk[i].head : e->bfree;
+
+		while (c) {
+			struct bchunk *next = c->next;
+
+			free(c);
+			c = next;
+		}
+	}
 	free(e->bk);
 	free(e->idx);
 	for (size_t i = 0; i < e->novf; i++)
