@@ -3190,10 +3190,56 @@ static uint64_t rank_pct(const uint64_t *v, uint64_t n, uint64_t num, uint64_t d
 	return v[k - 1];
 }
 
+/* the k-th smallest of v[0..n), k < n: the value a sort would put at v[k] (v is reordered) */
+static uint64_t kth_u64(uint64_t *v, uint64_t n, uint64_t k)
+{
+	uint64_t lo = 0, hi = n, rounds = 0;
+
+	while (hi - lo > 16) {
+		uint64_t a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi - 1], p, lt = lo, i = lo, gt = hi;
+
+		/* median of three */
+		p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+		/* three ways: [lo, lt) < p, [lt, gt) == p, [gt, hi) > p */
+		while (i < gt) {
+			uint64_t x = v[i];
+
+			if (x < p) {
+				v[i++] = v[lt];
+				v[lt++] = x;
+			} else if (x > p) {
+				v[i] = v[--gt];
+				v[gt] = x;
+			} else {
+				i++;
+			}
+		}
+		if (k < lt)
+			hi = lt;
+		else if (k >= gt)
+			lo = gt;
+		else
+			return p;
+		if (++rounds > 64) {
+			/* an input that defeats the pivot: sort what is left */
+			qsort(v + lo, hi - lo, sizeof(*v), cmp_u64);
+			return v[k];
+		}
+	}
+	for (uint64_t i = lo + 1; i < hi; i++)
+		for (uint64_t j = i; j > lo && v[j - 1] > v[j]; j--) {
+			uint64_t t = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return v[k];
+}
+
+/* nearest rank, as rank_pct(sorted v, n, 1, 2); v is reordered */
 static uint64_t median_of(uint64_t *v, uint64_t n)
 {
-	qsort(v, n, sizeof(*v), cmp_u64);
-	return rank_pct(v, n, 1, 2);
+	return n ? kth_u64(v, n, (n + 1) / 2 - 1) : 0;
 }
 
 static uint64_t mad_of(uint64_t *v, uint64_t n, uint64_t med)
