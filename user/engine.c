@@ -78,6 +78,7 @@
 #define LIVE_WINDOW 1024
 #define CORR_SLOTS 65536
 #define RES_CHUNK 1024
+#define BLAME_CHUNK 4096
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 _Static_assert(ENG_MAX_BLAME >= ENG_NCAUSE, "a step must hold one entry per cause");
@@ -388,6 +389,9 @@ struct engine {
 	uint64_t steps_flight_peak;
 	struct eng_step **res;    /* results in chunks of RES_CHUNK: never moved, no slack */
 	uint64_t nres, nchunks;
+	struct eng_blame **bl;    /* their blame entries, packed, in chunks of BLAME_CHUNK */
+	uint64_t nbl;
+	uint32_t bl_used;         /* entries used in the last chunk */
 	engine_step_cb cb;
 	void *cb_ctx;
 
@@ -481,6 +485,29 @@ static void comm_copy(char *dst, const char *src)
 }
 
 #define RES(e, i) (&(e)->res[(i) / RES_CHUNK][(i) % RES_CHUNK])
+
+/* a step's blame entries, kept with the others': a step holds only as many as it has */
+static const struct eng_blame *blame_store(struct engine *e, const struct eng_blame *b, uint32_t n)
+{
+	struct eng_blame *p;
+
+	if (!e->nbl || e->bl_used + n > BLAME_CHUNK) {
+		struct eng_blame **q = realloc(e->bl, (e->nbl + 1) * sizeof(*q));
+
+		if (!q) {
+			fprintf(stderr, "stepblame: out of memory in the blame engine\n");
+			abort();
+		}
+		heap_add(e, sizeof(*q));
+		e->bl = q;
+		e->bl[e->nbl++] = xcalloc(e, BLAME_CHUNK, sizeof(**q));
+		e->bl_used = 0;
+	}
+	p = &e->bl[e->nbl - 1][e->bl_used];
+	memcpy(p, b, n * sizeof(*b));
+	e->bl_used += n;
+	return p;
+}
 
 static uint64_t min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static uint64_t max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -1630,7 +1657,7 @@ static void finalize_step(struct engine *e, struct swip *st)
 		}
 		sort_blame(tmp, n);
 	}
-	memcpy(r->blame, tmp, n * sizeof(tmp[0]));
+	r->blame = blame_store(e, tmp, n);
 	r->nblame = n;
 	e->nres++;
 	running_tail(e, r);
@@ -3153,6 +3180,9 @@ void engine_free(struct engine *e)
 	for (uint64_t i = 0; i < e->nchunks; i++)
 		free(e->res[i]);
 	free(e->res);
+	for (uint64_t i = 0; i < e->nbl; i++)
+		free(e->bl[i]);
+	free(e->bl);
 	free(e->itf);
 	free(e->tcmdline);
 	free(e->truncated);

@@ -109,7 +109,7 @@ struct eng_step {
 	uint64_t cause_ns[ENG_NCAUSE];
 	uint32_t count[ENG_NCOUNT];
 	uint32_t nblame;
-	struct eng_blame blame[ENG_MAX_BLAME]; /* by ns, descending; sums to cause_ns */
+	const struct eng_blame *blame; /* nblame (<= ENG_MAX_BLAME), by ns, descending; sums to cause_ns */
 };
 
 /* a cause's excess over the median step */
