@@ -2762,6 +2762,14 @@ static void release(struct engine *e, uint64_t upto)
 			free(o.rec);
 			heap_add(e, -(int64_t)len);
 		}
+		{
+			/* the next bucket's first chunk: it is swept next, as cold as this one */
+			const struct bchunk *c = e->bk[(e->rel + 1) & (e->nbk - 1)].head;
+
+			if (c)
+				for (size_t o = 0; o < sizeof(*c); o += 64)
+					__builtin_prefetch((const char *)c + o);
+		}
 		sweep_bucket(e, &e->bk[e->rel & (e->nbk - 1)]);
 		e->rel++;
 		commit_ended(e, e->now, false);
