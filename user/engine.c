@@ -952,9 +952,10 @@ struct clsctx {
 	const struct eng_who *dflt;
 };
 
+/* comm: at least SB_COMM_LEN bytes (a NUL in the first 10 differs from the prefix anyway) */
 static bool is_stopper(const char *comm)
 {
-	return !strncmp(comm, "migration/", 10);
+	return !memcmp(comm, "migration/", 10);
 }
 
 static void who_of_rs(struct eng_who *w, const struct rs *r, uint16_t cpu)
