@@ -79,6 +79,7 @@
 #define LIVE_WINDOW 1024
 #define CORR_SLOTS 65536
 #define RES_CHUNK 1024
+#define BLAME_CHUNK 4096
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 _Static_assert(ENG_MAX_BLAME >= ENG_NCAUSE, "a step must hold one entry per cause");
@@ -144,6 +145,7 @@ enum { EP_RUN = 1, EP_SLEEP_S, EP_SLEEP_D };
 
 struct episode {
 	uint64_t s, e;
+	uint64_t emax;           /* the largest e pushed up to this one (lets chain() skip) */
 	uint32_t wpid, wtid;     /* sleeps: the waker */
 	uint16_t cpu;
 	uint8_t kind;
@@ -175,6 +177,7 @@ struct thr {
 	/* history of off-CPU episodes, a ring */
 	struct episode *ep;
 	uint32_t ep_head, ep_n, ep_cap;
+	uint64_t ep_emax;        /* the largest episode end ever pushed */
 	/* candidates only */
 	int cand;
 	uint64_t last_cut;
@@ -261,15 +264,26 @@ struct qent {
 	uint32_t len, pad;
 };
 
+/*
+ * A bucket's records, in chunks of one size: a swept bucket's chunks go on a
+ * free list for the next buckets (no allocation, and they are still in the
+ * cache), so the memory is what the window held at most.
+ */
+#define BCHUNK_BYTES 2048
+struct bchunk {
+	struct bchunk *next;
+	uint32_t len, pad;
+	uint8_t data[BCHUNK_BYTES - 16];
+};
+
 struct bucket {
-	uint8_t *buf;
-	size_t len, cap;
+	struct bchunk *head, *tail;
 	uint32_t n;
 };
 
 struct qidx {
 	uint64_t key, seq;
-	size_t off;
+	const struct qent *q;
 };
 
 struct ovf {
@@ -321,6 +335,7 @@ struct engine {
 	uint64_t queued, queued_peak, qbytes, qbytes_peak;
 	struct qidx *idx;
 	size_t idx_cap;
+	struct bchunk *bfree;
 	struct ovf *ovf;
 	size_t novf, capovf;
 
@@ -378,6 +393,9 @@ struct engine {
 	uint64_t steps_flight_peak;
 	struct eng_step **res;    /* results in chunks of RES_CHUNK: never moved, no slack */
 	uint64_t nres, nchunks;
+	struct eng_blame **bl;    /* their blame entries, packed, in chunks of BLAME_CHUNK */
+	uint64_t nbl;
+	uint32_t bl_used;         /* entries used in the last chunk */
 	engine_step_cb cb;
 	void *cb_ctx;
 
@@ -479,6 +497,29 @@ static void comm_copy(char *dst, const char *src)
 }
 
 #define RES(e, i) (&(e)->res[(i) / RES_CHUNK][(i) % RES_CHUNK])
+
+/* a step's blame entries, kept with the others': a step holds only as many as it has */
+static const struct eng_blame *blame_store(struct engine *e, const struct eng_blame *b, uint32_t n)
+{
+	struct eng_blame *p;
+
+	if (!e->nbl || e->bl_used + n > BLAME_CHUNK) {
+		struct eng_blame **q = realloc(e->bl, (e->nbl + 1) * sizeof(*q));
+
+		if (!q) {
+			fprintf(stderr, "stepblame: out of memory in the blame engine\n");
+			abort();
+		}
+		heap_add(e, sizeof(*q));
+		e->bl = q;
+		e->bl[e->nbl++] = xcalloc(e, BLAME_CHUNK, sizeof(**q));
+		e->bl_used = 0;
+	}
+	p = &e->bl[e->nbl - 1][e->bl_used];
+	memcpy(p, b, n * sizeof(*b));
+	e->bl_used += n;
+	return p;
+}
 
 static uint64_t min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static uint64_t max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -665,6 +706,8 @@ static void ep_push(struct engine *e, struct thr *t, uint8_t kind, uint64_t s, u
 	p = &t->ep[(t->ep_head + t->ep_n++) % t->ep_cap];
 	p->s = s;
 	p->e = end;
+	t->ep_emax = max64(t->ep_emax, end);
+	p->emax = t->ep_emax;
 	p->kind = kind;
 	p->cpu = cpu;
 	p->wpid = wpid;
@@ -921,9 +964,10 @@ struct clsctx {
 	const struct eng_who *dflt;
 };
 
+/* comm: at least SB_COMM_LEN bytes (a NUL in the first 10 differs from the prefix anyway) */
 static bool is_stopper(const char *comm)
 {
-	return !strncmp(comm, "migration/", 10);
+	return !memcmp(comm, "migration/", 10);
 }
 
 static void who_of_rs(struct eng_who *w, const struct rs *r, uint16_t cpu)
@@ -1187,11 +1231,23 @@ static void chain(struct engine *e, struct acc *a, uint64_t s, uint64_t end, str
 {
 	uint64_t cur = s;
 
+	uint32_t lo = 0, hi;
+
 	if (!w || depth >= CHAIN_DEPTH) {
 		acc_add(e, a, ENG_BLOCKED, end - s, dflt);
 		return;
 	}
-	for (uint32_t i = 0; i <= w->ep_n && cur < end; i++) {
+	/* episodes that all ended by s cover none of [s, end]: skip them */
+	hi = w->ep_n;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (w->ep[(w->ep_head + mid) % w->ep_cap].emax <= s)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (uint32_t i = lo; i <= w->ep_n && cur < end; i++) {
 		struct episode ep;
 		uint64_t x, y;
 
@@ -1677,7 +1733,7 @@ static void finalize_step(struct engine *e, struct swip *st)
 		}
 		sort_blame(tmp, n);
 	}
-	memcpy(r->blame, tmp, n * sizeof(tmp[0]));
+	r->blame = blame_store(e, tmp, n);
 	r->nblame = n;
 	e->nres++;
 	running_tail(e, r);
@@ -2654,27 +2710,32 @@ static void ovf_pop(struct engine *e)
 static void bucket_put(struct engine *e, uint64_t key, uint64_t seq, const void *rec, size_t len)
 {
 	struct bucket *b = &e->bk[(key >> BK_SHIFT) & (e->nbk - 1)];
-	size_t need = b->len + sizeof(struct qent) + len;
+	size_t need = sizeof(struct qent) + len;
 	struct qent q = { .key = key, .seq = seq, .len = (uint32_t)len };
+	struct bchunk *c = b->tail;
 
-	if (need > b->cap) {
-		size_t nc = b->cap ? b->cap * 2 : 1024;
-		uint8_t *n;
-
-		while (nc < need)
-			nc *= 2;
-		n = realloc(b->buf, nc);
-		if (!n) {
-			fprintf(stderr, "stepblame: out of memory in the blame engine\n");
-			abort();
-		}
-		heap_add(e, (int64_t)(nc - b->cap));
-		b->buf = n;
-		b->cap = nc;
+	if (need > sizeof(c->data)) {
+		/* rec_size() knows no record this big */
+		fprintf(stderr, "stepblame: a %zu-byte record in the blame engine\n", len);
+		abort();
 	}
-	memcpy(b->buf + b->len, &q, sizeof(q));
-	memcpy(b->buf + b->len + sizeof(q), rec, len);
-	b->len = need;
+	if (!c || c->len + need > sizeof(c->data)) {
+		c = e->bfree;
+		if (c)
+			e->bfree = c->next;
+		else
+			c = xcalloc(e, 1, sizeof(*c));
+		c->next = NULL;
+		c->len = 0;
+		if (b->tail)
+			b->tail->next = c;
+		else
+			b->head = c;
+		b->tail = c;
+	}
+	memcpy(c->data + c->len, &q, sizeof(q));
+	memcpy(c->data + c->len + sizeof(q), rec, len);
+	c->len += (uint32_t)need;
 	b->n++;
 	e->queued++;
 	e->qbytes += sizeof(q) + len;
@@ -2684,10 +2745,41 @@ static void bucket_put(struct engine *e, uint64_t key, uint64_t seq, const void 
 		e->qbytes_peak = e->qbytes;
 }
 
+static bool qidx_less(const struct qidx *x, const struct qidx *y)
+{
+	return x->key < y->key || (x->key == y->key && x->seq < y->seq);
+}
+
+/*
+ * Sort a bucket's index by (key, seq), which is unique: any sort gives the same
+ * order. A bucket is nearly sorted (records arrive nearly in time order), so
+ * insertion sort, unless it has to move too much.
+ */
+static void qidx_sort(struct qidx *v, uint32_t n)
+{
+	uint64_t moves = 0, budget = 8 * (uint64_t)n + 64;
+
+	for (uint32_t i = 1; i < n; i++) {
+		struct qidx x = v[i];
+		uint32_t j = i;
+
+		while (j > 0 && qidx_less(&x, &v[j - 1])) {
+			v[j] = v[j - 1];
+			j--;
+		}
+		v[j] = x;
+		moves += i - j;
+		if (moves > budget) {
+			qsort(v, n, sizeof(*v), qidx_cmp);
+			return;
+		}
+	}
+}
+
 static void sweep_bucket(struct engine *e, struct bucket *b)
 {
-	size_t off = 0;
-	uint32_t n = b->n;
+	uint32_t n = b->n, i = 0;
+	bool sorted = true;
 
 	if (!n)
 		return;
@@ -2704,27 +2796,34 @@ static void sweep_bucket(struct engine *e, struct bucket *b)
 		e->idx = q;
 		e->idx_cap = nc;
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		const struct qent *q = (const void *)(b->buf + off);
+	/* written lag_ns ago, long out of the cache: ask for all of it at once */
+	for (const struct bchunk *c = b->head; c; c = c->next)
+		for (uint32_t o = 0; o < c->len; o += 64)
+			__builtin_prefetch(c->data + o);
+	for (const struct bchunk *c = b->head; c; c = c->next) {
+		for (uint32_t off = 0; off < c->len; i++) {
+			const struct qent *q = (const void *)(c->data + off);
 
-		e->idx[i] = (struct qidx){ q->key, q->seq, off };
-		off += sizeof(*q) + q->len;
+			e->idx[i] = (struct qidx){ q->key, q->seq, q };
+			if (i && sorted && qidx_less(&e->idx[i], &e->idx[i - 1]))
+				sorted = false;
+			off += sizeof(*q) + q->len;
+		}
 	}
-	qsort(e->idx, n, sizeof(*e->idx), qidx_cmp);
-	for (uint32_t i = 0; i < n; i++) {
-		const struct qent *q = (const void *)(b->buf + e->idx[i].off);
+	if (!sorted)
+		qidx_sort(e->idx, n);
+	for (i = 0; i < n; i++) {
+		const struct qent *q = e->idx[i].q;
 
 		sweep_rec(e, q->key, (const struct sb_hdr *)(q + 1));
 		e->queued--;
 		e->qbytes -= sizeof(*q) + q->len;
 	}
-	b->len = 0;
+	/* only the buckets still ahead of the sweep hold records: the window, nothing more */
+	b->tail->next = e->bfree;
+	e->bfree = b->head;
+	b->head = b->tail = NULL;
 	b->n = 0;
-	/* only the buckets still ahead of the sweep hold memory: the window, nothing more */
-	heap_add(e, -(int64_t)b->cap);
-	free(b->buf);
-	b->buf = NULL;
-	b->cap = 0;
 }
 
 /* sweep every bucket that ends at or before `upto` */
@@ -2755,6 +2854,14 @@ static void release(struct engine *e, uint64_t upto)
 			bucket_put(e, max64(o.key, e->rel << BK_SHIFT), o.seq, o.rec, len);
 			free(o.rec);
 			heap_add(e, -(int64_t)len);
+		}
+		{
+			/* the next bucket's first chunk: it is swept next, as cold as this one */
+			const struct bchunk *c = e->bk[(e->rel + 1) & (e->nbk - 1)].head;
+
+			if (c)
+				for (size_t o = 0; o < sizeof(*c); o += 64)
+					__builtin_prefetch((const char *)c + o);
 		}
 		sweep_bucket(e, &e->bk[e->rel & (e->nbk - 1)]);
 		e->rel++;
@@ -3105,8 +3212,16 @@ void engine_free(struct engine *e)
 {
 	if (!e)
 		return;
-	for (uint32_t i = 0; i < e->nbk; i++)
-		free(e->bk[i].buf);
+	for (uint32_t i = 0; i <= e->nbk; i++) {
+		struct bchunk *c = i < e->nbk ? e->bk[i].head : e->bfree;
+
+		while (c) {
+			struct bchunk *next = c->next;
+
+			free(c);
+			c = next;
+		}
+	}
 	free(e->bk);
 	free(e->idx);
 	for (size_t i = 0; i < e->novf; i++)
@@ -3155,6 +3270,9 @@ void engine_free(struct engine *e)
 	for (uint64_t i = 0; i < e->nchunks; i++)
 		free(e->res[i]);
 	free(e->res);
+	for (uint64_t i = 0; i < e->nbl; i++)
+		free(e->bl[i]);
+	free(e->bl);
 	free(e->itf);
 	free(e->tcmdline);
 	free(e->truncated);
@@ -3192,10 +3310,56 @@ static uint64_t rank_pct(const uint64_t *v, uint64_t n, uint64_t num, uint64_t d
 	return v[k - 1];
 }
 
+/* the k-th smallest of v[0..n), k < n: the value a sort would put at v[k] (v is reordered) */
+static uint64_t kth_u64(uint64_t *v, uint64_t n, uint64_t k)
+{
+	uint64_t lo = 0, hi = n, rounds = 0;
+
+	while (hi - lo > 16) {
+		uint64_t a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi - 1], p, lt = lo, i = lo, gt = hi;
+
+		/* median of three */
+		p = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+		/* three ways: [lo, lt) < p, [lt, gt) == p, [gt, hi) > p */
+		while (i < gt) {
+			uint64_t x = v[i];
+
+			if (x < p) {
+				v[i++] = v[lt];
+				v[lt++] = x;
+			} else if (x > p) {
+				v[i] = v[--gt];
+				v[gt] = x;
+			} else {
+				i++;
+			}
+		}
+		if (k < lt)
+			hi = lt;
+		else if (k >= gt)
+			lo = gt;
+		else
+			return p;
+		if (++rounds > 64) {
+			/* an input that defeats the pivot: sort what is left */
+			qsort(v + lo, hi - lo, sizeof(*v), cmp_u64);
+			return v[k];
+		}
+	}
+	for (uint64_t i = lo + 1; i < hi; i++)
+		for (uint64_t j = i; j > lo && v[j - 1] > v[j]; j--) {
+			uint64_t t = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return v[k];
+}
+
+/* nearest rank, as rank_pct(sorted v, n, 1, 2); v is reordered */
 static uint64_t median_of(uint64_t *v, uint64_t n)
 {
-	qsort(v, n, sizeof(*v), cmp_u64);
-	return rank_pct(v, n, 1, 2);
+	return n ? kth_u64(v, n, (n + 1) / 2 - 1) : 0;
 }
 
 static uint64_t mad_of(uint64_t *v, uint64_t n, uint64_t med)

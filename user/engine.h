@@ -109,7 +109,7 @@ struct eng_step {
 	uint64_t cause_ns[ENG_NCAUSE];
 	uint32_t count[ENG_NCOUNT];
 	uint32_t nblame;
-	struct eng_blame blame[ENG_MAX_BLAME]; /* by ns, descending; sums to cause_ns */
+	const struct eng_blame *blame; /* nblame (<= ENG_MAX_BLAME), by ns, descending; sums to cause_ns */
 	/*
 	 * The tracer's own cost in the step, estimated: the target's events in it,
 	 * each class times its cost per event (the trace's costs record). CPU time

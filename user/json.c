@@ -36,10 +36,57 @@ static void pre(struct jw *w)
 	}
 }
 
+/*
+ * The fast path: what one call writes (comma, line break, indentation, the
+ * token) is put together in a buffer and handed to stdio in one call. TOK_MAX
+ * holds the most pre_into() writes and a plain string of PLAIN_MAX bytes.
+ */
+#define PLAIN_MAX 64
+#define TOK_MAX (2 + 2 * JW_MAX_DEPTH + PLAIN_MAX + 8)
+
+/* what pre() writes, into b; returns its length */
+static size_t pre_into(struct jw *w, char *b)
+{
+	size_t n = 0;
+
+	if (w->after_key) {
+		w->after_key = false;
+		return 0;
+	}
+	if (w->depth > 0) {
+		if (w->nonempty[w->depth])
+			b[n++] = ',';
+		w->nonempty[w->depth] = true;
+		if (w->pretty) {
+			b[n++] = '\n';
+			memset(b + n, ' ', 2 * (size_t)w->depth);
+			n += 2 * (size_t)w->depth;
+		}
+	}
+	return n;
+}
+
+/* a string json_escape() writes as it is, short enough for the fast path */
+static bool plain(const char *s, size_t n)
+{
+	if (n > PLAIN_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+			return false;
+	}
+	return true;
+}
+
 static void open(struct jw *w, char c)
 {
-	pre(w);
-	fputc(c, w->f);
+	char b[TOK_MAX];
+	size_t n = pre_into(w, b);
+
+	b[n++] = c;
+	fwrite(b, 1, n, w->f);
 	if (w->depth + 1 < JW_MAX_DEPTH)
 		w->depth++;
 	w->nonempty[w->depth] = false;
@@ -49,13 +96,21 @@ static void close_(struct jw *w, char c)
 {
 	bool had = w->nonempty[w->depth];
 
+	char b[TOK_MAX];
+	size_t n = 0;
+
 	if (w->depth > 0)
 		w->depth--;
-	if (had)
-		newline(w);
-	fputc(c, w->f);
+	if (had && w->pretty) {
+		/* as newline() */
+		b[n++] = '\n';
+		memset(b + n, ' ', 2 * (size_t)w->depth);
+		n += 2 * (size_t)w->depth;
+	}
+	b[n++] = c;
 	if (w->depth == 0 && w->pretty)
-		fputc('\n', w->f);
+		b[n++] = '\n';
+	fwrite(b, 1, n, w->f);
 }
 
 void jw_obj(struct jw *w) { open(w, '{'); }
@@ -65,6 +120,23 @@ void jw_arr_end(struct jw *w) { close_(w, ']'); }
 
 void jw_key(struct jw *w, const char *k)
 {
+	size_t kl = strlen(k);
+
+	if (plain(k, kl)) {
+		char b[TOK_MAX];
+		size_t n = pre_into(w, b);
+
+		b[n++] = '"';
+		memcpy(b + n, k, kl);
+		n += kl;
+		b[n++] = '"';
+		b[n++] = ':';
+		if (w->pretty)
+			b[n++] = ' ';
+		fwrite(b, 1, n, w->f);
+		w->after_key = true;
+		return;
+	}
 	pre(w);
 	fputc('"', w->f);
 	json_escape(w->f, k, strlen(k));
@@ -113,7 +185,14 @@ void json_escape(FILE *f, const char *str, size_t n)
 		unsigned char c = s[i];
 		size_t l;
 
-		if (c == '"' || c == '\\') {
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+			/* a run of characters that stand for themselves: one write */
+			for (l = i + 1; l < n && s[l] >= 0x20 && s[l] < 0x7f && s[l] != '"' &&
+					s[l] != '\\'; l++)
+				;
+			fwrite(s + i, 1, l - i, f);
+			i = l;
+		} else if (c == '"' || c == '\\') {
 			fputc('\\', f);
 			fputc(c, f);
 			i++;
@@ -141,6 +220,17 @@ void json_escape(FILE *f, const char *str, size_t n)
 
 void jw_strn(struct jw *w, const char *s, size_t n)
 {
+	if (plain(s, n)) {
+		char b[TOK_MAX];
+		size_t k = pre_into(w, b);
+
+		b[k++] = '"';
+		memcpy(b + k, s, n);
+		k += n;
+		b[k++] = '"';
+		fwrite(b, 1, k, w->f);
+		return;
+	}
 	pre(w);
 	fputc('"', w->f);
 	json_escape(w->f, s, n);
@@ -154,8 +244,16 @@ void jw_str(struct jw *w, const char *s)
 
 void jw_u64(struct jw *w, uint64_t v)
 {
-	pre(w);
-	fprintf(w->f, "%" PRIu64, v);
+	char b[TOK_MAX], d[20];
+	size_t n = pre_into(w, b), k = sizeof(d);
+
+	/* as printf's %llu */
+	do {
+		d[--k] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	memcpy(b + n, d + k, sizeof(d) - k);
+	fwrite(b, 1, n + sizeof(d) - k, w->f);
 }
 
 void jw_i64(struct jw *w, int64_t v)
@@ -166,8 +264,11 @@ void jw_i64(struct jw *w, int64_t v)
 
 void jw_bool(struct jw *w, bool v)
 {
-	pre(w);
-	fputs(v ? "true" : "false", w->f);
+	char b[TOK_MAX];
+	size_t n = pre_into(w, b);
+
+	memcpy(b + n, v ? "true" : "false", v ? 4 : 5);
+	fwrite(b, 1, n + (v ? 4 : 5), w->f);
 }
 
 void jw_null(struct jw *w)
