@@ -3582,39 +3582,6 @@ static void summarise_range(struct engine *e, uint64_t first, uint64_t last,
 	free(v);
 }
 
-/* the k-th smallest of v[n] (v is reordered) */
-static uint64_t select_k(uint64_t *v, uint64_t n, uint64_t k)
-{
-	uint64_t lo = 0, hi = n - 1;
-
-	while (lo < hi) {
-		uint64_t pivot = v[lo + (hi - lo) / 2], i = lo, j = hi;
-
-		while (i <= j) {
-			while (v[i] < pivot)
-				i++;
-			while (v[j] > pivot)
-				j--;
-			if (i <= j) {
-				uint64_t t = v[i];
-
-				v[i] = v[j];
-				v[j] = t;
-				i++;
-				if (!j--)
-					break;
-			}
-		}
-		if (k <= j)
-			hi = j;
-		else if (k >= i)
-			lo = i;
-		else
-			break;
-	}
-	return v[k];
-}
-
 /* live only: judge a step against the last LIVE_WINDOW steps */
 static void running_tail(struct engine *e, struct eng_step *r)
 {
@@ -3629,11 +3596,8 @@ static void running_tail(struct engine *e, struct eng_step *r)
 			v[n++] = RES(e, i)->duration_ns;
 	if (n < 3)
 		return;
-	/* nearest rank, as median_of */
-	med = select_k(v, n, (n + 1) / 2 - 1);
-	for (uint64_t i = 0; i < n; i++)
-		v[i] = v[i] > med ? v[i] - med : med - v[i];
-	mad = select_k(v, n, (n + 1) / 2 - 1);
+	med = median_of(v, n);
+	mad = mad_of(v, n, med);
 	r->tail = r->duration_ns > tail_threshold(med, mad);
 }
 
