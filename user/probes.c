@@ -11,6 +11,7 @@
 #include <libelf.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "overhead.h"
 #include "probes.h"
 #include "target.h"
 #include "util.h"
@@ -34,6 +36,7 @@
 
 #define MAX_LINKS 256
 #define MAX_SEEN 512
+#define ALLOC_NSYMS 7 /* entries of alloc_syms[] */
 
 /* defaults for the probe_opts fields where 0 means "the default" */
 #define BURST_GAP_NS 200000ull
@@ -43,6 +46,12 @@
 #define IO_MIN_NS 50000ull
 
 enum { SEEN_USDT = 1, SEEN_CUDA = 2, SEEN_ALLOC = 4 };
+
+/* an allocator link: libbpf's (a perf-event uprobe) or a uprobe_multi link's fd */
+struct alink {
+	struct bpf_link *l;
+	int fd;
+};
 
 struct probes {
 	struct probe_opts o;
@@ -61,7 +70,23 @@ struct probes {
 		ino_t ino;
 	} seen[MAX_SEEN];
 	int nseen;
+	/*
+	 * The allocator's links, apart from the others: the overhead guard
+	 * detaches and re-attaches them (probes_alloc_attach). alloc_attached
+	 * says they were attached once (their library found: no rescan looks for
+	 * another), alloc_on whether they are attached now.
+	 */
+	struct alink alloc_links[2 * ALLOC_NSYMS];
+	int nalloc_links;
+	/* destroying allocator and calibration links (destroy_async) */
+	pthread_t detach_threads[2 * ALLOC_NSYMS + 8];
+	int ndetach;
+	uint32_t alloc_mask;         /* alloc_syms[] that attached the first time */
+	char alloc_path[PATH_MAX];   /* the path they were attached through */
+	uint64_t alloc_off[ALLOC_NSYMS]; /* uprobe_multi: their offsets in that file */
+	bool alloc_multi;            /* the allocator's programs take uprobe_multi links */
 	bool alloc_attached;
+	bool alloc_on;
 	bool step_uprobe_attached;
 	bool alloc_flush;            /* flush_burst loaded: the agent ends idle bursts */
 };
@@ -311,42 +336,327 @@ static const struct {
 	{ "memalign", "memalign_enter" },
 };
 
-static void attach_alloc(struct probes *p, const char *open_path, const char *shown)
+_Static_assert(ARRAY_SIZE(alloc_syms) == ALLOC_NSYMS, "ALLOC_NSYMS is the size of alloc_syms");
+
+/*
+ * uprobe_multi links (Linux 6.6). Taking one away removes its breakpoints at
+ * once and then waits out one grace period; a perf-event uprobe waits out its
+ * own under a global mutex, one after the other: 1.3 s for the allocator's 14
+ * links on a 2-vCPU VM, with breakpoints still in for most of it. The
+ * overhead guard takes the allocator probes away and puts them back every
+ * second or so. The uapi headers of older systems lack the attribute.
+ */
+#define SB_TRACE_UPROBE_MULTI 48     /* enum bpf_attach_type */
+#define SB_F_UPROBE_MULTI_RETURN 1u
+
+struct sb_uprobe_multi_attr {        /* union bpf_attr, link_create.uprobe_multi */
+	__u32 prog_fd, target_fd, attach_type, flags;
+	__u64 path, offsets, ref_ctr_offsets, cookies;
+	__u32 cnt, uflags, pid;
+};
+
+/* a uprobe (ret: uretprobe) at off in the file at path for process pid: fd or -errno */
+static int uprobe_multi_link(int prog_fd, const char *path, uint64_t off, bool ret, pid_t pid)
+{
+	struct sb_uprobe_multi_attr a;
+	int fd;
+
+	/* padding too: the kernel refuses an attribute with stray bytes past its fields */
+	memset(&a, 0, sizeof(a));
+	a.prog_fd = prog_fd;
+	a.attach_type = SB_TRACE_UPROBE_MULTI;
+	a.path = (uintptr_t)path;
+	a.offsets = (uintptr_t)&off;
+	a.cnt = 1;
+	a.uflags = ret ? SB_F_UPROBE_MULTI_RETURN : 0;
+	a.pid = (__u32)pid;
+	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * Does this kernel make uprobe_multi links? A directory for a file tells
+ * without attaching anything: EBADF where it does, EINVAL where the attach
+ * type is unknown.
+ */
+static bool uprobe_multi_works(struct probes *p)
+{
+	int fd = uprobe_multi_link(bpf_program__fd(p->alloc->progs.malloc_enter), "/", 0, false, 0);
+
+	if (fd >= 0)
+		close(fd);
+	return fd == -EBADF;
+}
+
+static void alink_destroy(struct alink *a)
+{
+	if (a->l)
+		bpf_link__destroy(a->l);
+	else if (a->fd >= 0)
+		close(a->fd);
+	a->l = NULL;
+	a->fd = -1;
+}
+
+/* entry (or return) probe of the allocator's program prog at alloc_syms[i] */
+static int alloc_link(struct probes *p, struct bpf_program *prog, size_t i, const char *path,
+		      bool ret, struct alink *out)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, o, .func_name = alloc_syms[i].sym, .retprobe = ret);
+
+	out->l = NULL;
+	out->fd = -1;
+	if (p->alloc_multi) {
+		if (!p->alloc_off[i])
+			return -ENOENT;
+		out->fd = uprobe_multi_link(bpf_program__fd(prog), path, p->alloc_off[i], ret,
+					    p->o.pid);
+		return out->fd < 0 ? out->fd : 0;
+	}
+	out->l = bpf_program__attach_uprobe_opts(prog, p->o.pid, path, 0, &o);
+	return out->l ? 0 : errno ? -errno : -EINVAL;
+}
+
+/*
+ * Entry and return probe of alloc_syms[i] in the library at path, kept in
+ * alloc_links; 0 or -errno, with *second telling that the return probe
+ * attached and the entry probe did not.
+ *
+ * The return probe goes first. An entry without its return pushes a frame
+ * that is never popped: a thread that called in the moment between the two
+ * would have frames piled up past MAX_DEPTH (bpf/alloc.bpf.c), and every
+ * later call of it ignored. A return without an entry finds no frame and
+ * is ignored.
+ */
+static int attach_alloc_sym(struct probes *p, size_t i, const char *path, bool *second)
 {
 	struct bpf_object *obj = p->alloc->obj;
-	struct bpf_program *ret = bpf_object__find_program_by_name(obj, "alloc_return");
+	struct bpf_program *prog = bpf_object__find_program_by_name(obj, alloc_syms[i].prog);
+	struct alink le, lr;
+	int err;
+
+	*second = false;
+	err = alloc_link(p, p->alloc->progs.alloc_return, i, path, true, &lr);
+	if (err)
+		return err;
+	err = alloc_link(p, prog, i, path, false, &le);
+	if (err) {
+		alink_destroy(&lr);
+		*second = true;
+		return err;
+	}
+	/*
+	 * detach_alloc starts with the entry (it goes from the end); its
+	 * threads may finish in any order, which is why re-attaching empties
+	 * the frames first
+	 */
+	p->alloc_links[p->nalloc_links++] = lr;
+	p->alloc_links[p->nalloc_links++] = le;
+	return 0;
+}
+
+/*
+ * Where each function of alloc_syms[] starts in the ELF file at path, as a
+ * file offset (what a uprobe takes); 0 for those it does not define. A
+ * global definition is preferred to a weak one.
+ */
+static void elf_alloc_offsets(const char *path, uint64_t off[ALLOC_NSYMS])
+{
+	bool global[ALLOC_NSYMS] = { false };
+	Elf_Scn *scn = NULL;
+	Elf *e;
+	int fd;
+
+	memset(off, 0, ALLOC_NSYMS * sizeof(*off));
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!e || elf_kind(e) != ELF_K_ELF)
+		goto out;
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
+		    !sh.sh_entsize || !(data = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t k = 0; k < sh.sh_size / sh.sh_entsize; k++) {
+			GElf_Sym sym;
+			GElf_Shdr ts;
+			const char *name;
+			Elf_Scn *text;
+
+			if (!gelf_getsym(data, (int)k, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+			    sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE ||
+			    !sym.st_value)
+				continue;
+			name = elf_strptr(e, sh.sh_link, sym.st_name);
+			if (!name)
+				continue;
+			for (size_t i = 0; i < ALLOC_NSYMS; i++) {
+				bool g = GELF_ST_BIND(sym.st_info) == STB_GLOBAL;
+
+				if (strcmp(name, alloc_syms[i].sym) || (off[i] && (global[i] || !g)))
+					continue;
+				text = elf_getscn(e, sym.st_shndx);
+				if (!text || !gelf_getshdr(text, &ts) || sym.st_value < ts.sh_addr)
+					continue;
+				off[i] = sym.st_value - ts.sh_addr + ts.sh_offset;
+				global[i] = g;
+			}
+		}
+	}
+out:
+	if (e)
+		elf_end(e);
+	close(fd);
+}
+
+static void attach_alloc(struct probes *p, const char *open_path, const char *shown)
+{
 	int ok = 0;
 
+	if (p->alloc_multi)
+		elf_alloc_offsets(open_path, p->alloc_off);
 	for (size_t i = 0; i < ARRAY_SIZE(alloc_syms); i++) {
-		struct bpf_program *prog = bpf_object__find_program_by_name(obj, alloc_syms[i].prog);
-		LIBBPF_OPTS(bpf_uprobe_opts, eo, .func_name = alloc_syms[i].sym);
-		LIBBPF_OPTS(bpf_uprobe_opts, ro, .func_name = alloc_syms[i].sym, .retprobe = true);
-		struct bpf_link *le, *lr;
 		char name[48];
+		bool second;
+		int err = attach_alloc_sym(p, i, open_path, &second);
 
 		snprintf(name, sizeof(name), "alloc:%s", alloc_syms[i].sym);
-		le = bpf_program__attach_uprobe_opts(prog, p->o.pid, open_path, 0, &eo);
-		if (!le) {
-			if (errno == ENOENT || errno == ESRCH)
-				status(p, name, false, false, "%s has no %s", shown, alloc_syms[i].sym);
-			else
-				status(p, name, false, false, "uprobe on %s in %s: %s", alloc_syms[i].sym,
-				       shown, uprobe_why(errno));
+		if (err && second)
+			status(p, name, false, false, "uretprobe attached, uprobe failed: %s",
+			       strerror(-err));
+		else if (err == -ENOENT || err == -ESRCH)
+			status(p, name, false, false, "%s has no %s", shown, alloc_syms[i].sym);
+		else if (err)
+			status(p, name, false, false, "uprobe on %s in %s: %s", alloc_syms[i].sym,
+			       shown, uprobe_why(-err));
+		if (err)
 			continue;
-		}
-		lr = bpf_program__attach_uprobe_opts(ret, p->o.pid, open_path, 0, &ro);
-		if (!lr) {
-			bpf_link__destroy(le);
-			status(p, name, false, false, "uretprobe failed: %s", strerror(errno));
-			continue;
-		}
-		keep_link(p, le);
-		keep_link(p, lr);
 		status(p, name, true, false, "uprobe %s", shown);
+		p->alloc_mask |= 1u << i;
 		ok++;
 	}
-	if (ok)
+	if (ok) {
+		snprintf(p->alloc_path, sizeof(p->alloc_path), "%s", open_path);
 		p->alloc_attached = true;
+		p->alloc_on = true;
+	}
+}
+
+/*
+ * Destroying a link waits for the kernel's grace periods (no handler may
+ * still be running): tens of ms a link on a 2-vCPU VM, more for perf-event
+ * uprobes. On a thread each, they wait together and the agent not at all:
+ * the threads are reaped before the next attach (or at close), normally long
+ * done. The breakpoints go at the start (a uprobe_multi link's) or one link
+ * after the other (perf-event uprobes, see above).
+ */
+static void *destroy_link(void *arg)
+{
+	struct alink *a = arg;
+
+	alink_destroy(a);
+	free(a);
+	return NULL;
+}
+
+/* destroy a link on a thread of its own; a (copied) is done with either way */
+static void destroy_async(struct probes *p, const struct alink *a)
+{
+	struct alink *copy = malloc(sizeof(*copy));
+	pthread_attr_t attr;
+	bool have_attr = !pthread_attr_init(&attr);
+	int err = -1;
+
+	/* the thread only waits in the kernel: a small stack will do */
+	if (have_attr)
+		pthread_attr_setstacksize(&attr, 256 << 10);
+	if (copy && p->ndetach < (int)ARRAY_SIZE(p->detach_threads)) {
+		*copy = *a;
+		err = pthread_create(&p->detach_threads[p->ndetach], have_attr ? &attr : NULL,
+				     destroy_link, copy);
+	}
+	if (have_attr)
+		pthread_attr_destroy(&attr);
+	if (!err) {
+		p->ndetach++;
+		return;
+	}
+	free(copy);
+	if (a->l)
+		bpf_link__destroy(a->l); /* no thread: the slow way */
+	else if (a->fd >= 0)
+		close(a->fd);
+}
+
+static void detach_alloc(struct probes *p)
+{
+	while (p->nalloc_links > 0)
+		destroy_async(p, &p->alloc_links[--p->nalloc_links]);
+	p->alloc_on = false;
+}
+
+/* wait for the links being destroyed */
+static void reap_detach(struct probes *p)
+{
+	while (p->ndetach > 0)
+		pthread_join(p->detach_threads[--p->ndetach], NULL);
+}
+
+/* empty a hash map (nothing else writes it meanwhile) */
+static void clear_map(int fd)
+{
+	__u32 key;
+
+	/* every pass removes one entry or ends: no endless loop on a failing delete */
+	while (bpf_map_get_next_key(fd, NULL, &key) == 0)
+		if (bpf_map_delete_elem(fd, &key))
+			break;
+}
+
+bool probes_has_alloc(const struct probes *p)
+{
+	return p->alloc && p->alloc_attached;
+}
+
+int probes_alloc_attach(struct probes *p, bool on)
+{
+	int ok = 0, err = -ENOENT;
+
+	if (!probes_has_alloc(p))
+		return -ENOENT;
+	if (on == p->alloc_on)
+		return on ? p->nalloc_links / 2 : 0;
+	if (!on) {
+		detach_alloc(p);
+		return 0;
+	}
+	reap_detach(p);
+	/*
+	 * Calls that were running when the probes went away never saw their
+	 * return: their frames would pair with the returns of later calls.
+	 */
+	clear_map(bpf_map__fd(p->alloc->maps.alloc_frames));
+	for (size_t i = 0; i < ARRAY_SIZE(alloc_syms); i++) {
+		bool second;
+		int e;
+
+		if (!(p->alloc_mask & (1u << i)))
+			continue;
+		e = attach_alloc_sym(p, i, p->alloc_path, &second);
+		if (e)
+			err = e;
+		else
+			ok++;
+	}
+	p->alloc_on = ok > 0;
+	return ok ? ok : err;
 }
 
 /* ---- CUDA driver ---- */
@@ -690,11 +1000,13 @@ static uint64_t or_default(uint64_t v, uint64_t dflt)
 
 /*
  * with_flush: load flush_burst too, the program the agent runs to end idle
- * bursts (BPF_PROG_TYPE_SYSCALL, Linux 5.14+)
+ * bursts (BPF_PROG_TYPE_SYSCALL, Linux 5.14+); multi: the uprobe programs
+ * for uprobe_multi links
  */
-static int open_alloc_once(struct probes *p, bool with_flush)
+static int open_alloc_once(struct probes *p, bool with_flush, bool multi)
 {
 	struct alloc_bpf *a = alloc_bpf__open();
+	struct bpf_program *prog;
 	int err;
 
 	if (!a)
@@ -707,6 +1019,9 @@ static int open_alloc_once(struct probes *p, bool with_flush)
 	a->rodata->burst_min_ns = or_default(p->o.burst_min_ns, BURST_MIN_NS);
 	a->rodata->burst_min_calls = or_default(p->o.burst_min_calls, BURST_MIN_CALLS);
 	bpf_program__set_autoload(a->progs.flush_burst, with_flush);
+	bpf_object__for_each_program(prog, a->obj)
+		if (multi && prog != a->progs.flush_burst)
+			bpf_program__set_expected_attach_type(prog, SB_TRACE_UPROBE_MULTI);
 	err = reuse_shared(p, a->maps.events, a->maps.drops);
 	if (!err)
 		err = alloc_bpf__load(a);
@@ -716,20 +1031,33 @@ static int open_alloc_once(struct probes *p, bool with_flush)
 	}
 	p->alloc = a;
 	p->alloc_flush = with_flush;
+	p->alloc_multi = multi;
 	return 0;
+}
+
+static int open_alloc_flush(struct probes *p, bool multi)
+{
+	int err = open_alloc_once(p, true, multi);
+
+	return err ? open_alloc_once(p, false, multi) : 0;
 }
 
 static int open_alloc(struct probes *p)
 {
-	int err = open_alloc_once(p, true);
+	/* uprobe_multi links where the kernel makes them, else perf-event uprobes */
+	int err = open_alloc_flush(p, true);
 
-	if (err) {
-		err = open_alloc_once(p, false);
-		if (!err)
-			status(p, "alloc:flush", false, false, "this kernel cannot run the burst flush "
-			       "(BPF syscall programs): a burst of fast allocator calls is recorded only "
-			       "when its thread calls the allocator again");
+	if (!err && !uprobe_multi_works(p)) {
+		alloc_bpf__destroy(p->alloc);
+		p->alloc = NULL;
+		err = -EOPNOTSUPP;
 	}
+	if (err)
+		err = open_alloc_flush(p, false);
+	if (!err && !p->alloc_flush)
+		status(p, "alloc:flush", false, false, "this kernel cannot run the burst flush "
+		       "(BPF syscall programs): a burst of fast allocator calls is recorded only "
+		       "when its thread calls the allocator again");
 	return err;
 }
 
@@ -921,10 +1249,10 @@ static void flush_idle_burst(const struct probes *p, uint32_t tid, const struct 
 	bpf_prog_test_run_opts(bpf_program__fd(p->alloc->progs.flush_burst), &o);
 }
 
-int probes_alloc_stats(const struct probes *p,
+static int walk_totals(const struct probes *p,
 		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 				  const uint64_t ns[SB_FN_MAX]),
-		       void *ctx)
+		       void *ctx, bool flush)
 {
 	__u32 key, next;
 	struct alloc_totals_v v;
@@ -942,10 +1270,248 @@ int probes_alloc_stats(const struct probes *p,
 		if (bpf_map_lookup_elem(fd, &key, &v))
 			continue;
 		cb(ctx, key, v.calls, v.ns);
-		flush_idle_burst(p, key, &v);
+		if (flush)
+			flush_idle_burst(p, key, &v);
 		n++;
 	}
 	return n;
+}
+
+int probes_alloc_stats(const struct probes *p,
+		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+				  const uint64_t ns[SB_FN_MAX]),
+		       void *ctx)
+{
+	return walk_totals(p, cb, ctx, true);
+}
+
+int probes_alloc_totals(const struct probes *p,
+			void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+				   const uint64_t ns[SB_FN_MAX]),
+			void *ctx)
+{
+	return walk_totals(p, cb, ctx, false);
+}
+
+/* ---- calibration: what the allocator probes cost a thread on this machine ---- */
+
+/*
+ * Functions for the calibration to trap in, in this binary. What a uprobe
+ * costs depends above all on the probed instruction: the kernel emulates a
+ * few (nop; push on recent kernels) and single-steps the others out of
+ * line, a second trap that can make a probe three times as dear (7 us
+ * against 22 us on a 2-vCPU PVM guest with Linux 6.18). On x86-64 glibc's
+ * malloc starts with a push and its free with a test, so one function starts
+ * like each and an allocator call is taken as their mean (a malloc/free pair
+ * is the common case). A single uprobe is mostly a USDT step mark: a nop.
+ * Elsewhere the compiler chooses; the bodies differ so that no two are merged.
+ */
+#if defined(__x86_64__)
+__asm__(".pushsection .text\n"
+	".p2align 4\n"
+	".globl sb_calib_plain\n.hidden sb_calib_plain\n.type sb_calib_plain, @function\n"
+	"sb_calib_plain:\n\tnop\n\tret\n.size sb_calib_plain, .-sb_calib_plain\n"
+	".p2align 4\n"
+	".globl sb_calib_single\n.hidden sb_calib_single\n.type sb_calib_single, @function\n"
+	"sb_calib_single:\n\tnop\n\tret\n.size sb_calib_single, .-sb_calib_single\n"
+	".p2align 4\n"
+	".globl sb_calib_emul\n.hidden sb_calib_emul\n.type sb_calib_emul, @function\n"
+	"sb_calib_emul:\n\tpush %r12\n\tpop %r12\n\tret\n.size sb_calib_emul, .-sb_calib_emul\n"
+	".p2align 4\n"
+	".globl sb_calib_step\n.hidden sb_calib_step\n.type sb_calib_step, @function\n"
+	"sb_calib_step:\n\ttest %rdi, %rdi\n\tret\n.size sb_calib_step, .-sb_calib_step\n"
+	".popsection\n");
+__attribute__((visibility("hidden"))) void sb_calib_plain(void);
+__attribute__((visibility("hidden"))) void sb_calib_single(void);
+__attribute__((visibility("hidden"))) void sb_calib_emul(void);
+__attribute__((visibility("hidden"))) void sb_calib_step(void);
+#else
+static volatile unsigned calib_sink;
+
+__attribute__((noinline)) static void sb_calib_plain(void) { calib_sink += 1; }
+__attribute__((noinline)) static void sb_calib_single(void) { calib_sink += 2; }
+__attribute__((noinline)) static void sb_calib_emul(void) { calib_sink += 3; }
+__attribute__((noinline)) static void sb_calib_step(void) { calib_sink += 4; }
+#endif
+
+#define CALIB_CALLS 16              /* calls per function per round, timed together */
+#define CALIB_ROUNDS 9              /* at most; the fastest round counts */
+#define CALIB_BUDGET_NS 40000000ull /* no further round once this much time is spent */
+
+/*
+ * Where fn lies in the file it was mapped from: the mapping's file offset
+ * plus fn's distance from the mapping's start. That is what a uprobe wants,
+ * for a PIE or a static binary alike, with or without a symbol table.
+ * path: /proc/self/exe when fn is in the executable (it reaches the file
+ * even if it was replaced on disk since), else the mapped file's name.
+ */
+static int self_offset(void (*fn)(void), char *path, size_t len, uint64_t *off)
+{
+	uintptr_t addr = (uintptr_t)fn;
+	char line[PATH_MAX + 128];
+	struct stat exe;
+	int err = -ENOENT;
+	FILE *f;
+
+	if (stat("/proc/self/exe", &exe))
+		return -errno;
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long start, end, foff, ino;
+		char perms[8], *name;
+		int n = 0;
+
+		if (sscanf(line, "%lx-%lx %7s %lx %*x:%*x %lu %n", &start, &end, perms, &foff,
+			   &ino, &n) < 5 || addr < start || addr >= end)
+			continue;
+		name = line + n;
+		name[strcspn(name, "\n")] = 0;
+		if (perms[2] != 'x' || !ino || name[0] != '/') {
+			err = -EFAULT;
+			break;
+		}
+		*off = addr - start + foff;
+		snprintf(path, len, "%s", ino == exe.st_ino ? "/proc/self/exe" : name);
+		err = 0;
+		break;
+	}
+	fclose(f);
+	return err;
+}
+
+/* per call of fn, ns: CALIB_CALLS calls timed together */
+static uint64_t time_calls(void (*fn)(void))
+{
+	uint64_t t = mono_ns();
+
+	for (int i = 0; i < CALIB_CALLS; i++)
+		fn();
+	return (mono_ns() - t) / CALIB_CALLS;
+}
+
+/*
+ * The fastest round: whatever else happens on the CPU (an interrupt, a thread
+ * of the target preempting the agent) only adds time, and enough of it to
+ * spoil half the rounds is common at capture start.
+ */
+static uint64_t fastest(const uint64_t *v, int n)
+{
+	uint64_t m = v[0];
+
+	for (int i = 1; i < n; i++)
+		if (v[i] < m)
+			m = v[i];
+	return m;
+}
+
+static uint64_t minus(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 1;
+}
+
+/*
+ * The calibration's links: entry (and return, for a pair) probe on fn, with
+ * the allocator's own programs and links of the kind the allocator gets.
+ * They run for this process, which their target filter turns away first
+ * thing: the trap, the program's start and the filter are timed, all but
+ * the little work that follows for a target's call.
+ */
+static int calib_attach(struct probes *p, void (*fn)(void), bool pair, struct alink *l, int *n)
+{
+	struct bpf_program *progs[2] = { p->alloc->progs.malloc_enter, p->alloc->progs.alloc_return };
+	char path[PATH_MAX];
+	uint64_t off = 0;
+	int err = self_offset(fn, path, sizeof(path), &off);
+
+	for (int k = 0; !err && k < (pair ? 2 : 1); k++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, o, .retprobe = k == 1);
+		struct alink *a = &l[*n];
+
+		a->l = NULL;
+		a->fd = -1;
+		if (p->alloc_multi) {
+			a->fd = uprobe_multi_link(bpf_program__fd(progs[k]), path, off, k == 1,
+						  getpid());
+			err = a->fd < 0 ? a->fd : 0;
+		} else {
+			a->l = bpf_program__attach_uprobe_opts(progs[k], getpid(), path, off, &o);
+			err = a->l ? 0 : errno ? -errno : -EINVAL;
+		}
+		if (!err)
+			++*n;
+	}
+	return err;
+}
+
+/* did the programs keep state for thread tid in the allocator's maps? removes it */
+static bool calib_left_state(struct probes *p, __u32 tid)
+{
+	int fds[2] = { bpf_map__fd(p->alloc->maps.alloc_frames),
+		       bpf_map__fd(p->alloc->maps.alloc_totals) };
+	bool left = false;
+
+	for (int i = 0; i < 2; i++)
+		left |= bpf_map_delete_elem(fds[i], &tid) == 0;
+	return left;
+}
+
+int probes_calibrate(struct probes *p, struct sb_costs *c)
+{
+	uint64_t plain[CALIB_ROUNDS], single[CALIB_ROUNDS], emul[CALIB_ROUNDS];
+	uint64_t step[CALIB_ROUNDS], t0, pl, one = 0, pair = 0;
+	struct alink l[6];
+	int n = 0, rounds = 0, err;
+
+	if (!p->alloc)
+		return -ENOENT;
+	/* the programs would take the calibration's calls for the target's */
+	if (p->o.pid == getpid())
+		return -EINVAL;
+	err = calib_attach(p, sb_calib_single, false, l, &n);
+	if (!err)
+		err = calib_attach(p, sb_calib_emul, true, l, &n);
+	if (!err)
+		err = calib_attach(p, sb_calib_step, true, l, &n);
+	if (!err) {
+		/* the first hits set up the process's out-of-line area and return stack */
+		for (int i = 0; i < 2; i++) {
+			sb_calib_single();
+			sb_calib_emul();
+			sb_calib_step();
+		}
+		t0 = mono_ns();
+		/* interleaved: a burst of noise hits one round of each, not all of one kind */
+		while (rounds < CALIB_ROUNDS && (rounds < 3 || mono_ns() - t0 < CALIB_BUDGET_NS)) {
+			plain[rounds] = time_calls(sb_calib_plain);
+			single[rounds] = time_calls(sb_calib_single);
+			emul[rounds] = time_calls(sb_calib_emul);
+			step[rounds] = time_calls(sb_calib_step);
+			rounds++;
+		}
+		pl = fastest(plain, rounds);
+		one = minus(fastest(single, rounds), pl);
+		pair = (minus(fastest(emul, rounds), pl) + minus(fastest(step, rounds), pl)) / 2;
+	}
+	while (n > 0)
+		destroy_async(p, &l[--n]);
+	/*
+	 * The filter turns this process away before the programs touch a map.
+	 * Should that ever change, the figures are not the probes' cost for a
+	 * target's call, and this thread must not stay behind in the maps.
+	 */
+	if (calib_left_state(p, (__u32)syscall(SYS_gettid)) && !err)
+		err = -EPROTO;
+	if (err)
+		return err;
+	c->ns[SB_COST_UPROBE] = one;
+	c->ns[SB_COST_ALLOC_CALL] = pair;
+	/* the CUDA driver's entry points are no better known: the same mean */
+	c->ns[SB_COST_CUDA_CALL] = pair;
+	c->calibrated |= 1u << SB_COST_UPROBE | 1u << SB_COST_ALLOC_CALL | 1u << SB_COST_CUDA_CALL;
+	c->samples = rounds * CALIB_CALLS * 3;
+	return 0;
 }
 
 void probes_close(struct probes *p)
@@ -954,6 +1520,8 @@ void probes_close(struct probes *p)
 		return;
 	for (int i = p->nlinks - 1; i >= 0; i--)
 		bpf_link__destroy(p->links[i]);
+	detach_alloc(p);
+	reap_detach(p);
 	marks_bpf__destroy(p->marks);
 	alloc_bpf__destroy(p->alloc);
 	mem_bpf__destroy(p->mem);

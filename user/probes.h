@@ -68,6 +68,38 @@ int probes_alloc_stats(const struct probes *p,
 		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 				  const uint64_t ns[SB_FN_MAX]),
 		       void *ctx);
+/*
+ * The same totals, read only: no burst is flushed, nothing enters the ring
+ * (the overhead guard's reading).
+ */
+int probes_alloc_totals(const struct probes *p,
+			void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+				   const uint64_t ns[SB_FN_MAX]),
+			void *ctx);
+/* the allocator probes found their library and attached (the guard may have them off now) */
+bool probes_has_alloc(const struct probes *p);
+/*
+ * The overhead guard's switch. Off takes the allocator's links alone away
+ * and returns at once (0): their breakpoints go within a millisecond or so,
+ * the kernel's grace periods are waited out on threads of their own. On
+ * empties the per-thread frames of calls that were running when they went
+ * away and attaches them again, to the same library and the functions that
+ * attached at first, without new probe statuses: how many functions, or
+ * -errno if none attached. -ENOENT without allocator probes.
+ */
+int probes_alloc_attach(struct probes *p, bool on);
+/*
+ * What an allocator call's probes (uprobe + uretprobe) and a single uprobe
+ * cost the calling thread on this machine: the allocator's own programs are
+ * attached to functions of this binary for a few hundred timed calls (about
+ * 10 ms here, under 50 ms where a trap costs 30 us) and detached. Sets
+ * alloc_call, cuda_call and uprobe in c (their bits in c->calibrated, and
+ * c->samples); c is left alone on failure: -ENOENT without the allocator
+ * programs (--no-alloc, load failed), or the attach's -errno (EPERM where
+ * uprobes need CAP_SYS_ADMIN).
+ */
+struct sb_costs;
+int probes_calibrate(struct probes *p, struct sb_costs *c);
 /* name of the CUDA driver symbol behind sb_cuda.sym */
 const char *probes_cuda_symbol(unsigned idx);
 /* which tracepoint flavour the scheduler probes use: "tp_btf" or "raw_tp" */
