@@ -21,6 +21,8 @@
 
 #include "channel.h"
 #include "collect.h"
+#include "guard.h"
+#include "overhead.h"
 #include "target.h"
 #include "util.h"
 
@@ -50,6 +52,9 @@ struct capture {
 	int sink_err;
 	uint64_t records;
 	struct probes *probes;
+	struct ring_buffer *rb;
+	struct guard *guard;         /* NULL until the probes are attached */
+	struct sb_costs costs;       /* what the costs record said */
 	struct sbc_reader *chan;
 	uint64_t last_drops_total;
 	int probes_written;          /* probe statuses already in the trace */
@@ -68,6 +73,9 @@ static int put(struct capture *c, const struct sb_hdr *rec)
 
 	if (c->sink_err)
 		return c->sink_err;
+	/* the guard counts the slow allocator calls as they pass (the fast ones in the kernel) */
+	if (rec->type == SB_EV_ALLOC && c->guard)
+		guard_slow_call(c->guard, rec->tid);
 	err = c->sink(c->ctx, rec);
 	if (err)
 		c->sink_err = err;
@@ -230,6 +238,115 @@ static void try_channel(struct capture *c, bool first)
 	     (int)c->o->probe.pid);
 }
 
+/* ---- the tracer's own cost: calibration and the overhead guard ---- */
+
+/*
+ * Measure what the uprobes cost here and write the costs record (the
+ * defaults where the measurement cannot be made: it never stops a capture).
+ */
+static void put_costs(struct capture *c)
+{
+	char text[512];
+	size_t n;
+	int err;
+
+	sb_costs_default(&c->costs);
+	err = probes_calibrate(c->probes, &c->costs);
+	n = sb_costs_format(&c->costs, text, sizeof(text));
+	put_text(c, SB_REC_COSTS, 0, c->o->probe.pid, 0, text,
+		 n < sizeof(text) ? n : sizeof(text) - 1);
+	if (c->o->quiet)
+		return;
+	if (!err)
+		fprintf(stderr, "stepblame: uprobe cost measured: %.1f us per allocator call, "
+			"%.1f us per step mark\n", c->costs.ns[SB_COST_ALLOC_CALL] / 1e3,
+			c->costs.ns[SB_COST_UPROBE] / 1e3);
+	else if (err != -ENOENT)
+		fprintf(stderr, "stepblame: uprobe cost not measured (%s): assuming %.1f us per "
+			"allocator call\n", err == -EPERM || err == -EACCES ?
+			"uprobes not allowed" : strerror(-err),
+			c->costs.ns[SB_COST_ALLOC_CALL] / 1e3);
+}
+
+static void put_guard(struct capture *c)
+{
+	char text[512];
+	size_t n = sb_guard_format(guard_state(c->guard), text, sizeof(text));
+
+	put_text(c, SB_REC_GUARD, 0, c->o->probe.pid, 0, text,
+		 n < sizeof(text) ? n : sizeof(text) - 1);
+}
+
+/* ppm as a percentage: 412000 "41.2%", 10000 "1%", 240 "0.024%" */
+static const char *pct(char *buf, size_t len, uint64_t ppm)
+{
+	snprintf(buf, len, "%.3g%%", ppm / 1e4);
+	return buf;
+}
+
+static void drain_ring(void *ctx)
+{
+	struct capture *c = ctx;
+
+	if (!c->sink_err)
+		ring_buffer__consume(c->rb);
+}
+
+/* write what the guard asks for (flags: GUARD_*) */
+static void guard_did(struct capture *c, int flags)
+{
+	const struct sb_guard *g = guard_state(c->guard);
+	char est[32], lim[32], duty[32];
+
+	if (flags & GUARD_RECORD)
+		put_guard(c);
+	pct(est, sizeof(est), g->estimate_ppm);
+	pct(lim, sizeof(lim), g->limit_ppm);
+	if ((flags & GUARD_CHANGED) && g->mode == SB_GUARD_SAMPLED)
+		note(c, "overhead guard: allocator probes estimated at %s of step time on thread %u "
+		     "(limit %s): duty-cycled to %s of the time, allocator events are a sample from "
+		     "here on", est, guard_worst_tid(c->guard), lim,
+		     pct(duty, sizeof(duty), g->duty_ppm));
+	else if (flags & GUARD_CHANGED)
+		note(c, "overhead guard: allocator probes estimated under half the limit (%s) in "
+		     "the last windows (the last: %s of step time): attached throughout again, "
+		     "allocator events are complete from here on", lim, est);
+	/* a target that exited meanwhile is said so by the capture's end */
+	if ((flags & GUARD_FAILED) && target_alive(c->o->probe.pid)) {
+		put_guard(c);
+		note(c, "overhead guard: cannot attach the allocator probes again (%s): no allocator "
+		     "events from here on", guard_error(c->guard));
+	}
+}
+
+static void start_guard(struct capture *c)
+{
+	c->guard = guard_new(c->probes, c->o->max_overhead_ppm, c->costs.ns[SB_COST_ALLOC_CALL]);
+	if (!c->guard) {
+		sb_warn("out of memory: no overhead guard");
+		return;
+	}
+	/* the first record, if the allocator probes are attached already */
+	guard_did(c, guard_run(c->guard, mono_ns(), drain_ring, c));
+}
+
+/* how long the loop may wait: a tick, less when the guard is due sooner */
+static int poll_ms(struct capture *c, uint64_t tick)
+{
+	uint64_t wait = tick, due, now;
+
+	if (c->guard) {
+		due = guard_due(c->guard);
+		now = mono_ns();
+		if (due <= now)
+			wait = 0;
+		else if (due - now < wait)
+			wait = due - now;
+	}
+	/* rounded up: a wait that ends a little before the guard is due would only spin */
+	return (int)((wait + 999999) / 1000000);
+}
+
 static void pin_agent(const struct collect_opts *o, bool quiet)
 {
 	int cpu = o->agent_cpu;
@@ -331,6 +448,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		sb_err("cannot open the ring buffer: %s", strerror(errno));
 		goto out;
 	}
+	c->rb = rb;
 	pidfd = pidfd_open_(pid);
 	start = mono_ns();
 	res->start_ns = start;
@@ -349,11 +467,13 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		fprintf(stderr, "stepblame: attached %d probes to PID %d (scheduler via %s)%s\n", ok,
 			(int)pid, probes_sched_variant(c->probes), c->chan ? " and its GPU channel" : "");
 	}
+	put_costs(c);
+	start_guard(c);
 	if (o->on_ready)
 		o->on_ready(o->on_ready_ctx);
 	last_sec = start;
 	for (;;) {
-		int n = ring_buffer__poll(rb, (int)(tick / 1000000));
+		int n = ring_buffer__poll(rb, poll_ms(c, tick));
 
 		if (n < 0 && n != -EINTR && !c->sink_err) {
 			sb_err("reading the ring buffer: %s", strerror(-n));
@@ -395,6 +515,9 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			if (o->on_second)
 				o->on_second(o->on_second_ctx, now);
 		}
+		/* the guard's windows are shorter than a second: it keeps its own time */
+		if (c->guard && !c->sink_err)
+			guard_did(c, guard_run(c->guard, mono_ns(), drain_ring, c));
 		if (collect_stop) {
 			res->end_reason = SBT_END_SIGNAL;
 			break;
@@ -418,6 +541,9 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		sbc_drain(c->chan, chan_cb, c);
 	if (!c->sink_err) {
 		probes_alloc_stats(c->probes, alloc_stats_cb, c);
+		/* where the guard stood at the end, with the calls since its last window */
+		if (c->guard)
+			guard_did(c, guard_finish(c->guard, mono_ns(), drain_ring, c));
 		if (gone == TARGET_REUSED)
 			note(c, "the target (PID %d) exited during the capture and its PID now belongs "
 			     "to another process (the capture stopped when that was seen; the last "
@@ -436,6 +562,7 @@ out:
 	if (c->chan)
 		sbc_detach(c->chan);
 	ring_buffer__free(rb);
+	guard_free(c->guard);
 	probes_close(c->probes);
 	if (pidfd >= 0)
 		close(pidfd);
@@ -446,7 +573,34 @@ out:
 /* ---- option parsing shared by record, attach, run ---- */
 
 enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AGENT_CPU,
-       OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS };
+       OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD };
+
+/* "1", "0.5", "2%" -> ppm; false unless a plain number from 0 to 100 */
+static bool parse_pct_ppm(const char *s, uint64_t *ppm)
+{
+	char *end;
+	double v;
+
+	if (!s || *s < '0' || *s > '9')
+		return false; /* no sign, space, "nan", "inf" or empty string */
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || (*end && strcmp(end, "%")) || !(v >= 0 && v <= 100))
+		return false;
+	*ppm = (uint64_t)(v * 1e4 + 0.5);
+	/* a limit too small to tell from 0 would silently turn the guard off */
+	return *ppm || v == 0;
+}
+
+void collect_opts_init(struct collect_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->agent_cpu = -1;
+	o->probe.ring_bytes = 64ull << 20;
+	o->probe.wake_bytes = 256 << 10;
+	o->probe.alloc_min_ns = 10000;
+	o->max_overhead_ppm = 10000;
+}
 
 int collect_parse_common(int argc, char **argv, struct collect_opts *o, const char **out,
 			 const char **json_out, const char *cmd)
@@ -465,6 +619,7 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 		{ "agent-cpu", required_argument, NULL, OPT_AGENT_CPU },
 		{ "ring-mb", required_argument, NULL, OPT_RING },
 		{ "no-gpu", no_argument, NULL, OPT_NO_GPU },
+		{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -474,11 +629,7 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 	int64_t d;
 	int ch;
 
-	memset(o, 0, sizeof(*o));
-	o->agent_cpu = -1;
-	o->probe.ring_bytes = 64ull << 20;
-	o->probe.wake_bytes = 256 << 10;
-	o->probe.alloc_min_ns = 10000;
+	collect_opts_init(o);
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "+:p:d:o:qvh", longopts, NULL)) != -1) {
@@ -568,6 +719,13 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			break;
 		case OPT_NO_GPU:
 			o->no_gpu = true;
+			break;
+		case OPT_MAX_OVERHEAD:
+			if (!parse_pct_ppm(optarg, &o->max_overhead_ppm)) {
+				sb_err("%s: --max-overhead wants a percentage of step time from 0 to 100 "
+				       "(like 1 or 0.5; 0: no guard), got '%s'", cmd, optarg);
+				return -1;
+			}
 			break;
 		case 'q':
 			o->quiet = true;

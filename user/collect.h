@@ -24,6 +24,13 @@ struct collect_opts {
 	bool gpu_expected;           /* the collector was injected: its channel appears at CUDA init */
 	bool quiet;                  /* no progress lines on stderr */
 	uint64_t tick_ns;            /* how often to poll/heartbeat (default 100 ms) */
+	/*
+	 * --max-overhead: the overhead guard's limit on the allocator probes'
+	 * estimated cost, parts per million of the target's time (guard.h).
+	 * 0: the guard only measures and never detaches them. The default
+	 * (collect_opts_init) is 10000 (1%).
+	 */
+	uint64_t max_overhead_ppm;
 	/* called about once a second (attach's rolling summary); may be NULL */
 	void (*on_second)(void *ctx, uint64_t now);
 	void *on_second_ctx;
@@ -42,6 +49,10 @@ struct collect_result {
 };
 
 extern volatile sig_atomic_t collect_stop;
+
+/* the command line's defaults: 64 MiB ring, 256 KiB wakeups, 10 us allocator
+ * threshold, --max-overhead 1%, agent CPU chosen */
+void collect_opts_init(struct collect_opts *o);
 
 /* parse the options record and attach share; returns index of first non-option
  * or -1 after printing a one-line error (usage is the caller's) */

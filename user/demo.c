@@ -228,12 +228,8 @@ int cmd_demo(int argc, char **argv)
 		waitpid(child, NULL, 0);
 		return 1;
 	}
-	memset(&o, 0, sizeof(o));
+	collect_opts_init(&o);
 	o.probe.pid = child;
-	o.probe.ring_bytes = 64ull << 20;
-	o.probe.wake_bytes = 256 << 10;
-	o.probe.alloc_min_ns = 10000;
-	o.agent_cpu = -1;
 	o.quiet = true;
 	o.duration_ns = 120000000000ll;
 	/* let simtrainer create its channel and threads: it waits for us to enable it */

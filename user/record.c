@@ -31,6 +31,8 @@ static const char record_usage[] =
 "      --alloc-min-ns N    allocator calls faster than N ns (above the fastest call seen,\n"
 "                          which is mostly the probes' own cost) are only counted (10000;\n"
 "                          0: every call is an event)\n"
+"      --max-overhead PCT  keep the allocator probes under PCT% of step time (1; 0: off):\n"
+"                          above it they are attached part of the time and sampled\n"
 "      --step-uprobe LIB:SYM  each call of SYM in LIB marks a step (besides USDT stepblame:step)\n"
 "      --no-cuda           do not probe the CUDA driver library\n"
 "      --no-gpu            do not read the trainer's GPU timeline channel\n"

@@ -591,7 +591,8 @@ static int pre_parse(int argc, char **argv, char **kept, struct run_extra *x)
 {
 	static const char *with_value[] = { "-p", "--pid", "-d", "--duration", "-o", "--output",
 					    "--json", "--alloc-lib", "--alloc-min-ns",
-					    "--step-uprobe", "--agent-cpu", "--ring-mb" };
+					    "--step-uprobe", "--agent-cpu", "--ring-mb",
+					    "--max-overhead" };
 	int n = 0, i;
 
 	kept[n++] = argv[0];

@@ -15,6 +15,8 @@
  *   sbwork spin MS          spin on the CPU for MS milliseconds (pinned to CPU 0 with "pin 0")
  *   sbwork pin CPU          pin sbw-main to CPU first
  *   sbwork burst N          N malloc(64) + free in a tight loop (a burst of fast calls)
+ *   sbwork churn MS         malloc(64) + free in a tight loop for MS milliseconds (as many
+ *                           calls as the probes let through: the overhead guard's target)
  *   sbwork write KB         one write() of KB KiB to a new file in $SBWORK_DIR (else
  *                           /var/tmp) on fd 77, fsync(77), close, then unlink it
  * Arguments are processed in order; several may be given.
@@ -144,6 +146,17 @@ static void *work(void *arg)
 
 				sink += (uintptr_t)p;
 				free(p);
+			}
+		} else if (!strcmp(what, "churn")) {
+			uint64_t end = now_ms() + n;
+
+			while (now_ms() < end) {
+				for (int k = 0; k < 64; k++) {
+					void *p = malloc(64);
+
+					sink += (uintptr_t)p;
+					free(p);
+				}
 			}
 		} else if (!strcmp(what, "write")) {
 			const char *dir = getenv("SBWORK_DIR");

@@ -73,6 +73,11 @@ expect duration_inf 2 "wants a duration" -- "$SB" record -p $p -o "$tmp/x.sbt" -
 expect duration_unit 2 "wants a duration" -- "$SB" record -p $p -o "$tmp/x.sbt" -d 5parsecs
 expect ring_not_pow2 2 "power of two" -- "$SB" record -p $p -o "$tmp/x.sbt" --ring-mb 3
 expect ring_zero 2 "power of two" -- "$SB" record -p $p -o "$tmp/x.sbt" --ring-mb 0
+expect max_overhead_negative 2 "--max-overhead wants a percentage .*got '-1'" -- "$SB" record -p $p -o "$tmp/x.sbt" --max-overhead -1
+expect max_overhead_word 2 "--max-overhead wants a percentage .*got 'abc'" -- "$SB" record -p $p -o "$tmp/x.sbt" --max-overhead abc
+expect max_overhead_empty 2 "--max-overhead wants a percentage .*got ''" -- "$SB" record -p $p -o "$tmp/x.sbt" --max-overhead ""
+expect max_overhead_over_100 2 "--max-overhead wants a percentage" -- "$SB" attach -p $p --max-overhead 150
+expect max_overhead_missing_value 2 "'--max-overhead' needs a value" -- "$SB" record -p $p -o "$tmp/x.sbt" --max-overhead
 expect agent_cpu_bad 2 "CPU number" -- "$SB" record -p $p -o "$tmp/x.sbt" --agent-cpu many
 expect agent_cpu_absent 2 "this machine has CPUs 0 to" -- "$SB" record -p $p -o "$tmp/x.sbt" --agent-cpu 1023
 expect step_uprobe_bad 2 "LIB:SYM" -- "$SB" record -p $p -o "$tmp/x.sbt" --step-uprobe nocolon

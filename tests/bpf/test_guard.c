@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The tracer's own cost, on a real capture (root only): the calibration at
+ * capture start (the costs record) and the overhead guard (--max-overhead,
+ * guard records) on a target that does nothing but malloc and free
+ * (tests/progs/sbwork churn). No assertion on timing beyond orders of
+ * magnitude: the allocator probes cost that target most of its time, the
+ * guard's limit is 1%.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "test.h"
+#include "capture.h"
+#include "collect.h"
+#include "overhead.h"
+#include "util.h"
+
+static const char *prog_path(void)
+{
+	static char path[512];
+	const char *b = getenv("BUILD");
+
+	snprintf(path, sizeof(path), "%s/tests/progs/sbwork", b ? b : "build");
+	return path;
+}
+
+/* start sbwork with args; it waits for a byte on *go_fd */
+static pid_t spawn_work(char *const args[], int *go_fd)
+{
+	int p[2];
+	pid_t pid;
+
+	*go_fd = -1;
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		char *argv[16] = { (char *)prog_path() };
+		int i;
+
+		for (i = 0; args[i] && i < 14; i++)
+			argv[i + 1] = args[i];
+		argv[i + 1] = NULL;
+		dup2(p[0], 0);
+		close(p[0]);
+		close(p[1]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[0]);
+	if (pid < 0)
+		close(p[1]);
+	else
+		*go_fd = p[1];
+	return pid;
+}
+
+/*
+ * Trace sbwork running args until it exits, with the options of the command
+ * line (opts: NULL-terminated, as `stepblame record` would get them), so the
+ * guard's limit is what the command line makes of them.
+ */
+static struct cap *trace_work(char *const args[], char *const opts[])
+{
+	char *argv[16] = { "record" };
+	struct cap *c;
+	pthread_t t;
+	int argc = 1, go, status;
+	pid_t pid;
+
+	if (access(prog_path(), X_OK))
+		return NULL;
+	for (int i = 0; opts && opts[i] && argc < 15; i++)
+		argv[argc++] = opts[i];
+	argv[argc] = NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		abort();
+	if (collect_parse_common(argc, argv, &c->o, NULL, NULL, "record") != argc) {
+		free(c);
+		return NULL;
+	}
+	pid = spawn_work(args, &go);
+	if (pid < 0) {
+		free(c);
+		return NULL;
+	}
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	c->o.probe.pid = pid;
+	c->o.probe.ring_bytes = 16 << 20;
+	c->o.probe.wake_bytes = 64 << 10;
+	c->o.duration_ns = 30000000000ll;
+	c->o.agent_cpu = -2;
+	c->o.quiet = true;
+	c->o.no_gpu = true;
+	cap_start(c, &t);
+	if (write(go, "g", 1) != 1)
+		kill(pid, SIGKILL);
+	close(go);
+	waitpid(pid, &status, 0);
+	pthread_join(t, NULL);
+	return c;
+}
+
+/* the tid of the thread renamed to name */
+static uint32_t tid_named(struct cap *c, const char *name)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_rename *r = (const void *)c->recs[i];
+
+		if (r->h.type == SB_EV_RENAME && !strcmp(r->newcomm, name))
+			return r->h.tid;
+	}
+	return 0;
+}
+
+static const struct sb_text *text_rec(struct cap *c, size_t i, unsigned type)
+{
+	return c->recs[i]->type == type ? (const void *)c->recs[i] : NULL;
+}
+
+static int costs_of(struct cap *c, struct sb_costs *k)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_text *t = text_rec(c, i, SB_REC_COSTS);
+
+		if (t) {
+			sb_costs_parse(k, t->text, t->len);
+			n++;
+		}
+	}
+	return n;
+}
+
+/* the guard records in order, parsed, with their times; how many */
+static size_t guards_of(struct cap *c, struct sb_guard *g, uint64_t *ts, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->n && n < max; i++) {
+		const struct sb_text *t = text_rec(c, i, SB_REC_GUARD);
+
+		if (t && sb_guard_parse(&g[n], t->text, t->len))
+			ts[n++] = t->h.ts;
+	}
+	return n;
+}
+
+static bool has_note(struct cap *c, const char *a, const char *b)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_text *t = text_rec(c, i, SB_REC_NOTE);
+		char s[600];
+
+		if (!t)
+			continue;
+		snprintf(s, sizeof(s), "%.*s", (int)t->len, t->text);
+		if (strstr(s, a) && (!b || strstr(s, b)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The calibration ran in this process, with the allocator's own programs:
+ * their filter must have turned it away before they kept any state, so the
+ * per-thread totals know only the target's threads.
+ */
+static void check_no_agent_threads(struct cap *c, uint32_t main_tid)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_hdr *h = c->recs[i];
+
+		if (h->type == SB_REC_ALLOC_STATS)
+			CHECK(h->tid == main_tid || h->tid == (uint32_t)c->o.probe.pid,
+			      "allocator totals for thread %u, not the target's", h->tid);
+	}
+}
+
+/* calls in the allocator bursts of tid starting in [from, to), and the time they span */
+static uint64_t burst_calls(struct cap *c, uint32_t tid, uint64_t from, uint64_t to)
+{
+	uint64_t calls = 0;
+
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_alloc_burst *b = (const void *)c->recs[i];
+
+		if (b->h.type == SB_EV_ALLOC_BURST && b->h.tid == tid && b->start_ns >= from &&
+		    b->start_ns < to)
+			calls += b->calls;
+	}
+	return calls;
+}
+
+/* first and last start of tid's bursts */
+static void burst_span(struct cap *c, uint32_t tid, uint64_t *first, uint64_t *last)
+{
+	*first = UINT64_MAX;
+	*last = 0;
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_alloc_burst *b = (const void *)c->recs[i];
+
+		if (b->h.type != SB_EV_ALLOC_BURST || b->h.tid != tid)
+			continue;
+		if (b->start_ns < *first)
+			*first = b->start_ns;
+		if (b->h.ts > *last)
+			*last = b->h.ts;
+	}
+}
+
+#define MAXG 256
+
+static void t_guard_samples_a_storm(void)
+{
+	char *args[] = { "churn", "4000", NULL };
+	struct sb_guard g[MAXG];
+	uint64_t ts[MAXG], first, last, before, after;
+	struct sb_costs k;
+	struct cap *c;
+	size_t ng, s = 0;
+	uint32_t tid;
+
+	NEED_BPF();
+	c = trace_work(args, NULL); /* the command line's default: --max-overhead 1 */
+	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path());
+	REQUIRE(c->rc == 0, "capture failed to start");
+	CHECK(c->o.max_overhead_ppm == 10000, "default limit %llu ppm, want 10000",
+	      (unsigned long long)c->o.max_overhead_ppm);
+	tid = tid_named(c, "sbw-main");
+	REQUIRE(tid, "no rename to sbw-main seen");
+
+	REQUIRE(costs_of(c, &k) == 1, "want one costs record");
+	CHECK(k.calibrated & (1u << SB_COST_ALLOC_CALL), "alloc_call_ns not calibrated");
+	CHECK(k.ns[SB_COST_ALLOC_CALL] > 0 && k.ns[SB_COST_ALLOC_CALL] < 1000000,
+	      "alloc_call_ns %llu", (unsigned long long)k.ns[SB_COST_ALLOC_CALL]);
+	CHECK(k.ns[SB_COST_UPROBE] > 0 && k.ns[SB_COST_UPROBE] < 1000000, "uprobe_ns %llu",
+	      (unsigned long long)k.ns[SB_COST_UPROBE]);
+	CHECK(k.samples > 0, "no calibration samples");
+	check_no_agent_threads(c, tid);
+
+	ng = guards_of(c, g, ts, MAXG);
+	REQUIRE(ng >= 2, "%zu guard records, want a start and a mode change at least", ng);
+	CHECK(g[0].mode == SB_GUARD_FULL && g[0].limit_ppm == 10000 && g[0].estimate_ppm == 0 &&
+	      g[0].duty_ppm == 1000000, "first guard record: mode %d limit %llu estimate %llu "
+	      "duty %llu", g[0].mode, (unsigned long long)g[0].limit_ppm,
+	      (unsigned long long)g[0].estimate_ppm, (unsigned long long)g[0].duty_ppm);
+	for (size_t i = 0; i < ng; i++) {
+		CHECK(g[i].calls_estimated >= g[i].calls_seen, "record %zu: %llu calls estimated, "
+		      "%llu seen", i, (unsigned long long)g[i].calls_estimated,
+		      (unsigned long long)g[i].calls_seen);
+		if (!s && g[i].mode == SB_GUARD_SAMPLED)
+			s = i;
+	}
+	REQUIRE(s, "the guard never duty-cycled the probes of a malloc loop");
+	CHECK(g[s].estimate_ppm > g[s].limit_ppm, "sampled at an estimate of %llu ppm, under "
+	      "the limit", (unsigned long long)g[s].estimate_ppm);
+	CHECK(g[s].duty_ppm < 1000000 && g[s].duty_ppm >= 1000, "duty %llu ppm",
+	      (unsigned long long)g[s].duty_ppm);
+	CHECK(g[s].period_ns >= 1000000000ull, "period %llu ns",
+	      (unsigned long long)g[s].period_ns);
+	CHECK(g[ng - 1].calls_estimated > g[ng - 1].calls_seen, "nothing extrapolated: %llu "
+	      "calls seen and estimated", (unsigned long long)g[ng - 1].calls_seen);
+	CHECK(has_note(c, "overhead guard", "duty-cycled"), "no note on the mode change");
+
+	/* the bursts thin out once the probes are off most of the time */
+	burst_span(c, tid, &first, &last);
+	REQUIRE(first < ts[s] && last > ts[s], "no bursts on both sides of the change");
+	before = burst_calls(c, tid, first, ts[s]);
+	after = burst_calls(c, tid, ts[s], UINT64_MAX);
+	CHECK(before > 0, "no calls counted before the change");
+	/* calls per second of each side, compared */
+	CHECK((double)after / (double)(last - ts[s]) < 0.5 * before / (double)(ts[s] - first),
+	      "%llu calls in %.2f s after the change, %llu in %.2f s before",
+	      (unsigned long long)after, (last - ts[s]) / 1e9, (unsigned long long)before,
+	      (ts[s] - first) / 1e9);
+	free_cap(c);
+}
+
+/*
+ * A storm, a pause long enough for the guard to see three quiet windows, and
+ * a second storm: the probes go back on throughout and see all of it. A
+ * limit of 20% keeps the cycle at a second (the windows long), so the pause
+ * need not be long.
+ */
+static void t_guard_back_to_full(void)
+{
+	char *args[] = { "churn", "1500", "sleep", "8000", "churn", "500", NULL };
+	char *opts[] = { "--max-overhead", "20", NULL };
+	struct sb_guard g[MAXG];
+	uint64_t ts[MAXG];
+	struct cap *c;
+	size_t ng, s = 0, f = 0;
+	uint32_t tid;
+
+	NEED_BPF();
+	c = trace_work(args, opts);
+	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path());
+	REQUIRE(c->rc == 0, "capture failed to start");
+	tid = tid_named(c, "sbw-main");
+	REQUIRE(tid, "no rename to sbw-main seen");
+	ng = guards_of(c, g, ts, MAXG);
+	for (size_t i = 0; i < ng; i++) {
+		CHECK(g[i].limit_ppm == 200000, "record %zu: limit %llu ppm", i,
+		      (unsigned long long)g[i].limit_ppm);
+		CHECK(g[i].calls_estimated >= g[i].calls_seen, "record %zu: %llu calls estimated, "
+		      "%llu seen", i, (unsigned long long)g[i].calls_estimated,
+		      (unsigned long long)g[i].calls_seen);
+		if (!s && g[i].mode == SB_GUARD_SAMPLED)
+			s = i;
+		if (s && !f && g[i].mode == SB_GUARD_FULL)
+			f = i;
+	}
+	REQUIRE(s, "the guard never duty-cycled the probes of a malloc loop");
+	REQUIRE(f, "the guard stayed sampled through 8 s without a call");
+	CHECK(has_note(c, "overhead guard", "attached throughout again"),
+	      "no note on the way back");
+	/* the second storm, after the way back, is seen whole: the probes attach again */
+	CHECK(burst_calls(c, tid, ts[f], UINT64_MAX) > 0, "no allocator bursts after the way back");
+	CHECK(g[ng - 1].calls_seen > g[f].calls_seen, "no calls counted after the way back");
+	free_cap(c);
+}
+
+static void t_guard_off_stays_full(void)
+{
+	char *args[] = { "churn", "2500", NULL };
+	char *opts[] = { "--max-overhead", "0", NULL };
+	struct sb_guard g[MAXG];
+	uint64_t ts[MAXG];
+	struct cap *c;
+	size_t ng;
+
+	NEED_BPF();
+	c = trace_work(args, opts);
+	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path());
+	REQUIRE(c->rc == 0, "capture failed to start");
+	CHECK(c->o.max_overhead_ppm == 0, "--max-overhead 0 gave %llu ppm",
+	      (unsigned long long)c->o.max_overhead_ppm);
+	ng = guards_of(c, g, ts, MAXG);
+	REQUIRE(ng >= 1, "no guard record");
+	for (size_t i = 0; i < ng; i++) {
+		CHECK(g[i].mode == SB_GUARD_FULL && g[i].duty_ppm == 1000000,
+		      "record %zu: mode %d, duty %llu with the guard off", i, g[i].mode,
+		      (unsigned long long)g[i].duty_ppm);
+		CHECK(g[i].limit_ppm == 0, "record %zu: limit %llu", i,
+		      (unsigned long long)g[i].limit_ppm);
+		CHECK(g[i].calls_estimated == g[i].calls_seen, "record %zu: extrapolated", i);
+	}
+	/* it still measures: a malloc loop spends well over 1% in the probes */
+	CHECK(g[ng - 1].estimate_ppm > 10000, "last estimate %llu ppm",
+	      (unsigned long long)g[ng - 1].estimate_ppm);
+	CHECK(g[ng - 1].calls_seen > 0, "no calls counted");
+	CHECK(!has_note(c, "overhead guard", NULL), "a guard note with the guard off");
+	free_cap(c);
+}
+
+static void t_no_alloc_keeps_defaults(void)
+{
+	char *args[] = { "sleep", "300", NULL };
+	char *opts[] = { "--no-alloc", NULL };
+	struct sb_guard g[MAXG];
+	uint64_t ts[MAXG];
+	struct sb_costs k, d;
+	struct cap *c;
+
+	NEED_BPF();
+	c = trace_work(args, opts);
+	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path());
+	REQUIRE(c->rc == 0, "capture failed to start");
+	REQUIRE(costs_of(c, &k) == 1, "want one costs record");
+	sb_costs_default(&d);
+	CHECK(!k.calibrated && !k.samples, "calibrated without allocator programs");
+	CHECK(!memcmp(k.ns, d.ns, sizeof(d.ns)), "not the default costs");
+	CHECK(guards_of(c, g, ts, MAXG) == 0, "guard records without allocator probes");
+	free_cap(c);
+}
+
+int main(void)
+{
+	RUN(t_guard_samples_a_storm);
+	RUN(t_guard_back_to_full);
+	RUN(t_guard_off_stays_full);
+	RUN(t_no_alloc_keeps_defaults);
+	return test_summary();
+}

@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The overhead guard (guard.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guard.h"
+#include "probes.h"
+#include "util.h"
+
+#define WINDOW_NS 1000000000ull       /* full: the estimate is redone every second */
+#define PERIOD_NS 1000000000ull       /* sampled: the shortest attach/detach cycle */
+#define MIN_ATTACHED_NS 20000000ull   /* sampled: the shortest attached window */
+#define DUTY_MIN 1000ull              /* ppm of the time attached, at least (0.1%) */
+#define DUTY_MAX 500000ull            /* and at most (50%) */
+#define PPM 1000000ull
+/*
+ * Sampled: back to full after this many windows in a row under half the
+ * limit, each twice as long as the one before (up to half the period).
+ * Allocation comes in storms, a phase of the step: a window of 20 ms that
+ * falls between two finds no call, and one such window alone would put the
+ * probes back on for a whole second of the storms. The duty stays what the
+ * last estimate over the limit made it, but for the longer windows.
+ */
+#define LOW_WINDOWS 3
+/* at the end, a window cut shorter than this gives no estimate of its own */
+#define MIN_FINAL_NS 100000000ull
+
+struct gthread {
+	uint32_t tid;      /* 0: a free slot */
+	uint64_t fast;     /* the kernel's count of its fast calls when its window began */
+	uint64_t fast_now; /* the same, at the reading that ends the window */
+	uint64_t slow;     /* its calls recorded on their own since its window began */
+};
+
+struct guard {
+	struct probes *p;
+	struct sb_guard st;
+	uint64_t alloc_ns;       /* what one call's probes cost */
+	bool started;            /* the allocator probes were found: the guard runs */
+	bool dead;               /* they could not be attached again: nothing more to do */
+	bool on;                 /* they are attached now */
+	uint64_t due;
+	uint64_t win_start;      /* the attached window being counted began */
+	uint64_t cycle_start;    /* sampled: the cycle began (the previous window ended) */
+	uint64_t attach_ns;      /* sampled: how long a window stays attached */
+	int low;                 /* sampled: windows in a row under half the limit */
+	uint64_t recent[LOW_WINDOWS]; /* sampled: the estimates of the last windows */
+	double last_free_rate;   /* the last window's free_rate (struct wsum) */
+	uint32_t worst_tid;
+	struct gthread *t;       /* open addressing on tid, a power of two slots */
+	uint32_t cap, n;
+	char err[128];
+};
+
+/* what one window counted */
+struct wsum {
+	uint64_t sum;            /* calls of all threads */
+	uint64_t max;            /* of the busiest thread */
+	uint32_t tid;            /* which */
+	uint64_t end, len;       /* when it was counted, and how long it was */
+	double free_rate;        /* calls per ns the threads would make without the probes */
+};
+
+static uint32_t slot_of(uint32_t tid, uint32_t cap)
+{
+	uint32_t h = tid;
+
+	h ^= h >> 16;
+	h *= 0x45d9f3bu;
+	h ^= h >> 16;
+	return h & (cap - 1);
+}
+
+static int grow(struct guard *g)
+{
+	uint32_t cap = g->cap ? 2 * g->cap : 64;
+	struct gthread *t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < g->cap; i++) {
+		uint32_t j;
+
+		if (!g->t[i].tid)
+			continue;
+		for (j = slot_of(g->t[i].tid, cap); t[j].tid; j = (j + 1) & (cap - 1))
+			;
+		t[j] = g->t[i];
+	}
+	free(g->t);
+	g->t = t;
+	g->cap = cap;
+	return 0;
+}
+
+/* tid's entry, made if new; NULL when out of memory */
+static struct gthread *thread_get(struct guard *g, uint32_t tid)
+{
+	uint32_t i;
+
+	if (!tid)
+		return NULL;
+	if (2 * (g->n + 1) > g->cap && grow(g))
+		return NULL;
+	for (i = slot_of(tid, g->cap); g->t[i].tid; i = (i + 1) & (g->cap - 1))
+		if (g->t[i].tid == tid)
+			return &g->t[i];
+	g->t[i].tid = tid;
+	g->n++;
+	return &g->t[i];
+}
+
+struct guard *guard_new(struct probes *p, uint64_t limit_ppm, uint64_t alloc_call_ns)
+{
+	struct guard *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return NULL;
+	g->p = p;
+	g->alloc_ns = alloc_call_ns;
+	g->st.mode = SB_GUARD_FULL;
+	g->st.limit_ppm = limit_ppm;
+	g->st.duty_ppm = PPM;
+	return g;
+}
+
+void guard_free(struct guard *g)
+{
+	if (!g)
+		return;
+	free(g->t);
+	free(g);
+}
+
+void guard_slow_call(struct guard *g, uint32_t tid)
+{
+	struct gthread *t;
+
+	if (!g->started)
+		return;
+	t = thread_get(g, tid);
+	if (t)
+		t->slow++;
+}
+
+uint64_t guard_due(const struct guard *g)
+{
+	return g->dead ? UINT64_MAX : g->due;
+}
+
+const struct sb_guard *guard_state(const struct guard *g)
+{
+	return &g->st;
+}
+
+uint32_t guard_worst_tid(const struct guard *g)
+{
+	return g->worst_tid;
+}
+
+const char *guard_error(const struct guard *g)
+{
+	return g->err;
+}
+
+static void totals_cb(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+		      const uint64_t ns[SB_FN_MAX])
+{
+	struct guard *g = ctx;
+	struct gthread *t = thread_get(g, tid);
+	uint64_t sum = 0;
+
+	(void)ns;
+	for (int i = 0; i < SB_FN_MAX; i++)
+		sum += calls[i];
+	if (t)
+		t->fast_now = sum;
+}
+
+/* a window begins after a detached time: every thread's count as it stands */
+static void window_begin(struct guard *g)
+{
+	probes_alloc_totals(g->p, totals_cb, g);
+	for (uint32_t i = 0; i < g->cap; i++) {
+		g->t[i].fast = g->t[i].fast_now;
+		g->t[i].slow = 0;
+	}
+}
+
+/*
+ * A window ends: the calls of each thread since it began, the next window
+ * beginning here. Counted while the probes are still on (detaching is
+ * asynchronous: calls go on being counted a little while after, see
+ * probes_alloc_attach); the few made between this count and the last
+ * breakpoint going are left out, window_begin starts afresh. The ring is
+ * drained first, so that the slow calls recorded so far are in; drained
+ * before the table is walked, as what the drain counts may grow it.
+ */
+static void window_count(struct guard *g, struct wsum *w, void (*drain)(void *ctx), void *ctx)
+{
+	memset(w, 0, sizeof(*w));
+	drain(ctx);
+	probes_alloc_totals(g->p, totals_cb, g);
+	w->end = mono_ns();
+	w->len = w->end > g->win_start ? w->end - g->win_start : 0;
+	for (uint32_t i = 0; i < g->cap; i++) {
+		struct gthread *t = &g->t[i];
+		/* a count never goes back; if it did, what it says now is all new */
+		uint64_t calls = (t->fast_now >= t->fast ? t->fast_now - t->fast : t->fast_now) +
+				 t->slow;
+		double own;
+
+		if (!t->tid)
+			continue;
+		t->fast = t->fast_now;
+		t->slow = 0;
+		w->sum += calls;
+		if (calls > w->max) {
+			w->max = calls;
+			w->tid = t->tid;
+		}
+		/*
+		 * Without the probes a thread calls faster: the time it spent in
+		 * them goes to its own work. Its rate over the window less that
+		 * time (at least a tenth of it: the cost may be overestimated).
+		 */
+		own = (double)w->len - (double)calls * (double)g->alloc_ns;
+		if (own < w->len / 10.0)
+			own = w->len / 10.0;
+		if (calls && own > 0)
+			w->free_rate += calls / own;
+	}
+}
+
+/* the busiest thread's calls x their cost, per million of the window */
+static uint64_t estimate_ppm(const struct guard *g, const struct wsum *w)
+{
+	if (!w->len)
+		return 0;
+	return (uint64_t)((double)w->max * (double)g->alloc_ns * 1e6 / (double)w->len);
+}
+
+static void took(struct guard *g, const struct wsum *w)
+{
+	g->st.estimate_ppm = estimate_ppm(g, w);
+	g->worst_tid = w->tid;
+	g->last_free_rate = w->free_rate;
+}
+
+/*
+ * The calls of a cycle: those seen in its window, and those made in the
+ * detached time before it (detached_ns), at the rate the window shows
+ * without the probes' cost. At the rate with it, a thread that spent 60% of
+ * the window in the probes would be taken to call 2.5 times too slowly.
+ */
+static uint64_t extrapolate(const struct wsum *w, uint64_t detached_ns)
+{
+	return w->sum + (uint64_t)(w->free_rate * (double)detached_ns + 0.5);
+}
+
+/*
+ * The share of time to leave the probes on: what brings the estimate down to
+ * the limit. From the highest estimate of the last few windows that were not
+ * lulls (under half the limit, which keep the duty): one a little over half
+ * the limit that caught the tail of a storm would otherwise leave them on for
+ * most of the next storm. A window is at least MIN_ATTACHED_NS, enough calls to
+ * estimate from; the period stretches to keep the share.
+ */
+static void plan(struct guard *g)
+{
+	uint64_t est = 0, duty;
+
+	memmove(g->recent + 1, g->recent, sizeof(g->recent) - sizeof(g->recent[0]));
+	g->recent[0] = g->st.estimate_ppm;
+	for (int i = 0; i < LOW_WINDOWS; i++)
+		if (g->recent[i] > est)
+			est = g->recent[i];
+	duty = est ? (uint64_t)((double)g->st.limit_ppm * PPM / est) : DUTY_MAX;
+	if (duty < DUTY_MIN)
+		duty = DUTY_MIN;
+	if (duty > DUTY_MAX)
+		duty = DUTY_MAX;
+	g->attach_ns = PERIOD_NS / PPM * duty;
+	if (g->attach_ns < MIN_ATTACHED_NS)
+		g->attach_ns = MIN_ATTACHED_NS;
+	g->st.duty_ppm = duty;
+	g->st.period_ns = g->attach_ns / duty * PPM;
+}
+
+/*
+ * The probes would not attach again: off for good. Mostly the target has
+ * just exited (the capture ends with it); the caller tells.
+ */
+static int failed(struct guard *g, int err)
+{
+	snprintf(g->err, sizeof(g->err), "%s", strerror(-err));
+	g->dead = true;
+	g->on = false;
+	return GUARD_FAILED;
+}
+
+static int start(struct guard *g, uint64_t now)
+{
+	g->started = true;
+	g->on = true;
+	window_begin(g);
+	g->win_start = now;
+	g->due = now + WINDOW_NS;
+	return GUARD_RECORD;
+}
+
+/* full: a second is over */
+static int full_window_end(struct guard *g, void (*drain)(void *ctx), void *ctx)
+{
+	struct wsum w;
+
+	window_count(g, &w, drain, ctx);
+	took(g, &w);
+	g->st.calls_seen += w.sum;
+	g->st.calls_estimated += w.sum;
+	if (!g->st.limit_ppm || g->st.estimate_ppm <= g->st.limit_ppm) {
+		g->win_start = w.end;
+		g->due = w.end + WINDOW_NS;
+		return 0;
+	}
+	probes_alloc_attach(g->p, false);
+	g->on = false;
+	g->st.mode = SB_GUARD_SAMPLED;
+	plan(g);
+	g->cycle_start = w.end;
+	g->due = w.end + g->st.period_ns - g->attach_ns;
+	return GUARD_RECORD | GUARD_CHANGED;
+}
+
+/* sampled: the detached part of a cycle is over */
+static int sampled_attach(struct guard *g)
+{
+	int err = probes_alloc_attach(g->p, true);
+
+	if (err < 0)
+		return failed(g, err);
+	g->on = true;
+	window_begin(g);
+	g->win_start = mono_ns();
+	g->due = g->win_start + g->attach_ns;
+	return 0;
+}
+
+/* sampled: an attached window is over */
+static int sampled_window_end(struct guard *g, void (*drain)(void *ctx), void *ctx)
+{
+	struct wsum w;
+
+	window_count(g, &w, drain, ctx);
+	took(g, &w);
+	g->st.calls_seen += w.sum;
+	g->st.calls_estimated += extrapolate(&w, g->win_start - g->cycle_start);
+	g->low = 2 * g->st.estimate_ppm < g->st.limit_ppm ? g->low + 1 : 0;
+	if (g->low >= LOW_WINDOWS) {
+		/* well under the limit for a while: they stay on, throughout again */
+		g->low = 0;
+		memset(g->recent, 0, sizeof(g->recent));
+		g->st.mode = SB_GUARD_FULL;
+		g->st.duty_ppm = PPM;
+		g->st.period_ns = 0;
+		g->win_start = w.end;
+		g->due = w.end + WINDOW_NS;
+		return GUARD_RECORD | GUARD_CHANGED;
+	}
+	probes_alloc_attach(g->p, false);
+	g->on = false;
+	if (!g->low) {
+		plan(g);
+	} else if (2 * g->attach_ns <= g->st.period_ns / 2) {
+		/* maybe a lull: look twice as long in the same period */
+		g->attach_ns *= 2;
+		g->st.duty_ppm = g->attach_ns * PPM / g->st.period_ns;
+	}
+	g->cycle_start = w.end;
+	g->due = w.end + g->st.period_ns - g->attach_ns;
+	return GUARD_RECORD;
+}
+
+int guard_run(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *ctx)
+{
+	if (g->dead || now < g->due)
+		return 0;
+	if (!g->started) {
+		/* no allocator probes yet: a rescan may find the library later */
+		if (!probes_has_alloc(g->p)) {
+			g->due = now + WINDOW_NS;
+			return 0;
+		}
+		return start(g, now);
+	}
+	if (g->st.mode == SB_GUARD_FULL)
+		return full_window_end(g, drain, ctx);
+	return g->on ? sampled_window_end(g, drain, ctx) : sampled_attach(g);
+}
+
+int guard_finish(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *ctx)
+{
+	struct wsum w;
+
+	if (!g->started)
+		return 0;
+	if (!g->on) {
+		/* cut in a detached part (or off for good): its calls at the last window's rate */
+		if (now > g->cycle_start)
+			g->st.calls_estimated += (uint64_t)(g->last_free_rate *
+							    (double)(now - g->cycle_start) + 0.5);
+		return GUARD_RECORD;
+	}
+	window_count(g, &w, drain, ctx);
+	g->st.calls_seen += w.sum;
+	if (g->st.mode == SB_GUARD_FULL)
+		g->st.calls_estimated += w.sum;
+	else
+		g->st.calls_estimated += extrapolate(&w, g->win_start - g->cycle_start);
+	/* a window cut short says too little to replace the last estimate */
+	if (w.len >= (g->st.mode == SB_GUARD_FULL ? MIN_FINAL_NS : MIN_ATTACHED_NS / 2))
+		took(g, &w);
+	return GUARD_RECORD;
+}
