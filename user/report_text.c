@@ -308,6 +308,12 @@ static void tracer_lines(struct engine *e, const struct eng_summary *s, FILE *f)
 		fputs("; the benchmark's figures)\n", f);
 	if (!g.known)
 		return;
+	if (!g.limit_ppm) {
+		fprintf(f, "Guard       off (--max-overhead 0): allocator probes on throughout; their "
+			"estimated cost reached %s of step time\n",
+			fmt_ppm(a, sizeof(a), g.max_estimate_ppm));
+		return;
+	}
 	if (!g.changes) {
 		fprintf(f, "Guard       allocator probes on throughout: their estimated cost stayed "
 			"under the limit (%s of step time; highest %s)\n",
