@@ -381,6 +381,16 @@ static void t_alloc_burst(void)
 	CHECK(gap_ended, "no burst ended at the 5 ms pause");
 	CHECK(flushed == 1, "%llu bursts flushed by the agent, want 1 (the last)",
 	      (unsigned long long)flushed);
+	if (flushed != 1 || getenv("SB_DEBUG_BURSTS"))
+		for (size_t i = 0; i < c->n; i++) {
+			const struct sb_alloc_burst *b = (const void *)c->recs[i];
+
+			if (b->h.type == SB_EV_ALLOC_BURST && b->h.tid == tid)
+				fprintf(stderr, "  burst %llu..%llu calls %llu sum %llu flags %u\n",
+					(unsigned long long)b->start_ns, (unsigned long long)b->h.ts,
+					(unsigned long long)b->calls, (unsigned long long)b->sum_ns,
+					b->h.flags);
+		}
 	free_cap(c);
 }
 
