@@ -70,10 +70,13 @@ CONFIGS = {
     "default": ([], ["untraced", "untraced again", "stepblame", "perf", "bpftrace"], 1.0),
     # allocation-heavy: a 2000-call malloc/free storm (5% of the mallocs big,
     # mmap'd blocks) every 5th step, so P50 is a clean step and P99 an allocating
-    # one; the allocator probes of stepblame and of bpftrace are on. Fewer
-    # steps: bpftrace makes these runs long (120 of them by default).
+    # one; the allocator probes of stepblame and of bpftrace are on. stepblame
+    # runs with its overhead guard (default, 1%), without it (--max-overhead 0)
+    # and without allocator probes. Fewer steps: bpftrace makes these runs long
+    # (120 of them by default).
     "alloc": (["--inject", "alloc/5:2000"],
-              ["untraced", "stepblame", "stepblame --no-alloc", "bpftrace"], 0.4),
+              ["untraced", "stepblame", "stepblame --max-overhead 0", "stepblame --no-alloc",
+               "bpftrace"], 0.4),
 }
 
 # kernel event record types of a trace file (bpf/events.h), for the trailer's counts

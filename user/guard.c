@@ -9,7 +9,13 @@
 #include "probes.h"
 #include "util.h"
 
-#define WINDOW_NS 1000000000ull       /* full: the estimate is redone every second */
+/*
+ * full: the estimate is redone this often. Short, so that a storm of calls is
+ * caught within a fraction of a second rather than after a whole one (the
+ * steps traced in full before the guard acts are the ones that make the P99);
+ * long enough to hold a step or two of a trainer's allocation phase.
+ */
+#define WINDOW_NS 200000000ull
 #define PERIOD_NS 1000000000ull       /* sampled: the shortest attach/detach cycle */
 #define MIN_ATTACHED_NS 20000000ull   /* sampled: the shortest attached window */
 #define DUTY_MIN 1000ull              /* ppm of the time attached, at least (0.1%) */

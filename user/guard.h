@@ -6,15 +6,15 @@
  * calls malloc 60000 times a second would spend most of its time in them.
  *
  * While the allocator probes are attached throughout (mode full), the guard
- * counts each thread's calls once a second: the fast ones from the kernel's
+ * counts each thread's calls every 200 ms: the fast ones from the kernel's
  * per-thread totals, the slow ones as their records pass. Its estimate is the
  * busiest thread's calls x the calibrated cost of a call / the window. Over
  * the limit, it duty-cycles them (mode sampled): attached for duty = limit /
  * estimate of each period (0.1% to 50%; the period 1 s, longer where the
  * window would be under 20 ms), detached for the rest, re-estimated at the
  * end of every attached window; under half the limit three windows in a
- * row (each twice as long as the one before), back to full. The calls seen in the windows are extrapolated over the
- * detached time (calls_estimated).
+ * row (each twice as long as the one before), back to full. The calls seen
+ * in the windows are extrapolated over the detached time (calls_estimated).
  *
  * The guard only decides and counts; the capture loop calls it when it is due
  * and writes the records it asks for (collect.c).
