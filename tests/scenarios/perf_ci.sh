@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Performance in CI (issue 6): a short, fixed benchmark of stepblame's observer
+# Performance in CI: a short, fixed benchmark of stepblame's observer
 # effect. simtrainer's default scenario runs untraced (A) and traced by
 # `stepblame record` (B, default probes) in interleaved pairs A B, B A, ...; the
 # step times come from simtrainer's own step markers, read from its GPU channel
