@@ -25,6 +25,7 @@ static const struct scenario {
 	const char *name;
 	const char *what;
 	const char *args[8];
+	bool guard_off;          /* record with --max-overhead 0 */
 } scenarios[] = {
 	{ "default", "a CPU hog for 16 steps, a page-fault storm, a checkpoint every 75 steps",
 	  { "--steps", "300", "--inject", "hog@100-115:-5", "--inject", "faults@180:256",
@@ -35,8 +36,12 @@ static const struct scenario {
 	  { "--steps", "150", "--inject", "hog@60-69:-5" } },
 	{ "faults", "the launcher touches 256 MiB of fresh memory at steps 60-62",
 	  { "--steps", "150", "--inject", "faults@60-62:256" } },
-	{ "alloc", "an allocator storm on the launcher at steps 60-62",
-	  { "--steps", "150", "--inject", "alloc@60-62" } },
+	{ "alloc", "an allocator storm on the launcher at steps 60-62 (overhead guard off:\n"
+	  "            every call is seen)",
+	  { "--steps", "150", "--inject", "alloc@60-62" }, true },
+	{ "guard", "an allocator storm every 5th step: the overhead guard (--max-overhead 1%)\n"
+	  "            duty-cycles the allocator probes, and the report says so",
+	  { "--steps", "300", "--inject", "alloc/5:2000" } },
 	{ "migrate", "the launcher is moved across CPUs at steps 60-69",
 	  { "--steps", "150", "--inject", "migrate@60-69:200" } },
 	{ "stall", "the data loaders stall 50 ms at steps 60-64",
@@ -231,6 +236,8 @@ int cmd_demo(int argc, char **argv)
 	collect_opts_init(&o);
 	o.probe.pid = child;
 	o.quiet = true;
+	if (sc->guard_off)
+		o.max_overhead_ppm = 0;
 	o.duration_ns = 120000000000ll;
 	/* let simtrainer create its channel and threads: it waits for us to enable it */
 	usleep(200000);
