@@ -10,8 +10,10 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collect.h"
 
@@ -75,6 +77,59 @@ static void cap_start(struct cap *c, pthread_t *t)
 	while (!c->ready)
 		pthread_cond_wait(&c->cv, &c->mu);
 	pthread_mutex_unlock(&c->mu);
+}
+
+/* a test program of the build: $BUILD/tests/progs/NAME (BUILD defaults to build) */
+static inline const char *prog_path(const char *name)
+{
+	static char path[512];
+	const char *b = getenv("BUILD");
+
+	snprintf(path, sizeof(path), "%s/tests/progs/%s", b ? b : "build", name);
+	return path;
+}
+
+/* start sbwork with args (at most 30); it waits for a byte on *go_fd */
+static inline pid_t spawn_work(char *const args[], int *go_fd)
+{
+	int p[2];
+	pid_t pid;
+
+	*go_fd = -1;
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		char *argv[32] = { (char *)prog_path("sbwork") };
+		int i;
+
+		for (i = 0; args[i] && i < 30; i++)
+			argv[i + 1] = args[i];
+		argv[i + 1] = NULL;
+		dup2(p[0], 0);
+		close(p[0]);
+		close(p[1]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[0]);
+	if (pid < 0)
+		close(p[1]);
+	else
+		*go_fd = p[1];
+	return pid;
+}
+
+/* the tid of the thread the capture saw renamed to name; 0 if none */
+static inline uint32_t tid_named(struct cap *c, const char *name)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_rename *r = (const void *)c->recs[i];
+
+		if (r->h.type == SB_EV_RENAME && !strcmp(r->newcomm, name))
+			return r->h.tid;
+	}
+	return 0;
 }
 
 static void free_cap(struct cap *c)

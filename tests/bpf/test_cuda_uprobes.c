@@ -150,17 +150,6 @@ static struct cap *trace_user(const char *lib, char *const args[], bool no_cuda,
 	return c;
 }
 
-static uint32_t tid_named(struct cap *c, const char *name)
-{
-	for (size_t i = 0; i < c->n; i++) {
-		const struct sb_rename *r = (const void *)c->recs[i];
-
-		if (r->h.type == SB_EV_RENAME && !strcmp(r->newcomm, name))
-			return r->h.tid;
-	}
-	return 0;
-}
-
 #define TRACE_OR_SKIP(c, no_cuda, ...) \
 	do { \
 		char why_[512] = ""; \

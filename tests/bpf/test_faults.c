@@ -45,15 +45,6 @@ static int mem_sink_count(void *ctx, const struct sb_hdr *r)
 
 
 
-static const char *prog_path(const char *name)
-{
-	static char path[512];
-	const char *b = getenv("BUILD");
-
-	snprintf(path, sizeof(path), "%s/tests/progs/%s", b ? b : "build", name);
-	return path;
-}
-
 
 /* run sbthreads MODE N under a capture until it exits; NULL if it cannot run */
 static struct cap *trace_threads(const char *mode, const char *n, pid_t *child)

@@ -19,46 +19,6 @@
 #include "overhead.h"
 #include "util.h"
 
-static const char *prog_path(void)
-{
-	static char path[512];
-	const char *b = getenv("BUILD");
-
-	snprintf(path, sizeof(path), "%s/tests/progs/sbwork", b ? b : "build");
-	return path;
-}
-
-/* start sbwork with args; it waits for a byte on *go_fd */
-static pid_t spawn_work(char *const args[], int *go_fd)
-{
-	int p[2];
-	pid_t pid;
-
-	*go_fd = -1;
-	if (pipe(p))
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		char *argv[16] = { (char *)prog_path() };
-		int i;
-
-		for (i = 0; args[i] && i < 14; i++)
-			argv[i + 1] = args[i];
-		argv[i + 1] = NULL;
-		dup2(p[0], 0);
-		close(p[0]);
-		close(p[1]);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	close(p[0]);
-	if (pid < 0)
-		close(p[1]);
-	else
-		*go_fd = p[1];
-	return pid;
-}
-
 /*
  * Trace sbwork running args until it exits, with the options of the command
  * line (opts: NULL-terminated, as `stepblame record` would get them), so the
@@ -72,7 +32,7 @@ static struct cap *trace_work(char *const args[], char *const opts[])
 	int argc = 1, go, status;
 	pid_t pid;
 
-	if (access(prog_path(), X_OK))
+	if (access(prog_path("sbwork"), X_OK))
 		return NULL;
 	for (int i = 0; opts && opts[i] && argc < 15; i++)
 		argv[argc++] = opts[i];
@@ -105,18 +65,6 @@ static struct cap *trace_work(char *const args[], char *const opts[])
 	waitpid(pid, &status, 0);
 	pthread_join(t, NULL);
 	return c;
-}
-
-/* the tid of the thread renamed to name */
-static uint32_t tid_named(struct cap *c, const char *name)
-{
-	for (size_t i = 0; i < c->n; i++) {
-		const struct sb_rename *r = (const void *)c->recs[i];
-
-		if (r->h.type == SB_EV_RENAME && !strcmp(r->newcomm, name))
-			return r->h.tid;
-	}
-	return 0;
 }
 
 static const struct sb_text *text_rec(struct cap *c, size_t i, unsigned type)
@@ -230,7 +178,7 @@ static void t_guard_samples_a_storm(void)
 
 	NEED_BPF();
 	c = trace_work(args, NULL); /* the command line's default: --max-overhead 1 */
-	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path());
+	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path("sbwork"));
 	REQUIRE(c->rc == 0, "capture failed to start");
 	CHECK(c->o.max_overhead_ppm == 10000, "default limit %llu ppm, want 10000",
 	      (unsigned long long)c->o.max_overhead_ppm);
@@ -302,7 +250,7 @@ static void t_guard_back_to_full(void)
 
 	NEED_BPF();
 	c = trace_work(args, opts);
-	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path());
+	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path("sbwork"));
 	REQUIRE(c->rc == 0, "capture failed to start");
 	tid = tid_named(c, "sbw-main");
 	REQUIRE(tid, "no rename to sbw-main seen");
@@ -339,7 +287,7 @@ static void t_guard_off_stays_full(void)
 
 	NEED_BPF();
 	c = trace_work(args, opts);
-	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path());
+	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path("sbwork"));
 	REQUIRE(c->rc == 0, "capture failed to start");
 	CHECK(c->o.max_overhead_ppm == 0, "--max-overhead 0 gave %llu ppm",
 	      (unsigned long long)c->o.max_overhead_ppm);
@@ -372,7 +320,7 @@ static void t_no_alloc_keeps_defaults(void)
 
 	NEED_BPF();
 	c = trace_work(args, opts);
-	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path());
+	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path("sbwork"));
 	REQUIRE(c->rc == 0, "capture failed to start");
 	REQUIRE(costs_of(c, &k) == 1, "want one costs record");
 	sb_costs_default(&d);

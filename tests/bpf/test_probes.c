@@ -38,42 +38,6 @@ static bool has_probe_record(struct cap *c, const char *text)
 	return false;
 }
 
-static const char *prog_path(void)
-{
-	static char path[512];
-	const char *b = getenv("BUILD");
-
-	snprintf(path, sizeof(path), "%s/tests/progs/sbwork", b ? b : "build");
-	return path;
-}
-
-/* start sbwork with args; it waits for a byte on *go_fd */
-static pid_t spawn_work(char *const args[], int *go_fd)
-{
-	int p[2];
-	pid_t pid;
-
-	if (pipe(p))
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		char *argv[32] = { (char *)prog_path() };
-		int i;
-
-		for (i = 0; args[i] && i < 30; i++)
-			argv[i + 1] = args[i];
-		argv[i + 1] = NULL;
-		dup2(p[0], 0);
-		close(p[0]);
-		close(p[1]);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	close(p[0]);
-	*go_fd = p[1];
-	return pid;
-}
-
 
 /*
  * Trace sbwork running args until it exits. before_go runs after attach and
@@ -86,7 +50,7 @@ static struct cap *trace_work(char *const args[], uint64_t alloc_min_ns, pid_t *
 	int go, status;
 	pid_t pid;
 
-	if (access(prog_path(), X_OK)) {
+	if (access(prog_path("sbwork"), X_OK)) {
 		free(c);
 		return NULL;
 	}
@@ -113,18 +77,6 @@ static struct cap *trace_work(char *const args[], uint64_t alloc_min_ns, pid_t *
 	return c;
 }
 
-/* the tid of the thread renamed to name */
-static uint32_t tid_named(struct cap *c, const char *name)
-{
-	for (size_t i = 0; i < c->n; i++) {
-		const struct sb_rename *r = (const void *)c->recs[i];
-
-		if (r->h.type == SB_EV_RENAME && !strcmp(r->newcomm, name))
-			return r->h.tid;
-	}
-	return 0;
-}
-
 static size_t count_type(struct cap *c, unsigned type, uint32_t tid)
 {
 	size_t n = 0;
@@ -140,7 +92,7 @@ static size_t count_type(struct cap *c, unsigned type, uint32_t tid)
 		NEED_BPF(); \
 		char *args_[] = { __VA_ARGS__, NULL }; \
 		c = trace_work(args_, alloc_min, NULL); \
-		REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path()); \
+		REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path("sbwork")); \
 		REQUIRE(c->rc == 0, "capture failed to start"); \
 	} while (0)
 
