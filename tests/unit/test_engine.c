@@ -59,6 +59,16 @@ static struct engine *run_world(struct world *w, uint64_t delay, const struct en
 	return e;
 }
 
+/* three standard steps, step 1 injected, analysed: step 1 (NULL if the engine failed) */
+static const struct eng_step *injected_step(struct world *w, const struct sopt *inj,
+					    struct engine **e)
+{
+	world_init(w);
+	run_steps(w, 3, 1, inj, NULL);
+	*e = run_world(w, 0, NULL);
+	return *e ? step_no(*e, 1) : NULL;
+}
+
 static uint64_t sum_blame(const struct eng_step *s, bool with_gpu_slow)
 {
 	uint64_t n = 0;
@@ -248,12 +258,8 @@ static void t_major_fault(void)
 	const struct eng_step *s;
 	uint64_t pf;
 
-	world_init(&w);
-	run_steps(&w, 3, 1, &inj, NULL);
-	e = run_world(&w, 0, NULL);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
+	s = injected_step(&w, &inj, &e);
+	REQUIRE(s, "engine or step 1");
 	pf = blame_of(s, ENG_PAGE_FAULT, 0);
 	/* 5 ms in the fault, its on-CPU parts, and the later isolated fault */
 	CHECK(pf >= 5 * MS && pf <= 5 * MS + 20 * US, "page_fault %" PRIu64, pf);
@@ -280,12 +286,8 @@ static void t_fault_then_sleep_is_not_the_faults(void)
 	struct engine *e;
 	const struct eng_step *s;
 
-	world_init(&w);
-	run_steps(&w, 3, 1, &inj, NULL);
-	e = run_world(&w, 0, NULL);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
+	s = injected_step(&w, &inj, &e);
+	REQUIRE(s, "engine or step 1");
 	CHECK(blame_of(s, ENG_IO_WAIT, 0) == 10 * MS, "io_wait %" PRIu64, blame_of(s, ENG_IO_WAIT, 0));
 	CHECK(blame_of(s, ENG_PAGE_FAULT, 0) <= 10 * US, "page_fault %" PRIu64,
 	      blame_of(s, ENG_PAGE_FAULT, 0));
@@ -309,12 +311,8 @@ static void t_io_wait(void)
 	struct engine *e;
 	const struct eng_step *s;
 
-	world_init(&w);
-	run_steps(&w, 3, 1, &inj, NULL);
-	e = run_world(&w, 0, NULL);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
+	s = injected_step(&w, &inj, &e);
+	REQUIRE(s, "engine or step 1");
 	CHECK(blame_of(s, ENG_IO_WAIT, 0) == 20 * MS, "io_wait %" PRIu64, blame_of(s, ENG_IO_WAIT, 0));
 	CHECK(blame_of(s, ENG_BLOCKED, 0) == BASE_BLOCKED, "blocked %" PRIu64,
 	      blame_of(s, ENG_BLOCKED, 0));
@@ -504,12 +502,8 @@ static void t_iosys(void)
 	const struct eng_step *s;
 	uint64_t fault;
 
-	world_init(&w);
-	run_steps(&w, 3, 1, &inj, NULL);
-	e = run_world(&w, 0, NULL);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
+	s = injected_step(&w, &inj, &e);
+	REQUIRE(s, "engine or step 1");
 	engine_fault_model(e, &fm);
 	fault = blame_of(s, ENG_PAGE_FAULT, 0);
 	CHECK(fault == fm.per_fault_ns, "page_fault %" PRIu64 ", want %" PRIu64, fault,
@@ -555,12 +549,8 @@ static void t_migration(void)
 	const struct eng_step *s;
 	uint64_t m;
 
-	world_init(&w);
-	run_steps(&w, 3, 1, &inj, NULL);
-	e = run_world(&w, 0, NULL);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
+	s = injected_step(&w, &inj, &e);
+	REQUIRE(s, "engine or step 1");
 	m = blame_of(s, ENG_MIGRATION, 0);
 	/* all of it but the 2 x 10 us it ran between the moves */
 	CHECK(m == 2 * MS - 20 * US, "migration %" PRIu64, m);
@@ -603,12 +593,8 @@ static void t_setaffinity(void)
 	const struct eng_step *s;
 	uint64_t m, hc, hc0;
 
-	world_init(&w);
-	run_steps(&w, 3, 1, &inj, NULL);
-	e = run_world(&w, 0, NULL);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
+	s = injected_step(&w, &inj, &e);
+	REQUIRE(s, "engine or step 1");
 	m = blame_of(s, ENG_MIGRATION, 0);
 	/* 9 calls of 100 us and the 7 gaps of 5 us between the first 8 */
 	CHECK(m == 9 * 100 * US + 7 * 5 * US, "migration %" PRIu64 ", want %" PRIu64, m,
