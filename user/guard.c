@@ -16,6 +16,13 @@
  * long enough to hold a step or two of a trainer's allocation phase.
  */
 #define WINDOW_NS 200000000ull
+/*
+ * full: the limit must be passed this many windows in a row (600 ms) before
+ * the probes are duty-cycled. A one-off storm of allocator calls is what a
+ * user hunts, and is traced in full; a rate that goes on is what the guard
+ * limits. Repeated storms a few steps apart fill every window.
+ */
+#define OVER_WINDOWS 3
 #define PERIOD_NS 1000000000ull       /* sampled: the shortest attach/detach cycle */
 #define MIN_ATTACHED_NS 20000000ull   /* sampled: the shortest attached window */
 #define DUTY_MIN 1000ull              /* ppm of the time attached, at least (0.1%) */
@@ -52,6 +59,7 @@ struct guard {
 	uint64_t cycle_start;    /* sampled: the cycle began (the previous window ended) */
 	uint64_t attach_ns;      /* sampled: how long a window stays attached */
 	int low;                 /* sampled: windows in a row under half the limit */
+	int over;                /* full: windows in a row over the limit */
 	uint64_t recent[LOW_WINDOWS]; /* sampled: the estimates of the last windows */
 	double last_free_rate;   /* the last window's free_rate (struct wsum) */
 	uint32_t worst_tid;
@@ -326,11 +334,13 @@ static int full_window_end(struct guard *g, void (*drain)(void *ctx), void *ctx)
 	took(g, &w);
 	g->st.calls_seen += w.sum;
 	g->st.calls_estimated += w.sum;
-	if (!g->st.limit_ppm || g->st.estimate_ppm <= g->st.limit_ppm) {
+	g->over = g->st.limit_ppm && g->st.estimate_ppm > g->st.limit_ppm ? g->over + 1 : 0;
+	if (g->over < OVER_WINDOWS) {
 		g->win_start = w.end;
 		g->due = w.end + WINDOW_NS;
 		return 0;
 	}
+	g->over = 0;
 	probes_alloc_attach(g->p, false);
 	g->on = false;
 	g->st.mode = SB_GUARD_SAMPLED;

@@ -9,7 +9,8 @@
  * counts each thread's calls every 200 ms: the fast ones from the kernel's
  * per-thread totals, the slow ones as their records pass. Its estimate is the
  * busiest thread's calls x the calibrated cost of a call / the window. Over
- * the limit, it duty-cycles them (mode sampled): attached for duty = limit /
+ * the limit three windows in a row (600 ms: a one-off storm shorter than
+ * that is traced in full), it duty-cycles them (mode sampled): attached for duty = limit /
  * estimate of each period (0.1% to 50%; the period 1 s, longer where the
  * window would be under 20 ms), detached for the rest, re-estimated at the
  * end of every attached window; under half the limit three windows in a

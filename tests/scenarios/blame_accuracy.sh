@@ -35,10 +35,7 @@ trap cleanup EXIT
 	--inject migrate@46:20 --inject stall@56:60 --inject ckpt@66:64 \
 	>"$tmp/sim.out" 2>&1 &
 sim=$!
-# every allocator call of the storm is wanted: the overhead guard (--max-overhead, 1% by
-# default) would duty-cycle the probes from the second the storm falls in, cutting it
-# short when it runs across the end of that second
-"$STEPBLAME" record --max-overhead 0 -p "$sim" -d 90 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1
+"$STEPBLAME" record -p "$sim" -d 90 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1
 rc=$?
 wait "$sim"; simrc=$?; sim=
 if [ $rc != 0 ] || [ ! -s "$tmp/trace.sbt" ]; then
