@@ -45,6 +45,8 @@ import time
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench import log, parse_kv  # noqa: E402
 SB = os.environ.get("STEPBLAME", "build/stepblame")
 SIM = os.environ.get("SIMTRAINER", "build/simtrainer")
 OUT = os.environ.get("BENCH_OUT", "build/bench")
@@ -79,27 +81,14 @@ CONFIGS = {
                "bpftrace"], 0.4),
 }
 
-# kernel event record types of a trace file (bpf/events.h), for the trailer's counts
+# kernel event record types of a trace file (bpf/events.h), for the trailer's counts;
+# a type not named here is counted as type_N
 EV_TYPES = {1: "switch_out", 2: "switch_in", 3: "runslice", 4: "wakeup", 5: "migrate",
             6: "fault", 7: "reclaim", 8: "mmsys", 9: "alloc", 10: "step", 11: "thread_new",
-            12: "thread_exit", 13: "rename", 14: "cuda"}
+            12: "thread_exit", 13: "rename", 14: "cuda", 15: "alloc_burst", 16: "iosys",
+            17: "affinity"}
+KERNEL_TYPES = range(1, 32)
 TRAILER_SIZE = 24 + 64 * 8 + 8 + 8 + 8
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def parse_kv(line):
-    d = {}
-    for tok in line.split():
-        if "=" in tok:
-            k, v = tok.split("=", 1)
-            try:
-                d[k] = int(v)
-            except ValueError:
-                d[k] = v
-    return d
 
 
 def trailer(path):
@@ -112,7 +101,7 @@ def trailer(path):
         raise RuntimeError("%s: no trailer" % path)
     counts = struct.unpack_from("<64Q", b, 24)
     drops = struct.unpack_from("<Q", b, 24 + 512)[0]
-    return {EV_TYPES[t]: counts[t] for t in EV_TYPES if counts[t]}, drops
+    return {EV_TYPES.get(t, "type_%d" % t): counts[t] for t in KERNEL_TYPES if counts[t]}, drops
 
 
 def alloc_calls(path):
