@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "collect.h"
@@ -118,6 +120,43 @@ static inline pid_t spawn_work(char *const args[], int *go_fd)
 	else
 		*go_fd = p[1];
 	return pid;
+}
+
+/*
+ * Capture sbwork ARGS with the options already in c->o plus the tests' own
+ * (16 MiB ring, 30 s at most, agent unpinned, quiet, no GPU channel): start
+ * it, attach, let it go, wait for it and for the capture. 0, or -1 if sbwork
+ * cannot run. *child (if given) gets its pid.
+ */
+static inline int cap_run_sbwork(struct cap *c, char *const args[], pid_t *child)
+{
+	pthread_t t;
+	int go, status;
+	pid_t pid;
+
+	if (access(prog_path("sbwork"), X_OK))
+		return -1;
+	pid = spawn_work(args, &go);
+	if (pid < 0)
+		return -1;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	c->o.probe.pid = pid;
+	c->o.probe.ring_bytes = 16 << 20;
+	c->o.probe.wake_bytes = 64 << 10;
+	c->o.duration_ns = 30000000000ll;
+	c->o.agent_cpu = -2;
+	c->o.quiet = true;
+	c->o.no_gpu = true;
+	cap_start(c, &t);
+	if (child)
+		*child = pid;
+	if (write(go, "g", 1) != 1)
+		kill(pid, SIGKILL);
+	close(go);
+	waitpid(pid, &status, 0);
+	pthread_join(t, NULL);
+	return 0;
 }
 
 /* the tid of the thread the capture saw renamed to name; 0 if none */

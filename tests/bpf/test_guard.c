@@ -28,42 +28,19 @@ static struct cap *trace_work(char *const args[], char *const opts[])
 {
 	char *argv[16] = { "record" };
 	struct cap *c;
-	pthread_t t;
-	int argc = 1, go, status;
-	pid_t pid;
+	int argc = 1;
 
-	if (access(prog_path("sbwork"), X_OK))
-		return NULL;
 	for (int i = 0; opts && opts[i] && argc < 15; i++)
 		argv[argc++] = opts[i];
 	argv[argc] = NULL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		abort();
-	if (collect_parse_common(argc, argv, &c->o, NULL, NULL, "record") != argc) {
+	if (collect_parse_common(argc, argv, &c->o, NULL, NULL, "record") != argc ||
+	    cap_run_sbwork(c, args, NULL)) {
 		free(c);
 		return NULL;
 	}
-	pid = spawn_work(args, &go);
-	if (pid < 0) {
-		free(c);
-		return NULL;
-	}
-	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
-	c->o.probe.pid = pid;
-	c->o.probe.ring_bytes = 16 << 20;
-	c->o.probe.wake_bytes = 64 << 10;
-	c->o.duration_ns = 30000000000ll;
-	c->o.agent_cpu = -2;
-	c->o.quiet = true;
-	c->o.no_gpu = true;
-	cap_start(c, &t);
-	if (write(go, "g", 1) != 1)
-		kill(pid, SIGKILL);
-	close(go);
-	waitpid(pid, &status, 0);
-	pthread_join(t, NULL);
 	return c;
 }
 

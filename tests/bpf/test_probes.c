@@ -46,34 +46,15 @@ static bool has_probe_record(struct cap *c, const char *text)
 static struct cap *trace_work(char *const args[], uint64_t alloc_min_ns, pid_t *child)
 {
 	struct cap *c = calloc(1, sizeof(*c));
-	pthread_t t;
-	int go, status;
-	pid_t pid;
 
-	if (access(prog_path("sbwork"), X_OK)) {
+	if (!c)
+		abort();
+	c->o.probe.alloc_min_ns = alloc_min_ns;
+	c->o.probe.no_tracefs = no_tracefs;
+	if (cap_run_sbwork(c, args, child)) {
 		free(c);
 		return NULL;
 	}
-	pid = spawn_work(args, &go);
-	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
-	c->o.probe.pid = pid;
-	c->o.probe.ring_bytes = 16 << 20;
-	c->o.probe.wake_bytes = 64 << 10;
-	c->o.probe.alloc_min_ns = alloc_min_ns;
-	c->o.probe.no_tracefs = no_tracefs;
-	c->o.duration_ns = 30000000000ll;
-	c->o.agent_cpu = -2;
-	c->o.quiet = true;
-	c->o.no_gpu = true;
-	cap_start(c, &t);
-	if (child)
-		*child = pid;
-	if (write(go, "g", 1) != 1)
-		kill(pid, SIGKILL);
-	close(go);
-	waitpid(pid, &status, 0);
-	pthread_join(t, NULL);
 	return c;
 }
 
