@@ -9,3 +9,10 @@ need_bpf() { # name
 	fi
 	return 0
 }
+need_sim() { # name: $SIMTRAINER and a stepblame that records ($STEPBLAME); tests/run sets both
+	if [ ! -x "${SIMTRAINER:-}" ]; then skip "$1" "no simtrainer at '${SIMTRAINER:-}'"; return 1; fi
+	if ! "${STEPBLAME:-false}" record --help >/dev/null 2>&1; then
+		skip "$1" "no stepblame that records at '${STEPBLAME:-}'"; return 1
+	fi
+	return 0
+}

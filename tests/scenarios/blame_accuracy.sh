@@ -18,8 +18,7 @@ need_bpf $T || exit 0
 # the traced trainer is the subject, not the code under test: under ASan its malloc
 # is ASan's, which the allocator probes (on libc) cannot see; use a plain build if given
 if [ -x "${PLAIN_SIMTRAINER:-}" ]; then SIMTRAINER=$PLAIN_SIMTRAINER; fi
-if [ ! -x "${SIMTRAINER:-}" ]; then skip $T "no simtrainer at '${SIMTRAINER:-}'"; exit 0; fi
-if ! "$STEPBLAME" record --help >/dev/null 2>&1; then skip $T "stepblame record is not built"; exit 0; fi
+need_sim $T || exit 0
 if ! command -v python3 >/dev/null; then skip $T "python3 is not installed"; exit 0; fi
 
 tmp=$(mktemp -d /var/tmp/blame_accuracy.XXXXXX)

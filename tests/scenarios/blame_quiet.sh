@@ -9,8 +9,7 @@ set -u
 T=blame_quiet
 
 need_bpf $T || exit 0
-if [ ! -x "${SIMTRAINER:-}" ]; then skip $T "no simtrainer at '${SIMTRAINER:-}'"; exit 0; fi
-if ! "$STEPBLAME" record --help >/dev/null 2>&1; then skip $T "stepblame record is not built"; exit 0; fi
+need_sim $T || exit 0
 if ! command -v python3 >/dev/null; then skip $T "python3 is not installed"; exit 0; fi
 
 tmp=$(mktemp -d /var/tmp/blame_quiet.XXXXXX)

@@ -27,8 +27,7 @@ set -u
 T=perf_ci
 
 need_bpf $T || exit 0
-if [ ! -x "${SIMTRAINER:-}" ]; then skip $T "no simtrainer at '${SIMTRAINER:-}'"; exit 0; fi
-if ! "$STEPBLAME" record --help >/dev/null 2>&1; then skip $T "stepblame record is not built"; exit 0; fi
+need_sim $T || exit 0
 ncpu=$(nproc)
 if [ "$ncpu" -lt 2 ]; then skip $T "needs 2 CPUs (launcher alone on one); this machine has $ncpu"; exit 0; fi
 for c in cc taskset; do

@@ -14,9 +14,7 @@ set -u
 T=robust_overrun
 
 need_bpf $T || exit 0
-if [ ! -x "${SIMTRAINER:-}" ] || [ ! -x "${STEPBLAME:-}" ]; then
-	skip $T "needs \$STEPBLAME and \$SIMTRAINER (tests/run sets them)"; exit 0
-fi
+need_sim $T || exit 0
 
 tmp=$(mktemp -d)
 sim= agent=

@@ -15,9 +15,7 @@ set -u
 T=robust_security
 
 need_bpf $T || exit 0
-if [ ! -x "${SIMTRAINER:-}" ] || [ ! -x "${STEPBLAME:-}" ]; then
-	skip $T "needs \$STEPBLAME and \$SIMTRAINER (tests/run sets them)"; exit 0
-fi
+need_sim $T || exit 0
 if ! command -v setpriv >/dev/null || ! setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
 	skip $T "no setpriv (util-linux) to run as other users"; exit 0
 fi

@@ -8,8 +8,7 @@ set -u
 T=sim_record
 
 need_bpf $T || exit 0
-if [ ! -x "${SIMTRAINER:-}" ]; then skip $T "no simtrainer at '${SIMTRAINER:-}'"; exit 0; fi
-if ! "$STEPBLAME" record --help >/dev/null 2>&1; then skip $T "stepblame record is not built"; exit 0; fi
+need_sim $T || exit 0
 
 STEPS=50 K=8
 tmp=$(mktemp -d /var/tmp/sim_record.XXXXXX)
