@@ -226,9 +226,9 @@ int cmd_demo(int argc, char **argv)
 		_exit(127);
 	}
 
-	w = sbt_create(trace);
+	w = sbt_create_as(trace, NULL, err, sizeof(err));
 	if (!w) {
-		sb_err("demo: cannot write %s: %s", trace, strerror(errno));
+		sb_err("demo: %s", err);
 		kill(child, SIGTERM);
 		waitpid(child, NULL, 0);
 		return 1;
@@ -246,8 +246,7 @@ int cmd_demo(int argc, char **argv)
 	fflush(stdout);
 	rc = collect_run(&o, write_sink, w, &res);
 	if (rc) {
-		unlink(sbt_partial_path(w));
-		sbt_abandon(w);
+		sbt_discard(w);
 		kill(child, SIGTERM);
 		waitpid(child, NULL, 0);
 		return rc;

@@ -2,6 +2,7 @@
 /* `stepblame record` and `stepblame attach`. */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "cmds.h"
 #include "collect.h"
 #include "engine.h"
+#include "outfile.h"
 #include "target.h"
 #include "trace.h"
 #include "util.h"
@@ -121,6 +123,7 @@ int cmd_record(int argc, char **argv)
 	struct collect_result res;
 	const char *out = NULL;
 	struct sbt_writer *w;
+	char err_line[PATH_MAX + 256];
 	int i, rc, err;
 
 	i = collect_parse_common(argc, argv, &o, &out, NULL, "record");
@@ -143,9 +146,9 @@ int cmd_record(int argc, char **argv)
 		return rc;
 	if (preflight(o.probe.pid))
 		return 1;
-	w = sbt_create(out);
+	w = sbt_create_as(out, NULL, err_line, sizeof(err_line));
 	if (!w) {
-		sb_err("cannot write %s: %s", out, strerror(errno));
+		sb_err("%s", err_line);
 		return 1;
 	}
 	collect_signals();
@@ -155,19 +158,16 @@ int cmd_record(int argc, char **argv)
 	rc = collect_run(&o, write_sink, w, &res);
 	if (rc) {
 		/* nothing captured: leave nothing behind */
-		unlink(sbt_partial_path(w));
-		sbt_abandon(w);
+		sbt_discard(w);
 		return rc;
 	}
 	if (res.sink_error) {
 		/* disk full or similar: keep what reached the disk under the asked-for name */
 		int e = -res.sink_error;
 
-		if (rename(sbt_partial_path(w), out))
-			out = sbt_partial_path(w);
+		snprintf(err_line, sizeof(err_line), "%s", sbt_partial_path(w));
 		sb_err("capture stopped: writing %s: %s; the trace is readable up to its last "
-		       "whole record", out, strerror(e));
-		sbt_abandon(w);
+		       "whole record", sbt_salvage(w) ? err_line : out, strerror(e));
 		return 1;
 	}
 	err = sbt_finish(w, res.end_reason, res.start_ns, res.end_ns, res.drops_total);
@@ -253,7 +253,8 @@ int cmd_attach(int argc, char **argv)
 	struct collect_opts o;
 	struct collect_result res;
 	const char *json = NULL;
-	char err[256];
+	struct sb_out jout = { .fd = -1, .dirfd = -1 };
+	char err[PATH_MAX + 256];
 	struct live *l;
 	int i, rc;
 
@@ -285,13 +286,21 @@ int cmd_attach(int argc, char **argv)
 		return 1;
 	}
 	if (json) {
-		l->json = fopen(json, "we");
+		/* a temporary name, renamed at the end: never through a planted symlink */
+		bool opened = !sb_out_open(&jout, json, NULL, err, sizeof(err));
+
+		if (opened && !(l->json = fdopen(jout.fd, "w"))) {
+			snprintf(err, sizeof(err), "cannot write %s: %s", jout.tmp_path,
+				 strerror(errno));
+			sb_out_abandon(&jout, false);
+		}
 		if (!l->json) {
-			sb_err("cannot write %s: %s", json, strerror(errno));
+			sb_err("attach: %s", err);
 			engine_free(l->eng);
 			free(l);
 			return 1;
 		}
+		jout.fd = -1; /* closed by fclose */
 	}
 	engine_set_step_cb(l->eng, live_step, l);
 	l->start = mono_ns();
@@ -308,8 +317,28 @@ int cmd_attach(int argc, char **argv)
 		printf("\n");
 		report_text(l->eng, stdout);
 	}
-	if (l->json)
-		fclose(l->json);
+	if (l->json) {
+		bool ok = !ferror(l->json) && fflush(l->json) == 0 && fsync(fileno(l->json)) == 0;
+
+		if (fclose(l->json))
+			ok = false;
+		if (!ok) {
+			sb_err("attach: writing %s failed; partial lines left in %s", json,
+			       jout.tmp_path);
+			sb_out_abandon(&jout, true);
+			rc = rc ? rc : 1;
+		} else {
+			char tmp[PATH_MAX + 32];
+			int crc;
+
+			snprintf(tmp, sizeof(tmp), "%s", jout.tmp_path);
+			crc = sb_out_commit(&jout, true);
+			if (crc) {
+				sb_err("attach: cannot rename %s to %s: %s", tmp, json, strerror(-crc));
+				rc = rc ? rc : 1;
+			}
+		}
+	}
 	engine_free(l->eng);
 	free(l);
 	return rc;

@@ -31,6 +31,7 @@
 
 #include "cmds.h"
 #include "collect.h"
+#include "outfile.h"
 #include "probes.h"
 #include "target.h"
 #include "trace.h"
@@ -184,11 +185,8 @@ static int find_cupti(const char *collector, char *out, size_t len)
 
 struct invoker {
 	bool drop;
-	uid_t uid;
-	gid_t gid;
+	struct sb_owner id;  /* uid, gid and groups: what CMD runs as, who owns the trace */
 	char name[64], home[PATH_MAX];
-	gid_t groups[64];
-	int ngroups;
 };
 
 static bool parse_id(const char *s, unsigned long *v)
@@ -213,9 +211,9 @@ static void read_user(struct invoker *u)
 	if (!parse_id(getenv("SUDO_GID"), &gid))
 		gid = uid;
 	u->drop = true;
-	u->uid = (uid_t)uid;
-	u->gid = (gid_t)gid;
-	u->groups[u->ngroups++] = u->gid;
+	u->id.uid = (uid_t)uid;
+	u->id.gid = (gid_t)gid;
+	u->id.groups[u->id.ngroups++] = u->id.gid;
 	f = fopen("/etc/passwd", "re");
 	while (f && fgets(line, sizeof(line), f)) {
 		char *fld[7] = {}, *p = line;
@@ -239,7 +237,7 @@ static void read_user(struct invoker *u)
 		snprintf(u->name, sizeof(u->name), "%s", s ? s : "");
 	}
 	f = u->name[0] ? fopen("/etc/group", "re") : NULL;
-	while (f && fgets(line, sizeof(line), f) && u->ngroups < (int)ARRAY_SIZE(u->groups)) {
+	while (f && fgets(line, sizeof(line), f) && u->id.ngroups < (int)ARRAY_SIZE(u->id.groups)) {
 		char *fld[4] = {}, *p = line, *m;
 		int n = 0;
 
@@ -252,8 +250,8 @@ static void read_user(struct invoker *u)
 			if (!strcmp(m, u->name)) {
 				gid_t g = (gid_t)strtoul(fld[2], NULL, 10);
 
-				if (g != u->gid)
-					u->groups[u->ngroups++] = g;
+				if (g != u->id.gid)
+					u->id.groups[u->id.ngroups++] = g;
 				break;
 			}
 		}
@@ -266,8 +264,8 @@ static int become_user(const struct invoker *u, char *err, size_t len)
 {
 	if (!u->drop)
 		return 0;
-	if (setgroups((size_t)u->ngroups, u->groups) || setgid(u->gid) || setuid(u->uid)) {
-		snprintf(err, len, "cannot switch to uid %u: %s", (unsigned)u->uid, strerror(errno));
+	if (setgroups((size_t)u->id.ngroups, u->id.groups) || setgid(u->id.gid) || setuid(u->id.uid)) {
+		snprintf(err, len, "cannot switch to uid %u: %s", (unsigned)u->id.uid, strerror(errno));
 		return -1;
 	}
 	if (u->home[0])
@@ -639,7 +637,8 @@ static void print_cmd(char **cmd, char *buf, size_t len)
 int cmd_run(int argc, char **argv)
 {
 	char collector[PATH_MAX] = "", cupti[PATH_MAX] = "", looked[PATH_MAX + 32] = "";
-	char err[512], shown[256], defout[64];
+	char err[PATH_MAX + 256], shown[256], defout[64], trace_path[64];
+	int trace_fd = -1;
 	struct collect_opts o;
 	struct collect_result res;
 	struct launch l = { .go = -1 };
@@ -743,9 +742,10 @@ int cmd_run(int argc, char **argv)
 		snprintf(defout, sizeof(defout), "stepblame-%d.sbt", (int)l.pid);
 		out = defout;
 	}
-	w = sbt_create(out);
+	/* under sudo: only where the user could write, and theirs from the first byte */
+	w = sbt_create_as(out, u.drop ? &u.id : NULL, err, sizeof(err));
 	if (!w) {
-		sb_err("run: cannot write %s: %s", out, strerror(errno));
+		sb_err("run: %s; '%s' was stopped before it ran", err, shown);
 		abandon(&l);
 		free(kept);
 		return 1;
@@ -768,8 +768,7 @@ int cmd_run(int argc, char **argv)
 	o.on_ready_ctx = &l;
 	rc = collect_run(&o, write_sink, w, &res);
 	if (rc) {
-		unlink(sbt_partial_path(w));
-		sbt_abandon(w);
+		sbt_discard(w);
 		sb_err("run: tracing did not start; '%s' was stopped", shown);
 		abandon(&l);
 		free(kept);
@@ -784,22 +783,22 @@ int cmd_run(int argc, char **argv)
 	if (res.sink_error) {
 		int e = -res.sink_error;
 
-		if (rename(sbt_partial_path(w), out))
-			out = sbt_partial_path(w);
+		snprintf(err, sizeof(err), "%s", sbt_partial_path(w));
 		sb_err("run: writing %s: %s; the trace is readable up to its last whole record",
-		       out, strerror(e));
-		sbt_abandon(w);
+		       sbt_salvage(w) ? err : out, strerror(e));
 		status = wait_child(l.pid);
 		free(kept);
 		return status ? status : 1;
 	}
+	/*
+	 * The report reads the file just written through this descriptor, never
+	 * by its name: the name is in a directory CMD's user controls.
+	 */
+	trace_fd = fcntl(sbt_fd(w), F_DUPFD_CLOEXEC, 3);
 	rc = sbt_finish(w, res.end_reason, res.start_ns, res.end_ns, res.drops_total);
 	if (rc) {
 		sb_err("run: cannot finish %s: %s", out, strerror(-rc));
 	} else {
-		/* the user who ran sudo can read and delete their trace */
-		if (u.drop && chown(out, u.uid, u.gid))
-			sb_warn("cannot give %s to uid %u: %s", out, (unsigned)u.uid, strerror(errno));
 		if (!o.quiet)
 			fprintf(stderr, "stepblame: wrote %" PRIu64 " records in %.1f s to %s; %"
 				PRIu64 " events dropped%s\n", res.records,
@@ -819,7 +818,8 @@ int cmd_run(int argc, char **argv)
 				rargv[rargc++] = "--step-kernel";
 				rargv[rargc++] = (char *)x.step_kernel;
 			}
-			rargv[rargc++] = (char *)out;
+			snprintf(trace_path, sizeof(trace_path), "/proc/self/fd/%d", trace_fd);
+			rargv[rargc++] = trace_fd >= 0 ? trace_path : (char *)out;
 			rargv[rargc] = NULL;
 			fflush(stdout);
 			optind = 1; /* cmd_report parses with getopt too */
@@ -829,6 +829,8 @@ int cmd_run(int argc, char **argv)
 			fprintf(stderr, "stepblame: read it with: stepblame report %s\n", out);
 		}
 	}
+	if (trace_fd >= 0)
+		close(trace_fd);
 	if (res.end_reason != SBT_END_TARGET_EXIT && !o.quiet && target_alive(l.pid))
 		fprintf(stderr, "stepblame: tracing stopped; waiting for PID %d to exit\n",
 			(int)l.pid);

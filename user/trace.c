@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "gpu.h"
+#include "outfile.h"
 #include "trace.h"
 #include "util.h"
 
@@ -213,14 +214,13 @@ const char *sb_io_name(unsigned call)
 /* ---- writer ---- */
 
 struct sbt_writer {
-	int fd;
+	int fd;               /* = out.fd while open */
 	int err;              /* sticky -errno: the file may no longer end on a record */
 	unsigned char *buf;   /* SBT_WBUF bytes, whole records only */
 	size_t used;
 	uint64_t off;         /* bytes in the file: always a whole-record boundary */
 	uint64_t counts[SB_TYPE_MAX];
-	char *path;
-	char *partial;
+	struct sb_out out;    /* the temporary and its final name */
 };
 
 /* write n bytes at off; *done = bytes that made it. 0 or -errno */
@@ -247,75 +247,57 @@ static int pwrite_all(int fd, const void *p, size_t n, uint64_t off, size_t *don
 	return 0;
 }
 
-static mode_t current_umask(void)
-{
-	char buf[4096], *p;
-	unsigned long m;
-
-	/* umask() can only be read by setting it, which races with other threads */
-	if (read_small_file("/proc/self/status", buf, sizeof(buf)) > 0 &&
-	    (p = strstr(buf, "\nUmask:")) && sscanf(p + 7, "%lo", &m) == 1)
-		return (mode_t)(m & 0777);
-	return 022;
-}
-
-struct sbt_writer *sbt_create(const char *path)
+struct sbt_writer *sbt_create_as(const char *path, const struct sb_owner *owner, char *err,
+				 size_t errlen)
 {
 	struct sbt_writer *w;
 	struct sbt_file_hdr fh = { .magic = SBT_MAGIC };
-	size_t done, plen;
-	int err;
+	size_t done;
+	int e;
 
-	if (!path || !*path) {
-		errno = EINVAL;
-		return NULL;
-	}
 	w = calloc(1, sizeof(*w));
-	if (!w)
+	if (w)
+		w->buf = malloc(SBT_WBUF);
+	if (!w || !w->buf) {
+		if (w)
+			free(w);
+		snprintf(err, errlen, "out of memory");
+		errno = ENOMEM;
 		return NULL;
-	w->fd = -1;
-	plen = strlen(path);
-	w->path = strdup(path);
-	w->partial = malloc(plen + sizeof(".partial.XXXXXX"));
-	w->buf = malloc(SBT_WBUF);
-	if (!w->path || !w->partial || !w->buf) {
-		err = ENOMEM;
-		goto fail;
 	}
-	memcpy(w->partial, path, plen);
-	memcpy(w->partial + plen, ".partial.XXXXXX", sizeof(".partial.XXXXXX"));
-	/* O_CREAT|O_EXCL with a random name: no predictable path, no symlink followed */
-	w->fd = mkostemp(w->partial, O_CLOEXEC);
-	if (w->fd < 0) {
-		err = errno;
-		goto fail;
+	/* O_CREAT|O_EXCL|O_NOFOLLOW with a random name in a pinned directory (outfile.h) */
+	if (sb_out_open(&w->out, path, owner, err, errlen)) {
+		e = errno;
+		free(w->buf);
+		free(w);
+		errno = e;
+		return NULL;
 	}
-	if (fchmod(w->fd, 0644 & ~current_umask()) < 0) {
-		err = errno;
-		goto fail;
-	}
+	w->fd = w->out.fd;
 	fh.version = SBT_VERSION;
 	fh.hdr_size = sizeof(fh);
 	fh.endian = SBT_ENDIAN_TAG;
 	fh.clock = 1;
 	fh.created_realtime_ns = real_ns();
 	fh.created_mono_ns = mono_ns();
-	err = -pwrite_all(w->fd, &fh, sizeof(fh), 0, &done);
-	if (err)
-		goto fail;
+	e = -pwrite_all(w->fd, &fh, sizeof(fh), 0, &done);
+	if (e) {
+		snprintf(err, errlen, "cannot write %s: %s", w->out.tmp_path, strerror(e));
+		sb_out_abandon(&w->out, false);
+		free(w->buf);
+		free(w);
+		errno = e;
+		return NULL;
+	}
 	w->off = sizeof(fh);
 	return w;
-fail:
-	if (w->fd >= 0) {
-		close(w->fd);
-		unlink(w->partial);
-	}
-	free(w->buf);
-	free(w->partial);
-	free(w->path);
-	free(w);
-	errno = err;
-	return NULL;
+}
+
+struct sbt_writer *sbt_create(const char *path)
+{
+	char err[256];
+
+	return sbt_create_as(path, NULL, err, sizeof(err));
 }
 
 /* length of the longest run of whole records at the start of buf within n bytes */
@@ -438,36 +420,9 @@ int sbt_flush(struct sbt_writer *w)
 	return w ? wflush(w) : -EINVAL;
 }
 
-static int fsync_parent(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir;
-	int fd, rc = 0;
-
-	if (!slash)
-		dir = strdup(".");
-	else if (slash == path)
-		dir = strdup("/");
-	else
-		dir = strndup(path, slash - path);
-	if (!dir)
-		return -ENOMEM;
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	free(dir);
-	if (fd < 0)
-		return -errno;
-	/* some filesystems cannot fsync a directory; the rename is done either way */
-	if (fsync(fd) < 0 && errno != EINVAL)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
 static void wfree(struct sbt_writer *w)
 {
 	free(w->buf);
-	free(w->partial);
-	free(w->path);
 	free(w);
 }
 
@@ -496,14 +451,10 @@ int sbt_finish(struct sbt_writer *w, uint32_t end_reason, uint64_t start_ns, uin
 		w->used += sizeof(t);
 		rc = wflush(w);
 	}
-	if (!rc && fsync(w->fd) < 0)
-		rc = -errno;
-	if (close(w->fd) < 0 && !rc)
-		rc = -errno;
-	if (!rc && rename(w->partial, w->path) < 0)
-		rc = -errno;
-	if (!rc)
-		rc = fsync_parent(w->path);
+	if (rc)
+		sb_out_abandon(&w->out, true);
+	else
+		rc = sb_out_commit(&w->out, true);
 	wfree(w);
 	return rc;
 }
@@ -513,13 +464,40 @@ void sbt_abandon(struct sbt_writer *w)
 	if (!w)
 		return;
 	wflush(w);
-	close(w->fd);
+	sb_out_abandon(&w->out, true);
 	wfree(w);
+}
+
+void sbt_discard(struct sbt_writer *w)
+{
+	if (!w)
+		return;
+	sb_out_abandon(&w->out, false);
+	wfree(w);
+}
+
+int sbt_salvage(struct sbt_writer *w)
+{
+	int rc;
+
+	if (!w)
+		return -EINVAL;
+	wflush(w);
+	rc = sb_out_commit(&w->out, false);
+	if (rc)
+		sb_out_abandon(&w->out, true);
+	wfree(w);
+	return rc;
+}
+
+int sbt_fd(const struct sbt_writer *w)
+{
+	return w ? w->out.fd : -1;
 }
 
 const char *sbt_partial_path(const struct sbt_writer *w)
 {
-	return w ? w->partial : NULL;
+	return w ? w->out.tmp_path : NULL;
 }
 
 uint64_t sbt_count(const struct sbt_writer *w, uint16_t type)

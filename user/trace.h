@@ -80,6 +80,14 @@ struct sbt_writer;
  * trailer type, which only sbt_finish writes).
  */
 struct sbt_writer *sbt_create(const char *path);
+struct sb_owner;
+/*
+ * The same, for the user owner (NULL: the caller): refuses a path owner could
+ * not create or replace, and gives the file to owner on its descriptor
+ * before writing (outfile.h). NULL with errno and one line in err.
+ */
+struct sbt_writer *sbt_create_as(const char *path, const struct sb_owner *owner, char *err,
+				 size_t errlen);
 /* append one record (rec->size bytes); buffered, no allocation. 0 or -errno */
 int sbt_write(struct sbt_writer *w, const void *rec);
 /* a text record of the given type */
@@ -98,6 +106,16 @@ int sbt_finish(struct sbt_writer *w, uint32_t end_reason, uint64_t start_ns, uin
 	       uint64_t drops_total);
 /* give up: close and leave the partial file as it is (readable); frees w */
 void sbt_abandon(struct sbt_writer *w);
+/* give up: close and remove the partial file; frees w */
+void sbt_discard(struct sbt_writer *w);
+/*
+ * Cut short (a write failed): flush what can be, then rename the partial
+ * file, readable up to its last whole record, onto the final name. 0, or
+ * -errno and the partial file is left under its temporary name. Frees w.
+ */
+int sbt_salvage(struct sbt_writer *w);
+/* the open file (for a reader of the same inode), -1 after finish */
+int sbt_fd(const struct sbt_writer *w);
 const char *sbt_partial_path(const struct sbt_writer *w);
 uint64_t sbt_count(const struct sbt_writer *w, uint16_t type);
 

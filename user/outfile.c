@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Output files written atomically and without following names that others
+ * control (SECURITY.md, "Files stepblame writes").
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "outfile.h"
+#include "util.h"
+
+static mode_t current_umask(void)
+{
+	char buf[4096], *p;
+	unsigned long m;
+
+	/* umask() can only be read by setting it, which races with other threads */
+	if (read_small_file("/proc/self/status", buf, sizeof(buf)) > 0 &&
+	    (p = strstr(buf, "\nUmask:")) && sscanf(p + 7, "%lo", &m) == 1)
+		return (mode_t)(m & 0777);
+	return 022;
+}
+
+/* six characters of [A-Za-z0-9] from the kernel's random source */
+static void random_suffix(char out[7])
+{
+	static const char set[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char b[6];
+
+	if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+		uint64_t x = mono_ns() ^ ((uint64_t)getpid() << 32);
+
+		for (int i = 0; i < 6; i++, x >>= 8)
+			b[i] = (unsigned char)(x * 2654435761u >> 7);
+	}
+	for (int i = 0; i < 6; i++)
+		out[i] = set[b[i] % (sizeof(set) - 1)];
+	out[6] = 0;
+}
+
+int sb_owner_may_write(const struct sb_owner *u, int dirfd, const char *dirpath,
+		       const char *name)
+{
+	pid_t pid;
+	int status;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return errno;
+	if (pid == 0) {
+		struct stat d, mine, st;
+		int fd;
+
+		if (setgroups((size_t)u->ngroups, u->groups) || setgid(u->gid) || setuid(u->uid))
+			_exit(EPERM);
+		if (fstat(dirfd, &d))
+			_exit(errno);
+		/* the user must reach the directory by its path, as they would */
+		fd = open(dirpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			_exit(errno);
+		if (fstat(fd, &mine) || mine.st_dev != d.st_dev || mine.st_ino != d.st_ino)
+			_exit(EXDEV); /* it was swapped meanwhile */
+		close(fd);
+		if (faccessat(dirfd, ".", W_OK | X_OK, 0))
+			_exit(errno);
+		if (!fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW)) {
+			/* sticky directory (/tmp): only the owner of a name may replace it */
+			if ((d.st_mode & S_ISVTX) && st.st_uid != u->uid && d.st_uid != u->uid)
+				_exit(EPERM);
+			if (S_ISLNK(st.st_mode) ? st.st_uid != u->uid
+						: faccessat(dirfd, name, W_OK, AT_SYMLINK_NOFOLLOW))
+				_exit(S_ISLNK(st.st_mode) ? EPERM : errno);
+		} else if (errno != ENOENT) {
+			_exit(errno);
+		}
+		_exit(0);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return errno;
+	if (!WIFEXITED(status))
+		return EPERM;
+	return WEXITSTATUS(status);
+}
+
+static void out_free(struct sb_out *o)
+{
+	if (o->dirfd >= 0)
+		close(o->dirfd);
+	free(o->name);
+	free(o->tmp);
+	free(o->path);
+	free(o->tmp_path);
+	o->dirfd = o->fd = -1;
+	o->name = o->tmp = o->path = o->tmp_path = NULL;
+}
+
+int sb_out_open(struct sb_out *o, const char *path, const struct sb_owner *owner, char *err,
+		size_t errlen)
+{
+	const char *slash, *base;
+	char *dir = NULL;
+	struct stat st;
+	int e = 0;
+
+	memset(o, 0, sizeof(*o));
+	o->dirfd = o->fd = -1;
+	if (!path || !*path) {
+		snprintf(err, errlen, "no output file name");
+		errno = EINVAL;
+		return -1;
+	}
+	slash = strrchr(path, '/');
+	base = slash ? slash + 1 : path;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+		snprintf(err, errlen, "cannot write %s: is a directory", path);
+		errno = EISDIR;
+		return -1;
+	}
+	dir = !slash ? strdup(".") : slash == path ? strdup("/") : strndup(path, slash - path);
+	o->path = strdup(path);
+	o->name = strdup(base);
+	o->tmp = malloc(strlen(base) + sizeof(".partial.XXXXXX"));
+	o->tmp_path = malloc(strlen(path) + sizeof(".partial.XXXXXX"));
+	if (!dir || !o->path || !o->name || !o->tmp || !o->tmp_path) {
+		e = ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	o->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (o->dirfd < 0) {
+		e = errno;
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+		goto fail;
+	}
+	if (!fstatat(o->dirfd, o->name, &st, AT_SYMLINK_NOFOLLOW)) {
+		if (S_ISDIR(st.st_mode)) {
+			e = EISDIR;
+			snprintf(err, errlen, "cannot write %s: is a directory", path);
+			goto fail;
+		}
+		/* renaming over a device or FIFO (as root: /dev/null) would replace it */
+		if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+			e = EINVAL;
+			snprintf(err, errlen,
+				 "cannot write %s: not a regular file (use -o - or a file name)", path);
+			goto fail;
+		}
+	}
+	if (owner) {
+		e = sb_owner_may_write(owner, o->dirfd, dir, o->name);
+		if (e) {
+			snprintf(err, errlen,
+				 "refusing to write %s: uid %u could not create or replace it there "
+				 "(%s)", path, (unsigned)owner->uid, strerror(e));
+			goto fail;
+		}
+	}
+	for (int tries = 0; tries < 100; tries++) {
+		char sfx[7];
+
+		random_suffix(sfx);
+		sprintf(o->tmp, "%s.partial.%s", o->name, sfx);
+		sprintf(o->tmp_path, "%s.partial.%s", path, sfx);
+		o->fd = openat(o->dirfd, o->tmp,
+			       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+		if (o->fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (o->fd < 0) {
+		e = errno;
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+		goto fail;
+	}
+	/* given away before a byte is written: never a chown by name */
+	if ((owner && fchown(o->fd, owner->uid, owner->gid)) ||
+	    fchmod(o->fd, 0644 & ~current_umask())) {
+		e = errno;
+		snprintf(err, errlen, "cannot set the owner or mode of %s: %s", o->tmp_path,
+			 strerror(e));
+		goto fail;
+	}
+	free(dir);
+	return 0;
+fail:
+	if (o->fd >= 0) {
+		close(o->fd);
+		unlinkat(o->dirfd, o->tmp, 0);
+	}
+	free(dir);
+	out_free(o);
+	errno = e;
+	return -1;
+}
+
+int sb_out_commit(struct sb_out *o, bool sync)
+{
+	int rc = 0;
+
+	if (o->fd < 0 && !o->name)
+		return -EINVAL;
+	if (o->fd >= 0) {
+		if (sync && fsync(o->fd) < 0)
+			rc = -errno;
+		if (close(o->fd) < 0 && !rc)
+			rc = -errno;
+		o->fd = -1;
+	}
+	if (!rc && renameat(o->dirfd, o->tmp, o->dirfd, o->name) < 0)
+		rc = -errno;
+	/* some filesystems cannot fsync a directory; the rename is done either way */
+	if (!rc && sync && fsync(o->dirfd) < 0 && errno != EINVAL)
+		rc = -errno;
+	out_free(o);
+	return rc;
+}
+
+void sb_out_abandon(struct sb_out *o, bool keep)
+{
+	if (o->fd >= 0)
+		close(o->fd);
+	o->fd = -1;
+	if (!keep && o->tmp)
+		unlinkat(o->dirfd, o->tmp, 0);
+	out_free(o);
+}

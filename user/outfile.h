@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Every file stepblame writes (trace, report, live JSON lines) goes through
+ * here: written under a temporary name NAME.partial.XXXXXX created with
+ * O_CREAT|O_EXCL|O_NOFOLLOW in a directory pinned by a descriptor at open,
+ * then renamed onto NAME inside that same directory. No name is followed
+ * or changed in ownership after the open: a file handed to another user is
+ * fchown'ed on its descriptor before anything is written into it. SECURITY.md
+ * says why.
+ */
+#ifndef STEPBLAME_OUTFILE_H
+#define STEPBLAME_OUTFILE_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* the user a root stepblame writes for (sudo stepblame run): the output is theirs */
+struct sb_owner {
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[64];
+};
+
+struct sb_out {
+	int dirfd;       /* the directory of the output, pinned at open */
+	int fd;          /* the temporary file, open for writing */
+	char *name;      /* final name inside dirfd */
+	char *tmp;       /* temporary name inside dirfd */
+	char *path;      /* the output as given, for messages */
+	char *tmp_path;  /* the temporary as a path, for messages */
+};
+
+/*
+ * Create the temporary for path. Refuses (one line in err, errno set) an
+ * empty path, a name that is a directory, device, FIFO or socket, and, when
+ * owner is given, a path that owner could not create or replace with their
+ * own credentials (checked in a child that has become owner, on the pinned
+ * directory). The temporary gets mode 0644 less the umask and, with owner,
+ * belongs to owner. 0 or -1.
+ */
+int sb_out_open(struct sb_out *o, const char *path, const struct sb_owner *owner, char *err,
+		size_t errlen);
+/* fsync, rename onto the final name, fsync the directory; closes. 0 or -errno */
+int sb_out_commit(struct sb_out *o, bool sync);
+/* close; unlink the temporary unless keep (then it is left for the user) */
+void sb_out_abandon(struct sb_out *o, bool keep);
+
+/*
+ * Could owner create or replace name in the directory dirfd (and write
+ * it)? Decided in a child process that takes owner's uid, gid and groups,
+ * and must reach dirfd's directory itself by dirpath.
+ * 0, or an errno (EACCES, EPERM, ...) saying why not.
+ */
+int sb_owner_may_write(const struct sb_owner *owner, int dirfd, const char *dirpath,
+		       const char *name);
+
+#endif
