@@ -38,9 +38,9 @@ have_libfuzzer() {
 # sources and extra flags of each target
 srcs() {
 	case $1 in
-	trace) echo "tests/fuzz/fuzz_trace.c user/trace.c user/dump.c user/util.c" ;;
-	channel) echo "tests/fuzz/fuzz_channel.c user/channel.c user/trace.c user/util.c" ;;
-	cupti) echo "tests/fuzz/fuzz_cupti.c cupti/translate.c user/channel.c user/trace.c user/util.c" ;;
+	trace) echo "tests/fuzz/fuzz_trace.c user/trace.c user/outfile.c user/dump.c user/util.c" ;;
+	channel) echo "tests/fuzz/fuzz_channel.c user/channel.c user/trace.c user/outfile.c user/util.c" ;;
+	cupti) echo "tests/fuzz/fuzz_cupti.c cupti/translate.c user/channel.c user/trace.c user/outfile.c user/util.c" ;;
 	esac
 }
 extra() {
