@@ -24,6 +24,7 @@ is in the page cache (just written), so this is CPU, not disk.
 Env: STEPBLAME, SIMTRAINER, BENCH_OUT, ANALYSIS_RECORDS (10000000),
 ANALYSIS_TEMPLATES (mixed,default).
 """
+import glob
 import json
 import os
 import re
@@ -55,9 +56,9 @@ def record_template(name):
                             str(bench.CPU), "--wait-agent", "30", "--start-delay-ms", "200",
                             "--quiet", "--ckpt-dir", bench.OUT] + TEMPLATES[name],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    chan = "/dev/shm/stepblame-%d.chan" % sim.pid
+    chan = "/dev/shm/stepblame-%d-*.chan" % sim.pid
     t = time.monotonic() + 20
-    while not os.path.exists(chan) and time.monotonic() < t:
+    while not glob.glob(chan) and time.monotonic() < t:
         time.sleep(0.01)
     r = subprocess.run([bench.SB, "record", "-p", str(sim.pid), "-o", path, "--agent-cpu",
                         str(bench.AGENT_CPU), "-q"], capture_output=True, text=True, timeout=300)

@@ -33,6 +33,7 @@ OBS_STEPS (300; the alloc configuration runs 0.4 of them), OBS_CONFIGS
 OBS_TOOLS (all; or a comma list of tool names),
 OBS_VARIANTS (a comma list of variants instead, e.g. 'stepblame --no-alloc'). Writes BENCH_OUT/observer.json.
 """
+import glob
 import json
 import os
 import shutil
@@ -307,9 +308,9 @@ def one_run(cfg, tool, tag):
     try:
         # the channel exists once simtrainer itself runs (not taskset before its
         # exec): only then may a tracer resolve /proc/PID/exe and its libraries
-        chan = "/dev/shm/stepblame-%d.chan" % sim.pid
+        chan = "/dev/shm/stepblame-%d-*.chan" % sim.pid
         t_end = time.monotonic() + 20
-        while not os.path.exists(chan) and time.monotonic() < t_end and sim.poll() is None:
+        while not glob.glob(chan) and time.monotonic() < t_end and sim.poll() is None:
             time.sleep(0.01)
         if not tool.startswith("untraced"):
             finish = start_tool(tool, cfg, sim.pid, tag)

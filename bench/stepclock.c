@@ -5,9 +5,10 @@
  *
  *   stepclock -p PID [-o FILE] [--tick-ms N] [--wait S]
  *
- * Attaches to /dev/shm/stepblame-PID.chan as the agent (user/channel.h),
- * enables it, keeps the heartbeat fresh and drains it every tick (100 ms, as
- * stepblame's own capture loop does) until PID exits. simtrainer started with
+ * Attaches to the GPU channel of PID as the agent (user/channel.h; found in
+ * the process's own mappings), enables it, keeps the heartbeat fresh and
+ * drains it every tick (100 ms, as stepblame's own capture loop does) until
+ * PID exits. simtrainer started with
  * --wait-agent begins its steps once the channel is enabled. Each step's time
  * is STEP_END.ts - STEP_BEGIN.ts of the SB_GPU_MARKER records, timestamps that
  * simtrainer takes itself (CLOCK_MONOTONIC): the same clock whatever tracer

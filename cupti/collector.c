@@ -675,8 +675,8 @@ int sbcupti_start(const struct sbcupti_config *cfg)
 	g.chan = sbc_create(SBCUPTI_PRODUCER, cfg->nslots);
 	if (!g.chan) {
 		snprintf(g.inert_reason, sizeof(g.inert_reason),
-			 "cannot create the GPU channel " SBC_PATH_FMT ": %s", (int)getpid(),
-			 strerror(errno));
+			 "cannot create the GPU channel in " SBC_DIR " for PID %d: %s",
+			 (int)getpid(), strerror(errno));
 		pool_destroy();
 		goto fail;
 	}

@@ -349,7 +349,7 @@ static void usage(FILE *f)
 "delays launches but never stretches kernels, as on a real GPU.\n"
 "\n"
 "Steps are marked with the USDT probe stepblame:step and/or marker records in\n"
-"the GPU timeline channel /dev/shm/stepblame-PID.chan, which also carries\n"
+"the GPU timeline channel /dev/shm/stepblame-PID-RANDOM.chan, which also carries\n"
 "kernel, copy, API and sync records once an agent (stepblame) enables it.\n"
 "\n"
 "Shape of the run:\n"

@@ -4,12 +4,16 @@
  * the traced process, so it depends on libc only (no util.c) and is careful:
  * lock-free, no allocation after create, bounded loops even if the shared
  * memory is scribbled on. The reader half treats every shared byte as
- * untrusted input.
+ * untrusted input (schemas/channel.md, "Trust model"): it finds the file in
+ * the target's mappings, checks a private copy of the header once, bounds
+ * every value it reads from the mapping where it uses it, and spends at most
+ * its budgets ("Budgets") on a producer.
  */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -18,7 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,7 +70,9 @@ struct sbc_producer {
 	size_t map_len;
 	uint32_t mask;
 	uint32_t pid;
-	char path[64];
+	char path[SBC_PATH_MAX];
+	dev_t dev;                  /* the file created, to unlink nothing else */
+	ino_t ino;
 	/* key = hash << 32 | id; 0 = empty. Names are compared in the shared table. */
 	uint64_t names[HASH_SLOTS];
 	uint32_t next_id;
@@ -73,7 +82,9 @@ struct sbc_producer {
 /* one channel per process; the atexit hook unlinks it, in the creator only */
 static int g_have_channel;
 static pid_t g_owner;
-static char g_path[64];
+static char g_path[SBC_PATH_MAX];
+static dev_t g_dev;
+static ino_t g_ino;
 /*
  * getpid() of the running process, kept by an atfork handler: a forked child
  * inherits the parent's producer and mapping, and must not write into the
@@ -86,10 +97,77 @@ static void after_fork_in_child(void)
 	g_self = getpid();
 }
 
+/* unlink path only while it still names the file this process created */
+static void unlink_mine(const char *path, dev_t dev, ino_t ino)
+{
+	struct stat st;
+
+	if (!lstat(path, &st) && st.st_dev == dev && st.st_ino == ino)
+		unlink(path);
+}
+
 static void unlink_at_exit(void)
 {
 	if (LOAD(&g_have_channel, ACQUIRE) && getpid() == g_owner)
-		unlink(g_path);
+		unlink_mine(g_path, g_dev, g_ino);
+}
+
+/* 64 unpredictable bits: getrandom, else /dev/urandom */
+static int random64(uint64_t *out)
+{
+	uint8_t *b = (uint8_t *)out;
+	size_t got = 0;
+	int fd;
+
+	while (got < sizeof(*out)) {
+		ssize_t n = getrandom(b + got, sizeof(*out) - got, GRND_NONBLOCK);
+
+		if (n > 0)
+			got += (size_t)n;
+		else if (n < 0 && errno == EINTR)
+			continue;
+		else
+			break;
+	}
+	if (got == sizeof(*out))
+		return 0;
+	fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	for (got = 0; got < sizeof(*out);) {
+		ssize_t n = read(fd, b + got, sizeof(*out) - got);
+
+		if (n > 0)
+			got += (size_t)n;
+		else if (!(n < 0 && errno == EINTR))
+			break;
+	}
+	close(fd);
+	return got == sizeof(*out) ? 0 : -1;
+}
+
+/*
+ * Create a new file under a random name: O_EXCL, so a name anyone else holds
+ * (a squatter guessing names, a file left by a dead process) is never opened,
+ * followed or removed, only skipped for another random name.
+ */
+static int create_file(char *path, size_t pathlen, uint32_t pid)
+{
+	for (int attempt = 0; attempt < 16; attempt++) {
+		uint64_t rnd;
+		int fd;
+
+		if (random64(&rnd))
+			return -1;
+		snprintf(path, pathlen, SBC_DIR "/" SBC_NAME_PREFIX "%u-%016llx" SBC_NAME_SUFFIX,
+			 pid, (unsigned long long)rnd);
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	path[0] = 0;
+	errno = EEXIST;
+	return -1;
 }
 
 struct sbc_producer *sbc_create(const char *producer, unsigned nslots)
@@ -98,6 +176,7 @@ struct sbc_producer *sbc_create(const char *producer, unsigned nslots)
 	struct sbc_producer *p;
 	uint32_t n = SBC_MIN_SLOTS;
 	int fd = -1, err, expected = 0;
+	struct stat st;
 	size_t len;
 	void *map;
 
@@ -126,19 +205,17 @@ struct sbc_producer *sbc_create(const char *producer, unsigned nslots)
 		return NULL;
 	}
 	p->pid = (uint32_t)getpid();
-	snprintf(p->path, sizeof(p->path), SBC_PATH_FMT, (int)p->pid);
 	len = channel_size(n);
 
-	for (int attempt = 0; attempt < 2; attempt++) {
-		fd = open(p->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0 || errno != EEXIST)
-			break;
-		/* our pid is ours: a file with our name was left by a dead process */
-		if (unlink(p->path) && errno != ENOENT)
-			break;
-	}
-	if (fd < 0)
+	fd = create_file(p->path, sizeof(p->path), p->pid);
+	if (fd < 0) {
+		p->path[0] = 0; /* nothing of ours to unlink */
 		goto fail;
+	}
+	if (fstat(fd, &st))
+		goto fail_unlink;
+	p->dev = st.st_dev;
+	p->ino = st.st_ino;
 	if (fchmod(fd, 0600))
 		goto fail_unlink;
 	/* reserve the tmpfs pages now: no SIGBUS later when /dev/shm fills up */
@@ -184,6 +261,8 @@ struct sbc_producer *sbc_create(const char *producer, unsigned nslots)
 	memcpy(h->magic, SBC_MAGIC, sizeof(h->magic));
 
 	snprintf(g_path, sizeof(g_path), "%s", p->path);
+	g_dev = p->dev;
+	g_ino = p->ino;
 	STORE(&g_owner, (pid_t)p->pid, RELEASE);
 	g_self = (pid_t)p->pid;
 	if (!atexit_done) {
@@ -195,7 +274,10 @@ struct sbc_producer *sbc_create(const char *producer, unsigned nslots)
 
 fail_unlink:
 	err = errno;
-	unlink(p->path);
+	if (p->ino)
+		unlink_mine(p->path, p->dev, p->ino);
+	else
+		unlink(p->path); /* made with O_EXCL a moment ago; fstat failed */
 	errno = err;
 fail:
 	err = errno;
@@ -342,7 +424,7 @@ void sbc_destroy(struct sbc_producer *p)
 	if (!p)
 		return;
 	if (getpid() == (pid_t)p->pid)
-		unlink(p->path);
+		unlink_mine(p->path, p->dev, p->ino);
 	munmap(p->hdr, p->map_len);
 	if (getpid() == (pid_t)p->pid)
 		STORE(&g_have_channel, 0, RELEASE);
@@ -351,13 +433,39 @@ void sbc_destroy(struct sbc_producer *p)
 
 /* ------------------------------------------------------------------ reader */
 
-#define TIDMAP 512
+/*
+ * Host tids of a target in another pid namespace: a set-associative cache of
+ * TID_SETS x TID_WAYS entries where the oldest entry of a set gives way, so a
+ * producer inventing thread ids costs a bounded table and O(1) lookups. A
+ * miss costs a scan of /proc/PID/task (at most TID_SCAN_MAX entries) only
+ * while the rescan budget lasts; past it the tid is passed as 0.
+ */
+#define TID_SETS 256
+#define TID_WAYS 4
+#define TID_SCAN_MAX 2048
+#define TID_MISS_TTL_NS 1000000000ull /* a tid a scan did not find: believed gone so long */
+#define NSEC 1000000000ull
+/* a clock offset beyond +-2^62 ns (146 years) is no calibration: ignored */
+#define CLOCK_OFFSET_MAX (1ll << 62)
+#define COUNTER_MAX (1ull << 62)      /* the producer's counters saturate here */
+#define MAPS_BYTES_MAX (8u << 20)     /* of /proc/PID/maps read per attach */
 
 struct tidmap {
-	uint32_t ns, host; /* host 0: not found */
+	uint32_t ns, host; /* ns 0: empty; host 0: not found */
+	uint64_t when;     /* CLOCK_MONOTONIC of the scan that saw it (or missed it) */
+};
+
+/* a per-second budget: credit in billionths of an item, at most a second's worth */
+struct bucket {
+	uint64_t rate, credit, last;
 };
 
 struct sbc_reader {
+	/*
+	 * The mapping (the header is its first bytes). Every pointer and size
+	 * below comes from the private copy of the header validated at attach,
+	 * never from the live shared header.
+	 */
 	struct sbc_header *hdr;
 	struct sbc_slot *ring;
 	struct sbc_string *strings;
@@ -374,14 +482,54 @@ struct sbc_reader {
 	bool broken;           /* the file was cut short under the mapping (SIGBUS) */
 	uint64_t *seen;        /* bitmap of string ids passed on this session */
 	char producer[sizeof(((struct sbc_header *)0)->producer)];
-	unsigned ntids;
-	struct tidmap tids[TIDMAP];
+	char path[128];        /* printable */
+	uint64_t now;          /* CLOCK_MONOTONIC at the start of this drain */
+	struct bucket deliver, discard, rescan;
+	uint64_t delivered, budget_drops, tid_rescans, tid_unmapped;
+	struct tidmap tids[TID_SETS][TID_WAYS];
 	struct sb_gpu rec;
 	union {
 		struct sb_text t;
 		char bytes[sizeof(struct sb_text) + SBC_STRING_SIZE];
 	} text;
 };
+
+static void bucket_init(struct bucket *b, uint32_t rate, uint64_t now)
+{
+	b->rate = rate;
+	b->credit = (uint64_t)rate * NSEC;
+	b->last = now;
+}
+
+static void bucket_refill(struct bucket *b, uint64_t now)
+{
+	uint64_t dt = now > b->last ? now - b->last : 0;
+
+	if (dt > NSEC)
+		dt = NSEC;
+	b->last = now;
+	b->credit += dt * b->rate; /* rate < 2^32: no overflow */
+	if (b->credit > b->rate * NSEC)
+		b->credit = b->rate * NSEC;
+}
+
+static bool bucket_take(struct bucket *b)
+{
+	if (b->credit < NSEC)
+		return false;
+	b->credit -= NSEC;
+	return true;
+}
+
+/* copy out of the shared mapping a word at a time: each word is read exactly once */
+static void copy_shared(void *dst, const void *src, size_t n)
+{
+	const uint64_t *s = src;
+	uint64_t *d = dst;
+
+	for (size_t i = 0; i < n / 8; i++)
+		d[i] = LOAD(&s[i], RELAXED);
+}
 
 /*
  * The producer's user owns the channel file and may truncate it while the
@@ -503,7 +651,8 @@ static int status_numbers(const char *status, const char *key, long *out, int ma
 
 static bool agent_alive(uint32_t pid)
 {
-	return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+	/* the producer can write any number here: only a real pid is looked at */
+	return (int32_t)pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
 static bool busy(struct sbc_header *h)
@@ -546,6 +695,7 @@ static int find_tail(struct sbc_reader *r, uint64_t *tail)
 	return 0;
 }
 
+/* h: the private copy of the header; every check is on it, never on the live one */
 static int check_header(const struct sbc_header *h, size_t size, pid_t nspid, char *why,
 			size_t whylen)
 {
@@ -578,20 +728,323 @@ static int check_header(const struct sbc_header *h, size_t size, pid_t nspid, ch
 	}
 	if ((pid_t)h->producer_pid != nspid) {
 		snprintf(why, whylen, "was made by pid %u, not %d", h->producer_pid, (int)nspid);
+		return -ESRCH; /* another process's channel: sbc_attach tries the next */
+	}
+	return 0;
+}
+
+/* ---- finding the channel in the target's mappings ---- */
+
+struct cand {
+	unsigned long start, end;
+	dev_t dev;
+	unsigned long long ino;
+	char path[128]; /* printable */
+};
+
+/* bytes to a printable string: what the producer chose reaches terminals and notes */
+static void printable(char *dst, size_t dstlen, const char *src, size_t len)
+{
+	size_t i;
+
+	if (!dstlen)
+		return;
+	for (i = 0; i < len && i + 1 < dstlen; i++)
+		dst[i] = isprint((unsigned char)src[i]) ? src[i] : '?';
+	dst[i] = 0;
+}
+
+/* SBC_DIR/SBC_NAME_PREFIX...SBC_NAME_SUFFIX, nothing more: a channel's name */
+static bool channel_name(const char *path, size_t len)
+{
+	static const char dir[] = SBC_DIR "/" SBC_NAME_PREFIX, suf[] = SBC_NAME_SUFFIX;
+	const size_t dl = sizeof(dir) - 1, sl = sizeof(suf) - 1;
+
+	return len > dl + sl && !memcmp(path, dir, dl) && !memcmp(path + len - sl, suf, sl) &&
+	       !memchr(path + dl, '/', len - dl - sl);
+}
+
+/* one line of /proc/PID/maps: a shared mapping of a channel-named file? */
+static bool maps_candidate(char *line, struct cand *c)
+{
+	static const char deleted[] = " (deleted)";
+	unsigned long start, end;
+	unsigned long long off, ino;
+	unsigned maj, min;
+	char perms[5];
+	int at = -1;
+	size_t len;
+
+	if (sscanf(line, "%lx-%lx %4s %llx %x:%x %llu %n", &start, &end, perms, &off, &maj, &min,
+		   &ino, &at) < 7 || at < 0 || strlen(perms) != 4 || perms[3] != 's' || !ino ||
+	    end <= start)
+		return false;
+	line += at;
+	len = strlen(line);
+	if (len > sizeof(deleted) - 1 &&
+	    !strcmp(line + len - (sizeof(deleted) - 1), deleted))
+		len -= sizeof(deleted) - 1;
+	if (!channel_name(line, len))
+		return false;
+	c->start = start;
+	c->end = end;
+	c->dev = makedev(maj, min);
+	c->ino = ino;
+	printable(c->path, sizeof(c->path), line, len);
+	return true;
+}
+
+/*
+ * The distinct channel-like shared mappings of pid, in the order of its maps,
+ * at most max of them; reads at most SBC_MAPS_LINES_MAX lines and
+ * MAPS_BYTES_MAX bytes (a target can have any number of mappings). -errno if
+ * the maps cannot be read.
+ */
+static int scan_maps(pid_t pid, struct cand *out, unsigned max)
+{
+	char path[64], buf[8192];
+	size_t have = 0, total = 0;
+	unsigned lines = 0, n = 0;
+	bool skipping = false; /* in a line longer than buf: not a channel's */
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (n < max && lines < SBC_MAPS_LINES_MAX && total < MAPS_BYTES_MAX) {
+		ssize_t k = read(fd, buf + have, sizeof(buf) - 1 - have);
+		char *p = buf, *nl;
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		have += (size_t)k;
+		total += (size_t)k;
+		while (n < max && lines < SBC_MAPS_LINES_MAX &&
+		       (nl = memchr(p, '\n', (size_t)(buf + have - p)))) {
+			struct cand c;
+
+			*nl = 0;
+			if (!skipping && maps_candidate(p, &c)) {
+				bool dup = false;
+
+				for (unsigned i = 0; i < n; i++)
+					dup |= out[i].dev == c.dev && out[i].ino == c.ino;
+				if (!dup)
+					out[n++] = c;
+			}
+			skipping = false;
+			lines++;
+			p = nl + 1;
+		}
+		have = (size_t)(buf + have - p);
+		memmove(buf, p, have);
+		if (have == sizeof(buf) - 1) {
+			skipping = true;
+			have = 0;
+		}
+	}
+	close(fd);
+	return (int)n;
+}
+
+/* the checks on the file itself, on a stat of it (schemas/channel.md, "The file") */
+static int check_file(const struct stat *st, long uid, pid_t pid, const char *path, char *err,
+		      size_t errlen)
+{
+	if (!S_ISREG(st->st_mode)) {
+		set_err(err, errlen, "refusing %s: not a regular file", path);
+		return -EPERM;
+	}
+	if ((long)st->st_uid != uid) {
+		set_err(err, errlen, "refusing %s: owned by uid %u, but process %d runs as uid %ld",
+			path, (unsigned)st->st_uid, (int)pid, uid);
+		return -EPERM;
+	}
+	if (st->st_mode & 022) {
+		set_err(err, errlen, "refusing %s: mode %03o lets others write it", path,
+			(unsigned)(st->st_mode & 0777));
+		return -EPERM;
+	}
+	if (st->st_size < SBC_HEADER_SIZE || st->st_size > (1ll << 30)) {
+		set_err(err, errlen, "refusing %s: size %lld is not a channel's", path,
+			(long long)st->st_size);
 		return -EPERM;
 	}
 	return 0;
 }
 
+static bool on_tmpfs(const struct statfs *sf)
+{
+	return sf->f_type == TMPFS_MAGIC;
+}
+
+/*
+ * Map the file of one candidate mapping and check it. The reader or NULL,
+ * with *e = -errno and the reason in err. *pid_mismatch: the file is fine but
+ * made by another process (a forked child maps its parent's channel).
+ */
+static struct sbc_reader *open_candidate(pid_t pid, pid_t nspid, long uid, bool translate,
+					 const struct cand *c, int *e, bool *pid_mismatch,
+					 char *err, size_t errlen)
+{
+	char link[96], why[128];
+	struct sbc_reader *volatile r = NULL; /* volatile: read after a SIGBUS jump */
+	struct sbc_header hc;
+	struct stat st, fst;
+	struct statfs sf;
+	sigjmp_buf jb;
+	size_t size;
+	void *map;
+	int fd;
+
+	*pid_mismatch = false;
+	snprintf(link, sizeof(link), "/proc/%d/map_files/%lx-%lx", (int)pid, c->start, c->end);
+	/* stat follows the link without opening: nothing but a regular file is opened */
+	if (stat(link, &st)) {
+		*e = -errno;
+		if (*e == -ENOENT) {
+			set_err(err, errlen, "process %d unmapped %s meanwhile", (int)pid, c->path);
+		} else {
+			set_err(err, errlen, "cannot open the mapping of %s in process %d: %s%s",
+				c->path, (int)pid, strerror(-*e),
+				*e == -EPERM || *e == -EACCES ? " (the agent needs CAP_SYS_ADMIN)" : "");
+			*e = -EPERM;
+		}
+		return NULL;
+	}
+	if (st.st_dev != c->dev || st.st_ino != c->ino) {
+		set_err(err, errlen, "process %d remapped %s meanwhile", (int)pid, c->path);
+		*e = -ENOENT;
+		return NULL;
+	}
+	*e = check_file(&st, uid, pid, c->path, err, errlen);
+	if (*e)
+		return NULL;
+	if (statfs(link, &sf) || !on_tmpfs(&sf)) {
+		set_err(err, errlen, "refusing %s: not on tmpfs", c->path);
+		*e = -EPERM;
+		return NULL;
+	}
+	fd = open(link, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		*e = -errno;
+		set_err(err, errlen, "cannot open the mapping of %s in process %d: %s", c->path,
+			(int)pid, strerror(-*e));
+		if (*e != -ENOENT)
+			*e = -EPERM;
+		return NULL;
+	}
+	/* what was opened is what was checked, and it is checked again */
+	if (fstat(fd, &fst) || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino ||
+	    fstatfs(fd, &sf) || !on_tmpfs(&sf)) {
+		set_err(err, errlen, "process %d remapped %s meanwhile", (int)pid, c->path);
+		*e = -ENOENT;
+		close(fd);
+		return NULL;
+	}
+	*e = check_file(&fst, uid, pid, c->path, err, errlen);
+	if (*e) {
+		close(fd);
+		return NULL;
+	}
+	size = (size_t)fst.st_size;
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	*e = map == MAP_FAILED ? -errno : 0;
+	close(fd);
+	if (*e) {
+		set_err(err, errlen, "cannot map %s: %s", c->path, strerror(-*e));
+		return NULL;
+	}
+	/* from here on the file may shrink under us: see on_sigbus */
+	pthread_once(&bus_once, bus_install);
+	if (sigsetjmp(jb, 0)) {
+		set_err(err, errlen, "refusing %s: it was cut short while being read", c->path);
+		*e = -EPERM;
+		goto fail_unmap;
+	}
+	bus_lo = map;
+	bus_hi = (const char *)map + size;
+	bus_jmp = &jb;
+	/*
+	 * One private copy of the header: it is checked against the file's size,
+	 * and every pointer, size and capacity comes from it alone. The producer
+	 * may rewrite the shared header at any moment, before or after.
+	 */
+	copy_shared(&hc, map, sizeof(hc));
+	*e = check_header(&hc, size, nspid, why, sizeof(why));
+	if (*e) {
+		*pid_mismatch = *e == -ESRCH;
+		if (*e == -ESRCH)
+			*e = -EPERM;
+		set_err(err, errlen, "refusing %s: it %s", c->path, why);
+		goto fail_unmap;
+	}
+	if (busy(map)) {
+		set_err(err, errlen, "the GPU channel of process %d is in use by agent pid %u",
+			(int)pid, LOAD(&((struct sbc_header *)map)->agent_pid, RELAXED));
+		*e = -EBUSY;
+		goto fail_unmap;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->seen = calloc(hc.string_capacity / 64 + 1, sizeof(uint64_t)))) {
+		*e = -ENOMEM;
+		set_err(err, errlen, "out of memory");
+		goto fail_unmap;
+	}
+	r->hdr = map;
+	r->map_len = size;
+	r->cap = hc.ring_capacity;
+	r->mask = r->cap - 1;
+	r->scap = hc.string_capacity;
+	r->ring = (struct sbc_slot *)((char *)map + hc.ring_offset);
+	r->strings = (struct sbc_string *)((char *)map + hc.strings_offset);
+	r->pid = pid;
+	r->nspid = nspid;
+	r->translate = translate;
+	printable(r->producer, sizeof(r->producer), hc.producer,
+		  strnlen(hc.producer, sizeof(hc.producer)));
+	snprintf(r->path, sizeof(r->path), "%s", c->path);
+	r->now = now_ns();
+	bucket_init(&r->deliver, SBC_RECORDS_PER_SEC, r->now);
+	bucket_init(&r->discard, SBC_DISCARDS_PER_SEC, r->now);
+	bucket_init(&r->rescan, SBC_TID_RESCANS_PER_SEC, r->now);
+	if (find_tail(r, &r->pos)) {
+		set_err(err, errlen, "refusing %s: its ring is corrupt", c->path);
+		*e = -EPERM;
+		goto fail_unmap;
+	}
+	BUS_END();
+	return r;
+
+fail_unmap:
+	BUS_END();
+	if (r)
+		free(r->seen);
+	free(r);
+	munmap(map, size);
+	return NULL;
+}
+
+/* which refusal to report when several candidates were refused */
+static int refusal_rank(int e, bool pid_mismatch)
+{
+	switch (e) {
+	case -EBUSY: return 4;
+	case -EAGAIN: return 3;
+	case -EPERM: return pid_mismatch ? 1 : 2;
+	default: return e == -ENOENT ? 0 : 2;
+	}
+}
+
 struct sbc_reader *sbc_attach(pid_t pid, char *err, size_t errlen)
 {
-	char status[4096], path[128], why[128];
+	char status[4096], path[64], why[256] = "";
 	long nspids[16], uids[4];
-	struct sbc_reader *volatile r = NULL; /* volatile: read after a SIGBUS jump */
-	struct stat st;
-	int fd, n, e;
-	void *map;
-	sigjmp_buf jb;
+	struct cand cands[SBC_CANDIDATES_MAX];
+	int n, ncand, best = -1, best_e = -ENOENT;
 
 	if (pid <= 0) {
 		set_err(err, errlen, "invalid pid %d", (int)pid);
@@ -612,127 +1065,42 @@ struct sbc_reader *sbc_attach(pid_t pid, char *err, size_t errlen)
 	}
 	pid_t nspid = n > 0 ? (pid_t)nspids[n - 1] : pid;
 
-	snprintf(path, sizeof(path), "/proc/%d/root" SBC_PATH_FMT, (int)pid, (int)nspid);
-	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0) {
-		e = errno;
-		if (e == ENOENT) {
-			set_err(err, errlen, "process %d has no GPU timeline channel (%s)", (int)pid,
-				path);
-			errno = ENOENT;
-		} else if (e == ELOOP || e == EISDIR || e == ENXIO) {
-			set_err(err, errlen, "refusing %s: not a regular file", path);
-			errno = EPERM;
-		} else {
-			set_err(err, errlen, "cannot open %s: %s", path, strerror(e));
-			errno = (e == EACCES) ? EPERM : e;
-		}
+	ncand = scan_maps(pid, cands, SBC_CANDIDATES_MAX);
+	if (ncand < 0) {
+		set_err(err, errlen, "cannot read the mappings of process %d: %s", (int)pid,
+			strerror(-ncand));
+		errno = ncand == -ENOENT || ncand == -ESRCH ? ENOENT : EPERM;
 		return NULL;
 	}
-	if (fstat(fd, &st)) {
-		e = errno;
-		set_err(err, errlen, "cannot stat %s: %s", path, strerror(e));
-		goto fail;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		set_err(err, errlen, "refusing %s: not a regular file", path);
-		e = EPERM;
-		goto fail;
-	}
-	if ((long)st.st_uid != uids[0]) {
-		set_err(err, errlen, "refusing %s: owned by uid %u, but process %d runs as uid %ld",
-			path, (unsigned)st.st_uid, (int)pid, uids[0]);
-		e = EPERM;
-		goto fail;
-	}
-	if (st.st_mode & 022) {
-		set_err(err, errlen, "refusing %s: mode %03o lets others write it", path,
-			(unsigned)(st.st_mode & 0777));
-		e = EPERM;
-		goto fail;
-	}
-	if (st.st_size < SBC_HEADER_SIZE || st.st_size > (1ll << 30)) {
-		set_err(err, errlen, "refusing %s: size %lld is not a channel's", path,
-			(long long)st.st_size);
-		e = EPERM;
-		goto fail;
-	}
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED) {
-		e = errno;
-		set_err(err, errlen, "cannot map %s: %s", path, strerror(e));
-		goto fail;
-	}
-	close(fd);
-	fd = -1;
-	/* from here on the file may shrink under us: see on_sigbus */
-	pthread_once(&bus_once, bus_install);
-	if (sigsetjmp(jb, 0)) {
-		set_err(err, errlen, "refusing %s: it was cut short while being read", path);
-		e = EPERM;
-		goto fail_unmap;
-	}
-	bus_lo = map;
-	bus_hi = (const char *)map + st.st_size;
-	bus_jmp = &jb;
-	e = -check_header(map, (size_t)st.st_size, nspid, why, sizeof(why));
-	if (e) {
-		set_err(err, errlen, "refusing %s: it %s", path, why);
-		goto fail_unmap;
-	}
-	if (busy(map)) {
-		set_err(err, errlen, "the GPU channel of process %d is in use by agent pid %u",
-			(int)pid, LOAD(&((struct sbc_header *)map)->agent_pid, RELAXED));
-		e = EBUSY;
-		goto fail_unmap;
-	}
-	r = calloc(1, sizeof(*r));
-	if (!r) {
-		e = ENOMEM;
-		set_err(err, errlen, "out of memory");
-		goto fail_unmap;
-	}
-	r->hdr = map;
-	r->map_len = (size_t)st.st_size;
-	r->cap = r->hdr->ring_capacity;
-	r->mask = r->cap - 1;
-	r->scap = r->hdr->string_capacity;
-	r->ring = (struct sbc_slot *)((char *)map + r->hdr->ring_offset);
-	r->strings = (struct sbc_string *)((char *)map + r->hdr->strings_offset);
-	r->pid = pid;
-	r->nspid = nspid;
-	r->translate = n > 1;
-	for (size_t i = 0; i + 1 < sizeof(r->producer) && r->hdr->producer[i]; i++)
-		r->producer[i] = isprint((unsigned char)r->hdr->producer[i]) ? r->hdr->producer[i] : '?';
-	r->seen = calloc(r->scap / 64 + 1, sizeof(uint64_t));
-	if (!r->seen) {
-		e = ENOMEM;
-		set_err(err, errlen, "out of memory");
-		goto fail_unmap;
-	}
-	if (find_tail(r, &r->pos)) {
-		set_err(err, errlen, "refusing %s: its ring is corrupt", path);
-		e = EPERM;
-		goto fail_unmap;
-	}
-	BUS_END();
-	return r;
+	for (int i = 0; i < ncand; i++) {
+		struct sbc_reader *r;
+		bool mismatch;
+		int e, rank;
 
-fail_unmap:
-	BUS_END();
-	if (r)
-		free(r->seen);
-	free(r);
-	munmap(map, (size_t)st.st_size);
-fail:
-	if (fd >= 0)
-		close(fd);
-	errno = e;
+		r = open_candidate(pid, nspid, uids[0], n > 1, &cands[i], &e, &mismatch, why,
+				   sizeof(why));
+		if (r)
+			return r;
+		rank = refusal_rank(e, mismatch);
+		if (rank > best) {
+			best = rank;
+			best_e = e;
+			set_err(err, errlen, "%s", why);
+		}
+	}
+	if (best <= 0) {
+		/* nothing, or only mappings that went away: no channel */
+		set_err(err, errlen, "process %d has no GPU timeline channel (no shared mapping of "
+			SBC_DIR "/" SBC_NAME_PREFIX "*" SBC_NAME_SUFFIX ")", (int)pid);
+		best_e = -ENOENT;
+	}
+	errno = -best_e;
 	return NULL;
 }
 
 static void release(struct sbc_reader *r, struct sbc_slot *s)
 {
+	/* r->pos and r->mask are ours: the slot written is one we validated */
 	STORE(&s->seq, r->pos + r->cap, RELEASE);
 	r->pos++;
 }
@@ -777,6 +1145,7 @@ int sbc_set_enabled(struct sbc_reader *r, bool on)
 	r->base_string = LOAD(&h->string_drops, RELAXED);
 	r->base_source = LOAD(&h->source_drops, RELAXED);
 	r->last_ring = r->last_string = r->last_source = 0;
+	r->delivered = r->budget_drops = r->tid_unmapped = 0;
 	STORE(&h->agent_pid, (uint32_t)getpid(), RELAXED);
 	STORE(&h->heartbeat_ns, now_ns(), RELAXED);
 	STORE(&h->control, SBC_CONTROL_ON, RELEASE);
@@ -794,67 +1163,103 @@ void sbc_heartbeat(struct sbc_reader *r)
 	BUS_END();
 }
 
+static struct tidmap *tid_set(struct sbc_reader *r, uint32_t tid)
+{
+	return r->tids[(tid * 2654435761u) >> 24]; /* 256 sets */
+}
+
+static struct tidmap *tid_find(struct sbc_reader *r, uint32_t tid)
+{
+	struct tidmap *set = tid_set(r, tid);
+
+	for (int w = 0; w < TID_WAYS; w++)
+		if (set[w].ns == tid)
+			return &set[w];
+	return NULL;
+}
+
+static void tid_put(struct sbc_reader *r, uint32_t ns, uint32_t host)
+{
+	struct tidmap *set = tid_set(r, ns), *e = tid_find(r, ns);
+
+	if (!e) {
+		e = &set[0];
+		for (int w = 0; w < TID_WAYS; w++) {
+			if (!set[w].ns) {
+				e = &set[w];
+				break;
+			}
+			if (set[w].when < e->when)
+				e = &set[w];
+		}
+	}
+	*e = (struct tidmap){ ns, host, r->now };
+}
+
+/* the target's threads as it names them (NSpid) and as we do; at most TID_SCAN_MAX */
 static void tid_rescan(struct sbc_reader *r)
 {
 	char path[64], status[4096];
 	struct dirent *d;
+	unsigned seen = 0;
 	DIR *dir;
 
+	r->tid_rescans++;
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)r->pid);
 	dir = opendir(path);
 	if (!dir)
 		return;
-	while ((d = readdir(dir))) {
+	while (seen < TID_SCAN_MAX && (d = readdir(dir))) {
 		long ids[16];
 		int n;
 
 		if (!isdigit((unsigned char)d->d_name[0]))
 			continue;
+		seen++;
 		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/status", (int)r->pid, d->d_name);
 		if (read_text(path, status, sizeof(status)) < 0)
 			continue;
 		n = status_numbers(status, "NSpid:", ids, 16);
-		if (n < 2)
+		if (n < 2 || ids[n - 1] <= 0 || ids[0] <= 0 || ids[n - 1] > UINT32_MAX ||
+		    ids[0] > UINT32_MAX)
 			continue;
-		bool known = false;
-		for (unsigned i = 0; i < r->ntids; i++) {
-			if (r->tids[i].ns == (uint32_t)ids[n - 1]) {
-				r->tids[i].host = (uint32_t)ids[0];
-				known = true;
-			}
-		}
-		if (!known && r->ntids < TIDMAP)
-			r->tids[r->ntids++] = (struct tidmap){ (uint32_t)ids[n - 1], (uint32_t)ids[0] };
+		tid_put(r, (uint32_t)ids[n - 1], (uint32_t)ids[0]);
 	}
 	closedir(dir);
 }
 
-/* the host tid of a tid in the target's pid namespace; 0 if unknown */
+/*
+ * The host tid of a tid in the target's pid namespace; 0 if unknown, or if
+ * finding it would take a scan over the rescan budget.
+ */
 static uint32_t host_tid(struct sbc_reader *r, uint32_t tid)
 {
+	struct tidmap *e;
+
 	if (!r->translate || !tid)
 		return tid;
-	for (int pass = 0; pass < 2; pass++) {
-		for (unsigned i = 0; i < r->ntids; i++)
-			if (r->tids[i].ns == tid)
-				return r->tids[i].host;
-		if (pass == 0) {
-			if (r->ntids >= TIDMAP - 64)
-				r->ntids = 0;
-			tid_rescan(r);
-		}
+	e = tid_find(r, tid);
+	if (e && (e->host || r->now - e->when < TID_MISS_TTL_NS))
+		return e->host;
+	bucket_refill(&r->rescan, r->now);
+	if (!bucket_take(&r->rescan)) {
+		r->tid_unmapped++;
+		return 0;
 	}
-	/* remember the miss: one rescan per unknown thread, not one per record */
-	if (r->ntids < TIDMAP)
-		r->tids[r->ntids++] = (struct tidmap){ tid, 0 };
+	tid_rescan(r);
+	e = tid_find(r, tid);
+	if (e && e->host)
+		return e->host;
+	tid_put(r, tid, 0); /* remember the miss: one scan per unknown thread, not per record */
 	return 0;
 }
 
 static int pass_name(struct sbc_reader *r, int (*cb)(void *, const struct sb_hdr *), void *ctx)
 {
-	uint32_t id = r->rec.name_id;
+	uint32_t id = r->rec.name_id; /* our copy of the record */
 	const struct sbc_string *e;
 	struct sb_text *t = &r->text.t;
+	uint64_t name[sizeof(e->name) / 8];
 	size_t len;
 	int err;
 
@@ -872,8 +1277,9 @@ static int pass_name(struct sbc_reader *r, int (*cb)(void *, const struct sb_hdr
 		r->rec.name_id = 0;
 		return 0;
 	}
+	copy_shared(name, e->name, sizeof(name));
 	memset(r->text.bytes, 0, sizeof(r->text.bytes));
-	memcpy(t->text, e->name, len);
+	memcpy(t->text, name, len);
 	len = strnlen(t->text, len);
 	t->h.type = SB_REC_STRING;
 	t->h.size = (uint16_t)((sizeof(*t) + len + 7) & ~(size_t)7);
@@ -894,17 +1300,33 @@ static int drain_ring(struct sbc_reader *r, int (*cb)(void *ctx, const struct sb
 	int64_t offset = LOAD(&r->hdr->clock_offset_ns, RELAXED);
 	int delivered = 0, err;
 
+	if (offset > CLOCK_OFFSET_MAX || offset < -CLOCK_OFFSET_MAX)
+		offset = 0;
+	r->now = now_ns();
+	bucket_refill(&r->deliver, r->now);
+	bucket_refill(&r->discard, r->now);
 	for (uint32_t n = 0; n < r->cap; n++) {
 		struct sbc_slot *s = &r->ring[r->pos & r->mask];
 
 		if (LOAD(&s->seq, ACQUIRE) != r->pos + 1)
 			break;
-		if (!r->epoch || s->epoch != r->epoch) {
+		if (!r->epoch || LOAD(&s->epoch, RELAXED) != r->epoch) {
+			/* not ours to deliver; releasing it is work too */
+			if (!bucket_take(&r->discard))
+				break;
 			release(r, s);
 			r->stale++;
 			continue;
 		}
-		memcpy(&r->rec, &s->rec, sizeof(r->rec));
+		if (!bucket_take(&r->deliver)) {
+			/* over the record budget: released unread and counted */
+			if (!bucket_take(&r->discard))
+				break; /* left in the ring: when it is full, the producer counts */
+			release(r, s);
+			r->budget_drops++;
+			continue;
+		}
+		copy_shared(&r->rec, &s->rec, sizeof(r->rec));
 		r->rec.h.type = SB_REC_GPU;
 		r->rec.h.size = sizeof(r->rec);
 		r->rec.h.pid = (uint32_t)r->pid;
@@ -916,10 +1338,13 @@ static int drain_ring(struct sbc_reader *r, int (*cb)(void *ctx, const struct sb
 		err = pass_name(r, cb, ctx);
 		if (!err)
 			err = cb(ctx, &r->rec.h);
-		if (err < 0)
+		if (err < 0) {
+			r->deliver.credit += NSEC; /* the record stays: so does its credit */
 			return err;
+		}
 		release(r, s);
 		delivered++;
+		r->delivered++;
 	}
 	return delivered;
 }
@@ -938,14 +1363,26 @@ int sbc_drain(struct sbc_reader *r, int (*cb)(void *ctx, const struct sb_hdr *re
 	return n;
 }
 
+/* a producer's counter since our baseline: never decreasing, saturating */
+static uint64_t counter_since(uint64_t now, uint64_t base, uint64_t last)
+{
+	uint64_t d = now >= base ? now - base : 0;
+
+	if (d > COUNTER_MAX)
+		d = COUNTER_MAX;
+	return d > last ? d : last;
+}
+
 static void read_counters(struct sbc_reader *r)
 {
 	if (r->broken)
 		return; /* the last values read stand */
 	BUS_BEGIN(r->hdr, r->map_len, &r->broken, );
-	r->last_ring = LOAD(&r->hdr->ring_drops, RELAXED) - r->base_ring;
-	r->last_string = LOAD(&r->hdr->string_drops, RELAXED) - r->base_string;
-	r->last_source = LOAD(&r->hdr->source_drops, RELAXED) - r->base_source;
+	r->last_ring = counter_since(LOAD(&r->hdr->ring_drops, RELAXED), r->base_ring, r->last_ring);
+	r->last_string = counter_since(LOAD(&r->hdr->string_drops, RELAXED), r->base_string,
+				       r->last_string);
+	r->last_source = counter_since(LOAD(&r->hdr->source_drops, RELAXED), r->base_source,
+				       r->last_source);
 	BUS_END();
 }
 
@@ -955,11 +1392,38 @@ void sbc_counters(struct sbc_reader *r, uint64_t *ring_drops, uint64_t *string_d
 	if (r)
 		read_counters(r);
 	if (ring_drops)
-		*ring_drops = r ? r->last_ring : 0;
+		*ring_drops = r ? r->last_ring + r->budget_drops : 0; /* both < 2^63 */
 	if (string_drops)
 		*string_drops = r ? r->last_string : 0;
 	if (source_drops)
 		*source_drops = r ? r->last_source : 0;
+}
+
+void sbc_stats(const struct sbc_reader *r, struct sbc_stats *st)
+{
+	if (!st)
+		return;
+	memset(st, 0, sizeof(*st));
+	if (!r)
+		return;
+	st->delivered = r->delivered;
+	st->budget_drops = r->budget_drops;
+	st->tid_rescans = r->tid_rescans;
+	st->tid_unmapped = r->tid_unmapped;
+}
+
+void sbc_set_budget(struct sbc_reader *r, const struct sbc_budget *b)
+{
+	uint64_t now = now_ns();
+
+	if (!r || !b)
+		return;
+	if (b->records_per_sec)
+		bucket_init(&r->deliver, b->records_per_sec, now);
+	if (b->discards_per_sec)
+		bucket_init(&r->discard, b->discards_per_sec, now);
+	if (b->rescans_per_sec)
+		bucket_init(&r->rescan, b->rescans_per_sec, now);
 }
 
 uint64_t sbc_stale(const struct sbc_reader *r)
@@ -970,6 +1434,11 @@ uint64_t sbc_stale(const struct sbc_reader *r)
 const char *sbc_producer_name(struct sbc_reader *r)
 {
 	return r ? r->producer : "";
+}
+
+const char *sbc_reader_path(const struct sbc_reader *r)
+{
+	return r ? r->path : "";
 }
 
 void sbc_detach(struct sbc_reader *r)

@@ -1,14 +1,20 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The GPU timeline channel (schemas/channel.md): a shared-memory file
- * /dev/shm/stepblame-<pid>.chan created by the traced process (the producer:
- * CUPTI collector, simtrainer) and read by the agent. A header, a bounded
- * multi-producer ring of struct sb_gpu records, and a string table.
+ * /dev/shm/stepblame-<pid>-<16 hex random>.chan created by the traced process
+ * (the producer: CUPTI collector, simtrainer) and read by the agent. A header,
+ * a bounded multi-producer ring of struct sb_gpu records, and a string table.
  *
  * The producer side is linked into foreign processes (the CUPTI collector):
  * it uses libc only, never blocks, never allocates after sbc_create, and
  * writes no records unless an agent has enabled the channel and keeps its
  * heartbeat fresh.
+ *
+ * The agent side trusts nothing in the file (schemas/channel.md, "Trust
+ * model"): it finds the channel in the target's own mappings, validates a
+ * private copy of the header once, bounds-checks every value it reads from
+ * the shared memory at the point of use, and spends at most a fixed budget of
+ * CPU per second on a producer.
  */
 #ifndef STEPBLAME_CHANNEL_H
 #define STEPBLAME_CHANNEL_H
@@ -33,7 +39,31 @@
 #define SBC_HEARTBEAT_TIMEOUT_NS 2000000000ull /* producer stops if older */
 #define SBC_HEARTBEAT_PERIOD_NS 100000000ull   /* how often the agent refreshes */
 
-#define SBC_PATH_FMT "/dev/shm/stepblame-%d.chan"
+/*
+ * The file's name: /dev/shm/stepblame-<pid>-<16 hex from getrandom>.chan,
+ * created with O_EXCL (a name taken by anyone else is retried with new random
+ * bytes). The agent does not build this name: it looks for it in the target's
+ * /proc/PID/maps (schemas/channel.md, "The file").
+ */
+#define SBC_DIR "/dev/shm"
+#define SBC_NAME_PREFIX "stepblame-"
+#define SBC_NAME_SUFFIX ".chan"
+#define SBC_PATH_MAX 64 /* with the NUL */
+
+/*
+ * The agent's budgets per producer (schemas/channel.md, "Budgets"): records it
+ * passes on per second; records over that it releases unread and counts as
+ * dropped, per second (beyond both it stops reading and the ring fills: the
+ * producer counts ring_drops); scans of /proc/PID/task per second to map the
+ * thread ids of a target in another pid namespace. Each budget may be spent
+ * in one burst of a second's worth.
+ */
+#define SBC_RECORDS_PER_SEC 500000u
+#define SBC_DISCARDS_PER_SEC 2000000u
+#define SBC_TID_RESCANS_PER_SEC 2u
+/* mappings of /proc/PID/maps read, and channel-like ones tried, per attach */
+#define SBC_MAPS_LINES_MAX 65536u
+#define SBC_CANDIDATES_MAX 16u
 
 enum sbc_control { SBC_CONTROL_OFF = 0, SBC_CONTROL_ON = 1 };
 
@@ -102,8 +132,10 @@ struct sbc_producer;
 
 /*
  * Create this process's channel (nslots rounded up to a power of two, 0 =
- * default). NULL with errno set on failure; EBUSY if this process already has
- * one. The file is unlinked by sbc_destroy or at normal exit.
+ * default) under a new random name. NULL with errno set on failure; EBUSY if
+ * this process already has one. The file is unlinked by sbc_destroy or at
+ * normal exit, by the process that created it, and only if the name still
+ * holds the file it created.
  */
 struct sbc_producer *sbc_create(const char *producer, unsigned nslots);
 /* the source's clock, when it is not CLOCK_MONOTONIC: ts + offset = monotonic */
@@ -119,6 +151,7 @@ uint32_t sbc_intern(struct sbc_producer *p, const char *name);
  */
 int sbc_emit(struct sbc_producer *p, const struct sb_gpu *rec);
 void sbc_add_source_drops(struct sbc_producer *p, uint64_t n);
+/* the file's path (SBC_DIR/SBC_NAME_PREFIX<pid>-<random>SBC_NAME_SUFFIX) */
 const char *sbc_path(const struct sbc_producer *p);
 /* unmap and unlink */
 void sbc_destroy(struct sbc_producer *p);
@@ -128,22 +161,28 @@ void sbc_destroy(struct sbc_producer *p);
 struct sbc_reader;
 
 /*
- * Map the channel of host pid `pid` read-write, found through
- * /proc/PID/root/dev/shm/stepblame-<NSPID>.chan. NULL with errno and a
- * one-line *err: ENOENT no channel (or no process), EPERM not a regular file,
- * not owned by the target's real uid, or not a valid channel, EBUSY another
- * live agent has it enabled.
+ * Map the channel of host pid `pid` read-write. It is found in the target's
+ * own mappings: a shared mapping in /proc/PID/maps of a file named
+ * SBC_DIR/SBC_NAME_PREFIX*SBC_NAME_SUFFIX, opened through
+ * /proc/PID/map_files/ (needs CAP_SYS_ADMIN), on tmpfs, a regular file owned
+ * by the target's real uid, not writable by group or others, whose header
+ * passes the checks and names the target (its pid in its own namespace) as
+ * the producer; other candidates are skipped. NULL with errno and a one-line
+ * *err: ENOENT no channel (or no process), EPERM refused (the line says why),
+ * EAGAIN still being created, EBUSY another live agent has it enabled.
  */
 struct sbc_reader *sbc_attach(pid_t pid, char *err, size_t errlen);
 /*
  * Turn collection on (a new session: records left from earlier sessions are
- * discarded, names are passed on again, counters restart) or off. 0 or -errno.
+ * discarded, names are passed on again, counters restart) or off. 0 or -errno
+ * (-EBUSY: another live agent enabled it first).
  */
 int sbc_set_enabled(struct sbc_reader *r, bool on);
 /* call at least every SBC_HEARTBEAT_PERIOD_NS while enabled */
 void sbc_heartbeat(struct sbc_reader *r);
 /*
- * Consume the ready records in order (at most one ring's worth per call).
+ * Consume the ready records in order (at most one ring's worth per call, and
+ * no more than the budgets allow: see SBC_RECORDS_PER_SEC).
  * For a record whose name_id was not yet passed on in this session, cb first
  * gets an SB_REC_STRING record (struct sb_text); then the struct sb_gpu
  * record (h.pid = the host pid, tids translated to host tids, timestamps on
@@ -155,12 +194,38 @@ void sbc_heartbeat(struct sbc_reader *r);
  * values it read; detach it).
  */
 int sbc_drain(struct sbc_reader *r, int (*cb)(void *ctx, const struct sb_hdr *rec), void *ctx);
-/* drops since this reader's last enable */
+/*
+ * Drops since this reader's last enable. ring_drops: records lost in the
+ * channel, the producer's count (ring full) plus the records this reader
+ * released unread over its record budget; string_drops, source_drops: the
+ * producer's counts. The producer's counts are taken as never decreasing.
+ */
 void sbc_counters(struct sbc_reader *r, uint64_t *ring_drops, uint64_t *string_drops,
 		  uint64_t *source_drops);
+
+/* what the budgets did, since this reader's last enable (rescans: since attach) */
+struct sbc_stats {
+	uint64_t delivered;     /* GPU records passed on */
+	uint64_t budget_drops;  /* released unread over the record budget (in ring_drops) */
+	uint64_t tid_rescans;   /* scans of /proc/PID/task */
+	uint64_t tid_unmapped;  /* tids passed as 0 because the rescan budget was spent */
+};
+void sbc_stats(const struct sbc_reader *r, struct sbc_stats *st);
+
+/* budgets per second; 0 leaves one as it is (defaults: SBC_RECORDS_PER_SEC ...) */
+struct sbc_budget {
+	uint32_t records_per_sec;
+	uint32_t discards_per_sec;
+	uint32_t rescans_per_sec;
+};
+void sbc_set_budget(struct sbc_reader *r, const struct sbc_budget *b);
+
 /* records of earlier sessions discarded by this reader */
 uint64_t sbc_stale(const struct sbc_reader *r);
+/* the producer's name, non-printable bytes replaced by '?' */
 const char *sbc_producer_name(struct sbc_reader *r);
+/* the path of the mapped file as the target's maps show it, printable */
+const char *sbc_reader_path(const struct sbc_reader *r);
 /* disable (if this reader enabled it) and unmap */
 void sbc_detach(struct sbc_reader *r);
 

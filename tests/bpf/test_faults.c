@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -526,11 +527,17 @@ static void t_channel_truncated_by_trainer(void)
 	kill(producer, SIGKILL);
 	waitpid(producer, NULL, 0);
 	{
-		char chan[64];
+		char pat[64];
+		glob_t g;
 
 		/* killed, it could not unlink its channel */
-		snprintf(chan, sizeof(chan), SBC_PATH_FMT, (int)producer);
-		unlink(chan);
+		snprintf(pat, sizeof(pat), SBC_DIR "/" SBC_NAME_PREFIX "%d-*" SBC_NAME_SUFFIX,
+			 (int)producer);
+		if (!glob(pat, 0, NULL, &g)) {
+			for (size_t i = 0; i < g.gl_pathc; i++)
+				unlink(g.gl_pathv[i]);
+			globfree(&g);
+		}
 	}
 	close(up[0]);
 	close(up[1]);

@@ -5,10 +5,11 @@
  * channel file made of fuzz bytes. The channel is shared memory written by the
  * traced process, so every byte of it is hostile input to the agent (root).
  *
- * The harness plays the producer: it writes the file where the agent looks for
- * this process's channel (/dev/shm/stepblame-<our pid>.chan, 0600, ours), lets
- * the real sbc_attach map and check it, enables it, then scribbles the ring
- * again with fuzz bytes (a producer publishing after the enable) and drains.
+ * The harness plays the producer: it writes the file with a channel's name
+ * (/dev/shm/stepblame-<our pid>-fuzz.chan, 0600, ours) and maps it shared, so
+ * that the agent finds it among this process's mappings, lets the real
+ * sbc_attach map and check it, enables it, then scribbles the ring again with
+ * fuzz bytes (a producer publishing after the enable) and drains.
  * Every record handed to the callback must be one a trace file accepts.
  *
  * Input: byte 0 = flags, byte 1 = ring size (16 << (b & 3) slots), byte 2 =
@@ -30,7 +31,8 @@
  * for the producer pid.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iuser -Ibpf \
- *       tests/fuzz/fuzz_channel.c user/channel.c user/trace.c user/util.c -o fuzz_channel
+ *       tests/fuzz/fuzz_channel.c user/channel.c user/trace.c user/outfile.c user/util.c \
+ *       -o fuzz_channel
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,7 +61,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	snprintf(path, sizeof(path), SBC_PATH_FMT, (int)getpid());
+	snprintf(path, sizeof(path), SBC_DIR "/" SBC_NAME_PREFIX "%d-fuzz" SBC_NAME_SUFFIX,
+		 (int)getpid());
 	debug = getenv("FUZZ_DEBUG") != NULL;
 	atexit(cleanup);
 	image_cap = 1u << 20;
@@ -186,6 +189,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (write_file(image, file_len))
 		return 0;
+	/* the producer's own mapping: where the agent finds the channel */
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	unsigned char *m = fd >= 0 ? mmap(NULL, file_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) :
+				     MAP_FAILED;
+
+	if (fd >= 0)
+		close(fd);
+	if (m == MAP_FAILED)
+		return 0;
 
 	r = sbc_attach(getpid(), err, sizeof(err));
 	if (debug)
@@ -193,16 +205,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!r) {
 		if (!err[0] || strchr(err, '\n'))
 			__builtin_trap(); /* every refusal is one line */
+		munmap(m, file_len);
 		return 0;
 	}
 	if (sbc_set_enabled(r, true) == 0) {
-		int fd = open(path, O_RDWR | O_CLOEXEC);
-		unsigned char *m = fd >= 0 ? mmap(NULL, file_len, PROT_READ | PROT_WRITE, MAP_SHARED,
-						  fd, 0) : MAP_FAILED;
-
-		if (fd >= 0)
-			close(fd);
-		if (m != MAP_FAILED) {
+		{
 			struct sbc_header *h = (struct sbc_header *)m;
 			uint32_t epoch = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED);
 			uint32_t rcap = h->ring_capacity;
@@ -257,7 +264,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				if (debug)
 					fprintf(stderr, "after truncating to %u: drain %d\n", patch * 64, rc);
 			}
-			munmap(m, file_len);
 		}
 		uint64_t a, b, c;
 
@@ -266,5 +272,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sbc_set_enabled(r, false);
 	}
 	sbc_detach(r);
+	munmap(m, file_len);
 	return 0;
 }

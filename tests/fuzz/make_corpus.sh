@@ -16,7 +16,7 @@ command -v python3 >/dev/null || { echo "make_corpus: needs python3" >&2; exit 1
 
 tmp=$(mktemp -d)
 pid=
-trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null && rm -f "/dev/shm/stepblame-$pid.chan"; rm -rf "$tmp"' EXIT
+trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null && rm -f /dev/shm/stepblame-$pid-*.chan; rm -rf "$tmp"' EXIT
 "$sim" --steps 2000 --kernels 6 --kernel-us 300 --channel-slots 16 --wait-agent 10 --quiet \
 	--inject faults@5:4 --inject alloc@8:200 >/dev/null 2>&1 &
 pid=$!
@@ -26,13 +26,13 @@ rec=$!
 snaps=() i=0
 while kill -0 $rec 2>/dev/null && [ $i -lt 4 ]; do
 	sleep 0.3
-	cp "/dev/shm/stepblame-$pid.chan" "$tmp/chan$i" 2>/dev/null || continue
+	cp /dev/shm/stepblame-$pid-*.chan "$tmp/chan$i" 2>/dev/null || continue
 	if [ "$(od -An -tu4 -j128 -N4 "$tmp/chan$i" | tr -d ' ')" = 1 ]; then
 		snaps+=("$tmp/chan$i"); i=$((i + 1))
 	fi
 done
 wait $rec
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null || true
-rm -f "/dev/shm/stepblame-$pid.chan"; pid=
+rm -f /dev/shm/stepblame-$pid-*.chan; pid=
 rm -rf "$out"
 python3 tests/fuzz/split_corpus.py "$out" "$tmp/trace.sbt" "${snaps[@]}"

@@ -237,10 +237,10 @@ fi
 	>"$OUT/dormant.out" 2>"$OUT/dormant.err" &
 dpid=$!
 for _ in $(seq 600); do
-	[ -e "/dev/shm/stepblame-$dpid.chan" ] && break
+	compgen -G "/dev/shm/stepblame-$dpid-*.chan" >/dev/null && break
 	sleep 0.1
 done
-if [ ! -e "/dev/shm/stepblame-$dpid.chan" ]; then
+if ! compgen -G "/dev/shm/stepblame-$dpid-*.chan" >/dev/null; then
 	bad dormant "no GPU channel from PID $dpid within 60 s (see $OUT/dormant.err)"
 else
 	sleep 1

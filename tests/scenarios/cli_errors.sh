@@ -190,7 +190,7 @@ unshare -m sh -c '
 ' sh "$tmp/full" "$SB" $sim "$tmp"
 urc=$?
 { kill -9 $sim; wait $sim; } 2>/dev/null
-rm -f "/dev/shm/stepblame-$sim.chan" # killed by a signal, it left its channel behind
+rm -f /dev/shm/stepblame-$sim-*.chan # killed by a signal, it left its channel behind
 if [ $urc = 99 ]; then
 	skip ${T}_disk_full "cannot mount a tmpfs in the namespace"
 else

@@ -61,7 +61,7 @@ run_one() {
 	taskset -c $AG "$SIMTRAINER" --steps "$STEPS" --launcher-cpu $LC --wait-agent 30 \
 		--start-delay-ms 300 --quiet >"$tmp/sim.log" 2>&1 &
 	sim=$!
-	for i in $(seq 200); do [ -e /dev/shm/stepblame-$sim.chan ] && break; sleep 0.05; done
+	for i in $(seq 200); do compgen -G "/dev/shm/stepblame-$sim-*.chan" >/dev/null && break; sleep 0.05; done
 	if [ "$traced" = 1 ] && [ "${PERF_CI_AA:-0}" != 1 ]; then
 		"$STEPBLAME" record -p "$sim" -o "$tmp/t.sbt" --no-gpu --agent-cpu $AG >"$tmp/rec.log" 2>&1 &
 		rec=$!

@@ -20,7 +20,7 @@ tmp=$(mktemp -d)
 sim= agent=
 cleanup() {
 	[ -n "$agent" ] && kill -9 $agent 2>/dev/null
-	[ -n "$sim" ] && kill -9 $sim 2>/dev/null && rm -f "/dev/shm/stepblame-$sim.chan"
+	[ -n "$sim" ] && kill -9 $sim 2>/dev/null && rm -f /dev/shm/stepblame-$sim-*.chan
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -29,7 +29,7 @@ u64_at() { od -An -tu8 -j"$2" -N8 "$1" 2>/dev/null | tr -d ' '; } # file offset
 # at least 5000 x 4 x 400 us = 8 s of steps from the enable on: it outlives the checks below
 "$SIMTRAINER" --steps 5000 --kernels 4 --kernel-us 400 --wait-agent 20 --quiet >"$tmp/sim.out" 2>&1 &
 sim=$!
-chan=/dev/shm/stepblame-$sim.chan
+chan=
 "$STEPBLAME" record -p $sim -d 60 -o "$tmp/t.sbt" >"$tmp/rec.out" 2>&1 &
 agent=$!
 # attached: the probes are loaded and the agent has turned the channel on
@@ -40,6 +40,8 @@ done
 if ! grep -q "attached" "$tmp/rec.out"; then
 	fail $T "the capture did not start: $(tail -2 "$tmp/rec.out" | tr '\n' ' ')"; exit 0
 fi
+# the channel's name has a random part (schemas/channel.md)
+chan=$(ls /dev/shm/stepblame-$sim-*.chan 2>/dev/null | head -1)
 sleep 1
 # what the agent holds, from its fd table
 progs=$(cat /proc/$agent/fdinfo/* 2>/dev/null | sed -n 's/^prog_id:[[:space:]]*//p' | sort -u)

@@ -20,7 +20,7 @@ tmp=$(mktemp -d)
 sim= agent=
 cleanup() {
 	[ -n "$agent" ] && kill -CONT $agent 2>/dev/null && kill -9 $agent 2>/dev/null
-	[ -n "$sim" ] && kill -9 $sim 2>/dev/null && rm -f "/dev/shm/stepblame-$sim.chan"
+	[ -n "$sim" ] && kill -9 $sim 2>/dev/null && rm -f /dev/shm/stepblame-$sim-*.chan
 	rm -rf "$tmp"
 }
 trap cleanup EXIT

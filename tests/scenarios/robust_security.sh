@@ -29,7 +29,7 @@ sim= agent=
 cleanup() {
 	exec 2>/dev/null
 	[ -n "$agent" ] && kill -9 $agent
-	[ -n "$sim" ] && kill -9 $sim && rm -f "/dev/shm/stepblame-$sim.chan"
+	[ -n "$sim" ] && kill -9 $sim && rm -f /dev/shm/stepblame-$sim-*.chan
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -43,8 +43,9 @@ loose() { find "$@" \( -perm -0002 -o -perm -0020 \) ! -type l -printf '%M %u %p
 (umask 000; exec $TRAINER "$SIMTRAINER" --steps 100000 --kernels 4 --kernel-us 500 --wait-agent 30 \
 	--truth "$home/truth.jsonl" --ckpt-dir "$home" --inject ckpt@3:1 --quiet) >"$tmp/sim.out" 2>&1 &
 sim=$!
-chan=/dev/shm/stepblame-$sim.chan
-for _ in $(seq 50); do [ -e "$chan" ] && break; sleep 0.1; done
+# the channel's name has a random part (schemas/channel.md)
+chan=
+for _ in $(seq 50); do chan=$(ls /dev/shm/stepblame-$sim-*.chan 2>/dev/null | head -1); [ -n "$chan" ] && break; sleep 0.1; done
 
 # 1. the channel: 0600, the trainer's user
 m=$(stat -c '%a %u %F' "$chan" 2>/dev/null)

@@ -22,13 +22,13 @@ trap cleanup EXIT
 
 "$SIMTRAINER" --steps 100000 --kernels 4 --kernel-us 500 --wait-agent 20 --quiet >"$tmp/sim.out" 2>&1 &
 sim=$!
-chan=/dev/shm/stepblame-$sim.chan
 "$STEPBLAME" record -p $sim -d 60 -o "$tmp/t.sbt" >"$tmp/rec.out" 2>&1 &
 agent=$!
 for _ in $(seq 100); do
 	grep -q "attached" "$tmp/rec.out" 2>/dev/null && break
 	sleep 0.1
 done
+chan=$(ls /dev/shm/stepblame-$sim-*.chan 2>/dev/null | head -1) # a random part in its name
 sleep 1.5
 t0=$(date +%s%N)
 exec 3>&2 2>/dev/null # no "Killed" notice from bash

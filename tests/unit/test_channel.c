@@ -2,6 +2,8 @@
 /* The GPU timeline channel: producer and agent, in one process and across processes. */
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -111,12 +113,48 @@ static bool same_payload(const struct sb_gpu *a, const struct sb_gpu *b)
 		       sizeof(*a) - sizeof(a->h));
 }
 
-static char chan_path[64];
+static char chan_path[PATH_MAX];
 
+/* how many channel files of pid are in /dev/shm; the first one's path in path */
+static int chan_files(pid_t pid, char *path, size_t len)
+{
+	char pat[64];
+	glob_t g;
+	int n = 0;
+
+	snprintf(pat, sizeof(pat), SBC_DIR "/" SBC_NAME_PREFIX "%d-*" SBC_NAME_SUFFIX, (int)pid);
+	if (path && len)
+		snprintf(path, len, SBC_DIR "/" SBC_NAME_PREFIX "%d-absent" SBC_NAME_SUFFIX, (int)pid);
+	if (!glob(pat, 0, NULL, &g)) {
+		n = (int)g.gl_pathc;
+		if (n && path && len)
+			snprintf(path, len, "%s", g.gl_pathv[0]);
+		globfree(&g);
+	}
+	return n;
+}
+
+/* the path of this process's channel (a name that does not exist if none) */
 static const char *own_path(void)
 {
-	snprintf(chan_path, sizeof(chan_path), SBC_PATH_FMT, (int)getpid());
+	chan_files(getpid(), chan_path, sizeof(chan_path));
 	return chan_path;
+}
+
+/* SBC_DIR/SBC_NAME_PREFIX<pid>-<16 lowercase hex>SBC_NAME_SUFFIX */
+static bool well_named(const char *path, pid_t pid)
+{
+	char head[64];
+	size_t hl;
+
+	hl = (size_t)snprintf(head, sizeof(head), SBC_DIR "/" SBC_NAME_PREFIX "%d-", (int)pid);
+	if (strncmp(path, head, hl) || strlen(path) != hl + 16 + strlen(SBC_NAME_SUFFIX) ||
+	    strcmp(path + hl + 16, SBC_NAME_SUFFIX))
+		return false;
+	for (size_t i = hl; i < hl + 16; i++)
+		if (!strchr("0123456789abcdef", path[i]))
+			return false;
+	return true;
 }
 
 /* a private mapping of our own channel file, to play a misbehaving party */
@@ -157,7 +195,8 @@ static void t_roundtrip(void)
 	int n;
 
 	REQUIRE(p, "sbc_create: %s", strerror(errno));
-	CHECK(!strcmp(sbc_path(p), own_path()), "path %s", sbc_path(p));
+	CHECK(!strcmp(sbc_path(p), own_path()) && well_named(sbc_path(p), getpid()), "path %s",
+	      sbc_path(p));
 	struct stat st;
 	CHECK(!lstat(own_path(), &st) && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600,
 	      "channel file mode %o", (unsigned)st.st_mode);
@@ -600,9 +639,7 @@ static void t_cross_process(void)
 			break;
 		}
 	}
-	char path[64];
-	snprintf(path, sizeof(path), SBC_PATH_FMT, (int)child);
-	CHECK(access(path, F_OK) && errno == ENOENT, "child's channel not unlinked at exit");
+	CHECK(chan_files(child, NULL, 0) == 0, "child's channel not unlinked at exit");
 	sbc_detach(r);
 	coll_free(c);
 }
@@ -716,7 +753,6 @@ static void t_refuses_bad_channels(void)
 	size_t len;
 
 	/* no channel, no process */
-	unlink(own_path());
 	r = sbc_attach(getpid(), err, sizeof(err));
 	CHECK(!r && errno == ENOENT, "no channel: errno %d", errno);
 	CHECK(strlen(err) > 10 && !strchr(err, '\n'), "error line '%s'", err);
@@ -767,25 +803,51 @@ static void t_refuses_bad_channels(void)
 	munmap(h, len);
 	sbc_destroy(p);
 
-	/* not a regular file: a symlink, a directory, a FIFO */
-	char target[64];
-	snprintf(target, sizeof(target), "/dev/shm/stepblame-test-%d", (int)getpid());
-	int fd = open(target, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		close(fd);
-	CHECK(!symlink(target, own_path()), "symlink");
+	/*
+	 * The agent goes by the target's mappings, not by names: a channel file
+	 * with our pid in its name that we do not map, a channel mapped
+	 * privately, or one mapped from another directory is no channel of ours.
+	 */
+	struct {
+		const char *fmt;
+		int flags;
+	} decoys[] = {
+		{ SBC_DIR "/" SBC_NAME_PREFIX "%d" SBC_NAME_SUFFIX, -1 },              /* old name */
+		{ SBC_DIR "/" SBC_NAME_PREFIX "%d-0000000000000000" SBC_NAME_SUFFIX, -1 },
+		{ SBC_DIR "/" SBC_NAME_PREFIX "%d-1111111111111111" SBC_NAME_SUFFIX, MAP_PRIVATE },
+		{ "/tmp/" SBC_NAME_PREFIX "%d-2222222222222222" SBC_NAME_SUFFIX, MAP_SHARED },
+	};
+	p = sbc_create("unit-test", 16);
+	REQUIRE(p, "sbc_create: %s", strerror(errno));
+	h = poke_map(&len);
+	REQUIRE(h, "map");
+	void *maps[ARRAY_SIZE(decoys)] = { 0 };
+	char dpath[ARRAY_SIZE(decoys)][96];
+	for (size_t i = 0; i < ARRAY_SIZE(decoys); i++) {
+		snprintf(dpath[i], sizeof(dpath[i]), decoys[i].fmt, (int)getpid());
+		int fd = open(dpath[i], O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);
+
+		CHECK(fd >= 0 && write(fd, h, len) == (ssize_t)len, "decoy %s", dpath[i]);
+		if (fd >= 0 && decoys[i].flags >= 0) {
+			maps[i] = mmap(NULL, len, PROT_READ | PROT_WRITE, decoys[i].flags, fd, 0);
+			CHECK(maps[i] != MAP_FAILED, "map decoy %s", dpath[i]);
+			if (maps[i] == MAP_FAILED)
+				maps[i] = NULL;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	munmap(h, len);
+	sbc_destroy(p); /* our real channel is gone; only the decoys are left */
 	r = sbc_attach(getpid(), err, sizeof(err));
-	CHECK(!r && errno == EPERM, "symlink: errno %d '%s'", errno, err);
-	unlink(own_path());
-	unlink(target);
-	CHECK(!mkdir(own_path(), 0700), "mkdir");
-	r = sbc_attach(getpid(), err, sizeof(err));
-	CHECK(!r && errno == EPERM, "directory: errno %d '%s'", errno, err);
-	rmdir(own_path());
-	CHECK(!mkfifo(own_path(), 0600), "mkfifo");
-	r = sbc_attach(getpid(), err, sizeof(err));
-	CHECK(!r && errno == EPERM, "fifo: errno %d '%s'", errno, err);
-	unlink(own_path());
+	CHECK(!r && errno == ENOENT, "a decoy was taken for our channel: errno %d '%s'", errno,
+	      r ? sbc_reader_path(r) : err);
+	sbc_detach(r);
+	for (size_t i = 0; i < ARRAY_SIZE(decoys); i++) {
+		if (maps[i])
+			munmap(maps[i], len);
+		unlink(dpath[i]);
+	}
 }
 
 static void t_other_owner_refused(void)
@@ -806,21 +868,29 @@ static void t_other_owner_refused(void)
 	sbc_destroy(p);
 }
 
-static void t_stale_file_replaced(void)
+/* a file with the name an older stepblame would have used is left alone */
+static void t_old_name_left_alone(void)
 {
-	int fd = open(own_path(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	char old[64], err[256];
 	struct sbc_producer *p;
-	char err[256];
+	struct stat st;
+	int fd;
 
-	REQUIRE(fd >= 0, "create stale file");
+	snprintf(old, sizeof(old), SBC_DIR "/" SBC_NAME_PREFIX "%d" SBC_NAME_SUFFIX, (int)getpid());
+	fd = open(old, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+	REQUIRE(fd >= 0, "create %s", old);
 	CHECK(write(fd, "junk", 4) == 4, "write");
 	close(fd);
 	p = sbc_create("unit-test", 16);
-	CHECK(p, "create over a stale file: %s", strerror(errno));
+	CHECK(p, "create beside a stale file: %s", strerror(errno));
+	CHECK(!p || strcmp(sbc_path(p), old), "the channel took the old name");
+	CHECK(!stat(old, &st) && st.st_size == 4, "the producer removed or changed %s", old);
 	struct sbc_reader *r = sbc_attach(getpid(), err, sizeof(err));
 	CHECK(r, "attach: %s", err);
 	sbc_detach(r);
 	sbc_destroy(p);
+	CHECK(!stat(old, &st) && st.st_size == 4, "sbc_destroy removed %s", old);
+	unlink(old);
 }
 
 static void t_forked_child_leaves_parent_channel(void)
@@ -893,7 +963,7 @@ static void t_busy_when_agent_alive(void)
 }
 
 /* a trainer in a container: own pid and mount namespaces, its own /dev/shm */
-static void t_container_via_proc_root(void)
+static void t_container_channel_found(void)
 {
 	char err[256];
 	int up[2], down[2], pidp[2];
@@ -959,12 +1029,10 @@ static void t_container_via_proc_root(void)
 			SKIP("cannot make pid/mount namespaces here (status %d)", WEXITSTATUS(status));
 		REQUIRE(0, "container child failed, status %#x", status);
 	}
-	char path[64];
-	snprintf(path, sizeof(path), SBC_PATH_FMT, 1);
-	CHECK(access(path, F_OK) != 0, "the container's channel leaked into our /dev/shm");
+	CHECK(chan_files(1, NULL, 0) == 0, "the container's channel leaked into our /dev/shm");
 	c = coll_new(20);
 	struct sbc_reader *r = sbc_attach(inner, err, sizeof(err));
-	CHECK(r, "attach through /proc/%d/root: %s", (int)inner, err);
+	CHECK(r, "attach to the container's pid %d: %s", (int)inner, err);
 	if (r) {
 		sbc_set_enabled(r, true);
 		CHECK(read(up[0], &x, 1) == 1, "container did not emit");
@@ -1079,24 +1147,36 @@ static void t_schema_matches_layout(void)
 	CHECK(rows >= ARRAY_SIZE(chan_fields), "only %u rows read", rows);
 }
 
+/* the agent opens a channel through /proc/PID/map_files: root (CAP_SYS_ADMIN) only */
+#define RUN_ROOT(fn) \
+	do { \
+		if (geteuid()) { \
+			printf("SKIP %s: the agent side needs root (/proc/PID/map_files)\n", \
+			       #fn + 2); \
+			test_skips++; \
+		} else { \
+			RUN(fn); \
+		} \
+	} while (0)
+
 int main(void)
 {
-	RUN(t_roundtrip);
-	RUN(t_disabled_writes_nothing);
-	RUN(t_strings);
-	RUN(t_overrun_counts_exact);
-	RUN(t_midrun_attach_sees_only_later);
-	RUN(t_dead_reader_is_replaced);
-	RUN(t_stale_heartbeat_stops_producer);
-	RUN(t_cross_process);
-	RUN(t_many_producer_threads);
-	RUN(t_clock_offset_applied);
-	RUN(t_refuses_bad_channels);
-	RUN(t_other_owner_refused);
-	RUN(t_stale_file_replaced);
-	RUN(t_forked_child_leaves_parent_channel);
-	RUN(t_busy_when_agent_alive);
-	RUN(t_container_via_proc_root);
+	RUN_ROOT(t_roundtrip);
+	RUN_ROOT(t_disabled_writes_nothing);
+	RUN_ROOT(t_strings);
+	RUN_ROOT(t_overrun_counts_exact);
+	RUN_ROOT(t_midrun_attach_sees_only_later);
+	RUN_ROOT(t_dead_reader_is_replaced);
+	RUN_ROOT(t_stale_heartbeat_stops_producer);
+	RUN_ROOT(t_cross_process);
+	RUN_ROOT(t_many_producer_threads);
+	RUN_ROOT(t_clock_offset_applied);
+	RUN_ROOT(t_refuses_bad_channels);
+	RUN_ROOT(t_other_owner_refused);
+	RUN_ROOT(t_old_name_left_alone);
+	RUN_ROOT(t_forked_child_leaves_parent_channel);
+	RUN_ROOT(t_busy_when_agent_alive);
+	RUN_ROOT(t_container_channel_found);
 	RUN(t_schema_matches_layout);
 	return test_summary();
 }
