@@ -214,7 +214,9 @@ static void note(struct capture *c, const char *fmt, ...)
 
 static void try_channel(struct capture *c, bool first)
 {
+	static pid_t enable_failed; /* the target whose failed enable was noted */
 	char err[256];
+	int e;
 
 	if (c->chan || c->chan_inert || c->o->no_gpu)
 		return;
@@ -233,7 +235,18 @@ static void try_channel(struct capture *c, bool first)
 		c->chan_inert = true;
 		return;
 	}
-	sbc_set_enabled(c->chan, true);
+	e = sbc_set_enabled(c->chan, true);
+	if (e) {
+		/* lost the enable to another agent (or the file broke): try again later */
+		if (first || enable_failed != c->o->probe.pid)
+			note(c, "GPU channel of PID %d not enabled (%s): retrying every second",
+			     (int)c->o->probe.pid, e == -EBUSY ? "another live agent enabled it first" :
+			     e == -EIO ? "its owner cut the file short" : strerror(-e));
+		enable_failed = c->o->probe.pid;
+		sbc_detach(c->chan);
+		c->chan = NULL;
+		return;
+	}
 	note(c, "GPU timeline: reading the %s channel of PID %d", sbc_producer_name(c->chan),
 	     (int)c->o->probe.pid);
 }
