@@ -38,6 +38,7 @@
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine.h"
 #include "gpu.h"
@@ -80,6 +81,20 @@
 #define CORR_SLOTS 65536
 #define RES_CHUNK 1024
 #define BLAME_CHUNK 4096
+/*
+ * Bounds on what a trace (or a trainer, live) can make the engine hold: the
+ * threads followed at once, names, kernel shapes, interferers, probe lines,
+ * and the records one reorder bucket may pile up when time stops moving.
+ */
+#define THR_MAX 65536
+#define THR_RECLAIM_EVERY 4096   /* misses of a full table between two reclaims */
+#define GONE_MAX (1u << 20)      /* names of forgotten threads kept for Perfetto */
+#define STR_MAX (1u << 17)
+#define STR_BYTES_MAX (64ull << 20)
+#define KS_MAX 32768
+#define ITF_MAX 65536
+#define PROBES_MAX 256
+#define FRONTIER_MAX (1u << 18)
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 _Static_assert(ENG_MAX_BLAME >= ENG_NCAUSE, "a step must hold one entry per cause");
@@ -169,6 +184,7 @@ struct bov {
 struct thr {
 	uint32_t tid, pid;
 	char comm[SB_COMM_LEN + 1];
+	bool sink;               /* stands for every thread the full table cannot follow */
 	uint8_t state;
 	bool migrated;           /* moved while runnable: the wait that follows is the move's */
 	bool sleep_migr;         /* the sleep began by handing the CPU to the migration stopper */
@@ -305,6 +321,7 @@ struct kstat {
 
 struct str {
 	uint32_t id;
+	uint32_t alloc;          /* bytes of text */
 	char *text;
 	bool nvtx, kernel;
 };
@@ -314,6 +331,46 @@ struct interf {
 	char comm[SB_COMM_LEN + 1];
 	uint64_t ns;
 	bool used;
+};
+
+/* a chunk of results, with the blame entries of its steps (freed together) */
+struct bpool {
+	struct bpool *next;
+	uint32_t used, pad;
+	struct eng_blame b[BLAME_CHUNK];
+};
+
+struct rchunk {
+	struct eng_step s[RES_CHUNK];
+	struct bpool *pool;      /* newest first */
+};
+
+/*
+ * Log histogram: values below HG_SUB exact, above that HG_SUB buckets per
+ * octave, so a bucket is at most 1/HG_SUB of its lower bound wide and its
+ * middle within 1/(2 HG_SUB) of any value in it.
+ */
+#define HG_SUB 64
+#define HG_SHIFT 6               /* log2(HG_SUB) */
+#define HG_N (HG_SUB + (64 - HG_SHIFT) * HG_SUB)
+
+struct hist {
+	uint64_t n;
+	uint64_t b[HG_N];
+};
+
+/* window mode: summaries over every step, the detail of the last ones */
+struct allsum {
+	uint64_t nsteps, ncomplete;
+	uint64_t min, max;
+	struct hist dur, idle, tracer, tracer_ppm, cause[ENG_NCAUSE];
+	uint64_t cause_total[ENG_NCAUSE];
+	uint64_t busy_total, dur_total, tracer_total, sampled, tracer_ppm_max;
+};
+
+struct gone {
+	uint32_t tid;
+	char comm[SB_COMM_LEN + 1];
 };
 
 struct engine {
@@ -335,6 +392,8 @@ struct engine {
 	uint64_t queued, queued_peak, qbytes, qbytes_peak;
 	struct qidx *idx;
 	size_t idx_cap;
+	uint64_t *bkbits;        /* buckets that hold records */
+	uint64_t frontier_flushes;
 	struct bchunk *bfree;
 	struct ovf *ovf;
 	size_t novf, capovf;
@@ -348,6 +407,12 @@ struct engine {
 	uint32_t nthr, capthr;
 	uint32_t *thash;         /* index + 1, open addressing */
 	uint32_t thash_cap;
+	struct thr *sink;        /* the table is full: what thr_get gives for a new thread */
+	uint64_t thr_misses;     /* since the last reclaim */
+	bool thr_reclaimed;      /* any reclaim tried */
+	uint64_t thr_forgotten, thr_lost;
+	struct gone *gone;       /* names of forgotten threads (Perfetto), up to GONE_MAX */
+	uint32_t ngone, capgone;
 	struct thr *cand[MAX_CAND];
 	int ncand;
 	uint64_t episodes, episodes_peak;
@@ -366,13 +431,19 @@ struct engine {
 	uint32_t last_launch_tid;
 	struct kstat *ks;
 	uint32_t ks_cap, ks_n;
+	uint64_t ks_dropped;
 	uint64_t gpu_max_end;
+	/* the capture's clock: GPU records outside [clk_lo, clk_hi] +- margin are rejected */
+	uint64_t clk_lo, clk_hi;
+	bool clk_known;
+	uint64_t gpu_rejected;
 
 	/* strings */
 	struct str *strs;
 	uint32_t nstr, capstr;
 	uint32_t *shash;
 	uint32_t shash_cap;
+	uint64_t str_bytes, str_dropped;
 
 	/* pieces of the open gap, oldest first */
 	struct piece **pq;
@@ -391,11 +462,12 @@ struct engine {
 	uint64_t next_seq;
 	uint64_t src_count[ENG_SRC_KERNEL + 1];
 	uint64_t steps_flight_peak;
-	struct eng_step **res;    /* results in chunks of RES_CHUNK: never moved, no slack */
-	uint64_t nres, nchunks;
-	struct eng_blame **bl;    /* their blame entries, packed, in chunks of BLAME_CHUNK */
-	uint64_t nbl;
-	uint32_t bl_used;         /* entries used in the last chunk */
+	struct rchunk **res;      /* results in chunks of RES_CHUNK: never moved, no slack */
+	uint64_t nres, nchunks;   /* steps finalised; chunks held */
+	uint64_t res_cap;         /* room in res */
+	uint64_t chunk0;          /* absolute number of res[0] (window mode drops old chunks) */
+	uint64_t keep;            /* window mode: steps kept in detail at least; 0 all */
+	struct allsum *ws;        /* window mode: summaries over all steps */
 	engine_step_cb cb;
 	void *cb_ctx;
 
@@ -408,6 +480,7 @@ struct engine {
 	/* interferers */
 	struct interf *itf;
 	uint32_t itf_cap, itf_n;
+	uint64_t itf_folded, itf_other_ns;
 
 	/* target, capture, loss */
 	uint32_t tpid;
@@ -423,6 +496,7 @@ struct engine {
 	uint64_t repaired;       /* switch-ins inferred from runslices */
 	char **probes_missing;
 	uint32_t nprobes_missing;
+	uint64_t probes_dropped;
 	bool finished;
 
 	/* the tracer's own cost: the model, the guard's mode changes (ts, mode) */
@@ -496,29 +570,44 @@ static void comm_copy(char *dst, const char *src)
 	dst[SB_COMM_LEN] = 0;
 }
 
-#define RES(e, i) (&(e)->res[(i) / RES_CHUNK][(i) % RES_CHUNK])
+#define RES(e, i) (&(e)->res[(i) / RES_CHUNK - (e)->chunk0]->s[(i) % RES_CHUNK])
 
-/* a step's blame entries, kept with the others': a step holds only as many as it has */
-static const struct eng_blame *blame_store(struct engine *e, const struct eng_blame *b, uint32_t n)
+/* the first step still held (window mode drops the oldest) */
+static uint64_t first_kept(const struct engine *e)
+{
+	return e->chunk0 * RES_CHUNK;
+}
+
+/*
+ * A step's blame entries, kept with those of the other steps of its chunk: a
+ * step holds only as many as it has, and they go when the chunk goes.
+ */
+static const struct eng_blame *blame_store(struct engine *e, struct rchunk *c,
+					   const struct eng_blame *b, uint32_t n)
 {
 	struct eng_blame *p;
 
-	if (!e->nbl || e->bl_used + n > BLAME_CHUNK) {
-		struct eng_blame **q = realloc(e->bl, (e->nbl + 1) * sizeof(*q));
+	if (!c->pool || c->pool->used + n > BLAME_CHUNK) {
+		struct bpool *q = xcalloc(e, 1, sizeof(*q));
 
-		if (!q) {
-			fprintf(stderr, "stepblame: out of memory in the blame engine\n");
-			abort();
-		}
-		heap_add(e, sizeof(*q));
-		e->bl = q;
-		e->bl[e->nbl++] = xcalloc(e, BLAME_CHUNK, sizeof(**q));
-		e->bl_used = 0;
+		q->next = c->pool;
+		c->pool = q;
 	}
-	p = &e->bl[e->nbl - 1][e->bl_used];
+	p = &c->pool->b[c->pool->used];
 	memcpy(p, b, n * sizeof(*b));
-	e->bl_used += n;
+	c->pool->used += n;
 	return p;
+}
+
+static void pools_free(struct engine *e, struct rchunk *c)
+{
+	while (c->pool) {
+		struct bpool *q = c->pool;
+
+		c->pool = q->next;
+		free(q);
+		heap_add(e, -(int64_t)sizeof(*q));
+	}
 }
 
 static uint64_t min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -644,12 +733,96 @@ static void thash_put(struct engine *e, uint32_t tid, uint32_t idx1)
 	}
 }
 
+static void thash_rebuild(struct engine *e)
+{
+	memset(e->thash, 0, e->thash_cap * sizeof(uint32_t));
+	for (uint32_t i = 0; i < e->nthr; i++)
+		thash_put(e, e->thr[i]->tid, i + 1);
+}
+
+/* nothing of it is needed any more: dead long enough, not critical, not the process */
+static bool thr_forgettable(const struct engine *e, const struct thr *t)
+{
+	return t->state == TS_DEAD && t->cand < 0 && t->tid != e->tpid && e->now > t->since &&
+	       e->now - t->since > e->hist + e->lag;
+}
+
+static void gone_add(struct engine *e, const struct thr *t)
+{
+	if (e->ngone >= GONE_MAX)
+		return;
+	grow(e, (void **)&e->gone, &e->capgone, e->ngone + 1, sizeof(*e->gone));
+	e->gone[e->ngone].tid = t->tid;
+	memcpy(e->gone[e->ngone].comm, t->comm, sizeof(t->comm));
+	e->ngone++;
+}
+
+static void thr_release(struct engine *e, struct thr *t)
+{
+	free(t->ep);
+	heap_add(e, -(int64_t)(t->ep_cap * sizeof(*t->ep)));
+	e->episodes -= t->ep_n;
+	free(t->nvtx);
+	heap_add(e, -(int64_t)(t->nvtx_cap * sizeof(*t->nvtx)));
+	free(t);
+	heap_add(e, -(int64_t)sizeof(*t));
+}
+
+/*
+ * The table is full: forget the threads that exited long ago (a Perfetto
+ * document keeps their names). Tried again only after THR_RECLAIM_EVERY more
+ * new threads found it full, so a table of live threads costs nothing per
+ * record. False if there is still no room.
+ */
+static bool thr_room(struct engine *e)
+{
+	uint32_t k = 0;
+
+	if (e->thr_reclaimed && ++e->thr_misses < THR_RECLAIM_EVERY)
+		return false;
+	e->thr_misses = 0;
+	e->thr_reclaimed = true;
+	for (uint32_t i = 0; i < e->nthr; i++) {
+		struct thr *t = e->thr[i];
+
+		if (!thr_forgettable(e, t)) {
+			e->thr[k++] = t;
+			continue;
+		}
+		if (e->o.perfetto && t->comm[0])
+			gone_add(e, t);
+		thr_release(e, t);
+		e->thr_forgotten++;
+	}
+	if (k < e->nthr) {
+		e->nthr = k;
+		thash_rebuild(e);
+	}
+	return e->nthr < THR_MAX;
+}
+
+/* what a thread the table cannot hold is given: followed by nobody, never critical */
+static struct thr *thr_sink(struct engine *e)
+{
+	if (!e->sink) {
+		e->sink = xcalloc(e, 1, sizeof(*e->sink));
+		e->sink->sink = true;
+		e->sink->cand = -1;
+		e->sink->tid = UINT32_MAX;
+	}
+	e->sink->state = TS_UNKNOWN;
+	e->thr_lost++;
+	return e->sink;
+}
+
 static struct thr *thr_get(struct engine *e, uint32_t tid, uint32_t pid)
 {
 	struct thr *t = thr_find(e, tid);
 
 	if (t)
 		return t;
+	if (e->nthr >= THR_MAX && !thr_room(e))
+		return thr_sink(e);
 	if ((e->nthr + 1) * 2 > e->thash_cap) {
 		uint32_t nc = e->thash_cap ? e->thash_cap * 2 : 256;
 
@@ -683,7 +856,7 @@ static void ep_push(struct engine *e, struct thr *t, uint8_t kind, uint64_t s, u
 {
 	struct episode *p;
 
-	if (end <= s)
+	if (end <= s || t->sink)
 		return;
 	/* the history only needs to reach back as far as a wakeup chain looks */
 	while (t->ep_n && t->ep[t->ep_head].e + e->hist < e->now) {
@@ -1386,44 +1559,88 @@ static void piece_release(struct engine *e, struct piece *p)
 	e->pieces_live--;
 }
 
-static void interferer_add(struct engine *e, const struct eng_who *w, uint64_t ns)
+static struct interf *itf_slot(struct engine *e, uint32_t pid, const char *comm)
 {
-	uint32_t h;
+	uint32_t h = hash32(pid * 31u + (unsigned char)comm[0] * 7u + (unsigned)strlen(comm));
 
-	if ((e->itf_n + 1) * 2 > e->itf_cap) {
-		uint32_t oc = e->itf_cap, nc = oc ? oc * 2 : 64;
-		struct interf *old = e->itf;
-
-		e->itf = xcalloc(e, nc, sizeof(*e->itf));
-		e->itf_cap = nc;
-		e->itf_n = 0;
-		for (uint32_t i = 0; i < oc; i++)
-			if (old[i].used) {
-				struct eng_who x = { .pid = old[i].pid };
-
-				memcpy(x.comm, old[i].comm, sizeof(x.comm));
-				interferer_add(e, &x, old[i].ns);
-			}
-		free(old);
-		heap_add(e, -(int64_t)(oc * sizeof(*old)));
-	}
-	h = hash32(w->pid * 31u + (unsigned char)w->comm[0] * 7u + (unsigned)strlen(w->comm));
 	for (uint32_t i = h & (e->itf_cap - 1);; i = (i + 1) & (e->itf_cap - 1)) {
 		struct interf *x = &e->itf[i];
 
-		if (!x->used) {
-			x->used = true;
-			x->pid = w->pid;
-			memcpy(x->comm, w->comm, sizeof(x->comm));
-			x->ns = ns;
-			e->itf_n++;
-			return;
-		}
-		if (x->pid == w->pid && !strcmp(x->comm, w->comm)) {
+		if (!x->used || (x->pid == pid && !strcmp(x->comm, comm)))
+			return x;
+	}
+}
+
+/* a table of nc slots holding the entries of old[oc] */
+static void itf_rehash(struct engine *e, struct interf *old, uint32_t oc, uint32_t nc)
+{
+	e->itf = xcalloc(e, nc, sizeof(*e->itf));
+	e->itf_cap = nc;
+	for (uint32_t i = 0; i < oc; i++)
+		if (old[i].used)
+			*itf_slot(e, old[i].pid, old[i].comm) = old[i];
+	free(old);
+	heap_add(e, -(int64_t)(oc * sizeof(*old)));
+}
+
+static int itf_ns_cmp(const void *a, const void *b)
+{
+	const struct interf *x = a, *y = b;
+
+	if (x->ns != y->ns)
+		return x->ns > y->ns ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return strcmp(x->comm, y->comm);
+}
+
+/*
+ * ITF_MAX tasks have taken time: the smaller half are folded into one
+ * remainder (a run of days meets many short-lived tasks); a task folded that
+ * takes time again starts from 0.
+ */
+static void itf_fold(struct engine *e)
+{
+	struct interf *all = xcalloc(e, e->itf_n, sizeof(*all));
+	uint32_t n = 0, keep = ITF_MAX / 2;
+
+	for (uint32_t i = 0; i < e->itf_cap; i++)
+		if (e->itf[i].used)
+			all[n++] = e->itf[i];
+	qsort(all, n, sizeof(*all), itf_ns_cmp);
+	for (uint32_t i = keep; i < n; i++) {
+		e->itf_other_ns += all[i].ns;
+		e->itf_folded++;
+	}
+	memset(e->itf, 0, e->itf_cap * sizeof(*e->itf));
+	e->itf_n = n < keep ? n : keep;
+	for (uint32_t i = 0; i < e->itf_n; i++)
+		*itf_slot(e, all[i].pid, all[i].comm) = all[i];
+	free(all);
+	heap_add(e, -(int64_t)(n * sizeof(*all)));
+}
+
+static void interferer_add(struct engine *e, const struct eng_who *w, uint64_t ns)
+{
+	struct interf *x;
+
+	if (e->itf_cap) {
+		x = itf_slot(e, w->pid, w->comm);
+		if (x->used) {
 			x->ns += ns;
 			return;
 		}
 	}
+	if (e->itf_n >= ITF_MAX)
+		itf_fold(e);
+	if ((e->itf_n + 1) * 2 > e->itf_cap)
+		itf_rehash(e, e->itf, e->itf_cap, e->itf_cap ? e->itf_cap * 2 : 64);
+	x = itf_slot(e, w->pid, w->comm);
+	x->used = true;
+	x->pid = w->pid;
+	memcpy(x->comm, w->comm, sizeof(x->comm));
+	x->ns = ns;
+	e->itf_n++;
 }
 
 static bool cand_tid(struct engine *e, uint32_t tid, int *ci)
@@ -1633,6 +1850,184 @@ static bool guard_sampled_in(struct engine *e, uint64_t s, uint64_t end)
 	return any;
 }
 
+/* ------------------------------------------------------ window mode */
+
+static uint32_t hg_idx(uint64_t v)
+{
+	int x;
+
+	if (v < HG_SUB)
+		return (uint32_t)v;
+	x = 63 - __builtin_clzll(v);
+	return (uint32_t)(HG_SUB + (x - HG_SHIFT) * HG_SUB + ((v >> (x - HG_SHIFT)) & (HG_SUB - 1)));
+}
+
+/* the middle of bucket i */
+static uint64_t hg_mid(uint32_t i)
+{
+	uint32_t oct, m;
+
+	if (i < HG_SUB)
+		return i;
+	oct = (i - HG_SUB) / HG_SUB;
+	m = (i - HG_SUB) % HG_SUB;
+	return ((uint64_t)(HG_SUB + m) << oct) + ((1ull << oct) >> 1);
+}
+
+static void hg_add(struct hist *h, uint64_t v)
+{
+	h->b[hg_idx(v)]++;
+	h->n++;
+}
+
+/* nearest rank num/den, as rank_pct() over the values */
+static uint64_t hg_pct(const struct hist *h, uint64_t num, uint64_t den)
+{
+	uint64_t k, run = 0;
+
+	if (!h->n)
+		return 0;
+	k = (num * h->n + den - 1) / den;
+	k = k < 1 ? 1 : k > h->n ? h->n : k;
+	for (uint32_t i = 0; i < HG_N; i++) {
+		run += h->b[i];
+		if (run >= k)
+			return hg_mid(i);
+	}
+	return hg_mid(HG_N - 1);
+}
+
+struct hg_dev {
+	uint64_t dev, n;
+};
+
+static int hg_dev_cmp(const void *a, const void *b)
+{
+	const struct hg_dev *x = a, *y = b;
+
+	return x->dev < y->dev ? -1 : x->dev > y->dev;
+}
+
+/* median absolute deviation from med, as mad_of() over the values */
+static uint64_t hg_mad(const struct hist *h, uint64_t med)
+{
+	struct hg_dev *d = calloc(HG_N, sizeof(*d));
+	uint64_t n = 0, k, run = 0, r = 0;
+
+	if (!d || !h->n) {
+		free(d);
+		return 0;
+	}
+	for (uint32_t i = 0; i < HG_N; i++) {
+		uint64_t m = hg_mid(i);
+
+		if (h->b[i])
+			d[n++] = (struct hg_dev){ m > med ? m - med : med - m, h->b[i] };
+	}
+	qsort(d, n, sizeof(*d), hg_dev_cmp);
+	k = (h->n + 1) / 2;
+	for (uint64_t i = 0; i < n; i++) {
+		run += d[i].n;
+		if (run >= k) {
+			r = d[i].dev;
+			break;
+		}
+	}
+	free(d);
+	return r;
+}
+
+/* values over thr */
+static uint64_t hg_above(const struct hist *h, uint64_t thr)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = hg_idx(thr); i < HG_N; i++)
+		if (hg_mid(i) > thr)
+			n += h->b[i];
+	return n;
+}
+
+static uint64_t step_ppm(const struct eng_step *r)
+{
+	return r->duration_ns ? r->tracer_ns * 1000000 / r->duration_ns : 0;
+}
+
+/* a step into the summaries over all steps (the same figures summarise_range() takes) */
+static void allsum_add(struct allsum *w, const struct eng_step *r)
+{
+	w->nsteps++;
+	for (int c = 0; c < ENG_NCAUSE; c++)
+		w->cause_total[c] += r->cause_ns[c];
+	if (r->gpu_timeline) {
+		w->busy_total += r->gpu_busy_ns;
+		w->dur_total += r->duration_ns;
+	}
+	w->tracer_total += r->tracer_ns;
+	w->sampled += r->alloc_sampled;
+	if (r->incomplete)
+		return;
+	if (!w->ncomplete++ || r->duration_ns < w->min)
+		w->min = r->duration_ns;
+	w->max = max64(w->max, r->duration_ns);
+	hg_add(&w->dur, r->duration_ns);
+	hg_add(&w->idle, r->gpu_idle_ns);
+	hg_add(&w->tracer, r->tracer_ns);
+	hg_add(&w->tracer_ppm, step_ppm(r));
+	w->tracer_ppm_max = max64(w->tracer_ppm_max, step_ppm(r));
+	for (int c = 0; c < ENG_NCAUSE; c++)
+		hg_add(&w->cause[c], r->cause_ns[c]);
+}
+
+/* from now on keep the last `keep` steps in detail, summaries over all of them */
+static void window_begin(struct engine *e, uint64_t keep)
+{
+	e->keep = max64(keep, LIVE_WINDOW);
+	e->ws = xcalloc(e, 1, sizeof(*e->ws));
+	for (uint64_t i = first_kept(e); i < e->nres; i++)
+		allsum_add(e->ws, RES(e, i));
+}
+
+/*
+ * Room for step nres: a new chunk when the last is full. In window mode the
+ * chunks past the window go first, and the last of them takes the new steps.
+ */
+static struct eng_step *res_slot(struct engine *e)
+{
+	struct rchunk *c = NULL;
+
+	if (e->nres < (e->chunk0 + e->nchunks) * RES_CHUNK)
+		return RES(e, e->nres);
+	while (e->keep && e->nchunks && (e->nchunks - 1) * RES_CHUNK >= e->keep) {
+		if (c) {
+			free(c);
+			heap_add(e, -(int64_t)sizeof(*c));
+		}
+		c = e->res[0];
+		pools_free(e, c);
+		memmove(e->res, e->res + 1, (e->nchunks - 1) * sizeof(*e->res));
+		e->nchunks--;
+		e->chunk0++;
+	}
+	if (!c) {
+		c = xcalloc(e, 1, sizeof(*c));
+		if (e->nchunks == e->res_cap) {
+			uint64_t nc = e->res_cap ? 2 * e->res_cap : 16;
+			struct rchunk **q = realloc(e->res, nc * sizeof(*q));
+
+			if (!q) {
+				fprintf(stderr, "stepblame: out of memory in the blame engine\n");
+				abort();
+			}
+			heap_add(e, (int64_t)((nc - e->res_cap) * sizeof(*q)));
+			e->res = q;
+			e->res_cap = nc;
+		}
+	}
+	e->res[e->nchunks++] = c;
+	return RES(e, e->nres);
+}
+
 static void finalize_step(struct engine *e, struct swip *st)
 {
 	struct eng_step *r;
@@ -1640,18 +2035,7 @@ static void finalize_step(struct engine *e, struct swip *st)
 	uint32_t n = 0;
 	uint64_t per_cause_named[ENG_NCAUSE] = { 0 };
 
-	if (e->nres == e->nchunks * RES_CHUNK) {
-		struct eng_step **q = realloc(e->res, (e->nchunks + 1) * sizeof(*q));
-
-		if (!q) {
-			fprintf(stderr, "stepblame: out of memory in the blame engine\n");
-			abort();
-		}
-		heap_add(e, sizeof(*q));
-		e->res = q;
-		e->res[e->nchunks++] = xcalloc(e, RES_CHUNK, sizeof(**q));
-	}
-	r = RES(e, e->nres);
+	r = res_slot(e);
 	memset(r, 0, sizeof(*r));
 	r->index = e->nres;
 	r->step = st->number;
@@ -1733,9 +2117,13 @@ static void finalize_step(struct engine *e, struct swip *st)
 		}
 		sort_blame(tmp, n);
 	}
-	r->blame = blame_store(e, tmp, n);
+	r->blame = blame_store(e, e->res[e->nres / RES_CHUNK - e->chunk0], tmp, n);
 	r->nblame = n;
 	e->nres++;
+	if (e->ws)
+		allsum_add(e->ws, r);
+	else if (e->nres > ENG_EXACT_STEPS_MAX)
+		window_begin(e, ENG_REPORT_KEEP_STEPS);
 	running_tail(e, r);
 	if (e->o.perfetto) {
 		char args[256];
@@ -1875,7 +2263,7 @@ static void on_mark(struct engine *e, int src, int kind, uint64_t number, uint64
 
 static void cand_add(struct engine *e, struct thr *t)
 {
-	if (t->cand >= 0 || e->ncand >= MAX_CAND)
+	if (t->cand >= 0 || e->ncand >= MAX_CAND || t->sink)
 		return;
 	t->cand = e->ncand;
 	e->cand[e->ncand++] = t;
@@ -1953,48 +2341,52 @@ static const struct str *str_find(struct engine *e, uint32_t id)
 	}
 }
 
+/* the slot of (name, grid, block): its entry, or the empty slot where it would go */
+static struct kstat *ks_slot(struct engine *e, uint32_t name_id, const uint32_t grid[3],
+			     const uint32_t block[3])
+{
+	uint32_t h = hash32(name_id ^ hash32(grid[0] * 31 + grid[1] * 17 + grid[2]) ^
+			    hash32(block[0] * 13 + block[1] * 7 + block[2] + 1));
+
+	for (uint32_t i = h & (e->ks_cap - 1);; i = (i + 1) & (e->ks_cap - 1)) {
+		struct kstat *k = &e->ks[i];
+
+		if (!k->used || (k->name_id == name_id && !memcmp(k->grid, grid, sizeof(k->grid)) &&
+				 !memcmp(k->block, block, sizeof(k->block))))
+			return k;
+	}
+}
+
+/* the running median of this kernel shape; NULL past KS_MAX shapes (counted) */
 static struct kstat *kstat_get(struct engine *e, const struct sb_gpu *g)
 {
-	uint32_t h = hash32(g->name_id ^ hash32(g->grid[0] * 31 + g->grid[1] * 17 + g->grid[2]) ^
-			    hash32(g->block[0] * 13 + g->block[1] * 7 + g->block[2] + 1));
+	struct kstat *k;
 
-	if ((e->ks_n + 1) * 2 > e->ks_cap) {
+	if ((e->ks_n + 1) * 2 > e->ks_cap && e->ks_n < KS_MAX) {
 		uint32_t oc = e->ks_cap, nc = oc ? oc * 2 : 256;
 		struct kstat *old = e->ks;
 
 		e->ks = xcalloc(e, nc, sizeof(*e->ks));
 		e->ks_cap = nc;
-		for (uint32_t i = 0; i < oc; i++) {
-			if (!old[i].used)
-				continue;
-			struct sb_gpu k = { .name_id = old[i].name_id };
-
-			memcpy(k.grid, old[i].grid, sizeof(k.grid));
-			memcpy(k.block, old[i].block, sizeof(k.block));
-			*kstat_get(e, &k) = old[i];
-		}
+		for (uint32_t i = 0; i < oc; i++)
+			if (old[i].used)
+				*ks_slot(e, old[i].name_id, old[i].grid, old[i].block) = old[i];
 		free(old);
 		heap_add(e, -(int64_t)(oc * sizeof(*old)));
-		/* kstat_get above counted them again */
-		e->ks_n = 0;
-		for (uint32_t i = 0; i < nc; i++)
-			e->ks_n += e->ks[i].used;
 	}
-	for (uint32_t i = h & (e->ks_cap - 1);; i = (i + 1) & (e->ks_cap - 1)) {
-		struct kstat *k = &e->ks[i];
-
-		if (!k->used) {
-			k->used = true;
-			k->name_id = g->name_id;
-			memcpy(k->grid, g->grid, sizeof(k->grid));
-			memcpy(k->block, g->block, sizeof(k->block));
-			e->ks_n++;
-			return k;
-		}
-		if (k->name_id == g->name_id && !memcmp(k->grid, g->grid, sizeof(k->grid)) &&
-		    !memcmp(k->block, g->block, sizeof(k->block)))
-			return k;
+	k = ks_slot(e, g->name_id, g->grid, g->block);
+	if (k->used)
+		return k;
+	if (e->ks_n >= KS_MAX) {
+		e->ks_dropped++;
+		return NULL;
 	}
+	k->used = true;
+	k->name_id = g->name_id;
+	memcpy(k->grid, g->grid, sizeof(k->grid));
+	memcpy(k->block, g->block, sizeof(k->block));
+	e->ks_n++;
+	return k;
 }
 
 static uint64_t marker_number(struct engine *e, const struct str *s, uint64_t bytes, int src)
@@ -2031,12 +2423,15 @@ static void gpu_op(struct engine *e, const struct sb_gpu *g)
 		e->cur_step->gpu_ops++;
 	if (g->h.flags == SB_GPU_KERNEL) {
 		struct kstat *k = kstat_get(e, g);
-		double d = (double)(end - s), med = p2_median(&k->med);
 
-		/* slower than this kernel's usual (median) time: the excess is gpu_slow */
-		if (k->med.n >= 5 && d > med && e->cur_step)
-			e->cur_step->gpu_slow_ns += (uint64_t)(d - med);
-		p2_add(&k->med, d, 0.5);
+		if (k) {
+			double d = (double)(end - s), med = p2_median(&k->med);
+
+			/* slower than this kernel's usual (median) time: the excess is gpu_slow */
+			if (k->med.n >= 5 && d > med && e->cur_step)
+				e->cur_step->gpu_slow_ns += (uint64_t)(d - med);
+			p2_add(&k->med, d, 0.5);
+		}
 	}
 	if (e->o.perfetto) {
 		const struct str *n = str_find(e, g->name_id);
@@ -2145,7 +2540,7 @@ static struct acc *own_event(struct engine *e, struct thr *t, uint64_t at, int e
 /* the thread that marks steps exited: its step in progress ends there, unfinished */
 static void step_owner_gone(struct engine *e, struct thr *t, uint64_t at)
 {
-	if (e->cur_step && e->cur_step->marker_tid == t->tid && at >= e->cur_step->start)
+	if (!t->sink && e->cur_step && e->cur_step->marker_tid == t->tid && at >= e->cur_step->start)
 		end_step(e, at, true);
 }
 
@@ -2453,6 +2848,8 @@ static void gpu_marker(struct engine *e, const struct sb_gpu *g)
 		break;
 	case SB_MARK_RANGE_PUSH:
 		t = thr_get(e, g->h.tid, e->tpid);
+		if (t->sink)
+			break;
 		if (t->nvtx_n < 64) {
 			grow(e, (void **)&t->nvtx, &t->nvtx_cap, t->nvtx_n + 1, sizeof(*t->nvtx));
 			t->nvtx[t->nvtx_n++] = g->name_id;
@@ -2464,7 +2861,7 @@ static void gpu_marker(struct engine *e, const struct sb_gpu *g)
 		break;
 	case SB_MARK_RANGE_POP:
 		t = thr_get(e, g->h.tid, e->tpid);
-		if (t->nvtx_n) {
+		if (!t->sink && t->nvtx_n) {
 			n = str_find(e, t->nvtx[--t->nvtx_n]);
 			if (n && n->nvtx)
 				on_mark(e, ENG_SRC_NVTX, MK_END, 0, g->h.ts, g->h.tid);
@@ -2709,7 +3106,8 @@ static void ovf_pop(struct engine *e)
 
 static void bucket_put(struct engine *e, uint64_t key, uint64_t seq, const void *rec, size_t len)
 {
-	struct bucket *b = &e->bk[(key >> BK_SHIFT) & (e->nbk - 1)];
+	uint64_t bi = (key >> BK_SHIFT) & (e->nbk - 1);
+	struct bucket *b = &e->bk[bi];
 	size_t need = sizeof(struct qent) + len;
 	struct qent q = { .key = key, .seq = seq, .len = (uint32_t)len };
 	struct bchunk *c = b->tail;
@@ -2737,6 +3135,7 @@ static void bucket_put(struct engine *e, uint64_t key, uint64_t seq, const void 
 	memcpy(c->data + c->len + sizeof(q), rec, len);
 	c->len += (uint32_t)need;
 	b->n++;
+	e->bkbits[bi / 64] |= 1ull << (bi % 64);
 	e->queued++;
 	e->qbytes += sizeof(q) + len;
 	if (e->queued > e->queued_peak)
@@ -2824,6 +3223,26 @@ static void sweep_bucket(struct engine *e, struct bucket *b)
 	e->bfree = b->head;
 	b->head = b->tail = NULL;
 	b->n = 0;
+	e->bkbits[(b - e->bk) / 64] &= ~(1ull << ((b - e->bk) % 64));
+}
+
+/*
+ * The first bucket at or after `from` that holds records, looking no further
+ * than `last` or one turn of the calendar: that far the sweep has nothing to
+ * do but move on, however far apart the timestamps lie.
+ */
+static uint64_t next_full(const struct engine *e, uint64_t from, uint64_t last)
+{
+	uint64_t n = min64(last - from, e->nbk), i = 0;
+
+	while (i < n) {
+		uint64_t p = (from + i) & (e->nbk - 1), w = e->bkbits[p / 64] >> (p % 64);
+
+		if (w)
+			return from + min64(i + (uint64_t)__builtin_ctzll(w), n);
+		i += 64 - p % 64;
+	}
+	return from + n;
 }
 
 /* sweep every bucket that ends at or before `upto` */
@@ -2842,6 +3261,22 @@ static void release(struct engine *e, uint64_t upto)
 		if (!e->queued && !e->novf) {
 			e->rel = last;
 			break;
+		}
+		if (e->queued && !e->bk[e->rel & (e->nbk - 1)].n) {
+			/*
+			 * Empty buckets: skip to the next that holds records (the overflow
+			 * records all lie a turn of the calendar beyond it). Committing and
+			 * finalising depend only on the sweep's time, which empty buckets
+			 * do not move: once is as good as once per bucket.
+			 */
+			uint64_t nx = next_full(e, e->rel, last);
+
+			if (nx > e->rel) {
+				e->rel = nx;
+				commit_ended(e, e->now, false);
+				finalize_ready(e);
+				continue;
+			}
 		}
 		/* overflow records whose bucket has come into the window */
 		while (e->novf && (e->ovf[0].key >> BK_SHIFT) < e->rel + e->nbk) {
@@ -2874,6 +3309,7 @@ static void release(struct engine *e, uint64_t upto)
 static void enqueue(struct engine *e, const struct sb_hdr *h, size_t len)
 {
 	uint64_t key = rec_key(h);
+	bool late = false;
 
 	if (!e->q_init) {
 		/* the window starts one lag before the first record */
@@ -2885,11 +3321,22 @@ static void enqueue(struct engine *e, const struct sb_hdr *h, size_t len)
 		if (h->ts < (e->rel << BK_SHIFT))
 			e->late++;
 		key = e->rel << BK_SHIFT;
+		late = true;
 	}
 	if ((key >> BK_SHIFT) >= e->rel + e->nbk)
 		ovf_push(e, key, e->seq++, h, len);
 	else
 		bucket_put(e, key, e->seq++, h, len);
+	/*
+	 * Time stopped moving (one record far ahead of the rest: every later one
+	 * is late and joins the first bucket): sweep that bucket rather than let
+	 * it hold the whole input.
+	 */
+	if (late && e->bk[e->rel & (e->nbk - 1)].n >= FRONTIER_MAX && !e->in_release &&
+	    e->rel < (UINT64_MAX >> BK_SHIFT)) {
+		e->frontier_flushes++;
+		release(e, (e->rel + 1) << BK_SHIFT);
+	}
 }
 
 /* ------------------------------------------------------------ text records */
@@ -2907,7 +3354,14 @@ static void text_of(const struct sb_hdr *h, const char **s, size_t *n, uint32_t 
 static void str_put(struct engine *e, uint32_t id, const char *s, size_t n)
 {
 	struct str *x = (struct str *)str_find(e, id);
+	uint64_t had = x ? x->alloc : 0;
 
+	/* names a trace may hold: STR_MAX of them, STR_BYTES_MAX in all; the rest are counted */
+	if ((!x && e->nstr >= STR_MAX) || e->str_bytes - had + n + 1 > STR_BYTES_MAX) {
+		e->str_dropped++;
+		return;
+	}
+	e->str_bytes += n + 1 - had;
 	if (!x) {
 		if ((e->nstr + 1) * 2 > e->shash_cap) {
 			uint32_t nc = e->shash_cap ? e->shash_cap * 2 : 256;
@@ -2932,10 +3386,11 @@ static void str_put(struct engine *e, uint32_t id, const char *s, size_t n)
 				break;
 			}
 	} else {
-		heap_add(e, -(int64_t)(strlen(x->text) + 1));
+		heap_add(e, -(int64_t)x->alloc);
 		free(x->text);
 	}
 	x->text = xstrndup(e, s, n);
+	x->alloc = (uint32_t)(n + 1);
 	x->nvtx = e->has_nvtx && !regexec(&e->re_nvtx, x->text, 0, NULL, 0);
 	x->kernel = e->has_kernel && !regexec(&e->re_kernel, x->text, 0, NULL, 0);
 }
@@ -3008,7 +3463,9 @@ static void meta(struct engine *e, const struct sb_hdr *h)
 		break;
 	case SB_REC_PROBE:
 		text_of(h, &s, &n, &id);
-		if (!id) {
+		if (!id && e->nprobes_missing >= PROBES_MAX) {
+			e->probes_dropped++;
+		} else if (!id) {
 			char **p = realloc(e->probes_missing, (e->nprobes_missing + 1) * sizeof(*p));
 
 			if (!p)
@@ -3032,6 +3489,59 @@ static void meta(struct engine *e, const struct sb_hdr *h)
 		break;
 	}
 	}
+}
+
+/* ------------------------------------------------------------ the clock */
+
+static uint64_t mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* a time the capture's own clock vouches for: a kernel or agent record, the live clock */
+static void clock_saw(struct engine *e, uint64_t ts, bool start_too)
+{
+	if (!e->clk_known) {
+		e->clk_lo = e->clk_hi = ts;
+		e->clk_known = true;
+		return;
+	}
+	if (start_too && ts < e->clk_lo)
+		e->clk_lo = ts;
+	if (ts > e->clk_hi)
+		e->clk_hi = ts;
+}
+
+/*
+ * A GPU record comes from the trainer (the channel, CUPTI's clock, the
+ * producer's clock offset): its times are believed only inside the capture,
+ * give or take ENG_GPU_MARGIN_NS. One at 2^64 would otherwise hold the
+ * reorder window open for ever (every later record late, the window growing
+ * with the input), one at 0 would close gaps that never closed.
+ */
+static bool gpu_time_ok(struct engine *e, const struct sb_gpu *g)
+{
+	uint64_t lo, hi;
+
+	if (g->end_ns < g->h.ts)
+		return false;
+	if (!e->clk_known)
+		return true;
+	lo = e->clk_lo > ENG_GPU_MARGIN_NS ? e->clk_lo - ENG_GPU_MARGIN_NS : 0;
+	if (g->h.ts < lo)
+		return false;
+	hi = e->clk_hi < UINT64_MAX - ENG_GPU_MARGIN_NS ? e->clk_hi + ENG_GPU_MARGIN_NS : UINT64_MAX;
+	if (g->end_ns <= hi)
+		return true;
+	if (!e->o.live)
+		return false;
+	/* live: the records are drained after they happened, so the clock now bounds them */
+	clock_saw(e, mono_now(), false);
+	hi = e->clk_hi + ENG_GPU_MARGIN_NS;
+	return g->end_ns <= hi;
 }
 
 static size_t meta_min(unsigned type)
@@ -3069,8 +3579,14 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 		if (h->type == SB_REC_GPU) {
 			uint16_t k = h->flags;
 
+			if (!gpu_time_ok(e, (const struct sb_gpu *)h)) {
+				e->gpu_rejected++;
+				return;
+			}
 			if (k == SB_GPU_KERNEL || k == SB_GPU_MEMCPY || k == SB_GPU_MEMSET)
 				e->gpu_fed = true;
+		} else {
+			clock_saw(e, h->ts, true);
 		}
 		if (!e->have_ts) {
 			e->first_ts = h->ts;
@@ -3092,6 +3608,8 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 		return;
 	}
 	meta(e, h);
+	if (h->type == SB_REC_DROPS || h->type == SB_REC_TRAILER)
+		clock_saw(e, h->ts, false);
 	/* the agent's own periodic records say how far the clock has moved */
 	if ((h->type == SB_REC_DROPS || h->type == SB_REC_TRAILER) && h->ts > e->max_ts) {
 		e->max_ts = h->ts;
@@ -3104,6 +3622,7 @@ void engine_advance(struct engine *e, uint64_t now)
 {
 	if (!e || e->finished)
 		return;
+	clock_saw(e, now, false);
 	if (now > e->max_ts)
 		e->max_ts = now;
 	if (e->max_ts > e->lag)
@@ -3202,7 +3721,12 @@ struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
 	while (((uint64_t)e->nbk << BK_SHIFT) < e->lag + (1ull << 30))
 		e->nbk *= 2;
 	e->bk = xcalloc(e, e->nbk, sizeof(*e->bk));
+	e->bkbits = xcalloc(e, e->nbk / 64, sizeof(*e->bkbits));
 	e->corr = xcalloc(e, CORR_SLOTS, sizeof(*e->corr));
+	if (e->o.start_ns)
+		clock_saw(e, e->o.start_ns, true);
+	if (e->o.keep_steps)
+		window_begin(e, e->o.keep_steps);
 	/* GPU idle until its first operation */
 	e->gap_open = true;
 	return e;
@@ -3267,13 +3791,16 @@ void engine_free(struct engine *e)
 		free(st);
 	}
 	free(e->sq);
-	for (uint64_t i = 0; i < e->nchunks; i++)
+	for (uint64_t i = 0; i < e->nchunks; i++) {
+		pools_free(e, e->res[i]);
 		free(e->res[i]);
+	}
 	free(e->res);
-	for (uint64_t i = 0; i < e->nbl; i++)
-		free(e->bl[i]);
-	free(e->bl);
+	free(e->ws);
 	free(e->itf);
+	free(e->gone);
+	free(e->sink);
+	free(e->bkbits);
 	free(e->tcmdline);
 	free(e->truncated);
 	for (uint32_t i = 0; i < e->nprobes_missing; i++)
@@ -3612,9 +4139,66 @@ void engine_guard(const struct engine *e, struct eng_guard *g)
 	*g = e->guard;
 }
 
+/*
+ * Window mode, once steps have been dropped: the figures over all steps from
+ * the running summaries, the tail flags and dips over the steps kept.
+ */
+static void summarise_window(struct engine *e, struct eng_summary *s)
+{
+	const struct allsum *w = e->ws;
+	uint64_t first = first_kept(e), *v;
+
+	memset(s, 0, sizeof(*s));
+	s->gpu_busy_share = -1;
+	s->nsteps = w->nsteps;
+	s->ncomplete = w->ncomplete;
+	memcpy(s->cause_total, w->cause_total, sizeof(s->cause_total));
+	s->busy_total = w->busy_total;
+	s->dur_total = w->dur_total;
+	if (s->dur_total)
+		s->gpu_busy_share = (double)s->busy_total / (double)s->dur_total;
+	s->tracer_total_ns = w->tracer_total;
+	s->sampled_steps = w->sampled;
+	if (w->ncomplete) {
+		uint64_t *p[] = { &s->p50, &s->p90, &s->p99, &s->p999 };
+		const uint64_t num[] = { 50, 90, 99, 999 }, den[] = { 100, 100, 100, 1000 };
+
+		s->min = w->min;
+		s->max = w->max;
+		for (int i = 0; i < 4; i++)
+			*p[i] = min64(max64(hg_pct(&w->dur, num[i], den[i]), w->min), w->max);
+		s->p99_over_p50 = s->p50 ? (double)s->p99 / (double)s->p50 : 0;
+		s->mad = hg_mad(&w->dur, s->p50);
+		s->tail_threshold_ns = tail_threshold(s->p50, s->mad);
+		s->ntail = hg_above(&w->dur, s->tail_threshold_ns);
+		for (int c = 0; c < ENG_NCAUSE; c++)
+			s->cause_median[c] = hg_pct(&w->cause[c], 50, 100);
+		s->idle_median = hg_pct(&w->idle, 50, 100);
+		s->tracer_median_ns = hg_pct(&w->tracer, 50, 100);
+		s->tracer_p50_ppm = hg_pct(&w->tracer_ppm, 50, 100);
+		s->tracer_p99_ppm = hg_pct(&w->tracer_ppm, 99, 100);
+		s->tracer_max_ppm = w->tracer_ppm_max;
+	}
+	for (uint64_t i = first; i < e->nres; i++) {
+		struct eng_step *r = RES(e, i);
+
+		r->tail = w->ncomplete && complete_step(r) && r->duration_ns > s->tail_threshold_ns;
+	}
+	v = calloc(e->nres - first + 1, sizeof(*v));
+	if (v)
+		dips(e, first, e->nres, s, v);
+	free(v);
+	s->windowed = true;
+	s->first_kept = first;
+	s->pct_error = 1.0 / (2 * HG_SUB);
+}
+
 void engine_summarise(struct engine *e, struct eng_summary *s)
 {
-	summarise_range(e, 0, e->nres, s, true);
+	if (e->ws && e->chunk0)
+		summarise_window(e, s);
+	else
+		summarise_range(e, 0, e->nres, s, true);
 }
 
 void engine_running_summary(struct engine *e, struct eng_summary *s)
@@ -3703,7 +4287,12 @@ uint64_t engine_nsteps(const struct engine *e)
 
 const struct eng_step *engine_step(const struct engine *e, uint64_t i)
 {
-	return e && i < e->nres ? RES(e, i) : NULL;
+	return e && i < e->nres && i >= first_kept(e) ? RES(e, i) : NULL;
+}
+
+uint64_t engine_first_step(const struct engine *e)
+{
+	return e ? first_kept(e) : 0;
 }
 
 void engine_target(const struct engine *e, struct eng_target *t)
@@ -3751,9 +4340,30 @@ void engine_loss(const struct engine *e, struct eng_loss *l)
 	l->late = e->late;
 	l->malformed = e->malformed;
 	l->inferred = e->repaired;
-	l->total += l->late + l->malformed + l->inferred;
+	l->gpu_rejected = e->gpu_rejected;
+	l->total += l->late + l->malformed + l->inferred + l->gpu_rejected;
 	l->nprobes_missing = e->nprobes_missing;
 	l->probes_missing = (const char *const *)e->probes_missing;
+}
+
+void engine_limits(const struct engine *e, struct eng_limits *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->threads_forgotten = e->thr_forgotten;
+	l->thread_records_lost = e->thr_lost;
+	l->strings_dropped = e->str_dropped;
+	l->kernel_shapes_dropped = e->ks_dropped;
+	l->interferers_folded = e->itf_folded;
+	l->interferers_other_ns = e->itf_other_ns;
+	l->probes_dropped = e->probes_dropped;
+	l->window_flushes = e->frontier_flushes;
+}
+
+bool eng_limits_any(const struct eng_limits *l)
+{
+	return l->threads_forgotten || l->thread_records_lost || l->strings_dropped ||
+	       l->kernel_shapes_dropped || l->interferers_folded || l->probes_dropped ||
+	       l->window_flushes;
 }
 
 void engine_fault_model(const struct engine *e, struct eng_fault_model *m)
@@ -3818,7 +4428,7 @@ int report_perfetto(struct engine *e, FILE *f)
 		/* no stream: the steps and their blame from the results */
 		fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
 		first = true;
-		for (uint64_t i = 0; i < e->nres; i++) {
+		for (uint64_t i = first_kept(e); i < e->nres; i++) {
 			const struct eng_step *r = RES(e, i);
 
 			fputs(first ? "" : ",\n", f);
@@ -3846,6 +4456,9 @@ int report_perfetto(struct engine *e, FILE *f)
 		engine_target(e, &t);
 		snprintf(name, sizeof(name), "%s (target)", t.comm[0] ? t.comm : "trainer");
 		pf_meta(e, f, &first, "process_name", e->tpid, -1, name);
+		/* threads forgotten to make room (a trace of more than THR_MAX threads) */
+		for (uint32_t i = 0; i < e->ngone; i++)
+			pf_meta(e, f, &first, "thread_name", e->tpid, e->gone[i].tid, e->gone[i].comm);
 		for (uint32_t i = 0; i < e->nthr; i++) {
 			const struct thr *t2 = e->thr[i];
 

@@ -5,7 +5,9 @@
  * records are reordered in a bounded window (the GPU timeline lags the host
  * events by up to lag_ns), swept in time order, and each step is finalised as
  * soon as every idle gap in it has been given its critical thread. Memory
- * grows with threads, steps and the window, never with the number of events.
+ * grows with the threads alive, the steps (bounded in window mode: keep_steps)
+ * and the window, never with the number of events or the ids a trace names
+ * (struct eng_limits).
  *
  * Same records in the same order and the same options give the same bytes out.
  */
@@ -57,7 +59,30 @@ struct engine_opts {
 	uint64_t lag_ns;         /* how late a record may arrive (GPU batches); 0: 3 s */
 	uint64_t fault_cost_ns;  /* per-fault on-CPU cost; 0: calibrate from the trace */
 	FILE *perfetto;          /* if set, timeline events are streamed here (report_perfetto) */
+	/*
+	 * The capture's clock, against which GPU records (producer data) are
+	 * judged: one whose start or end lies more than ENG_GPU_MARGIN_NS before
+	 * start_ns (or the first kernel record), or after the newest kernel or
+	 * agent record (live: the clock now), or ends before it starts, is
+	 * rejected and counted (eng_loss.gpu_rejected). start_ns 0: the first
+	 * kernel record; until there is one, GPU records are taken as they are.
+	 */
+	uint64_t start_ns;
+	bool live;               /* the capture runs now: CLOCK_MONOTONIC bounds the records */
+	/*
+	 * Keep the detail (eng_step, blame) of the last keep_steps steps only,
+	 * and summaries over all of them (engine_window): memory bounded for a run
+	 * of any length. 0: keep every step, unless a trace holds more than
+	 * ENG_EXACT_STEPS_MAX of them (then the last ENG_REPORT_KEEP_STEPS).
+	 */
+	uint64_t keep_steps;
 };
+
+/* how far outside the capture a GPU record may lie */
+#define ENG_GPU_MARGIN_NS 10000000000ull
+/* steps a report keeps in full before it keeps a window (and when it does, how many) */
+#define ENG_EXACT_STEPS_MAX (1ull << 20)
+#define ENG_REPORT_KEEP_STEPS 65536
 
 /* who a blame entry points at */
 struct eng_who {
@@ -151,8 +176,12 @@ void engine_set_step_cb(struct engine *e, engine_step_cb cb, void *ctx);
 
 /* ---- results, after engine_finish (or so far, live) ---- */
 
+/* steps finalised so far (all of them, also in window mode) */
 uint64_t engine_nsteps(const struct engine *e);
+/* step i, NULL if i >= engine_nsteps() or it is no longer kept (i < engine_first_step()) */
 const struct eng_step *engine_step(const struct engine *e, uint64_t i);
+/* the oldest step still kept in detail: 0 unless window mode has dropped some */
+uint64_t engine_first_step(const struct engine *e);
 
 struct eng_interferer {
 	uint32_t pid;
@@ -182,6 +211,17 @@ struct eng_summary {
 	uint64_t tracer_median_ns, tracer_total_ns;
 	uint64_t tracer_p50_ppm, tracer_p99_ppm, tracer_max_ppm;
 	uint64_t sampled_steps;            /* steps with the allocator probes duty-cycled */
+	/*
+	 * Window mode (engine_opts.keep_steps, or a trace of more than
+	 * ENG_EXACT_STEPS_MAX steps): only steps first_kept.. are kept in
+	 * detail. The counts, totals, percentiles, MAD, medians, tracer shares
+	 * and ntail are then over all nsteps steps, the percentiles and medians
+	 * from a log histogram (within pct_error of the exact value, relative);
+	 * the tail flags, dips and the step list cover the kept steps.
+	 */
+	bool windowed;
+	uint64_t first_kept;
+	double pct_error;
 };
 
 /* percentiles, tail flags (written into the steps), dips; after engine_finish */
@@ -216,6 +256,7 @@ struct eng_loss {
 	uint64_t late;           /* records that arrived after their time was final */
 	uint64_t inferred;       /* switch-ins missing from the trace, inferred from runslices */
 	uint64_t malformed;      /* records too short for their type */
+	uint64_t gpu_rejected;   /* GPU records with times outside the capture (engine_opts) */
 	uint64_t total;          /* all of the above */
 	uint32_t nprobes_missing;
 	const char *const *probes_missing; /* "NAME DETAIL" of probes that did not attach */
@@ -246,6 +287,25 @@ struct eng_guard {
 	uint64_t max_estimate_ppm; /* the highest estimate it saw */
 };
 void engine_guard(const struct engine *e, struct eng_guard *g);
+
+/*
+ * What the engine's own bounds left out: memory is bounded by the threads
+ * alive, the reorder window and these caps, not by the ids a trace names.
+ * All 0 on ordinary input.
+ */
+struct eng_limits {
+	uint64_t threads_forgotten;     /* exited threads whose state was dropped to make room */
+	uint64_t thread_records_lost;   /* records of threads not followed: the table was full */
+	uint64_t strings_dropped;       /* string records (kernel, NVTX names) not kept */
+	uint64_t kernel_shapes_dropped; /* kernels of a (name, grid, block) past the cap: no usual time */
+	uint64_t interferers_folded;    /* small interferers folded into interferers_other_ns */
+	uint64_t interferers_other_ns;
+	uint64_t probes_dropped;        /* probe-not-attached records past the cap */
+	uint64_t window_flushes;        /* reorder buckets swept early: records piled up at one time */
+};
+void engine_limits(const struct engine *e, struct eng_limits *l);
+/* true when any of the above is set (the report then says what was capped) */
+bool eng_limits_any(const struct eng_limits *l);
 
 /* how much the engine holds now and at most (the streaming bound) */
 struct engine_stats {

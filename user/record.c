@@ -186,6 +186,12 @@ int cmd_record(int argc, char **argv)
 
 /* ---- attach: the engine, live ---- */
 
+/*
+ * Steps attach keeps in detail: the live tail judgement looks at the last 1024,
+ * the final report lists the tail among these; the summaries cover all steps.
+ */
+#define ATTACH_KEEP_STEPS 4096
+
 struct live {
 	struct engine *eng;
 	FILE *json;
@@ -194,6 +200,7 @@ struct live {
 	uint64_t steps_this_second;
 	uint64_t n[SB_TYPE_MAX];     /* records this second, for the no-steps-yet line */
 	uint64_t drops;
+	uint64_t gpu_rejected;       /* said so far */
 };
 
 static int live_sink(void *ctx, const struct sb_hdr *rec)
@@ -242,6 +249,18 @@ static void live_second(void *ctx, uint64_t now)
 		       (now - l->start) / 1e9, l->n[SB_EV_SWITCH_OUT], l->n[SB_EV_WAKEUP],
 		       l->n[SB_EV_FAULT], l->n[SB_EV_ALLOC] + l->n[SB_EV_MMSYS], l->n[SB_EV_STEP],
 		       l->n[SB_REC_GPU], l->drops);
+	{
+		struct eng_loss loss;
+
+		/* GPU records with impossible times: the trainer's clock or channel is wrong */
+		engine_loss(l->eng, &loss);
+		if (loss.gpu_rejected > l->gpu_rejected) {
+			printf("%6.1fs  %" PRIu64 " GPU records rejected: their times lie outside the "
+			       "capture (%" PRIu64 " in all)\n", (now - l->start) / 1e9,
+			       loss.gpu_rejected - l->gpu_rejected, loss.gpu_rejected);
+			l->gpu_rejected = loss.gpu_rejected;
+		}
+	}
 	fflush(stdout);
 	memset(l->n, 0, sizeof(l->n));
 	l->steps_this_second = 0;
@@ -279,6 +298,10 @@ int cmd_attach(int argc, char **argv)
 	if (!l)
 		return 1;
 	l->pid = o.probe.pid;
+	/* live: GPU records must fall inside the capture; days of steps in bounded memory */
+	eo.live = true;
+	eo.start_ns = mono_ns();
+	eo.keep_steps = ATTACH_KEEP_STEPS;
 	l->eng = engine_new(&eo, err, sizeof(err));
 	if (!l->eng) {
 		sb_err("attach: %s", err);

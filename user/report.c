@@ -222,6 +222,8 @@ int cmd_report(int argc, char **argv)
 		goto done;
 	if (fmt == FMT_PERFETTO)
 		eo.perfetto = out.f;
+	/* GPU records are judged against the capture's clock, which starts here */
+	eo.start_ns = sbt_header(r)->created_mono_ns;
 	e = engine_new(&eo, err, sizeof(err));
 	if (!e) {
 		sb_err("report: %s", err);

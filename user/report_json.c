@@ -151,7 +151,7 @@ int report_jsonl(struct engine *e, FILE *f)
 
 	engine_finish(e);
 	engine_summarise(e, &sum);
-	for (uint64_t i = 0; i < engine_nsteps(e); i++)
+	for (uint64_t i = engine_first_step(e); i < engine_nsteps(e); i++)
 		report_step_json(e, engine_step(e, i), &sum, f);
 	return ferror(f) ? -EIO : 0;
 }
@@ -280,6 +280,18 @@ static void summary(struct jw *w, struct engine *e, const struct eng_summary *s)
 	jw_bool(w, s->p99_over_p50 >= 1.5);
 	jw_key(w, "tail_threshold_ns");
 	jw_u64(w, s->tail_threshold_ns);
+	if (s->windowed) {
+		/* only steps first_index.. are in `steps`; the figures here are over all */
+		jw_key(w, "window");
+		jw_obj(w);
+		jw_key(w, "steps_kept");
+		jw_u64(w, s->nsteps - s->first_kept);
+		jw_key(w, "first_index");
+		jw_u64(w, s->first_kept);
+		jw_key(w, "percentile_error");
+		jw_fixed(w, s->pct_error, 4);
+		jw_obj_end(w);
+	}
 
 	jw_key(w, "tail_steps");
 	jw_arr(w);
@@ -287,7 +299,7 @@ static void summary(struct jw *w, struct engine *e, const struct eng_summary *s)
 		const struct eng_step **tl = calloc(s->ntail, sizeof(*tl));
 		uint64_t k = 0;
 
-		for (uint64_t i = 0; tl && i < engine_nsteps(e); i++)
+		for (uint64_t i = engine_first_step(e); tl && i < engine_nsteps(e); i++)
 			if (engine_step(e, i)->tail && k < s->ntail)
 				tl[k++] = engine_step(e, i);
 		if (tl)
@@ -385,6 +397,35 @@ static void summary(struct jw *w, struct engine *e, const struct eng_summary *s)
 	jw_obj_end(w);
 }
 
+/* what the engine's bounds left out: only when something was */
+static void limits(struct jw *w, struct engine *e)
+{
+	struct eng_limits l;
+
+	engine_limits(e, &l);
+	if (!eng_limits_any(&l))
+		return;
+	jw_key(w, "limits");
+	jw_obj(w);
+	jw_key(w, "threads_forgotten");
+	jw_u64(w, l.threads_forgotten);
+	jw_key(w, "thread_records_lost");
+	jw_u64(w, l.thread_records_lost);
+	jw_key(w, "strings_dropped");
+	jw_u64(w, l.strings_dropped);
+	jw_key(w, "kernel_shapes_dropped");
+	jw_u64(w, l.kernel_shapes_dropped);
+	jw_key(w, "interferers_folded");
+	jw_u64(w, l.interferers_folded);
+	jw_key(w, "interferers_other_ns");
+	jw_u64(w, l.interferers_other_ns);
+	jw_key(w, "probes_dropped");
+	jw_u64(w, l.probes_dropped);
+	jw_key(w, "window_flushes");
+	jw_u64(w, l.window_flushes);
+	jw_obj_end(w);
+}
+
 static void loss(struct jw *w, struct engine *e)
 {
 	struct eng_loss l;
@@ -423,6 +464,10 @@ static void loss(struct jw *w, struct engine *e)
 	jw_u64(w, l.malformed);
 	jw_key(w, "switches_inferred");
 	jw_u64(w, l.inferred);
+	if (l.gpu_rejected) {
+		jw_key(w, "gpu_records_rejected");
+		jw_u64(w, l.gpu_rejected);
+	}
 	jw_key(w, "probes_missing");
 	jw_arr(w);
 	for (uint32_t i = 0; i < l.nprobes_missing; i++)
@@ -486,11 +531,12 @@ int report_json(struct engine *e, FILE *f)
 	jw_obj_end(&w);
 	jw_key(&w, "steps");
 	jw_arr(&w);
-	for (uint64_t i = 0; i < engine_nsteps(e); i++)
+	for (uint64_t i = engine_first_step(e); i < engine_nsteps(e); i++)
 		step_obj(&w, e, engine_step(e, i), &s);
 	jw_arr_end(&w);
 	summary(&w, e, &s);
 	loss(&w, e);
+	limits(&w, e);
 	jw_obj_end(&w);
 	return ferror(f) ? -EIO : 0;
 }

@@ -259,11 +259,60 @@ static void loss_line(struct engine *e, FILE *f)
 				any = true;
 		if (l.inferred)
 			fprintf(f, "%s %s switch-in%s missing (inferred from runslices)", any ? "," : "",
-				fmt_count(n, sizeof(n), l.inferred), l.inferred == 1 ? "" : "s");
+				fmt_count(n, sizeof(n), l.inferred), l.inferred == 1 ? "" : "s"),
+				any = true;
+		if (l.gpu_rejected)
+			fprintf(f, "%s %s GPU record%s rejected (times outside the capture: the "
+				"trainer's clock or channel is wrong)", any ? "," : "",
+				fmt_count(n, sizeof(n), l.gpu_rejected), l.gpu_rejected == 1 ? "" : "s"),
+				any = true;
 		fputs("; blame around them may be low\n", f);
 	}
 	for (uint32_t i = 0; i < l.nprobes_missing; i++)
 		fprintf(f, "            probe not attached: %s\n", l.probes_missing[i]);
+}
+
+/* what the engine's own bounds left out (only on input far from ordinary) */
+static void limits_lines(struct engine *e, FILE *f)
+{
+	struct eng_limits l;
+	char n[32], t[32];
+	const char *lead = "Limits      ";
+
+	engine_limits(e, &l);
+	if (!eng_limits_any(&l))
+		return;
+	if (l.thread_records_lost || l.threads_forgotten) {
+		fprintf(f, "%s%s records of threads not followed (the thread table was full); "
+			"%s exited threads forgotten to make room\n", lead,
+			fmt_count(n, sizeof(n), l.thread_records_lost),
+			fmt_count(t, sizeof(t), l.threads_forgotten));
+		lead = "            ";
+	}
+	if (l.strings_dropped) {
+		fprintf(f, "%s%s names (kernel, NVTX) not kept: too many; their records are "
+			"unnamed\n", lead, fmt_count(n, sizeof(n), l.strings_dropped));
+		lead = "            ";
+	}
+	if (l.kernel_shapes_dropped) {
+		fprintf(f, "%s%s kernels of shapes past the cap: no usual time, no gpu_slow\n", lead,
+			fmt_count(n, sizeof(n), l.kernel_shapes_dropped));
+		lead = "            ";
+	}
+	if (l.interferers_folded) {
+		fprintf(f, "%s%s small interferers folded together (%s)\n", lead,
+			fmt_count(n, sizeof(n), l.interferers_folded),
+			fmt_ns(t, sizeof(t), l.interferers_other_ns));
+		lead = "            ";
+	}
+	if (l.probes_dropped) {
+		fprintf(f, "%s%s more probe-not-attached records not listed\n", lead,
+			fmt_count(n, sizeof(n), l.probes_dropped));
+		lead = "            ";
+	}
+	if (l.window_flushes)
+		fprintf(f, "%s%s times the reorder window was swept early: a record far ahead "
+			"in time stopped the clock\n", lead, fmt_count(n, sizeof(n), l.window_flushes));
 }
 
 /* parts per million as a percentage: 0.31% */
@@ -376,6 +425,7 @@ int report_text(struct engine *e, FILE *f)
 		      "--step-uprobe LIB:SYM when recording, or --step-nvtx/--step-kernel REGEX here\n",
 		      f);
 		loss_line(e, f);
+		limits_lines(e, f);
 		return ferror(f) ? -EIO : 0;
 	}
 	if (!s.ncomplete) {
@@ -392,6 +442,11 @@ int report_text(struct engine *e, FILE *f)
 		else
 			fputs(" (under 1.5: no strong jitter source)\n", f);
 	}
+	if (s.windowed)
+		fprintf(f, "Window      percentiles, medians and totals over all %s steps (within "
+			"%.1f%%); the detail below covers the last %s (from step index %" PRIu64 ")\n",
+			fmt_count(a, sizeof(a), nsteps), 100 * s.pct_error,
+			fmt_count(b, sizeof(b), nsteps - s.first_kept), s.first_kept);
 	if (s.gpu_busy_share >= 0)
 		fprintf(f, "GPU busy    %.1f%% of step time\n", 100 * s.gpu_busy_share);
 
@@ -399,11 +454,12 @@ int report_text(struct engine *e, FILE *f)
 		const struct eng_step **tl = calloc(s.ntail, sizeof(*tl));
 		uint64_t k = 0;
 
-		fprintf(f, "Tail        %s step%s over median + 3·MAD (%s), longest first:\n",
-			fmt_count(a, sizeof(a), s.ntail), s.ntail == 1 ? "" : "s",
-			fmt_ns(b, sizeof(b), s.tail_threshold_ns));
+		fprintf(f, "Tail        %s%s step%s over median + 3·MAD (%s), longest first%s:\n",
+			s.windowed ? "about " : "", fmt_count(a, sizeof(a), s.ntail),
+			s.ntail == 1 ? "" : "s", fmt_ns(b, sizeof(b), s.tail_threshold_ns),
+			s.windowed ? " among the steps kept" : "");
 		if (tl) {
-			for (uint64_t i = 0; i < nsteps; i++)
+			for (uint64_t i = engine_first_step(e); i < nsteps; i++)
 				if (engine_step(e, i)->tail && k < s.ntail)
 					tl[k++] = engine_step(e, i);
 			qsort(tl, k, sizeof(*tl), over_cmp);
@@ -460,7 +516,7 @@ int report_text(struct engine *e, FILE *f)
 		fputs("Interferers none: no other task ran while a critical thread waited\n", f);
 	}
 
-	fputs("GPU dips    ", f);
+	fputs(s.windowed ? "GPU dips    (steps kept) " : "GPU dips    ", f);
 	if (s.dip == ENG_DIP_UNKNOWN)
 		fputs("unknown without a GPU timeline\n", f);
 	else if (s.dip == ENG_DIP_PERIODIC)
@@ -471,7 +527,7 @@ int report_text(struct engine *e, FILE *f)
 			"pipeline bubbles)\n", 100 * s.dip_busy_median);
 	else if (s.dip == ENG_DIP_SPORADIC)
 		fprintf(f, "sporadic: %" PRIu64 " of %" PRIu64 " steps (interference, stragglers)\n",
-			s.ndips, s.ncomplete);
+			s.ndips, s.windowed ? nsteps - s.first_kept : s.ncomplete);
 	else
 		fprintf(f, "%s: GPU idle time is steady from step to step\n", dip_name(s.dip));
 
@@ -482,5 +538,6 @@ int report_text(struct engine *e, FILE *f)
 		fm.method == ENG_FAULT_CALIBRATED ? "calibrated on back-to-back faults in this trace" :
 		fm.method == ENG_FAULT_GIVEN ? "as given" : "the default measured on our machines");
 	loss_line(e, f);
+	limits_lines(e, f);
 	return ferror(f) ? -EIO : 0;
 }

@@ -460,7 +460,7 @@ static inline uint64_t blame_of(const struct eng_step *s, int cause, uint32_t pi
 
 static inline const struct eng_step *step_no(const struct engine *e, uint64_t n)
 {
-	for (uint64_t i = 0; i < engine_nsteps(e); i++)
+	for (uint64_t i = engine_first_step(e); i < engine_nsteps(e); i++)
 		if (engine_step(e, i)->step == n && !engine_step(e, i)->incomplete)
 			return engine_step(e, i);
 	return NULL;

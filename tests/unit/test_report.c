@@ -219,6 +219,76 @@ static void t_json_validates(void)
 	world_free(&w);
 }
 
+/*
+ * Window mode (attach, or a trace of more than ENG_EXACT_STEPS_MAX steps): the
+ * document lists the steps kept and says so in summary.window; the JSON lines
+ * are those steps.
+ */
+static void t_window_json_validates(void)
+{
+	struct world w;
+	struct engine_opts o = { .keep_steps = 1024 };
+	struct engine *e;
+	struct eng_summary s;
+	char *json, *jsonl, msg[512] = "", want[64];
+	size_t len, l2, lines = 0;
+
+	if (!have_python)
+		SKIP("python3 is not installed");
+	rich_world(&w, 3000);
+	e = run(&w, &o);
+	REQUIRE(e, "engine");
+	engine_summarise(e, &s);
+	CHECK(s.windowed && engine_first_step(e) >= 1024 && s.nsteps == 3001 &&
+	      3001 - engine_first_step(e) >= 1024, "windowed %d, kept from %" PRIu64, s.windowed,
+	      engine_first_step(e));
+	json = render(e, report_json, &len);
+	jsonl = render(e, report_jsonl, &l2);
+	REQUIRE(json && jsonl && write_file(tpath("w.json"), json, len) &&
+		write_file(tpath("w.jsonl"), jsonl, l2), "write");
+	snprintf(want, sizeof(want), "\"first_index\": %" PRIu64, engine_first_step(e));
+	CHECK(strstr(json, "\"window\": {") && strstr(json, want), "no summary.window");
+	for (size_t i = 0; i < l2; i++)
+		lines += jsonl[i] == '\n';
+	CHECK(lines == 3001 - engine_first_step(e), "%zu lines", lines);
+	CHECK(pycheck("doc", tpath("w.json"), NULL, msg, sizeof(msg)) == 0, "schema: %s", msg);
+	CHECK(pycheck("jsonl", tpath("w.jsonl"), tpath("w.json"), msg, sizeof(msg)) == 0, "%s", msg);
+	free(json);
+	free(jsonl);
+	engine_free(e);
+	world_free(&w);
+}
+
+/* a trace naming more threads than the engine follows: `limits` says so, and validates */
+static void t_limits_json_validates(void)
+{
+	struct world w;
+	struct engine *e;
+	char *json, msg[512] = "";
+	size_t len;
+
+	if (!have_python)
+		SKIP("python3 is not installed");
+	rich_world(&w, 40);
+	for (uint32_t i = 0; i < 70000; i++) {
+		struct sb_thread th = { 0 };
+
+		hdr(&th.h, SB_EV_THREAD_NEW, sizeof(th), 10 * SEC + 500 * MS + i, T_PID, 5000 + i, 0);
+		memcpy(th.comm, "spawned", 7);
+		st_put(&w.host, &th);
+	}
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	json = render(e, report_json, &len);
+	REQUIRE(json && write_file(tpath("l.json"), json, len), "write");
+	CHECK(strstr(json, "\"limits\": {") && strstr(json, "\"thread_records_lost\": "),
+	      "no limits in the report");
+	CHECK(pycheck("doc", tpath("l.json"), NULL, msg, sizeof(msg)) == 0, "schema: %s", msg);
+	free(json);
+	engine_free(e);
+	world_free(&w);
+}
+
 /* the checker must reject what the schema forbids, or a pass means nothing */
 static void t_schema_rejects(void)
 {
@@ -506,6 +576,8 @@ int main(void)
 	}
 	RUN(t_json_validates);
 	RUN(t_schema_rejects);
+	RUN(t_window_json_validates);
+	RUN(t_limits_json_validates);
 	RUN(t_jsonl_lines_are_the_steps);
 	RUN(t_perfetto_tracks);
 	RUN(t_report_command);
