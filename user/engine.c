@@ -434,8 +434,7 @@ struct engine {
 	uint64_t ks_dropped;
 	uint64_t gpu_max_end;
 	/* the capture's clock: GPU records outside [clk_lo, clk_hi] +- margin are rejected */
-	uint64_t clk_lo, clk_hi;
-	bool clk_known;
+	uint64_t clk_lo, clk_hi;  /* clk_lo > clk_hi: nothing known yet */
 	uint64_t gpu_rejected;
 
 	/* strings */
@@ -815,12 +814,11 @@ static struct thr *thr_sink(struct engine *e)
 	return e->sink;
 }
 
-static struct thr *thr_get(struct engine *e, uint32_t tid, uint32_t pid)
+/* a thread not seen before (kept out of line: thr_get is on every record's path) */
+static __attribute__((noinline)) struct thr *thr_new(struct engine *e, uint32_t tid, uint32_t pid)
 {
-	struct thr *t = thr_find(e, tid);
+	struct thr *t;
 
-	if (t)
-		return t;
 	if (e->nthr >= THR_MAX && !thr_room(e))
 		return thr_sink(e);
 	if ((e->nthr + 1) * 2 > e->thash_cap) {
@@ -842,6 +840,13 @@ static struct thr *thr_get(struct engine *e, uint32_t tid, uint32_t pid)
 	e->thr[e->nthr++] = t;
 	thash_put(e, tid, e->nthr);
 	return t;
+}
+
+static struct thr *thr_get(struct engine *e, uint32_t tid, uint32_t pid)
+{
+	struct thr *t = thr_find(e, tid);
+
+	return t ? t : thr_new(e, tid, pid);
 }
 
 static const char *thr_comm(struct engine *e, uint32_t tid)
@@ -3134,8 +3139,8 @@ static void bucket_put(struct engine *e, uint64_t key, uint64_t seq, const void 
 	memcpy(c->data + c->len, &q, sizeof(q));
 	memcpy(c->data + c->len + sizeof(q), rec, len);
 	c->len += (uint32_t)need;
-	b->n++;
-	e->bkbits[bi / 64] |= 1ull << (bi % 64);
+	if (!b->n++)
+		e->bkbits[bi / 64] |= 1ull << (bi % 64);
 	e->queued++;
 	e->qbytes += sizeof(q) + len;
 	if (e->queued > e->queued_peak)
@@ -3501,18 +3506,17 @@ static uint64_t mono_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* a time the capture's own clock vouches for: a kernel or agent record, the live clock */
+/*
+ * A time the capture's own clock vouches for: a kernel record (its start, too,
+ * when it is the first), an agent record, the live clock.
+ */
 static void clock_saw(struct engine *e, uint64_t ts, bool start_too)
 {
-	if (!e->clk_known) {
-		e->clk_lo = e->clk_hi = ts;
-		e->clk_known = true;
-		return;
-	}
-	if (start_too && ts < e->clk_lo)
+	if (start_too)
+		e->clk_lo = min64(e->clk_lo, ts);
+	else if (e->clk_lo > e->clk_hi)
 		e->clk_lo = ts;
-	if (ts > e->clk_hi)
-		e->clk_hi = ts;
+	e->clk_hi = max64(e->clk_hi, ts);
 }
 
 /*
@@ -3528,7 +3532,7 @@ static bool gpu_time_ok(struct engine *e, const struct sb_gpu *g)
 
 	if (g->end_ns < g->h.ts)
 		return false;
-	if (!e->clk_known)
+	if (e->clk_lo > e->clk_hi)
 		return true;
 	lo = e->clk_lo > ENG_GPU_MARGIN_NS ? e->clk_lo - ENG_GPU_MARGIN_NS : 0;
 	if (g->h.ts < lo)
@@ -3723,6 +3727,7 @@ struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
 	e->bk = xcalloc(e, e->nbk, sizeof(*e->bk));
 	e->bkbits = xcalloc(e, e->nbk / 64, sizeof(*e->bkbits));
 	e->corr = xcalloc(e, CORR_SLOTS, sizeof(*e->corr));
+	e->clk_lo = UINT64_MAX;
 	if (e->o.start_ns)
 		clock_saw(e, e->o.start_ns, true);
 	if (e->o.keep_steps)
