@@ -499,6 +499,8 @@ static void t_window_two_million_steps(void)
 	CHECK(st.heap_bytes <= heap_early + (256 << 10) && st.heap_bytes < (16ull << 20),
 	      "heap %" PRIu64 " B after 2M steps, %" PRIu64 " B after 200k", st.heap_bytes,
 	      heap_early);
+	printf("# window: engine heap %.1f MB after 200k steps, %.1f MB after 2M\n",
+	       heap_early / 1048576.0, st.heap_bytes / 1048576.0);
 	CHECK(engine_nsteps(e) == NSTEPS + 1, "%" PRIu64 " steps", engine_nsteps(e));
 	CHECK(engine_first_step(e) >= NSTEPS - 8192 && !engine_step(e, 0) &&
 	      engine_step(e, NSTEPS), "kept from %" PRIu64, engine_first_step(e));
