@@ -44,14 +44,157 @@ static __always_inline void count_drop(__u32 type)
 		(*c)++;
 }
 
-static __always_inline bool is_target_tgid(__u32 tgid)
+/*
+ * The target's credentials when the agent attached, in struct cred's order:
+ * uid, gid, suid, sgid, euid, egid, fsuid, fsgid; and its permitted
+ * capabilities. targ_creds_known false: the agent could not read them and
+ * nothing is compared.
+ */
+const volatile __u32 targ_ids[8] = {};
+const volatile __u64 targ_cap_prm = 0;
+const volatile bool targ_creds_known = false;
+
+/*
+ * Recording stops for good once a target thread runs with other credentials
+ * (a setuid or setgid program exec'd, setuid() called): nothing of the
+ * privileged program may reach the trace. One entry, shared by every family
+ * like events and drops; the agent reads it every tick. Mirrored in
+ * user/probes.c (struct target_state_v).
+ */
+struct target_state {
+	__u64 stopped;      /* non-zero: the filter turns every target event away */
+	__u64 stop_ns;      /* when; written last, after the fields below */
+	__u32 tid;          /* the thread seen with other credentials */
+	__u32 how;          /* SB_STOP_* */
+	__u32 ids[8];       /* its credentials then, in targ_ids' order */
+	__u64 cap_prm;
+};
+
+#define SB_STOP_EXEC 1      /* seen when the thread exec'd */
+#define SB_STOP_CRED 2      /* seen on an event of the thread (setuid() and the like) */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct target_state);
+} target_state SEC(".maps");
+
+static __always_inline bool target_stopped(void)
 {
-	return tgid == targ_tgid;
+	__u32 zero = 0;
+	struct target_state *s = bpf_map_lookup_elem(&target_state, &zero);
+
+	return s && s->stopped;
 }
 
+/* cap_permitted before Linux 6.3: two 32-bit words */
+struct kernel_cap_struct___old {
+	__u32 cap[2];
+} __attribute__((preserve_access_index));
+
+struct cred___old {
+	struct kernel_cap_struct___old cap_permitted;
+} __attribute__((preserve_access_index));
+
+/* the 8 ids of cred c into ids; 0 or a negative error */
+static __always_inline long cred_ids(const struct cred *c, __u32 ids[8])
+{
+	__u32 first = bpf_core_field_offset(struct cred, uid);
+
+	/* one read where they lie together, as they have since Linux 2.6.29 */
+	if (bpf_core_field_offset(struct cred, fsgid) == first + 28 &&
+	    bpf_core_field_offset(struct cred, euid) == first + 16)
+		return bpf_probe_read_kernel(ids, 8 * sizeof(__u32), (const void *)c + first);
+	ids[0] = BPF_CORE_READ(c, uid.val);
+	ids[1] = BPF_CORE_READ(c, gid.val);
+	ids[2] = BPF_CORE_READ(c, suid.val);
+	ids[3] = BPF_CORE_READ(c, sgid.val);
+	ids[4] = BPF_CORE_READ(c, euid.val);
+	ids[5] = BPF_CORE_READ(c, egid.val);
+	ids[6] = BPF_CORE_READ(c, fsuid.val);
+	ids[7] = BPF_CORE_READ(c, fsgid.val);
+	return 0;
+}
+
+static __always_inline __u64 cred_cap_prm(const struct cred *c)
+{
+	if (bpf_core_field_exists(c->cap_permitted.val))
+		return BPF_CORE_READ(c, cap_permitted.val);
+	const struct cred___old *o = (const void *)c;
+
+	return BPF_CORE_READ(o, cap_permitted.cap[0]) |
+	       (__u64)BPF_CORE_READ(o, cap_permitted.cap[1]) << 32;
+}
+
+/* stop recording the target: the first caller says why */
+static __always_inline void stop_target(__u32 how, const __u32 ids[8], __u64 cap)
+{
+	__u32 zero = 0;
+	struct target_state *s = bpf_map_lookup_elem(&target_state, &zero);
+
+	if (!s || __sync_val_compare_and_swap(&s->stopped, 0, 1) != 0)
+		return;
+	s->tid = (__u32)bpf_get_current_pid_tgid();
+	s->how = how;
+	for (int i = 0; i < 8; i++)
+		s->ids[i] = ids[i];
+	s->cap_prm = cap;
+	__sync_fetch_and_add(&s->stop_ns, bpf_ktime_get_ns());
+}
+
+/*
+ * Does the current task (a thread of the target) still run with the
+ * credentials the target had at attach? Its objective credentials
+ * (real_cred): those another task acts upon it with; the subjective ones
+ * may be overridden for a moment (access(2), kernel threads' work). with_caps:
+ * also that it gained no permitted capability (which only an exec does).
+ * False, and recording stopped, when they differ.
+ */
+static __always_inline bool current_creds_same(__u32 how, bool with_caps)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	const struct cred *c;
+	__u32 ids[8];
+	__u64 cap = 0;
+	bool same = true;
+
+	if (!targ_creds_known)
+		return true;
+	c = BPF_CORE_READ(t, real_cred);
+	/* an unreadable cred tells nothing: the target's events go on */
+	if (!c || cred_ids(c, ids))
+		return true;
+	for (int i = 0; i < 8; i++)
+		if (ids[i] != targ_ids[i])
+			same = false;
+	if (with_caps) {
+		cap = cred_cap_prm(c);
+		if (cap & ~targ_cap_prm)
+			same = false;
+	}
+	if (!same)
+		stop_target(how, ids, cap);
+	return same;
+}
+
+/*
+ * The target filter. The tgid comes first: other processes' events pay for
+ * nothing else. A target whose recording stopped is no target.
+ */
+static __always_inline bool is_target_tgid(__u32 tgid)
+{
+	return tgid == targ_tgid && !target_stopped();
+}
+
+/*
+ * For programs that run in the context of the task they record: also checks
+ * that its credentials did not change (at most two reads of kernel memory).
+ */
 static __always_inline bool current_is_target(void)
 {
-	return (bpf_get_current_pid_tgid() >> 32) == targ_tgid;
+	return is_target_tgid(bpf_get_current_pid_tgid() >> 32) &&
+	       current_creds_same(SB_STOP_CRED, false);
 }
 
 /* reserve a record of type t for the current task; NULL (and counted) when full */

@@ -2,7 +2,8 @@
 /*
  * Scheduler probes: switches of target threads, the tasks that run on a CPU
  * while a target thread waits there, wakeups (with the waker), migrations,
- * and thread creation, exit and renames.
+ * and thread creation, exit and renames; and the target's execs, where a
+ * change of credentials stops the recording (common.bpf.h).
  *
  * Each tracepoint has a tp_btf and a raw_tp variant with the same body; the
  * agent keeps the tp_btf one where it loads and falls back to raw_tp.
@@ -132,7 +133,8 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 	if (prev_tid != 0) {
 		__s64 *n = bpf_map_lookup_elem(&nwait, &cpu);
 
-		if (n && *n > 0) {
+		/* a target no longer recorded leaves its waiters counted: nobody waits */
+		if (n && *n > 0 && !target_stopped()) {
 			struct sb_runslice *r = reserve(SB_EV_RUNSLICE, sizeof(*r));
 
 			if (r) {
@@ -148,7 +150,8 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 		}
 	}
 
-	if (prev_tgid == targ_tgid) {
+	/* prev is the current task: its credentials can be checked */
+	if (is_target_tgid(prev_tgid) && current_creds_same(SB_STOP_CRED, false)) {
 		__u32 st = task_state(prev);
 		__u8 s = classify(preempt, st);
 		struct sb_switch_out *o = reserve(SB_EV_SWITCH_OUT, sizeof(*o));
@@ -169,7 +172,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 			start_waiting(prev_tid, cpu, now, SB_WAIT_PREEMPTED);
 	}
 
-	if (next_tgid == targ_tgid) {
+	if (is_target_tgid(next_tgid)) {
 		struct waiting *w = bpf_map_lookup_elem(&waiting, &next_tid);
 		__u64 wait_ns = 0;
 		__u8 reason = SB_WAIT_NONE;
@@ -200,7 +203,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 
 static __always_inline int on_waking(struct task_struct *p)
 {
-	if (BPF_CORE_READ(p, tgid) != targ_tgid)
+	if (!is_target_tgid(BPF_CORE_READ(p, tgid)))
 		return 0;
 	__u32 tid = BPF_CORE_READ(p, pid);
 	__u64 id = bpf_get_current_pid_tgid();
@@ -214,7 +217,7 @@ static __always_inline int on_waking(struct task_struct *p)
 
 static __always_inline int on_wakeup(struct task_struct *p, __u8 is_new)
 {
-	if (BPF_CORE_READ(p, tgid) != targ_tgid)
+	if (!is_target_tgid(BPF_CORE_READ(p, tgid)))
 		return 0;
 	__u32 tid = BPF_CORE_READ(p, pid);
 	__u32 cpu = task_cpu(p);
@@ -252,7 +255,7 @@ static __always_inline int on_wakeup(struct task_struct *p, __u8 is_new)
 
 static __always_inline int on_migrate(struct task_struct *p, int dest)
 {
-	if (BPF_CORE_READ(p, tgid) != targ_tgid)
+	if (!is_target_tgid(BPF_CORE_READ(p, tgid)))
 		return 0;
 	__u32 tid = BPF_CORE_READ(p, pid);
 	__u32 orig = task_cpu(p), dcpu = dest;
@@ -284,7 +287,7 @@ static __always_inline int on_migrate(struct task_struct *p, int dest)
 static __always_inline int on_fork(struct task_struct *parent, struct task_struct *child)
 {
 	/* a new thread of the target; a forked child process has its own tgid */
-	if (BPF_CORE_READ(child, tgid) != targ_tgid)
+	if (!is_target_tgid(BPF_CORE_READ(child, tgid)))
 		return 0;
 	struct sb_thread *e = reserve(SB_EV_THREAD_NEW, sizeof(*e));
 
@@ -301,7 +304,7 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 
 static __always_inline int on_exit(struct task_struct *p)
 {
-	if (BPF_CORE_READ(p, tgid) != targ_tgid)
+	if (!is_target_tgid(BPF_CORE_READ(p, tgid)))
 		return 0;
 	__u32 tid = BPF_CORE_READ(p, pid);
 	struct waiting *w = bpf_map_lookup_elem(&waiting, &tid);
@@ -326,7 +329,7 @@ static __always_inline int on_exit(struct task_struct *p)
 
 static __always_inline int on_rename(struct task_struct *p, const char *comm)
 {
-	if (BPF_CORE_READ(p, tgid) != targ_tgid)
+	if (!is_target_tgid(BPF_CORE_READ(p, tgid)))
 		return 0;
 	struct sb_rename *e = reserve(SB_EV_RENAME, sizeof(*e));
 
@@ -337,6 +340,19 @@ static __always_inline int on_rename(struct task_struct *p, const char *comm)
 	BPF_CORE_READ_STR_INTO(&e->oldcomm, p, comm);
 	bpf_probe_read_kernel_str(&e->newcomm, sizeof(e->newcomm), comm);
 	submit(e);
+	return 0;
+}
+
+/*
+ * The target exec'd: current is p, with the credentials of the new program.
+ * A setuid or setgid program (or one with file capabilities) stops the
+ * recording here, before any of its instructions runs.
+ */
+static __always_inline int on_exec(struct task_struct *p)
+{
+	if (!is_target_tgid(BPF_CORE_READ(p, tgid)))
+		return 0;
+	current_creds_same(SB_STOP_EXEC, true);
 	return 0;
 }
 
@@ -389,6 +405,12 @@ int BPF_PROG(btf_rename, struct task_struct *p, const char *comm)
 	return on_rename(p, comm);
 }
 
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(btf_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	return on_exec(p);
+}
+
 /* raw_tp variants: same bodies, loaded where tp_btf does not */
 SEC("raw_tp/sched_switch")
 int BPF_PROG(raw_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
@@ -437,4 +459,10 @@ SEC("raw_tp/task_rename")
 int BPF_PROG(raw_rename, struct task_struct *p, const char *comm)
 {
 	return on_rename(p, comm);
+}
+
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(raw_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	return on_exec(p);
 }

@@ -59,6 +59,8 @@ struct capture {
 	uint64_t last_drops_total;
 	int probes_written;          /* probe statuses already in the trace */
 	bool chan_inert;             /* the collector said it cannot work: stop looking */
+	bool target_stopped;         /* the capture ended because the kernel stopped recording the
+	                                target (its credentials changed) */
 	bool chan_broken;            /* its producer cut the channel file short under us */
 	/* one buffer for every record the agent builds itself */
 	union {
@@ -251,6 +253,44 @@ static void try_channel(struct capture *c, bool first)
 	     (int)c->o->probe.pid);
 }
 
+/*
+ * The target now runs with other credentials (a setuid program exec'd): the
+ * probes stopped recording it in the kernel at s->ns, and the capture ends.
+ * The note carries that time.
+ */
+static void put_stop_note(struct capture *c, const struct probes_stop *s)
+{
+	static const char *names[8] = { "uid", "gid", "suid", "sgid", "euid", "egid", "fsuid",
+					 "fsgid" };
+	char what[384] = "", line[512];
+	size_t o = 0;
+	bool user = false, group = false;
+	int n;
+
+	for (int i = 0; i < 8 && o < sizeof(what); i++) {
+		if (s->ids_before[i] == s->ids_after[i])
+			continue;
+		user |= !(i & 1);
+		group |= i & 1;
+		o += snprintf(what + o, sizeof(what) - o, "%s%s %u -> %u", o ? ", " : "", names[i],
+			      s->ids_before[i], s->ids_after[i]);
+	}
+	if (!user && !group && o < sizeof(what))
+		snprintf(what + o, sizeof(what) - o, "permitted capabilities %#llx -> %#llx",
+			 (unsigned long long)s->cap_before, (unsigned long long)s->cap_after);
+	n = snprintf(line, sizeof(line), "PID %d now runs as %s (%s) %s: recording stopped",
+		     (int)c->o->probe.pid,
+		     user ? "another user" : group ? "another group" : "a more privileged program",
+		     what, s->at_exec ? "after exec" : "after a change of credentials");
+	if (n >= (int)sizeof(line))
+		n = sizeof(line) - 1;
+	sb_text_build(c->buf.bytes, sizeof(c->buf.bytes), SB_REC_NOTE, 0, s->ns, c->o->probe.pid,
+		      s->tid, line, n);
+	put(c, &c->buf.h);
+	if (!c->o->quiet)
+		fprintf(stderr, "stepblame: %s\n", line);
+}
+
 /* ---- the tracer's own cost: calibration and the overhead guard ---- */
 
 /*
@@ -422,6 +462,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 {
 	struct capture *c = calloc(1, sizeof(*c));
 	struct ring_buffer *rb = NULL;
+	struct probes_stop stop;
 	char err[512];
 	uint64_t start, now, last_tick = 0, last_sec, start_ticks;
 	uint64_t tick = o->tick_ns ? o->tick_ns : 100000000ull;
@@ -509,6 +550,13 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			 */
 			if (!c->sink_err)
 				ring_buffer__consume(rb);
+			/* the ring is drained: what it held came before the stop */
+			if (probes_stopped(c->probes, &stop)) {
+				put_stop_note(c, &stop);
+				c->target_stopped = true;
+				res->end_reason = SBT_END_TARGET_EXIT;
+				break;
+			}
 			if (c->chan) {
 				sbc_heartbeat(c->chan);
 				if (sbc_drain(c->chan, chan_cb, c) == -EIO && !c->chan_broken) {
@@ -553,6 +601,9 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	if (c->chan && !c->sink_err)
 		sbc_drain(c->chan, chan_cb, c);
 	if (!c->sink_err) {
+		/* stopped in the kernel since the last tick: said, though it did not end the capture */
+		if (!c->target_stopped && probes_stopped(c->probes, &stop))
+			put_stop_note(c, &stop);
 		probes_alloc_stats(c->probes, alloc_stats_cb, c);
 		/* where the guard stood at the end, with the calls since its last window */
 		if (c->guard)
@@ -561,7 +612,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			note(c, "the target (PID %d) exited during the capture and its PID now belongs "
 			     "to another process (the capture stopped when that was seen; the last "
 			     "events may be that process's)", (int)pid);
-		else if (res->end_reason == SBT_END_TARGET_EXIT)
+		else if (res->end_reason == SBT_END_TARGET_EXIT && !c->target_stopped)
 			note(c, "the target (PID %d) exited during the capture", (int)pid);
 		put_drops(c);
 	}

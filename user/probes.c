@@ -12,13 +12,16 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -35,8 +38,26 @@
 #include "marks.skel.h"
 
 #define MAX_LINKS 256
-#define MAX_SEEN 512
 #define ALLOC_NSYMS 7 /* entries of alloc_syms[] */
+
+/*
+ * Bounds on what the target's mapped files may cost. Every file (device and
+ * inode) is looked at once, and remembered in a set of at most FILES_MAX;
+ * USDT_MAX files with the step note get probes: each is a perf-event uprobe
+ * link, and taking one away at the end waits out grace periods under a
+ * kernel-wide mutex, one after the other (145 ms each on a 2-vCPU VM with
+ * Linux 6.18: 64 of them kept the agent 9 s past its capture). A pass over
+ * the maps stops looking at new files after its budget (the rest waits for
+ * the next pass), and the next pass comes no sooner than RESCAN_SPACING
+ * times the last one's cost.
+ */
+#define FILES_MAX 65536
+#define USDT_MAX 16
+#define FIRST_SCAN_BUDGET_NS 1000000000ull
+#define RESCAN_BUDGET_NS 200000000ull
+#define RESCAN_SPACING 20
+/* an ELF section larger than this is not read (a note or symbol table never is) */
+#define ELF_SECTION_MAX (256u << 20)
 
 /* defaults for the probe_opts fields where 0 means "the default" */
 #define BURST_GAP_NS 200000ull
@@ -45,7 +66,25 @@
 #define BURST_MIN_CALLS 256ull
 #define IO_MIN_NS 50000ull
 
-enum { SEEN_USDT = 1, SEEN_CUDA = 2, SEEN_ALLOC = 4 };
+/* a mapped file, by the device and inode its maps line gives */
+struct file_key {
+	uint64_t dev, ino;
+	uint8_t used, done, tries;
+};
+
+struct file_set {
+	struct file_key *t;
+	uint32_t cap, n;            /* slots (a power of two), entries */
+};
+
+/* struct target_state of bpf/common.bpf.h */
+struct target_state_v {
+	uint64_t stopped, stop_ns;
+	uint32_t tid, how;
+	uint32_t ids[8];
+	uint64_t cap_prm;
+};
+#define SB_STOP_EXEC 1
 
 /* an allocator link: libbpf's (a perf-event uprobe) or a uprobe_multi link's fd */
 struct alink {
@@ -65,11 +104,23 @@ struct probes {
 	int nst;
 	const char *sched_variant;
 	int ncpus;
-	struct {
-		dev_t dev;
-		ino_t ino;
-	} seen[MAX_SEEN];
-	int nseen;
+	/* the target's mapped files already looked at, and what they led to */
+	struct file_set files;
+	int nusdt;                   /* files with the step note given probes (or tried) */
+	uint64_t usdt_left_out;      /* files with the note past USDT_MAX */
+	uint64_t files_left_out;     /* mappings of files past FILES_MAX, last pass */
+	uint64_t fuse_skipped;       /* files on FUSE mounts, never opened */
+	bool files_full_said, fuse_said;
+	bool no_map_files;           /* /proc/PID/map_files refused us (no CAP_SYS_ADMIN) */
+	uint64_t next_scan;          /* mono ns: no pass before */
+	/* the FUSE mounts of the target's mount namespace, read once per pass */
+	dev_t *fuse_devs;
+	int nfuse_devs;
+	bool fuse_read;
+	/* the target's credentials at attach (bpf/common.bpf.h targ_ids) */
+	uint32_t ids[8];
+	uint64_t cap_prm;
+	bool creds_known;
 	/*
 	 * The allocator's links, apart from the others: the overhead guard
 	 * detaches and re-attaches them (probes_alloc_attach). alloc_attached
@@ -83,6 +134,7 @@ struct probes {
 	int ndetach;
 	uint32_t alloc_mask;         /* alloc_syms[] that attached the first time */
 	char alloc_path[PATH_MAX];   /* the path they were attached through */
+	int alloc_fd;                /* the library, verified, kept open for alloc_path; -1: none */
 	uint64_t alloc_off[ALLOC_NSYMS]; /* uprobe_multi: their offsets in that file */
 	bool alloc_multi;            /* the allocator's programs take uprobe_multi links */
 	bool alloc_attached;
@@ -90,6 +142,19 @@ struct probes {
 	bool step_uprobe_attached;
 	bool alloc_flush;            /* flush_burst loaded: the agent ends idle bursts */
 };
+
+/*
+ * What every family's target filter needs (bpf/common.bpf.h), set between
+ * open and load: the target, the wakeup threshold, its credentials at attach.
+ */
+#define SET_TARGET(p, skel) \
+	do { \
+		(skel)->rodata->targ_tgid = (p)->o.pid; \
+		(skel)->rodata->wake_bytes = (p)->o.wake_bytes; \
+		memcpy((void *)(skel)->rodata->targ_ids, (p)->ids, sizeof((p)->ids)); \
+		(skel)->rodata->targ_cap_prm = (p)->cap_prm; \
+		(skel)->rodata->targ_creds_known = (p)->creds_known; \
+	} while (0)
 
 static bool verbose_libbpf;
 
@@ -103,20 +168,30 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 }
 
 static void status(struct probes *p, const char *name, bool ok, bool essential,
+		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/*
+ * One probe's status. The detail often names a file the target mapped, under
+ * a name it chose: it is escaped (target.h sb_escape) before it can reach a
+ * terminal or a note.
+ */
+static void status(struct probes *p, const char *name, bool ok, bool essential,
 		   const char *fmt, ...)
 {
 	struct probe_status *s;
+	char raw[PATH_MAX + 256];
 	va_list ap;
 
 	if (p->nst >= PROBES_MAX_STATUS)
 		return;
 	s = &p->st[p->nst++];
-	snprintf(s->name, sizeof(s->name), "%s", name);
+	sb_escape(s->name, sizeof(s->name), name, strlen(name));
 	s->attached = ok;
 	s->essential = essential;
 	va_start(ap, fmt);
-	vsnprintf(s->detail, sizeof(s->detail), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	sb_escape(s->detail, sizeof(s->detail), raw, sizeof(raw));
 }
 
 static int keep_link(struct probes *p, struct bpf_link *l)
@@ -185,21 +260,53 @@ static const char *uprobe_why(int err)
 
 /* ---- ELF: USDT notes ---- */
 
-bool elf_has_usdt(const char *path, const char *provider, const char *name)
+static uint64_t n_elf_parses, n_scans, last_scan_ns, max_scan_ns, n_deferred;
+
+void probes_scan_counters(struct probes_scan_counters *out)
+{
+	out->elf_parses = __atomic_load_n(&n_elf_parses, __ATOMIC_RELAXED);
+	out->scans = __atomic_load_n(&n_scans, __ATOMIC_RELAXED);
+	out->last_scan_ns = __atomic_load_n(&last_scan_ns, __ATOMIC_RELAXED);
+	out->max_scan_ns = __atomic_load_n(&max_scan_ns, __ATOMIC_RELAXED);
+	out->deferred = __atomic_load_n(&n_deferred, __ATOMIC_RELAXED);
+}
+
+/*
+ * An ELF handle on fd. Read with pread, not mapped: the target may truncate
+ * a file it owns under us, which would be SIGBUS in a mapping; a read just
+ * comes back short. libelf checks every section against the file's size.
+ */
+static Elf *elf_open_fd(int fd)
+{
+	Elf *e;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return NULL;
+	__atomic_add_fetch(&n_elf_parses, 1, __ATOMIC_RELAXED);
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	if (e && elf_kind(e) != ELF_K_ELF) {
+		elf_end(e);
+		e = NULL;
+	}
+	return e;
+}
+
+/* the section's data, if it is not unreasonably large */
+static Elf_Data *section_data(Elf_Scn *scn, const GElf_Shdr *sh)
+{
+	if (sh->sh_type == SHT_NOBITS || sh->sh_size > ELF_SECTION_MAX)
+		return NULL;
+	return elf_getdata(scn, NULL);
+}
+
+bool elf_has_usdt(int fd, const char *provider, const char *name)
 {
 	bool found = false;
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
-	Elf *e;
-	int fd;
+	Elf *e = elf_open_fd(fd);
 
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return false;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!e || elf_kind(e) != ELF_K_ELF || elf_getshdrstrndx(e, &shstrndx))
+	if (!e || elf_getshdrstrndx(e, &shstrndx))
 		goto out;
 	while (!found && (scn = elf_nextscn(e, scn))) {
 		GElf_Shdr sh;
@@ -213,7 +320,7 @@ bool elf_has_usdt(const char *path, const char *provider, const char *name)
 		sname = elf_strptr(e, shstrndx, sh.sh_name);
 		if (!sname || strcmp(sname, ".note.stapsdt"))
 			continue;
-		data = elf_getdata(scn, NULL);
+		data = section_data(scn, &sh);
 		if (!data)
 			continue;
 		while (!found && (off = gelf_getnote(data, off, &nh, &noff, &doff)) > 0) {
@@ -236,25 +343,286 @@ bool elf_has_usdt(const char *path, const char *provider, const char *name)
 out:
 	if (e)
 		elf_end(e);
-	close(fd);
 	return found;
 }
 
 /* ---- the target's mappings ---- */
 
 struct mapping {
-	char path[PATH_MAX];  /* as the target sees it */
-	char open[PATH_MAX];  /* through /proc/PID/root */
-	dev_t dev;
-	ino_t ino;
+	unsigned long start, end;   /* the range, as /proc/PID/map_files names it */
+	dev_t dev;                  /* of the mapped inode, from the maps line */
+	uint64_t ino;
+	bool deleted;               /* " (deleted)": no name leads to it any more */
+	char path[PATH_MAX];        /* as the target sees it (unescaped, " (deleted)" cut) */
 };
 
-/* call cb once per distinct file mapped by pid */
-static int for_each_mapped_file(pid_t pid, int (*cb)(void *ctx, const struct mapping *m),
-				void *ctx)
+/*
+ * One line of /proc/PID/maps: "START-END PERMS OFFSET MAJ:MIN INODE   PATH".
+ * The path is the rest of the line: it may hold spaces, and the kernel
+ * writes a newline in it as \012 (nothing else is escaped, so a name that
+ * holds "\012" itself reads back wrong: the inode check catches that).
+ * False for anything but a file (anonymous memory, [stack], anon_inode:...).
+ */
+static bool parse_maps_line(const char *line, struct mapping *m)
 {
-	char path[64], line[PATH_MAX + 128];
-	struct mapping *m = calloc(1, sizeof(*m));
+	unsigned long start, end, ino;
+	unsigned int maj, min;
+	const char *p;
+	size_t o = 0, len;
+	int n = 0;
+
+	if (sscanf(line, "%lx-%lx %*s %*x %x:%x %lu %n", &start, &end, &maj, &min, &ino, &n) < 5 ||
+	    !n || !ino)
+		return false;
+	p = line + n;
+	while (*p == ' ')
+		p++;
+	if (*p != '/')
+		return false;
+	len = strcspn(p, "\n");
+	for (size_t i = 0; i < len && o + 1 < sizeof(m->path); i++) {
+		if (p[i] == '\\' && i + 4 <= len && !strncmp(p + i, "\\012", 4)) {
+			m->path[o++] = '\n';
+			i += 3;
+		} else {
+			m->path[o++] = p[i];
+		}
+	}
+	m->path[o] = 0;
+	m->deleted = o > 10 && !strcmp(m->path + o - 10, " (deleted)");
+	if (m->deleted)
+		m->path[o - 10] = 0;
+	m->start = start;
+	m->end = end;
+	m->dev = makedev(maj, min);
+	m->ino = ino;
+	return true;
+}
+
+/* is st the inode the maps line names? */
+static bool same_inode(const struct stat *st, const struct mapping *m, int fd, bool by_map_files)
+{
+	struct statfs fs;
+
+	if (!S_ISREG(st->st_mode) || (uint64_t)st->st_ino != m->ino)
+		return false;
+	if (st->st_dev == m->dev)
+		return true;
+	/*
+	 * btrfs gives each subvolume a device number of its own in stat, the
+	 * maps line the file system's. Through map_files the inode is the
+	 * mapped one anyway; by a name it could be another subvolume's file
+	 * with the same inode number.
+	 */
+	return by_map_files && !fstatfs(fd, &fs) && fs.f_type == 0x9123683E /* BTRFS_SUPER_MAGIC */;
+}
+
+/*
+ * A read lease on the file open on fd, held until fd is closed. libbpf opens
+ * the file again, blocking (and maps it to parse it): a write lease the
+ * target took on its file would keep that open waiting for the lease break
+ * time (45 s), and a truncation would be SIGBUS in that mapping. Neither can
+ * happen while we hold a read lease: no write lease is granted beside it,
+ * and an open for writing or a truncation waits for us. It cannot be taken
+ * if the file is open for writing somewhere (-ETXTBSY: the file is left
+ * alone). Where leases cannot be taken (disabled, a file system without
+ * them) the target cannot take one either; without CAP_LEASE (an agent with
+ * CAP_BPF and CAP_PERFMON alone) the file goes on unprotected. Should a
+ * writer break the lease, the kernel tells us with SIGURG, which is ignored,
+ * not SIGIO, which would end the agent.
+ */
+static int hold_read_lease(int fd)
+{
+	if (fcntl(fd, F_SETSIG, SIGURG))
+		return -errno;
+	if (!fcntl(fd, F_SETLEASE, F_RDLCK))
+		return 0;
+	return errno == EAGAIN ? -ETXTBSY : 0;
+}
+
+static void drop_lease(int fd)
+{
+	fcntl(fd, F_SETLEASE, F_UNLCK);
+}
+
+/*
+ * Open the file of mapping m for reading, never by a name the target
+ * controls. Through /proc/PID/map_files/START-END, the kernel's own
+ * reference to the mapped file (needs CAP_SYS_ADMIN); without it, through
+ * /proc/PID/root/PATH, following no symlink at the end. Either way the path
+ * is first opened O_PATH, which opens nothing (no FIFO, no device's open),
+ * and only a regular file with the device and inode of the maps line is
+ * then opened, through that descriptor, and O_NONBLOCK (a lease the target
+ * holds would make a plain open wait). fd, or -errno (-ESTALE: not the
+ * mapped file, or not a regular one; -ENOENT: the mapping is gone).
+ */
+static int open_mapped(struct probes *p, const struct mapping *m)
+{
+	char path[PATH_MAX + 64];
+	struct stat st;
+	bool by_map_files = !p->no_map_files;
+	int pfd = -1, fd, err;
+
+	if (by_map_files) {
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", (int)p->o.pid, m->start,
+			 m->end);
+		pfd = open(path, O_PATH | O_CLOEXEC);
+		if (pfd < 0 && (errno == EPERM || errno == EACCES)) {
+			p->no_map_files = true;
+			by_map_files = false;
+		} else if (pfd < 0) {
+			return -errno;
+		}
+	}
+	if (!by_map_files) {
+		if (m->deleted)
+			return -ENOENT;
+		snprintf(path, sizeof(path), "/proc/%d/root%s", (int)p->o.pid, m->path);
+		pfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (pfd < 0)
+			return -errno;
+	}
+	if (fstat(pfd, &st) || !same_inode(&st, m, pfd, by_map_files)) {
+		close(pfd);
+		return -ESTALE;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", pfd);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	err = -errno;
+	close(pfd);
+	if (fd < 0)
+		return err;
+	if (fstat(fd, &st) || !same_inode(&st, m, fd, by_map_files)) {
+		close(fd);
+		return -ESTALE;
+	}
+	err = hold_read_lease(fd);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* the path that names the file open on fd, for libbpf and the kernel */
+static void fd_path(int fd, char *buf, size_t len)
+{
+	snprintf(buf, len, "/proc/self/fd/%d", fd);
+}
+
+/*
+ * The FUSE mounts of the target's mount namespace. A FUSE file system is
+ * served by a process, the target's own if it mounted one: an open or a read
+ * of a file there (even a stat) waits for that process, forever if it wants.
+ * Such files are never touched.
+ */
+static void read_fuse_devs(struct probes *p)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	int lines = 0;
+	FILE *f;
+
+	p->fuse_read = true;
+	p->nfuse_devs = 0;
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)p->o.pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	/* a mount namespace of the target's may hold as many mounts as it likes */
+	while (getline(&line, &cap, f) > 0 && lines++ < 200000) {
+		unsigned int maj, min;
+		const char *sep = strstr(line, " - ");
+		dev_t *d;
+
+		if (!sep || sscanf(line, "%*d %*d %u:%u", &maj, &min) != 2 ||
+		    (strncmp(sep + 3, "fuse ", 5) && strncmp(sep + 3, "fuse.", 5) &&
+		     strncmp(sep + 3, "fuseblk ", 8)))
+			continue;
+		d = realloc(p->fuse_devs, (p->nfuse_devs + 1) * sizeof(*d));
+		if (!d)
+			break;
+		p->fuse_devs = d;
+		p->fuse_devs[p->nfuse_devs++] = makedev(maj, min);
+	}
+	free(line);
+	fclose(f);
+}
+
+static bool on_fuse(struct probes *p, dev_t dev)
+{
+	if (!p->fuse_read)
+		read_fuse_devs(p);
+	for (int i = 0; i < p->nfuse_devs; i++)
+		if (p->fuse_devs[i] == dev)
+			return true;
+	return false;
+}
+
+/* ---- the set of mapped files looked at ---- */
+
+static uint32_t file_hash(uint64_t dev, uint64_t ino)
+{
+	uint64_t h = ino * 0x9e3779b97f4a7c15ull ^ (dev + 0x632be59bd9b4e019ull) * 0xc2b2ae3d27d4eb4full;
+
+	return (uint32_t)(h ^ h >> 32);
+}
+
+static struct file_key *file_slot(struct file_key *t, uint32_t cap, uint64_t dev, uint64_t ino)
+{
+	uint32_t i = file_hash(dev, ino) & (cap - 1);
+
+	while (t[i].used && (t[i].dev != dev || t[i].ino != ino))
+		i = (i + 1) & (cap - 1);
+	return &t[i];
+}
+
+/*
+ * The entry of file dev:ino, added if new; NULL when the set is full (or
+ * memory is short): such a file is not looked at.
+ */
+static struct file_key *file_get(struct file_set *s, uint64_t dev, uint64_t ino)
+{
+	struct file_key *k;
+
+	if (s->cap) {
+		k = file_slot(s->t, s->cap, dev, ino);
+		if (k->used)
+			return k;
+	}
+	if (s->n >= FILES_MAX)
+		return NULL;
+	/* at most half full */
+	if ((s->n + 1) * 2 > s->cap) {
+		uint32_t cap = s->cap ? s->cap * 2 : 1024;
+		struct file_key *t = calloc(cap, sizeof(*t));
+
+		if (!t)
+			return NULL;
+		for (uint32_t i = 0; i < s->cap; i++)
+			if (s->t[i].used)
+				*file_slot(t, cap, s->t[i].dev, s->t[i].ino) = s->t[i];
+		free(s->t);
+		s->t = t;
+		s->cap = cap;
+	}
+	k = file_slot(s->t, s->cap, dev, ino);
+	k->used = 1;
+	k->dev = dev;
+	k->ino = ino;
+	s->n++;
+	return k;
+}
+
+/*
+ * cb once per mapping of a file in pid's maps, with the line parsed; it
+ * returns non-zero to stop. The number of file mappings, or -errno.
+ */
+static int for_each_mapping(pid_t pid, int (*cb)(void *ctx, const struct mapping *m), void *ctx)
+{
+	char path[64], *line = NULL;
+	struct mapping *m = malloc(sizeof(*m));
+	size_t cap = 0;
 	FILE *f;
 	int n = 0;
 
@@ -266,45 +634,19 @@ static int for_each_mapped_file(pid_t pid, int (*cb)(void *ctx, const struct map
 		free(m);
 		return -errno;
 	}
-	while (fgets(line, sizeof(line), f)) {
-		char *p = strchr(line, '/');
-		struct stat st;
-		size_t len;
-
-		if (!p)
+	/* fewer, larger reads: the kernel builds the text as it is read */
+	setvbuf(f, NULL, _IOFBF, 1 << 16);
+	while (getline(&line, &cap, f) > 0) {
+		if (!parse_maps_line(line, m))
 			continue;
-		len = strcspn(p, "\n");
-		p[len] = 0;
-		if (len > 10 && !strcmp(p + len - 10, " (deleted)"))
-			continue;
-		if (!strcmp(p, m->path))
-			continue;
-		snprintf(m->path, sizeof(m->path), "%s", p);
-		snprintf(m->open, sizeof(m->open), "/proc/%d/root%s", (int)pid, p);
-		if (stat(m->open, &st) || !S_ISREG(st.st_mode))
-			continue;
-		m->dev = st.st_dev;
-		m->ino = st.st_ino;
 		n++;
 		if (cb(ctx, m))
 			break;
 	}
+	free(line);
 	fclose(f);
 	free(m);
 	return n;
-}
-
-static bool seen_before(struct probes *p, dev_t dev, ino_t ino)
-{
-	for (int i = 0; i < p->nseen; i++)
-		if (p->seen[i].dev == dev && p->seen[i].ino == ino)
-			return true;
-	if (p->nseen < MAX_SEEN) {
-		p->seen[p->nseen].dev = dev;
-		p->seen[p->nseen].ino = ino;
-		p->nseen++;
-	}
-	return false;
 }
 
 static const char *base_name(const char *path)
@@ -414,7 +756,16 @@ static int alloc_link(struct probes *p, struct bpf_program *prog, size_t i, cons
 					    p->o.pid);
 		return out->fd < 0 ? out->fd : 0;
 	}
-	out->l = bpf_program__attach_uprobe_opts(prog, p->o.pid, path, 0, &o);
+	/*
+	 * By its offset where our own parse found it: libbpf then opens nothing
+	 * (the overhead guard attaches again at any time, without our lease)
+	 */
+	if (p->alloc_off[i]) {
+		o.func_name = NULL;
+		out->l = bpf_program__attach_uprobe_opts(prog, p->o.pid, path, p->alloc_off[i], &o);
+	} else {
+		out->l = bpf_program__attach_uprobe_opts(prog, p->o.pid, path, 0, &o);
+	}
 	return out->l ? 0 : errno ? -errno : -EINVAL;
 }
 
@@ -457,32 +808,26 @@ static int attach_alloc_sym(struct probes *p, size_t i, const char *path, bool *
 }
 
 /*
- * Where each function of alloc_syms[] starts in the ELF file at path, as a
- * file offset (what a uprobe takes); 0 for those it does not define. A
+ * Where each function of alloc_syms[] starts in the ELF file open on fd, as
+ * a file offset (what a uprobe takes); 0 for those it does not define. A
  * global definition is preferred to a weak one.
  */
-static void elf_alloc_offsets(const char *path, uint64_t off[ALLOC_NSYMS])
+static void elf_alloc_offsets(int fd, uint64_t off[ALLOC_NSYMS])
 {
 	bool global[ALLOC_NSYMS] = { false };
 	Elf_Scn *scn = NULL;
 	Elf *e;
-	int fd;
 
 	memset(off, 0, ALLOC_NSYMS * sizeof(*off));
-	if (elf_version(EV_CURRENT) == EV_NONE)
+	e = elf_open_fd(fd);
+	if (!e)
 		return;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!e || elf_kind(e) != ELF_K_ELF)
-		goto out;
 	while ((scn = elf_nextscn(e, scn))) {
 		GElf_Shdr sh;
 		Elf_Data *data;
 
 		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
-		    !sh.sh_entsize || !(data = elf_getdata(scn, NULL)))
+		    !sh.sh_entsize || !(data = section_data(scn, &sh)))
 			continue;
 		for (size_t k = 0; k < sh.sh_size / sh.sh_entsize; k++) {
 			GElf_Sym sym;
@@ -510,18 +855,41 @@ static void elf_alloc_offsets(const char *path, uint64_t off[ALLOC_NSYMS])
 			}
 		}
 	}
-out:
-	if (e)
-		elf_end(e);
-	close(fd);
+	elf_end(e);
 }
 
-static void attach_alloc(struct probes *p, const char *open_path, const char *shown)
+/*
+ * The allocator probes on the library open on fd (verified: the file the
+ * target maps), shown as `shown`; a copy of fd is kept open as long as the
+ * probes may be attached again (the overhead guard), and they are attached
+ * through its /proc/self/fd path. fd < 0: path is the user's --alloc-lib.
+ */
+static void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
 {
-	int ok = 0;
+	char fpath[64];
+	const char *open_path = path;
+	int ok = 0, own = -1;
 
-	if (p->alloc_multi)
-		elf_alloc_offsets(open_path, p->alloc_off);
+	if (fd >= 0) {
+		own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		if (own < 0) {
+			status(p, "alloc", false, false, "cannot keep %s open: %s", shown,
+			       strerror(errno));
+			return;
+		}
+		fd_path(own, fpath, sizeof(fpath));
+		open_path = fpath;
+	}
+	{
+		int efd = own >= 0 ? own : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+		memset(p->alloc_off, 0, sizeof(p->alloc_off));
+		if (efd >= 0) {
+			elf_alloc_offsets(efd, p->alloc_off);
+			if (efd != own)
+				close(efd);
+		}
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(alloc_syms); i++) {
 		char name[48];
 		bool second;
@@ -544,8 +912,14 @@ static void attach_alloc(struct probes *p, const char *open_path, const char *sh
 	}
 	if (ok) {
 		snprintf(p->alloc_path, sizeof(p->alloc_path), "%s", open_path);
+		/* kept open for the path, not for the lease: the target's writers need not wait */
+		if (own >= 0)
+			drop_lease(own);
+		p->alloc_fd = own;
 		p->alloc_attached = true;
 		p->alloc_on = true;
+	} else if (own >= 0) {
+		close(own);
 	}
 }
 
@@ -715,42 +1089,151 @@ static void attach_cuda(struct probes *p, const char *open_path, const char *sho
 		keep_link(p, lr);
 		ok++;
 	}
-	status(p, "cuda-driver", ok > 0, false, ok ? "%d symbols of %s" : "no symbols in %s",
-	       ok, shown);
+	if (ok)
+		status(p, "cuda-driver", true, false, "%d symbols of %s", ok, shown);
+	else
+		status(p, "cuda-driver", false, false, "no symbols in %s", shown);
 }
 
 /* ---- scanning the mappings ---- */
 
-static int scan_one(void *ctx, const struct mapping *m)
+struct scan {
+	struct probes *p;
+	uint64_t deadline;           /* mono ns: no new file looked at after */
+	uint64_t usdt_left_out;      /* this pass */
+	uint64_t files_left_out;
+	uint64_t fuse;
+	uint64_t deferred;
+};
+
+/* the probes a mapped file calls for, its descriptor fd verified */
+static void probe_file(struct probes *p, struct scan *sc, const struct mapping *m, int fd)
 {
-	struct probes *p = ctx;
 	const char *b = base_name(m->path);
+	char fpath[64];
 
-	if (seen_before(p, m->dev, m->ino))
-		return 0;
-	if (elf_has_usdt(m->open, "stepblame", "step")) {
-		struct bpf_link *l = bpf_program__attach_usdt(p->marks->progs.step_usdt, p->o.pid,
-							      m->open, "stepblame", "step", NULL);
-		int err = keep_link(p, l);
+	fd_path(fd, fpath, sizeof(fpath));
+	if (elf_has_usdt(fd, "stepblame", "step")) {
+		if (p->nusdt >= USDT_MAX) {
+			sc->usdt_left_out++;
+		} else {
+			struct bpf_link *l = bpf_program__attach_usdt(p->marks->progs.step_usdt,
+								      p->o.pid, fpath, "stepblame",
+								      "step", NULL);
+			int err = keep_link(p, l);
 
-		status(p, "usdt:stepblame:step", !err, false,
-		       err ? "%s: %s" : "%s", m->path, err ? uprobe_why(-err) : "");
+			p->nusdt++;
+			status(p, "usdt:stepblame:step", !err, false, err ? "%s: %s" : "%s%s",
+			       m->path, err ? uprobe_why(-err) : "");
+		}
 	}
 	if (!p->o.no_cuda && !strncmp(b, "libcuda.so", 10))
-		attach_cuda(p, m->open, m->path);
+		attach_cuda(p, fpath, m->path);
 	if (p->alloc && !p->alloc_attached && !p->o.alloc_lib && is_libc(m->path))
-		attach_alloc(p, m->open, m->path);
+		attach_alloc(p, fd, NULL, m->path);
+}
+
+static int scan_one(void *ctx, const struct mapping *m)
+{
+	struct scan *sc = ctx;
+	struct probes *p = sc->p;
+	struct file_key *k = file_get(&p->files, m->dev, m->ino);
+	int fd;
+
+	/* known already: no system call at all */
+	if (k && k->done)
+		return 0;
+	if (!k) {
+		sc->files_left_out++;
+		return 0;
+	}
+	if (mono_ns() >= sc->deadline) {
+		sc->deferred++;
+		return 0;
+	}
+	if (on_fuse(p, m->dev)) {
+		sc->fuse++;
+		k->done = 1;
+		return 0;
+	}
+	fd = open_mapped(p, m);
+	if (fd < 0) {
+		/*
+		 * Gone (unmapped since the line was read), or not the file the
+		 * line names (renamed, replaced): a few more tries, then never.
+		 */
+		if (++k->tries >= 3 || fd == -EISDIR)
+			k->done = 1;
+		return 0;
+	}
+	k->done = 1;
+	probe_file(p, sc, m, fd);
+	close(fd);
 	return 0;
 }
 
+/* one pass over the maps, looking at new files until deadline */
+static int scan(struct probes *p, uint64_t deadline)
+{
+	struct scan sc = { .p = p, .deadline = deadline };
+	uint64_t t0 = mono_ns(), dt;
+	int n;
+
+	/* the FUSE mounts are read again, when a new file calls for it */
+	p->fuse_read = false;
+	n = for_each_mapping(p->o.pid, scan_one, &sc);
+	dt = mono_ns() - t0;
+	if (__atomic_add_fetch(&n_scans, 1, __ATOMIC_RELAXED) > 1 && dt > max_scan_ns)
+		__atomic_store_n(&max_scan_ns, dt, __ATOMIC_RELAXED);
+	__atomic_store_n(&last_scan_ns, dt, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&n_deferred, sc.deferred, __ATOMIC_RELAXED);
+	if (sc.usdt_left_out) {
+		p->usdt_left_out += sc.usdt_left_out;
+		status(p, "usdt:stepblame:step", false, false,
+		       "%llu more mapped files carry the step note (%llu in all so far): at most %d "
+		       "get probes, the first ones mapped", (unsigned long long)sc.usdt_left_out,
+		       (unsigned long long)p->usdt_left_out, USDT_MAX);
+	}
+	p->files_left_out = sc.files_left_out;
+	if (sc.files_left_out && !p->files_full_said) {
+		p->files_full_said = true;
+		status(p, "mapped-files", false, false,
+		       "the target maps more than %d files: %llu mappings of further ones were "
+		       "not looked at", FILES_MAX, (unsigned long long)sc.files_left_out);
+	}
+	if (sc.fuse) {
+		p->fuse_skipped += sc.fuse;
+		if (!p->fuse_said) {
+			p->fuse_said = true;
+			status(p, "mapped-files", false, false,
+			       "%llu mapped files on FUSE mounts not looked at (their server, maybe "
+			       "the target, could keep the agent waiting): no probes in them",
+			       (unsigned long long)sc.fuse);
+		}
+	}
+	return n;
+}
+
+static bool target_stopped_now(const struct probes *p);
+
 int probes_rescan(struct probes *p)
 {
-	return for_each_mapped_file(p->o.pid, scan_one, p);
+	uint64_t now = mono_ns();
+	int n;
+
+	/* a program that now runs as another user is not looked at */
+	if (now < p->next_scan || target_stopped_now(p))
+		return 0;
+	n = scan(p, now + RESCAN_BUDGET_NS);
+	p->next_scan = now + (mono_ns() - now) * RESCAN_SPACING;
+	return n;
 }
 
 struct find_lib {
+	struct probes *p;
 	const char *want;
-	char found[PATH_MAX];
+	struct mapping m;
+	bool found;
 };
 
 static int find_lib_cb(void *ctx, const struct mapping *m)
@@ -759,7 +1242,8 @@ static int find_lib_cb(void *ctx, const struct mapping *m)
 	const char *b = base_name(m->path);
 
 	if (!strcmp(m->path, f->want) || !strncmp(b, f->want, strlen(f->want))) {
-		snprintf(f->found, sizeof(f->found), "%s", m->open);
+		f->m = *m;
+		f->found = true;
 		return 1;
 	}
 	return 0;
@@ -767,28 +1251,49 @@ static int find_lib_cb(void *ctx, const struct mapping *m)
 
 static void attach_step_uprobe(struct probes *p)
 {
-	char spec[PATH_MAX], *colon;
-	struct find_lib f = {};
+	char spec[PATH_MAX], *colon, fpath[64];
+	struct find_lib *f = calloc(1, sizeof(*f));
 	const char *path;
+	int fd = -1, err;
 
+	if (!f) {
+		status(p, "step-uprobe", false, true, "out of memory");
+		return;
+	}
 	snprintf(spec, sizeof(spec), "%s", p->o.step_uprobe);
 	colon = strrchr(spec, ':');
 	if (!colon || colon == spec || !colon[1]) {
 		status(p, "step-uprobe", false, true, "expected LIB:SYM, got '%s'", spec);
+		free(f);
 		return;
 	}
 	*colon = 0;
-	f.want = spec;
-	for_each_mapped_file(p->o.pid, find_lib_cb, &f);
-	path = f.found[0] ? f.found : spec;
+	f->p = p;
+	f->want = spec;
+	for_each_mapping(p->o.pid, find_lib_cb, f);
+	/* the library the target maps, opened safely; else LIB as the user gave it */
+	path = spec;
+	if (f->found) {
+		fd = open_mapped(p, &f->m);
+		if (fd < 0) {
+			status(p, "step-uprobe", false, true, "%s:%s: cannot open %s as mapped: %s",
+			       spec, colon + 1, f->m.path, strerror(-fd));
+			free(f);
+			return;
+		}
+		fd_path(fd, fpath, sizeof(fpath));
+		path = fpath;
+	}
 	LIBBPF_OPTS(bpf_uprobe_opts, o, .func_name = colon + 1);
 	struct bpf_link *l = bpf_program__attach_uprobe_opts(p->marks->progs.step_uprobe,
 							     p->o.pid, path, 0, &o);
-	int err = keep_link(p, l);
-
-	status(p, "step-uprobe", !err, true, err ? "%s:%s: %s" : "%s:%s", spec, colon + 1,
+	err = keep_link(p, l);
+	if (fd >= 0)
+		close(fd);
+	status(p, "step-uprobe", !err, true, err ? "%s:%s: %s" : "%s:%s%s", spec, colon + 1,
 	       err ? uprobe_why(-err) : "");
 	p->step_uprobe_attached = !err;
+	free(f);
 }
 
 /* ---- scheduler family: tp_btf, else raw_tp ---- */
@@ -811,8 +1316,7 @@ static int open_sched(struct probes *p, bool use_btf, const struct btf *vmlinux)
 
 	if (!s)
 		return -errno;
-	s->rodata->targ_tgid = p->o.pid;
-	s->rodata->wake_bytes = p->o.wake_bytes;
+	SET_TARGET(p, s);
 	bpf_map__set_max_entries(s->maps.events, p->o.ring_bytes);
 	bpf_map__set_max_entries(s->maps.nwait, p->ncpus);
 	bpf_map__set_max_entries(s->maps.cpu_node, p->ncpus);
@@ -906,14 +1410,19 @@ static void mem_probe_name(const struct bpf_program *prog, char *out, size_t len
 	snprintf(out, len, "mem:%s", last ? last + 1 : sec);
 }
 
-static int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops)
+/* the maps every family shares: the ring buffer, the drop counters, the target's state */
+static int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops,
+			struct bpf_map *state)
 {
 	int err = bpf_map__reuse_fd(events, bpf_map__fd(p->sched->maps.events));
 
 	if (!err)
 		err = bpf_map__reuse_fd(drops, bpf_map__fd(p->sched->maps.drops));
+	if (!err)
+		err = bpf_map__reuse_fd(state, bpf_map__fd(p->sched->maps.target_state));
 	return err;
 }
+
 
 /* attach the programs whose section starts with prefix; false (and none kept) on a failure */
 static bool attach_mem_group(struct probes *p, const char *prefix, const char *variant)
@@ -953,8 +1462,7 @@ static void open_mem(struct probes *p, const struct btf *vmlinux)
 		status(p, "mem", false, false, "open failed: %s", strerror(errno));
 		return;
 	}
-	m->rodata->targ_tgid = p->o.pid;
-	m->rodata->wake_bytes = p->o.wake_bytes;
+	SET_TARGET(p, m);
 	m->rodata->io_min_ns = p->o.io_min_ns ? p->o.io_min_ns : IO_MIN_NS;
 	/* both syscall variants load; one is attached */
 	bpf_object__for_each_program(prog, m->obj) {
@@ -969,7 +1477,7 @@ static void open_mem(struct probes *p, const struct btf *vmlinux)
 			status(p, name, false, false, "no such tracepoint on this kernel");
 		}
 	}
-	err = reuse_shared(p, m->maps.events, m->maps.drops);
+	err = reuse_shared(p, m->maps.events, m->maps.drops, m->maps.target_state);
 	if (!err)
 		err = mem_bpf__load(m);
 	if (err) {
@@ -1011,8 +1519,7 @@ static int open_alloc_once(struct probes *p, bool with_flush, bool multi)
 
 	if (!a)
 		return -errno;
-	a->rodata->targ_tgid = p->o.pid;
-	a->rodata->wake_bytes = p->o.wake_bytes;
+	SET_TARGET(p, a);
 	a->rodata->alloc_min_ns = p->o.alloc_min_ns;
 	a->rodata->burst_gap_ns = or_default(p->o.burst_gap_ns, BURST_GAP_NS);
 	a->rodata->burst_max_ns = or_default(p->o.burst_max_ns, BURST_MAX_NS);
@@ -1022,7 +1529,7 @@ static int open_alloc_once(struct probes *p, bool with_flush, bool multi)
 	bpf_object__for_each_program(prog, a->obj)
 		if (multi && prog != a->progs.flush_burst)
 			bpf_program__set_expected_attach_type(prog, SB_TRACE_UPROBE_MULTI);
-	err = reuse_shared(p, a->maps.events, a->maps.drops);
+	err = reuse_shared(p, a->maps.events, a->maps.drops, a->maps.target_state);
 	if (!err)
 		err = alloc_bpf__load(a);
 	if (err) {
@@ -1068,9 +1575,8 @@ static int open_marks(struct probes *p)
 
 	if (!m)
 		return -errno;
-	m->rodata->targ_tgid = p->o.pid;
-	m->rodata->wake_bytes = p->o.wake_bytes;
-	err = reuse_shared(p, m->maps.events, m->maps.drops);
+	SET_TARGET(p, m);
+	err = reuse_shared(p, m->maps.events, m->maps.drops, m->maps.target_state);
 	if (!err)
 		err = marks_bpf__load(m);
 	if (err) {
@@ -1079,6 +1585,93 @@ static int open_marks(struct probes *p)
 	}
 	p->marks = m;
 	return 0;
+}
+
+/* ---- the target's credentials ---- */
+
+/*
+ * uid, gid, suid, sgid, euid, egid, fsuid, fsgid (struct cred's order) and
+ * the permitted capabilities of pid, from /proc/PID/status (which lists
+ * real, effective, saved, filesystem); false if they cannot be read.
+ */
+static bool read_creds(pid_t pid, uint32_t ids[8], uint64_t *cap)
+{
+	char path[64], buf[4096];
+	unsigned long u[4], g[4];
+	unsigned long long c;
+	const char *l;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (read_small_file(path, buf, sizeof(buf)) <= 0)
+		return false;
+	if (!(l = strstr(buf, "\nUid:")) ||
+	    sscanf(l + 5, "%lu %lu %lu %lu", &u[0], &u[1], &u[2], &u[3]) != 4 ||
+	    !(l = strstr(buf, "\nGid:")) ||
+	    sscanf(l + 5, "%lu %lu %lu %lu", &g[0], &g[1], &g[2], &g[3]) != 4 ||
+	    !(l = strstr(buf, "\nCapPrm:")) || sscanf(l + 8, "%llx", &c) != 1)
+		return false;
+	ids[0] = u[0], ids[1] = g[0], ids[2] = u[2], ids[3] = g[2];
+	ids[4] = u[1], ids[5] = g[1], ids[6] = u[3], ids[7] = g[3];
+	*cap = c;
+	return true;
+}
+
+static bool read_state(const struct probes *p, struct target_state_v *v)
+{
+	__u32 zero = 0;
+
+	return p->sched && bpf_map__value_size(p->sched->maps.target_state) == sizeof(*v) &&
+	       !bpf_map_lookup_elem(bpf_map__fd(p->sched->maps.target_state), &zero, v);
+}
+
+static bool target_stopped_now(const struct probes *p)
+{
+	struct target_state_v v;
+
+	return read_state(p, &v) && v.stopped;
+}
+
+/*
+ * The credentials were read before the probes were in: a change meanwhile
+ * (an exec of a setuid program while we loaded) was seen by no probe. Said
+ * to the kernel side as if a probe had seen it.
+ */
+static void check_creds_again(struct probes *p)
+{
+	struct target_state_v v;
+	uint32_t ids[8];
+	uint64_t cap;
+	__u32 zero = 0;
+
+	if (!p->creds_known || !read_creds(p->o.pid, ids, &cap) ||
+	    (!memcmp(ids, p->ids, sizeof(ids)) && !(cap & ~p->cap_prm)) || !read_state(p, &v) ||
+	    v.stopped)
+		return;
+	memset(&v, 0, sizeof(v));
+	v.stopped = 1;
+	v.tid = p->o.pid;
+	v.how = 0;
+	memcpy(v.ids, ids, sizeof(ids));
+	v.cap_prm = cap;
+	v.stop_ns = mono_ns();
+	bpf_map_update_elem(bpf_map__fd(p->sched->maps.target_state), &zero, &v, BPF_ANY);
+}
+
+bool probes_stopped(const struct probes *p, struct probes_stop *s)
+{
+	struct target_state_v v;
+
+	if (!read_state(p, &v) || !v.stopped || !v.stop_ns)
+		return false;
+	memset(s, 0, sizeof(*s));
+	s->ns = v.stop_ns;
+	s->tid = v.tid;
+	s->at_exec = v.how == SB_STOP_EXEC;
+	memcpy(s->ids_before, p->ids, sizeof(p->ids));
+	memcpy(s->ids_after, v.ids, sizeof(v.ids));
+	s->cap_before = p->cap_prm;
+	s->cap_after = v.cap_prm;
+	return true;
 }
 
 struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen)
@@ -1103,6 +1696,9 @@ struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen)
 		return NULL;
 	}
 	p->o = *o;
+	p->alloc_fd = -1;
+	/* before anything is loaded: the credentials the target is recorded under */
+	p->creds_known = read_creds(o->pid, p->ids, &p->cap_prm);
 	p->ncpus = libbpf_num_possible_cpus();
 	if (p->ncpus <= 0)
 		p->ncpus = 1;
@@ -1147,7 +1743,7 @@ struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen)
 				snprintf(err, errlen, "--alloc-lib %s: %s", o->alloc_lib, strerror(errno));
 				goto fail;
 			}
-			attach_alloc(p, o->alloc_lib, o->alloc_lib);
+			attach_alloc(p, -1, o->alloc_lib, o->alloc_lib);
 			if (!p->alloc_attached) {
 				snprintf(err, errlen, "--alloc-lib %s: none of malloc, free, ... found in it",
 					 o->alloc_lib);
@@ -1163,7 +1759,8 @@ struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen)
 			goto fail;
 		}
 	}
-	e = probes_rescan(p);
+	e = scan(p, mono_ns() + FIRST_SCAN_BUDGET_NS);
+	p->next_scan = mono_ns();
 	if (e < 0) {
 		snprintf(err, errlen, "cannot read the mappings of PID %d: %s", (int)o->pid,
 			 strerror(-e));
@@ -1172,6 +1769,7 @@ struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen)
 	if (!o->no_alloc && p->alloc && !p->alloc_attached && !o->alloc_lib)
 		status(p, "alloc", false, false, "the target maps no libc (static binary?): "
 		       "use --alloc-lib");
+	check_creds_again(p);
 	return p;
 fail:
 	btf__free(vmlinux);
@@ -1526,5 +2124,9 @@ void probes_close(struct probes *p)
 	alloc_bpf__destroy(p->alloc);
 	mem_bpf__destroy(p->mem);
 	sched_bpf__destroy(p->sched);
+	if (p->alloc_fd >= 0)
+		close(p->alloc_fd);
+	free(p->files.t);
+	free(p->fuse_devs);
 	free(p);
 }

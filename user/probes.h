@@ -42,7 +42,7 @@ struct probe_status {
 	char detail[160];           /* variant used, or why it did not attach */
 };
 
-#define PROBES_MAX_STATUS 128
+#define PROBES_MAX_STATUS 256
 
 struct probes;
 
@@ -54,8 +54,40 @@ struct probes;
 struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen);
 /* the ring buffer's map fd */
 int probes_ring_fd(const struct probes *p);
-/* look again at the target's mappings: attach USDT/CUDA/allocator probes to libraries loaded since */
+/*
+ * Look again at the target's mappings: attach USDT/CUDA/allocator probes to
+ * libraries loaded since. Each file (device and inode) is looked at once; a
+ * pass has a time budget (what is left waits for the next) and passes are
+ * spaced so that they take at most a few percent of the agent's time: a call
+ * too soon after the last does nothing. Count of mapped files, or -errno.
+ */
 int probes_rescan(struct probes *p);
+
+/*
+ * Recording of the target stopped in the kernel: one of its threads ran with
+ * other credentials than it had at attach (it exec'd a setuid or setgid
+ * program, or one with file capabilities, or called setuid() and the like).
+ * Nothing of it is recorded from then on. ids: uid, gid, suid, sgid, euid,
+ * egid, fsuid, fsgid; cap: permitted capabilities.
+ */
+struct probes_stop {
+	uint64_t ns;                /* when, CLOCK_MONOTONIC */
+	uint32_t tid;               /* the thread seen with other credentials */
+	bool at_exec;               /* seen when it exec'd */
+	uint32_t ids_before[8], ids_after[8];
+	uint64_t cap_before, cap_after;
+};
+/* has it stopped? then *s says how (once the kernel has written it all: else false until then) */
+bool probes_stopped(const struct probes *p, struct probes_stop *s);
+
+/* what looking at the target's mapped files cost this process so far (tests, -v) */
+struct probes_scan_counters {
+	uint64_t elf_parses;        /* mapped files parsed for ELF notes or symbols */
+	uint64_t scans;             /* passes over the maps */
+	uint64_t last_scan_ns, max_scan_ns; /* time of one pass (the first excluded from max) */
+	uint64_t deferred;          /* files left for a later pass: the pass ran out of time */
+};
+void probes_scan_counters(struct probes_scan_counters *out);
 int probes_status(const struct probes *p, const struct probe_status **out);
 /* cumulative ring-buffer drops per event type, summed over CPUs; and state-map overflows */
 void probes_drops(const struct probes *p, __u64 ring[SB_EV_KERNEL_MAX + 1], __u64 *mapfull);
@@ -112,7 +144,7 @@ void probes_close(struct probes *p);
  */
 int probes_check_privileges(pid_t pid, char *err, size_t errlen);
 
-/* does the ELF file at path carry the USDT note provider:name? */
-bool elf_has_usdt(const char *path, const char *provider, const char *name);
+/* does the ELF file open on fd carry the USDT note provider:name? (read with pread, no mmap) */
+bool elf_has_usdt(int fd, const char *provider, const char *name);
 
 #endif

@@ -13,6 +13,65 @@
 #include "target.h"
 #include "util.h"
 
+/* length of the UTF-8 character at s (n bytes there), 0 if malformed or a C1 control */
+static size_t utf8_char(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	size_t len;
+
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	/* C1 controls (U+0080..U+009F), overlong forms, surrogates, past U+10FFFF */
+	if ((c == 0xc2 && s[1] < 0xa0) || (c == 0xe0 && s[1] < 0xa0) ||
+	    (c == 0xed && s[1] >= 0xa0) || (c == 0xf0 && s[1] < 0x90) ||
+	    (c == 0xf4 && s[1] >= 0x90))
+		return 0;
+	return len;
+}
+
+size_t sb_escape(char *dst, size_t len, const char *src, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)src;
+	size_t o = 0;
+
+	if (!len)
+		return 0;
+	for (size_t i = 0; i < n && s[i]; ) {
+		size_t u = s[i] >= 0x80 ? utf8_char(s + i, n - i) : 0;
+
+		if (u) {
+			if (o + u >= len)
+				break;
+			memcpy(dst + o, s + i, u);
+			o += u;
+			i += u;
+		} else if (s[i] < 0x20 || s[i] >= 0x7f || s[i] == '\\') {
+			if (o + 4 >= len)
+				break;
+			snprintf(dst + o, 5, "\\x%02x", s[i]);
+			o += 4;
+			i++;
+		} else {
+			if (o + 1 >= len)
+				break;
+			dst[o++] = (char)s[i++];
+		}
+	}
+	dst[o] = 0;
+	return o;
+}
+
 int target_check(pid_t pid, char *err, size_t errlen)
 {
 	char path[64], buf[1024], state = 0;
@@ -242,6 +301,8 @@ bool cpu_online(int cpu)
 size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid)
 {
 	char path[64], comm[64] = "", cmd[4096] = "", exe[4096] = "", status[4096];
+	/* what the target chose, escaped: a newline in it would make a key of its own */
+	char ecomm[4 * sizeof(comm)], ecmd[4 * sizeof(cmd)], eexe[4 * sizeof(exe)];
 	size_t off = 0;
 	ssize_t n;
 	char *u;
@@ -262,10 +323,13 @@ size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid)
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	if (read_small_file(path, status, sizeof(status)) > 0 && (u = strstr(status, "\nUid:")))
 		*uid = (uid_t)strtoul(u + 5, NULL, 10);
+	sb_escape(ecomm, sizeof(ecomm), comm, sizeof(comm));
+	sb_escape(ecmd, sizeof(ecmd), cmd, sizeof(cmd));
+	sb_escape(eexe, sizeof(eexe), exe, sizeof(exe));
 	kv(buf, len, &off, "pid", "%d", (int)pid);
-	kv(buf, len, &off, "comm", "%s", comm);
-	kv(buf, len, &off, "cmdline", "%s", cmd);
-	kv(buf, len, &off, "exe", "%s", exe);
+	kv(buf, len, &off, "comm", "%s", ecomm);
+	kv(buf, len, &off, "cmdline", "%s", ecmd);
+	kv(buf, len, &off, "exe", "%s", eexe);
 	kv(buf, len, &off, "uid", "%d", (int)*uid);
 	kv(buf, len, &off, "start_time_ticks", "%llu",
 	   (unsigned long long)target_start_time(pid));

@@ -21,6 +21,14 @@ int target_free_cpu(pid_t pid);
 /* key=value lines for SB_REC_HOST / SB_REC_TARGET (schemas/trace.md); length */
 size_t host_facts(char *buf, size_t len);
 size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid);
+/*
+ * Text read from the target (a path from its maps, a comm, its command line)
+ * made safe for a terminal and for line-oriented records: control characters,
+ * DEL, C1 controls, backslashes and bytes that are not UTF-8 become \xNN.
+ * Copies n bytes of src (up to a NUL) into dst, NUL-terminated, never cutting
+ * an escape or a character in two. Returns the length written.
+ */
+size_t sb_escape(char *dst, size_t len, const char *src, size_t n);
 int cpu_node(int cpu);
 bool cpu_online(int cpu);
 
