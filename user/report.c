@@ -12,6 +12,7 @@
 
 #include "cmds.h"
 #include "engine.h"
+#include "outfile.h"
 #include "trace.h"
 #include "util.h"
 
@@ -48,63 +49,48 @@ static const char usage[] =
 
 enum fmt { FMT_TEXT, FMT_JSON, FMT_JSONL, FMT_PERFETTO };
 
-/* an output file that only appears, complete, when it is renamed into place */
+/* stdout, or a file that only appears, complete, when it is renamed into place */
 struct out {
 	FILE *f;
-	char tmp[PATH_MAX];
-	const char *path;
+	struct sb_out file;
+	bool to_file;
 };
 
 static int out_open(struct out *o, const char *path)
 {
-	struct stat st;
-	int fd;
+	char err[PATH_MAX + 128];
 
-	o->path = path;
+	memset(o, 0, sizeof(*o));
+	o->file.fd = o->file.dirfd = -1;
 	if (!path || !strcmp(path, "-")) {
 		o->f = stdout;
-		o->path = NULL;
 		return 0;
 	}
-	/* renaming over a device or FIFO (as root: /dev/null) would replace it */
-	if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
-		sb_err("cannot write %s: not a regular file (use -o - or a file name)", path);
+	if (sb_out_open(&o->file, path, NULL, err, sizeof(err))) {
+		sb_err("%s", err);
 		return -1;
 	}
-	if (snprintf(o->tmp, sizeof(o->tmp), "%s.partial.XXXXXX", path) >= (int)sizeof(o->tmp)) {
-		sb_err("%s: name too long", path);
-		return -1;
-	}
-	fd = mkostemp(o->tmp, O_CLOEXEC);
-	if (fd < 0) {
-		sb_err("cannot create %s: %s", o->tmp, strerror(errno));
-		return -1;
-	}
-	{
-		mode_t m = umask(0);
-
-		umask(m);
-		fchmod(fd, 0644 & ~m);
-	}
-	o->f = fdopen(fd, "w");
+	o->f = fdopen(o->file.fd, "w");
 	if (!o->f) {
-		sb_err("cannot write %s: %s", o->tmp, strerror(errno));
-		close(fd);
-		unlink(o->tmp);
+		sb_err("cannot write %s: %s", o->file.tmp_path, strerror(errno));
+		sb_out_abandon(&o->file, false);
 		return -1;
 	}
+	o->file.fd = -1; /* fclose closes it */
+	o->to_file = true;
 	return 0;
 }
 
 static int out_close(struct out *o, bool ok)
 {
+	char tmp[PATH_MAX + 32];
 	int err = 0;
 
 	if (!o->f)
 		return -1;
 	if (fflush(o->f) || ferror(o->f))
 		err = errno ? errno : EIO;
-	if (!o->path) {
+	if (!o->to_file) {
 		o->f = NULL;
 		if (err)
 			sb_err("writing the report: %s", strerror(err));
@@ -115,15 +101,17 @@ static int out_close(struct out *o, bool ok)
 	if (fclose(o->f) && !err)
 		err = errno;
 	o->f = NULL;
+	o->to_file = false;
 	if (err || !ok) {
 		if (err)
-			sb_err("writing %s: %s", o->tmp, strerror(err));
-		unlink(o->tmp);
+			sb_err("writing %s: %s", o->file.tmp_path, strerror(err));
+		sb_out_abandon(&o->file, false);
 		return -1;
 	}
-	if (rename(o->tmp, o->path)) {
-		sb_err("cannot rename %s to %s: %s", o->tmp, o->path, strerror(errno));
-		unlink(o->tmp);
+	snprintf(tmp, sizeof(tmp), "%s", o->file.tmp_path);
+	err = sb_out_commit(&o->file, true);
+	if (err) {
+		sb_err("cannot rename %s to %s: %s", tmp, o->file.path ? o->file.path : "", strerror(-err));
 		return -1;
 	}
 	return 0;
