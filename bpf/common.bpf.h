@@ -153,26 +153,45 @@ static __always_inline void stop_target(__u32 how, const __u32 ids[8], __u64 cap
  */
 static __always_inline bool current_creds_same(__u32 how, bool with_caps)
 {
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	const struct cred *c;
 	__u32 ids[8];
 	__u64 cap = 0;
 	bool same = true;
 
 	if (!targ_creds_known)
 		return true;
-	c = BPF_CORE_READ(t, real_cred);
-	/* an unreadable cred tells nothing: the target's events go on */
-	if (!c || cred_ids(c, ids))
-		return true;
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf)) {
+		/*
+		 * Linux 5.11+: plain loads through the task's BTF pointer, a few
+		 * nanoseconds, where two bpf_probe_read_kernel calls cost tens:
+		 * this runs on every event of the target
+		 */
+		const struct cred *c = bpf_get_current_task_btf()->real_cred;
+
+		ids[0] = c->uid.val;
+		ids[1] = c->gid.val;
+		ids[2] = c->suid.val;
+		ids[3] = c->sgid.val;
+		ids[4] = c->euid.val;
+		ids[5] = c->egid.val;
+		ids[6] = c->fsuid.val;
+		ids[7] = c->fsgid.val;
+		if (with_caps)
+			cap = cred_cap_prm(c);
+	} else {
+		struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+		const struct cred *c = BPF_CORE_READ(t, real_cred);
+
+		/* an unreadable cred tells nothing: the target's events go on */
+		if (!c || cred_ids(c, ids))
+			return true;
+		if (with_caps)
+			cap = cred_cap_prm(c);
+	}
 	for (int i = 0; i < 8; i++)
 		if (ids[i] != targ_ids[i])
 			same = false;
-	if (with_caps) {
-		cap = cred_cap_prm(c);
-		if (cap & ~targ_cap_prm)
-			same = false;
-	}
+	if (with_caps && (cap & ~targ_cap_prm))
+		same = false;
 	if (!same)
 		stop_target(how, ids, cap);
 	return same;
