@@ -19,6 +19,8 @@ static int test_failed_now, test_skipped_now, test_fails, test_passes, test_skip
 static char test_msg[512];
 
 static inline void test_fail(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static inline void test_fail(const char *file, int line, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -32,6 +34,7 @@ static inline void test_fail(const char *file, int line, const char *fmt, ...)
 	va_end(ap);
 }
 
+static inline void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static inline void test_skip(const char *fmt, ...)
 {
 	va_list ap;

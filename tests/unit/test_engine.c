@@ -598,11 +598,12 @@ static void t_setaffinity(void)
 	m = blame_of(s, ENG_MIGRATION, 0);
 	/* 9 calls of 100 us and the 7 gaps of 5 us between the first 8 */
 	CHECK(m == 9 * 100 * US + 7 * 5 * US, "migration %" PRIu64 ", want %" PRIu64, m,
-	      9 * 100 * US + 7 * 5 * US);
+	      (uint64_t)(9 * 100 * US + 7 * 5 * US));
 	hc = blame_of(s, ENG_HOST_COMPUTE, 0);
 	hc0 = blame_of(step_no(e, 0), ENG_HOST_COMPUTE, 0);
 	/* the 5 us after the eighth call, and the 125 us before the ninth, are its own work */
-	CHECK(hc == hc0 + 130 * US, "host_compute %" PRIu64 ", want %" PRIu64, hc, hc0 + 130 * US);
+	CHECK(hc == hc0 + 130 * US, "host_compute %" PRIu64 ", want %" PRIu64, hc,
+	      (uint64_t)(hc0 + 130 * US));
 	CHECK(s->count[ENG_N_MIGRATIONS] == 9, "migrations %u", s->count[ENG_N_MIGRATIONS]);
 	engine_free(e);
 	world_free(&w);
