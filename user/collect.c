@@ -554,7 +554,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			if (probes_stopped(c->probes, &stop)) {
 				put_stop_note(c, &stop);
 				c->target_stopped = true;
-				res->end_reason = SBT_END_TARGET_EXIT;
+				res->end_reason = SBT_END_CREDENTIALS;
 				break;
 			}
 			if (c->chan) {

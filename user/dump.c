@@ -554,7 +554,8 @@ static const char *const gpu_mark_names[] = { NULL, "step_begin", "step_end", "r
 					      "range_pop", "instant" };
 static const char *const gpu_copy_names[] = { NULL, "htod", "dtoh", "dtod", "htoh", "peer",
 					      "other" };
-static const char *const end_names[] = { NULL, "duration", "signal", "target_exit", "error" };
+static const char *const end_names[] = { NULL, "duration", "signal", "target_exit", "error",
+					  "target_credentials" };
 
 /* ---- records ---- */
 

@@ -4313,7 +4313,7 @@ void engine_target(const struct engine *e, struct eng_target *t)
 void engine_capture(const struct engine *e, struct eng_capture *c)
 {
 	static const char *const reasons[] = { "unknown", "duration", "signal", "target_exit",
-					       "error" };
+					       "error", "target_credentials" };
 
 	memset(c, 0, sizeof(*c));
 	c->start_ns = e->complete && e->trailer_start ? e->trailer_start : e->first_ts;

@@ -71,6 +71,7 @@ static const char *end_reason_text(enum sbt_end r)
 	case SBT_END_SIGNAL: return "interrupted";
 	case SBT_END_TARGET_EXIT: return "target exited";
 	case SBT_END_ERROR: return "stopped on an error";
+	case SBT_END_CREDENTIALS: return "the target took another user's credentials";
 	}
 	return "?";
 }

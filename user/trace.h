@@ -63,6 +63,7 @@ enum sbt_end {
 	SBT_END_SIGNAL = 2,     /* SIGINT / SIGTERM */
 	SBT_END_TARGET_EXIT = 3,/* the target exited */
 	SBT_END_ERROR = 4,      /* the agent stopped on an error (disk full, ...) */
+	SBT_END_CREDENTIALS = 5,/* the target took another user's credentials (setuid exec) */
 };
 
 /* ---- writer ---- */

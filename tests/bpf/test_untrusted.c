@@ -373,7 +373,7 @@ static void exec_case(bool setuid_bit)
 		      a.ev_after_stop);
 		CHECK(a.user_after_t == 0, "%zu faults/allocator/mmap events after the exec",
 		      a.user_after_t);
-		CHECK(c->res.end_reason == SBT_END_TARGET_EXIT, "ended by %d", c->res.end_reason);
+		CHECK(c->res.end_reason == SBT_END_CREDENTIALS, "ended by %d", c->res.end_reason);
 	} else {
 		CHECK(!a.note, "recording stopped: '%.*s'", (int)a.note->len, a.note->text);
 		/* sbwork faults 300 pages after the exec */
