@@ -14,11 +14,17 @@
 import json
 import sys
 
-# what each injection should be blamed on
+# what each injection should be blamed on. An injection is what simtrainer does,
+# and the blame vocabulary names each part: the fault storm maps, touches and
+# unmaps a region (page_fault, and alloc for the mmap/munmap calls: freeing 64 MiB
+# is milliseconds), and the allocation storm's fresh memory faults in, mostly
+# inside malloc itself, where the innermost explanation (page_fault) wins. How
+# the parts split depends on the machine's fault and uprobe costs; together they
+# are the injection.
 CAUSES = {
     "hog": {"cpu_wait"},
-    "faults": {"page_fault"},
-    "alloc": {"alloc"},
+    "faults": {"page_fault", "alloc"},
+    "alloc": {"alloc", "page_fault"},
     "migrate": {"migration"},
     "stall": {"blocked"},
     "ckpt": {"io_wait"},
