@@ -898,12 +898,31 @@ static struct sbc_reader *open_candidate(pid_t pid, pid_t nspid, long uid, bool 
 	sigjmp_buf jb;
 	size_t size;
 	void *map;
-	int fd;
+	int fd, rc, pathfd = -1;
 
 	*pid_mismatch = false;
 	snprintf(link, sizeof(link), "/proc/%d/map_files/%lx-%lx", (int)pid, c->start, c->end);
 	/* stat follows the link without opening: nothing but a regular file is opened */
-	if (stat(link, &st)) {
+	rc = stat(link, &st);
+	if (rc && (errno == EPERM || errno == EACCES)) {
+		/*
+		 * map_files wants CAP_SYS_ADMIN. An agent with CAP_BPF+CAP_PERFMON
+		 * tracing its own user's process looks the name up in the target's
+		 * root instead, without following a final symlink, and takes only
+		 * the inode that the maps line names (checked below).
+		 */
+		char alt[PATH_MAX + 32];
+
+		snprintf(alt, sizeof(alt), "/proc/%d/root%s", (int)pid, c->path);
+		pathfd = open(alt, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (pathfd >= 0) {
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", pathfd);
+			rc = stat(link, &st);
+		} else {
+			errno = EPERM;
+		}
+	}
+	if (rc) {
 		*e = -errno;
 		if (*e == -ENOENT) {
 			set_err(err, errlen, "process %d unmapped %s meanwhile", (int)pid, c->path);
@@ -913,28 +932,43 @@ static struct sbc_reader *open_candidate(pid_t pid, pid_t nspid, long uid, bool 
 				*e == -EPERM || *e == -EACCES ? " (the agent needs CAP_SYS_ADMIN)" : "");
 			*e = -EPERM;
 		}
+		if (pathfd >= 0)
+			close(pathfd);
 		return NULL;
 	}
 	if (st.st_dev != c->dev || st.st_ino != c->ino) {
 		set_err(err, errlen, "process %d remapped %s meanwhile", (int)pid, c->path);
 		*e = -ENOENT;
+		if (pathfd >= 0)
+			close(pathfd);
 		return NULL;
 	}
 	*e = check_file(&st, uid, pid, c->path, err, errlen);
-	if (*e)
+	if (*e) {
+		if (pathfd >= 0)
+			close(pathfd);
 		return NULL;
+	}
 	if (statfs(link, &sf) || !on_tmpfs(&sf)) {
 		set_err(err, errlen, "refusing %s: not on tmpfs", c->path);
 		*e = -EPERM;
+		if (pathfd >= 0)
+			close(pathfd);
 		return NULL;
 	}
 	fd = open(link, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd >= 0 && pathfd >= 0) {
+		close(pathfd);
+		pathfd = -1;
+	}
 	if (fd < 0) {
 		*e = -errno;
 		set_err(err, errlen, "cannot open the mapping of %s in process %d: %s", c->path,
 			(int)pid, strerror(-*e));
 		if (*e != -ENOENT)
 			*e = -EPERM;
+		if (pathfd >= 0)
+			close(pathfd);
 		return NULL;
 	}
 	/* what was opened is what was checked, and it is checked again */

@@ -169,6 +169,20 @@ else
 			echo "    (uprobes attached with CAP_BPF+CAP_PERFMON on this kernel)"
 		fi
 		[ "$(stat -c %U "$mine/x.sbt" 2>/dev/null)" = nobody ] || fail ${T}_caps_owner "trace not owned by its user"
+		# and its GPU channel, found without /proc/PID/map_files (which wants CAP_SYS_ADMIN)
+		if [ -x "${SIMTRAINER:-}" ]; then
+			(cd "$mine" && exec $NOBODY "$SIMTRAINER" --steps 100000 --kernels 2 --kernel-us 300 \
+				--wait-agent 30 --quiet) >/dev/null 2>&1 &
+			ownsim=$!; pids+=($ownsim)
+			for _ in $(seq 50); do ls /dev/shm | grep -q "^stepblame-$ownsim-" && break; sleep 0.1; done
+			timeout 30 $NOBODY $CAPS "$SB" record -p $ownsim -d 1 -o "$mine/g.sbt" >"$tmp/out" 2>"$tmp/err"
+			if grep -q "GPU timeline: reading the simtrainer channel" "$tmp/err"; then
+				pass ${T}_caps_gpu_channel
+			else
+				fail ${T}_caps_gpu_channel "$(grep -m1 -i 'channel' "$tmp/err")"
+			fi
+			kill $ownsim 2>/dev/null
+		fi
 	fi
 fi
 
