@@ -159,6 +159,9 @@ struct probes {
 static bool verbose_libbpf;
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	if (!verbose_libbpf && level != LIBBPF_WARN)
 		return 0;
