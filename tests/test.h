@@ -53,6 +53,16 @@ static inline void test_skip(const char *fmt, ...)
 #define SKIP(...) do { test_skip(__VA_ARGS__); return; } while (0)
 
 #define RUN(fn) test_run(#fn, fn)
+/* a case that needs root (another user's process, a channel's other owner, ...) */
+#define RUN_ROOT(fn) \
+	do { \
+		if (geteuid()) { \
+			printf("SKIP %s: needs root\n", #fn + 2); \
+			test_skips++; \
+		} else { \
+			RUN(fn); \
+		} \
+	} while (0)
 
 static inline void test_run(const char *name, void (*fn)(void))
 {

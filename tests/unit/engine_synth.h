@@ -404,20 +404,19 @@ static inline int feed_cmp(const void *a, const void *b)
 }
 
 /*
- * Feed: metadata first, then host records by end time, GPU records merged in
- * as if they arrived gpu_delay late.
+ * The order the recorder delivers a world in, after its metadata: host records
+ * by time, GPU records merged in as if they arrived gpu_delay after they end.
+ * n items, to free.
  */
-static inline void world_feed(struct engine *e, const struct world *w, uint64_t gpu_delay)
+static inline struct feed_item *world_order(const struct world *w, uint64_t gpu_delay, size_t *n)
 {
-	size_t n = w->host.n + w->gpu.n, k = 0, off;
-	struct feed_item *it = calloc(n ? n : 1, sizeof(*it));
+	size_t k = 0, off;
+	struct feed_item *it;
 
-	for (off = 0; off < w->meta.len;) {
-		const struct sb_hdr *h = (const void *)(w->meta.b + off);
-
-		engine_feed(e, h);
-		off += h->size;
-	}
+	*n = w->host.n + w->gpu.n;
+	it = calloc(*n ? *n : 1, sizeof(*it));
+	if (!it)
+		abort();
 	for (off = 0; off < w->host.len; k++) {
 		const struct sb_hdr *h = (const void *)(w->host.b + off);
 
@@ -432,10 +431,60 @@ static inline void world_feed(struct engine *e, const struct world *w, uint64_t 
 		it[k] = (struct feed_item){ (g->end_ns > h->ts ? g->end_ns : h->ts) + gpu_delay, k, h };
 		off += h->size;
 	}
-	qsort(it, n, sizeof(*it), feed_cmp);
+	qsort(it, *n, sizeof(*it), feed_cmp);
+	return it;
+}
+
+/* Feed: metadata first, then the records in world_order */
+static inline void world_feed(struct engine *e, const struct world *w, uint64_t gpu_delay)
+{
+	size_t n, off;
+	struct feed_item *it;
+
+	for (off = 0; off < w->meta.len;) {
+		const struct sb_hdr *h = (const void *)(w->meta.b + off);
+
+		engine_feed(e, h);
+		off += h->size;
+	}
+	it = world_order(w, gpu_delay, &n);
 	for (size_t i = 0; i < n; i++)
 		engine_feed(e, it[i].h);
 	free(it);
+}
+
+/*
+ * The world as `stepblame record` writes it (GPU records 500 ms late), with
+ * the n_extra records of extra put in after the at-th record (none: at past
+ * the end). The trailer says the capture ran from start to the last record.
+ */
+static inline bool world_write(const struct world *w, const char *path, uint64_t start,
+			       const struct sb_hdr *const *extra, int n_extra, size_t at)
+{
+	struct sbt_writer *wr = sbt_create(path);
+	uint64_t last = start;
+	struct feed_item *it;
+	bool ok = true;
+	size_t n, off;
+
+	if (!wr)
+		return false;
+	for (off = 0; off < w->meta.len;) {
+		const struct sb_hdr *h = (const void *)(w->meta.b + off);
+
+		ok &= sbt_write(wr, h) == 0;
+		off += h->size;
+	}
+	it = world_order(w, 500000000ull, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (i == at)
+			for (int j = 0; j < n_extra; j++)
+				ok &= sbt_write(wr, extra[j]) == 0;
+		ok &= sbt_write(wr, it[i].h) == 0;
+		last = it[i].h->ts > last ? it[i].h->ts : last;
+	}
+	free(it);
+	return sbt_finish(wr, SBT_END_DURATION, start, last + 1, 0) == 0 && ok;
 }
 
 static inline struct engine *new_engine(const struct engine_opts *o)

@@ -1147,17 +1147,6 @@ static void t_schema_matches_layout(void)
 	CHECK(rows >= ARRAY_SIZE(chan_fields), "only %u rows read", rows);
 }
 
-/* the agent opens a channel through /proc/PID/map_files: root (CAP_SYS_ADMIN) only */
-#define RUN_ROOT(fn) \
-	do { \
-		if (geteuid()) { \
-			printf("SKIP %s: the agent side needs root (/proc/PID/map_files)\n", \
-			       #fn + 2); \
-			test_skips++; \
-		} else { \
-			RUN(fn); \
-		} \
-	} while (0)
 
 int main(void)
 {

@@ -74,53 +74,6 @@ static int report(const char *in, const char *fmt, const char *out)
 	return rc;
 }
 
-/*
- * The world as the recorder writes it: metadata, then host records by time
- * with GPU records 500 ms late; `extra` (n_extra records) go in after the
- * at-th record. The trailer says the capture ran from start to the last record.
- */
-static bool write_world(const struct world *w, const char *path, uint64_t start,
-			const struct sb_hdr *const *extra, int n_extra, size_t at)
-{
-	struct sbt_writer *wr = sbt_create(path);
-	size_t n = w->host.n + w->gpu.n, k = 0, off;
-	struct feed_item *it;
-	uint64_t last = start;
-	bool ok = true;
-
-	if (!wr)
-		return false;
-	it = calloc(n, sizeof(*it));
-	for (off = 0; off < w->meta.len;) {
-		const struct sb_hdr *h = (const void *)(w->meta.b + off);
-
-		ok &= sbt_write(wr, h) == 0;
-		off += h->size;
-	}
-	for (off = 0; off < w->host.len; k++) {
-		const struct sb_hdr *h = (const void *)(w->host.b + off);
-
-		it[k] = (struct feed_item){ h->ts, k, h };
-		off += h->size;
-	}
-	for (off = 0; off < w->gpu.len; k++) {
-		const struct sb_hdr *h = (const void *)(w->gpu.b + off);
-
-		it[k] = (struct feed_item){ ((const struct sb_gpu *)h)->end_ns + 500 * MS, k, h };
-		off += h->size;
-	}
-	qsort(it, n, sizeof(*it), feed_cmp);
-	for (size_t i = 0; i < n; i++) {
-		if (i == at)
-			for (int j = 0; j < n_extra; j++)
-				ok &= sbt_write(wr, extra[j]) == 0;
-		ok &= sbt_write(wr, it[i].h) == 0;
-		last = it[i].h->ts > last ? it[i].h->ts : last;
-	}
-	free(it);
-	return sbt_finish(wr, SBT_END_DURATION, start, last + 1, 0) == 0 && ok;
-}
-
 /* what `stepblame report` does with a file, keeping the engine for its counters */
 static struct engine *feed_file(const char *path, const struct engine_opts *o0)
 {
@@ -197,9 +150,9 @@ static void t_gpu_times_report(void)
 	w_step(&w, S, T_LAUNCHER, 200);
 	gpu_rec(&far, SB_GPU_KERNEL, UINT64_MAX - 1, UINT64_MAX - 1, 0);
 	gpu_rec(&zero, SB_GPU_KERNEL, 0, 0, 0);
-	REQUIRE(write_world(&w, tpath("clean.sbt"), start, NULL, 0, 0), "write: %s", strerror(errno));
+	REQUIRE(world_write(&w, tpath("clean.sbt"), start, NULL, 0, 0), "write: %s", strerror(errno));
 	/* early, so that most of the trace comes after them */
-	REQUIRE(write_world(&w, tpath("bad.sbt"), start, bad, 2, (w.host.n + w.gpu.n) / 10),
+	REQUIRE(world_write(&w, tpath("bad.sbt"), start, bad, 2, (w.host.n + w.gpu.n) / 10),
 		"write: %s", strerror(errno));
 	world_free(&w);
 

@@ -372,40 +372,7 @@ static void t_perfetto_tracks(void)
 /* the world as `stepblame record` would have written it */
 static bool write_trace(const struct world *w, const char *path)
 {
-	struct sbt_writer *wr = sbt_create(path);
-	size_t n = w->host.n + w->gpu.n, k = 0, off;
-	struct feed_item *it;
-	uint64_t last = 0;
-	bool ok = true;
-
-	if (!wr)
-		return false;
-	it = calloc(n, sizeof(*it));
-	for (off = 0; off < w->meta.len;) {
-		const struct sb_hdr *h = (const void *)(w->meta.b + off);
-
-		ok &= sbt_write(wr, h) == 0;
-		off += h->size;
-	}
-	for (off = 0; off < w->host.len; k++) {
-		const struct sb_hdr *h = (const void *)(w->host.b + off);
-
-		it[k] = (struct feed_item){ h->ts, k, h };
-		off += h->size;
-	}
-	for (off = 0; off < w->gpu.len; k++) {
-		const struct sb_hdr *h = (const void *)(w->gpu.b + off);
-
-		it[k] = (struct feed_item){ ((const struct sb_gpu *)h)->end_ns + 500 * MS, k, h };
-		off += h->size;
-	}
-	qsort(it, n, sizeof(*it), feed_cmp);
-	for (size_t i = 0; i < n; i++) {
-		ok &= sbt_write(wr, it[i].h) == 0;
-		last = it[i].h->ts > last ? it[i].h->ts : last;
-	}
-	free(it);
-	return sbt_finish(wr, SBT_END_DURATION, 10 * SEC, last + 1, 0) == 0 && ok;
+	return world_write(w, path, 10 * SEC, NULL, 0, SIZE_MAX);
 }
 
 static int report(const char *a1, const char *a2, const char *a3, const char *a4,
