@@ -468,8 +468,9 @@ int report_text(struct engine *e, FILE *f)
 				report_step_line(e, tl[i], &s, f);
 			}
 			if (k > MAX_TAIL_LINES)
-				fprintf(f, "  ... and %" PRIu64 " more (--format json lists them all)\n",
-					k - MAX_TAIL_LINES);
+				fprintf(f, "  ... and %" PRIu64 " more (--format json lists %s)\n",
+					k - MAX_TAIL_LINES,
+					s.windowed ? "those of the steps kept" : "them all");
 			free(tl);
 		}
 	} else if (s.ncomplete) {
