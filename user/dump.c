@@ -307,7 +307,8 @@ static void st_put(uint32_t id, const char *s, uint32_t n)
 		st.arena = a;
 		st.acap = cap;
 	}
-	memcpy(st.arena + st.alen, s, n);
+	if (n) /* an empty name may come first, before there is an arena */
+		memcpy(st.arena + st.alen, s, n);
 	i = st_slot(id);
 	if (!st.id[i])
 		st.n++;

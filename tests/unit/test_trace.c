@@ -1120,6 +1120,22 @@ static void t_dump_jsonl(void)
 	CHECK(rc == 0, "python3 rejected the JSON lines (%s)", err);
 }
 
+/* an empty name as the first string: dump's string table has no arena yet (UB found by fuzz_trace) */
+static void t_dump_empty_first_string(void)
+{
+	const char *p = tpath("dumpe.sbt"), *out = tpath("dumpe.out"), *err = tpath("dumpe.err");
+	struct sbt_writer *w = sbt_create(p);
+	int rc;
+
+	REQUIRE(w, "sbt_create: %s", strerror(errno));
+	CHECK(sbt_write_text(w, SB_REC_STRING, 7, 1000, 1, 1, "", 0) == 0, "empty string");
+	CHECK(sbt_write_text(w, SB_REC_STRING, 8, 1001, 1, 1, "k", 1) == 0, "string");
+	REQUIRE(sbt_finish(w, SBT_END_DURATION, 1000, 2000, 0) == 0, "finish");
+	rc = dump(out, err, p, NULL);
+	CHECK(rc == 0, "exit %d: %s", rc, contains(err, "runtime error") ? "UB" : "");
+	CHECK(contains(out, "string"), "no string records dumped");
+}
+
 static void t_dump_exit_codes(void)
 {
 	const char *p = tpath("dumpx.sbt"), *q = tpath("dumpx-cut.sbt");
@@ -1207,6 +1223,7 @@ int main(void)
 	RUN(t_dump_text);
 	RUN(t_dump_jsonl);
 	RUN(t_dump_exit_codes);
+	RUN(t_dump_empty_first_string);
 	RUN(t_dump_binary);
 	chmod(tpath("ro"), 0755);
 	if (getenv("TEST_KEEP"))
