@@ -199,6 +199,45 @@ static struct engine *run(struct world *w, const struct engine_opts *o)
 	return e;
 }
 
+/* preempted by a task whose comm is a terminal escape sequence (any user can name a process) */
+static void inj_evil(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice(w, at, at + len, T_CPU, 901, 901, "\x1b]0;pwn\x07\xc2\x9b" "2J\xff");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_text_escapes_names(void)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sopt evil = { .pre = 5 * MS, .gpu = 80 * MS, .len = 30 * MS, .inj = inj_evil };
+	uint64_t S = 10 * SEC;
+	struct world w;
+	struct engine *e;
+	size_t len, ctl = 0;
+	char *text;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 30; k++)
+		S = std_step(&w, S, k, k == 20 ? &evil : &plain);
+	w_step(&w, S, T_LAUNCHER, 30);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	text = render(e, report_text, &len);
+	REQUIRE(text, "render");
+	for (size_t i = 0; i < len; i++)
+		ctl += ((unsigned char)text[i] < 0x20 && text[i] != '\n') || text[i] == 0x7f ||
+		       (unsigned char)text[i] == 0xff ||
+		       ((unsigned char)text[i] == 0xc2 && i + 1 < len &&
+			(unsigned char)text[i + 1] >= 0x80 && (unsigned char)text[i + 1] < 0xa0);
+	CHECK(ctl == 0, "%zu control or non-UTF-8 bytes in the text report", ctl);
+	CHECK(strstr(text, "?]0;pwn???2J?[901]"), "the interferer is not named, escaped: %s",
+	      strstr(text, "[901]") ? strstr(text, "[901]") - 14 : "(absent)");
+	free(text);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_json_validates(void)
 {
 	struct world w;
@@ -542,6 +581,7 @@ int main(void)
 		return 1;
 	}
 	RUN(t_json_validates);
+	RUN(t_text_escapes_names);
 	RUN(t_schema_rejects);
 	RUN(t_window_json_validates);
 	RUN(t_limits_json_validates);
