@@ -45,6 +45,36 @@ static inline void test_skip(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* a whole file, NUL-terminated (*len bytes, len may be NULL); NULL if unreadable */
+static inline char *test_slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL, *b;
+	size_t n = 0, cap = 0, r;
+
+	if (!f)
+		return NULL;
+	do {
+		if (n + 65536 + 1 > cap) {
+			cap = (cap + 65536) * 2;
+			b = realloc(buf, cap);
+			if (!b) {
+				free(buf);
+				fclose(f);
+				return NULL;
+			}
+			buf = b;
+		}
+		r = fread(buf + n, 1, 65536, f);
+		n += r;
+	} while (r);
+	fclose(f);
+	buf[n] = 0;
+	if (len)
+		*len = n;
+	return buf;
+}
+
 /* CHECK records the first failure of a case and lets it go on; REQUIRE returns */
 #define CHECK(cond, ...) \
 	do { if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__); } while (0)

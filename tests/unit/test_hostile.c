@@ -40,29 +40,6 @@ static uint64_t now_ns(clockid_t c)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t n = 0, cap = 0, r;
-
-	if (!f)
-		return NULL;
-	do {
-		if (n + 65536 + 1 > cap) {
-			cap = (cap + 65536) * 2;
-			buf = realloc(buf, cap);
-		}
-		r = fread(buf + n, 1, 65536, f);
-		n += r;
-	} while (r);
-	fclose(f);
-	buf[n] = 0;
-	if (len)
-		*len = n;
-	return buf;
-}
-
 static int report(const char *in, const char *fmt, const char *out)
 {
 	char *argv[] = { "report", (char *)in, "--format", (char *)fmt, "-o", (char *)out, NULL };
@@ -158,8 +135,8 @@ static void t_gpu_times_report(void)
 
 	CHECK(report(tpath("clean.sbt"), "json", tpath("clean.json")) == 0, "report clean");
 	CHECK(report(tpath("bad.sbt"), "json", tpath("bad.json")) == 0, "report bad");
-	jc = slurp(tpath("clean.json"), NULL);
-	jb = slurp(tpath("bad.json"), NULL);
+	jc = test_slurp(tpath("clean.json"), NULL);
+	jb = test_slurp(tpath("bad.json"), NULL);
 	REQUIRE(jc && jb, "no report");
 	CHECK(strstr(jb, "\"gpu_records_rejected\": 2"), "bad records not counted in the JSON loss");
 	CHECK(!strstr(jc, "gpu_records_rejected"), "a clean trace reports rejected GPU records");
@@ -170,7 +147,7 @@ static void t_gpu_times_report(void)
 	free(jc);
 	free(jb);
 	CHECK(report(tpath("bad.sbt"), "text", tpath("bad.txt")) == 0, "report text");
-	txt = slurp(tpath("bad.txt"), NULL);
+	txt = test_slurp(tpath("bad.txt"), NULL);
 	CHECK(txt && strstr(txt, "2 GPU records rejected"), "text says nothing of them: %s",
 	      txt ? txt : "(none)");
 	free(txt);
@@ -708,7 +685,7 @@ static int report_rss(const char *in, const char *fmt, const char *out, long *hw
 	if (pid < 0 || waitpid(pid, &status, 0) != pid)
 		return -1;
 	snprintf(path, sizeof(path), "%s.hwm", out);
-	s = slurp(path, NULL);
+	s = test_slurp(path, NULL);
 	*hwm_kb = s ? atol(s) : -1;
 	free(s);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -764,7 +741,7 @@ static void t_many_threads_and_names(void)
 	CHECK(rc == 0, "report exited %d", rc);
 	CHECK((uint64_t)rss * 1024 < 3 * fsize, "report's peak RSS %ld MB for a %" PRIu64
 	      " MB trace", rss >> 10, fsize >> 20);
-	txt = slurp(tpath("many.txt"), NULL);
+	txt = test_slurp(tpath("many.txt"), NULL);
 	CHECK(txt && strstr(txt, "Limits ") && strstr(txt, "threads not followed") &&
 	      strstr(txt, "names (kernel, NVTX) not kept") && strstr(txt, "kernels of shapes"),
 	      "the report does not say what it capped: %s", txt ? txt : "(none)");

@@ -429,29 +429,6 @@ static int report(const char *a1, const char *a2, const char *a3, const char *a4
 	return rc;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t n = 0, cap = 0, r;
-
-	if (!f)
-		return NULL;
-	do {
-		if (n + 4096 + 1 > cap) {
-			cap = (cap + 4096) * 2;
-			buf = realloc(buf, cap);
-		}
-		r = fread(buf + n, 1, 4096, f);
-		n += r;
-	} while (r);
-	fclose(f);
-	buf[n] = 0;
-	if (len)
-		*len = n;
-	return buf;
-}
-
 static bool partial_left(void)
 {
 	char cmd[256];
@@ -473,17 +450,17 @@ static void t_report_command(void)
 	CHECK(!partial_left(), "a temporary file was left behind");
 	if (have_python)
 		CHECK(pycheck("doc", tpath("out.json"), NULL, msg, sizeof(msg)) == 0, "%s", msg);
-	a = slurp(tpath("out.json"), &la);
+	a = test_slurp(tpath("out.json"), &la);
 	REQUIRE(a, "no output file");
 	CHECK(strstr(a, "\"complete\": true") && strstr(a, "\"end_reason\": \"duration\""),
 	      "a complete trace not reported as complete");
 	CHECK(report(tpath("run.sbt"), "-f", "json", "-o", tpath("out2.json"), NULL) == 0, "again");
-	b = slurp(tpath("out2.json"), &lb);
+	b = test_slurp(tpath("out2.json"), &lb);
 	CHECK(b && la == lb && !memcmp(a, b, la), "the same trace reported twice differs");
 	free(a);
 	free(b);
 	CHECK(report(tpath("run.sbt"), "-o", tpath("out.txt"), NULL, NULL, NULL) == 0, "text");
-	a = slurp(tpath("out.txt"), NULL);
+	a = test_slurp(tpath("out.txt"), NULL);
 	CHECK(a && strstr(a, "step ") && strstr(a, "noisy[900]") && strstr(a, "Capture     complete"),
 	      "text report lacks the tail culprit: %.300s", a ? a : "(none)");
 	free(a);
@@ -496,18 +473,18 @@ static void t_report_cut_short(void)
 	size_t len;
 	int rc;
 
-	full = slurp(tpath("run.sbt"), &len);
+	full = test_slurp(tpath("run.sbt"), &len);
 	REQUIRE(full && len > 4096, "t_report_command left no trace");
 	/* as if the recorder was killed: no trailer, the last record torn */
 	REQUIRE(write_file(tpath("cut.sbt"), full, len * 2 / 3 + 5), "write");
 	rc = report(tpath("cut.sbt"), "-o", tpath("cut.txt"), NULL, NULL, NULL);
 	CHECK(rc == 0, "a cut-short trace: exit %d", rc);
-	text = slurp(tpath("cut.txt"), NULL);
+	text = test_slurp(tpath("cut.txt"), NULL);
 	CHECK(text && strstr(text, "CUT SHORT") && strstr(text, "step "),
 	      "no word of the cut: %.200s", text ? text : "(none)");
 	free(text);
 	rc = report(tpath("cut.sbt"), "--format", "json", "-o", tpath("cut.json"), NULL);
-	text = slurp(tpath("cut.json"), NULL);
+	text = test_slurp(tpath("cut.json"), NULL);
 	CHECK(rc == 0 && text && strstr(text, "\"cut_short\": true"), "json of a cut trace");
 	free(text);
 	/* damage in the middle: the part before is reported, the exit says it failed */
@@ -554,7 +531,7 @@ static void t_report_help(void)
 	dup2(saved, 1);
 	close(saved);
 	close(fd);
-	h = slurp(tpath("help.txt"), NULL);
+	h = test_slurp(tpath("help.txt"), NULL);
 	CHECK(rc == 0 && h && strstr(h, "--format") && strstr(h, "--step-nvtx") &&
 	      strstr(h, "perfetto"), "help: %d %.100s", rc, h ? h : "");
 	free(h);
