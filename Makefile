@@ -24,7 +24,7 @@ endif
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
-	    -D_GNU_SOURCE -I$(BUILD) -Iuser -Ibpf -Iinclude $(SANFLAGS)
+	    -D_GNU_SOURCE -I$(BUILD) -I. -Iuser -Iinclude $(SANFLAGS)
 LDFLAGS  += $(SANFLAGS)
 LIBS     := -lbpf -lelf -lz -lm -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(BUILD) -Ibpf -Wall \
@@ -35,10 +35,10 @@ BPF_SRCS  := $(wildcard bpf/*.bpf.c)
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
-USER_SRCS := $(wildcard user/*.c)
+USER_SRCS := $(wildcard user/*/*.c)
 USER_OBJS := $(patsubst user/%.c,$(BUILD)/user/%.o,$(USER_SRCS))
 # everything but main: linked into the tests too
-LIB_OBJS  := $(filter-out $(BUILD)/user/main.o,$(USER_OBJS))
+LIB_OBJS  := $(filter-out $(BUILD)/user/cmd/main.o,$(USER_OBJS))
 
 SIM_SRCS  := $(wildcard sim/*.c)
 SIM_BIN   := $(if $(SIM_SRCS),$(BUILD)/simtrainer)
@@ -99,7 +99,7 @@ deps:
 		make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev systemtap-sdt-dev \
 		libclang-rt-dev pkg-config python3
 
-$(BUILD) $(BUILD)/user $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs $(BUILD)/tests/cupti:
+$(BUILD) $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs $(BUILD)/tests/cupti:
 	@mkdir -p $@
 
 $(BUILD)/vmlinux.h: | $(BUILD)
@@ -112,17 +112,18 @@ $(BUILD)/%.bpf.o: bpf/%.bpf.c bpf/events.h $(wildcard bpf/*.bpf.h) $(BUILD)/vmli
 $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(BPFTOOL) gen skeleton $< name $*_bpf > $@
 
-$(BUILD)/user/%.o: user/%.c $(wildcard user/*.h) bpf/events.h $(BPF_SKELS) | $(BUILD)/user
+$(BUILD)/user/%.o: user/%.c $(wildcard user/*/*.h) bpf/events.h $(BPF_SKELS) | $(BUILD)
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/stepblame: $(USER_OBJS)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
 
 # simtrainer: its own sources plus the channel producer and marker code it shares
-$(BUILD)/sim/%.o: sim/%.c $(wildcard sim/*.h) $(wildcard user/*.h) $(wildcard include/*.h) | $(BUILD)/sim
+$(BUILD)/sim/%.o: sim/%.c $(wildcard sim/*.h) $(wildcard user/format/*.h) $(wildcard include/*.h) | $(BUILD)/sim
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/simtrainer: $(patsubst sim/%.c,$(BUILD)/sim/%.o,$(SIM_SRCS)) $(BUILD)/user/channel.o
+$(BUILD)/simtrainer: $(patsubst sim/%.c,$(BUILD)/sim/%.o,$(SIM_SRCS)) $(BUILD)/user/format/channel.o
 	$(CC) $(LDFLAGS) $^ -lpthread -lm -o $@
 
 $(MARKER_LIB): lib/marker.c include/stepblame.h | $(BUILD)
@@ -131,9 +132,9 @@ $(MARKER_LIB): lib/marker.c include/stepblame.h | $(BUILD)
 test-bin: $(UNIT_BINS) $(BPFT_BINS) $(PROG_BINS) $(CUPTI_TEST_BINS)
 
 # injected into foreign processes: never sanitized, channel producer built in
-$(BUILD)/libstepblame-cupti.so: $(CUPTI_SRCS) $(wildcard cupti/*.h) user/channel.c user/channel.h user/gpu.h | $(BUILD)
+$(BUILD)/libstepblame-cupti.so: $(CUPTI_SRCS) $(wildcard cupti/*.h) user/format/channel.c $(wildcard user/format/*.h) bpf/events.h | $(BUILD)
 	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -fPIC -shared \
-		-fvisibility=hidden -Iuser -Ibpf $(CUPTI_CFLAGS) $(CUPTI_SRCS) user/channel.c \
+		-fvisibility=hidden -I. -Iuser $(CUPTI_CFLAGS) $(CUPTI_SRCS) user/format/channel.c \
 		$(CUPTI_LIBS) -lpthread -Wl,-soname,libstepblame-cupti.so -o $@
 
 $(BUILD)/tests/cupti/%: tests/cupti/%.c $(CUPTI_SRCS) $(wildcard cupti/*.h) $(LIB_OBJS) | $(BUILD)/tests/cupti

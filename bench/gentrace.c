@@ -25,8 +25,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gpu.h"
-#include "trace.h"
+#include "format/gpu.h"
+#include "format/trace.h"
 
 struct rec { uint8_t *p; size_t n; };
 

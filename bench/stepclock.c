@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "channel.h"
+#include "format/channel.h"
 
 #define MAX_STEPS (1u << 20)
 

@@ -51,7 +51,7 @@ enum sb_type {
 	SB_REC_GPU = 39,        /* a GPU timeline channel record (schemas/channel.md) */
 	SB_REC_STRING = 40,     /* an interned string (kernel names) */
 	SB_REC_NOTE = 41,       /* free text: what happened during capture */
-	SB_REC_COSTS = 42,      /* the tracer's per-event costs, key=value (user/overhead.h) */
+	SB_REC_COSTS = 42,      /* the tracer's per-event costs, key=value (user/format/costs.h) */
 	SB_REC_GUARD = 43,      /* the overhead guard's state, key=value, at each change */
 	SB_REC_TRAILER = 63,    /* last record of a complete file */
 	SB_TYPE_MAX = 64,

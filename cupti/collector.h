@@ -18,7 +18,7 @@
 
 #include <cupti.h>
 
-#include "channel.h"
+#include "format/channel.h"
 
 #define SBCUPTI_PREFIX "stepblame collector: "
 #define SBCUPTI_DEFAULT_BUFS 16

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "collect.h"
+#include "capture/collect.h"
 
 struct cap {
 	struct collect_opts o;

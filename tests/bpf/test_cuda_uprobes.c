@@ -15,9 +15,9 @@
 
 #include "test.h"
 #include "capture.h"
-#include "collect.h"
-#include "trace.h"
-#include "util.h"
+#include "capture/collect.h"
+#include "format/trace.h"
+#include "base/util.h"
 
 #define SYNC_NS 20000000ull /* fakecuda's cuStreamSynchronize sleeps this long */
 

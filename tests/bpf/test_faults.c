@@ -29,9 +29,9 @@
 
 #include "test.h"
 #include "capture.h"
-#include "channel.h"
-#include "collect.h"
-#include "util.h"
+#include "format/channel.h"
+#include "capture/collect.h"
+#include "base/util.h"
 
 /* ---- an in-process capture of a child that waits for a go byte (as test_probes) ---- */
 

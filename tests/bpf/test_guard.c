@@ -15,9 +15,9 @@
 
 #include "test.h"
 #include "capture.h"
-#include "collect.h"
-#include "overhead.h"
-#include "util.h"
+#include "capture/collect.h"
+#include "format/costs.h"
+#include "base/util.h"
 
 /*
  * Trace sbwork running args until it exits, with the options of the command

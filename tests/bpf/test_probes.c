@@ -17,8 +17,8 @@
 
 #include "test.h"
 #include "capture.h"
-#include "collect.h"
-#include "util.h"
+#include "capture/collect.h"
+#include "base/util.h"
 
 
 

@@ -30,8 +30,8 @@
 
 #include "test.h"
 #include "capture.h"
-#include "collect.h"
-#include "util.h"
+#include "capture/collect.h"
+#include "base/util.h"
 
 #define NOBODY 65534
 

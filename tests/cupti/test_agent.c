@@ -14,9 +14,9 @@
 #include <time.h>
 
 #include "test.h"
-#include "collect.h"
+#include "capture/collect.h"
 #include "collector.h"
-#include "trace.h"
+#include "format/trace.h"
 
 static bool kinds[64];
 

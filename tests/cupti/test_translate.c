@@ -19,7 +19,7 @@
 
 #include "test.h"
 #include "collector.h"
-#include "trace.h"
+#include "format/trace.h"
 
 /* ---- fake CUPTI ---- */
 

@@ -44,8 +44,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "channel.h"
-#include "trace.h"
+#include "format/channel.h"
+#include "format/trace.h"
 
 static char path[64];
 static int debug;

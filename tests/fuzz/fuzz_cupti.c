@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "collector.h"
-#include "trace.h"
+#include "format/trace.h"
 
 static struct sbc_producer *chan;
 static struct sbc_reader *agent;

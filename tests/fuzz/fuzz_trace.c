@@ -17,8 +17,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cmds.h"
-#include "trace.h"
+#include "cmd/cmds.h"
+#include "format/trace.h"
 
 static int fd = -1;
 static char path[64];

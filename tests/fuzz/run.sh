@@ -25,7 +25,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 dir=$BUILD/fuzz
 mkdir -p "$dir/crashes"
 FLAGS="-g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-       -fno-omit-frame-pointer -D_GNU_SOURCE -Iuser -Ibpf"
+       -fno-omit-frame-pointer -D_GNU_SOURCE -I. -Iuser"
 failed=0
 fresh=()
 trap 'rm -rf "${fresh[@]}"' EXIT
@@ -38,9 +38,9 @@ have_libfuzzer() {
 # sources and extra flags of each target
 srcs() {
 	case $1 in
-	trace) echo "tests/fuzz/fuzz_trace.c user/trace.c user/outfile.c user/dump.c user/util.c" ;;
-	channel) echo "tests/fuzz/fuzz_channel.c user/channel.c user/trace.c user/outfile.c user/util.c" ;;
-	cupti) echo "tests/fuzz/fuzz_cupti.c cupti/translate.c user/channel.c user/trace.c user/outfile.c user/util.c" ;;
+	trace) echo "tests/fuzz/fuzz_trace.c user/format/trace.c user/base/outfile.c user/cmd/dump.c user/base/util.c" ;;
+	channel) echo "tests/fuzz/fuzz_channel.c user/format/channel.c user/format/trace.c user/base/outfile.c user/base/util.c" ;;
+	cupti) echo "tests/fuzz/fuzz_cupti.c cupti/translate.c user/format/channel.c user/format/trace.c user/base/outfile.c user/base/util.c" ;;
 	esac
 }
 extra() {
@@ -52,7 +52,7 @@ extra() {
 
 build() { # target
 	local t=$1 bin=$dir/fuzz_$1 s stale=0
-	for s in $(srcs "$t") user/trace.h user/util.h user/cmds.h user/channel.h user/gpu.h \
+	for s in $(srcs "$t") user/format/*.h user/base/*.h user/cmd/cmds.h \
 		 bpf/events.h cupti/collector.h; do
 		[ "$s" -nt "$bin" ] && stale=1
 	done

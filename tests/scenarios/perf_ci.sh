@@ -48,8 +48,8 @@ cleanup() {
 trap cleanup EXIT
 
 # the step reader, never sanitized (an ASan build's channel.o would need libasan)
-if ! cc -O2 -std=gnu11 -D_GNU_SOURCE -I"$root/user" -I"$root/bpf" "$root/bench/stepclock.c" \
-	"$root/user/channel.c" -lpthread -o "$tmp/stepclock" 2>"$tmp/cc.err"; then
+if ! cc -O2 -std=gnu11 -D_GNU_SOURCE -I"$root" -I"$root/user" "$root/bench/stepclock.c" \
+	"$root/user/format/channel.c" -lpthread -o "$tmp/stepclock" 2>"$tmp/cc.err"; then
 	fail $T "cannot build bench/stepclock.c: $(head -1 "$tmp/cc.err")"; exit 0
 fi
 

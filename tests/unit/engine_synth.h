@@ -27,9 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "gpu.h"
-#include "trace.h"
+#include "engine/engine.h"
+#include "format/gpu.h"
+#include "format/trace.h"
 
 #define T_PID 100
 #define T_LAUNCHER 101

@@ -8,7 +8,7 @@
 
 #include "test.h"
 #include "engine_synth.h"
-#include "overhead.h"
+#include "format/costs.h"
 
 #define PRE (5 * MS)
 #define GPU (80 * MS)

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "test.h"
-#include "cmds.h"
+#include "cmd/cmds.h"
 #include "engine_synth.h"
 
 static char dir[64];

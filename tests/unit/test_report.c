@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "test.h"
-#include "cmds.h"
+#include "cmd/cmds.h"
 #include "engine_synth.h"
 
 static const char checker_py[] =

@@ -8,9 +8,9 @@
 #include <stddef.h>
 
 #include "test.h"
-#include "gpu.h"
-#include "trace.h"
-#include "util.h"
+#include "format/gpu.h"
+#include "format/trace.h"
+#include "base/util.h"
 
 #define F(s, f) { #s, #f, offsetof(struct s, f), sizeof(((struct s *)0)->f), 0 }
 

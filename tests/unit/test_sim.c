@@ -17,10 +17,10 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "channel.h"
+#include "format/channel.h"
 #include "test.h"
-#include "trace.h"
-#include "util.h"
+#include "format/trace.h"
+#include "base/util.h"
 
 #define MAXREC 200000
 #define MAXHOG 16

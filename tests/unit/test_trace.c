@@ -17,10 +17,10 @@
 #include <sys/wait.h>
 
 #include "test.h"
-#include "cmds.h"
-#include "gpu.h"
-#include "trace.h"
-#include "util.h"
+#include "cmd/cmds.h"
+#include "format/gpu.h"
+#include "format/trace.h"
+#include "base/util.h"
 
 static char dir[64];
 

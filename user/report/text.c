@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "overhead.h"
-#include "trace.h"
+#include "engine/engine.h"
+#include "format/costs.h"
+#include "format/trace.h"
 
 #define MAX_TAIL_LINES 10
 #define MAX_INTERFERERS 8

@@ -10,8 +10,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "target.h"
-#include "util.h"
+#include "capture/target.h"
+#include "base/util.h"
 
 /* length of the UTF-8 character at s (n bytes there), 0 if malformed or a C1 control */
 static size_t utf8_char(const unsigned char *s, size_t n)

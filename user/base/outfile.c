@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "outfile.h"
-#include "util.h"
+#include "base/outfile.h"
+#include "base/util.h"
 
 static mode_t current_umask(void)
 {

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "json.h"
-#include "overhead.h"
-#include "trace.h"
+#include "engine/engine.h"
+#include "base/json.h"
+#include "format/costs.h"
+#include "format/trace.h"
 
 static void comm_val(struct jw *w, const char *comm)
 {

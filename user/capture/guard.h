@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "overhead.h"
+#include "format/costs.h"
 
 struct guard;
 struct probes;

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The tracer's own cost: the cost model and the guard's state (overhead.h). */
+/* The tracer's own cost: the cost model and the guard's state (format/costs.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "overhead.h"
+#include "format/costs.h"
 
 const char *const sb_cost_key[SB_NCOST] = {
 	[SB_COST_SCHED] = "sched_ns", [SB_COST_FAULT] = "fault_ns",

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../bpf/events.h"
+#include "bpf/events.h"
 
 struct probe_opts {
 	pid_t pid;

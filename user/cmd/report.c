@@ -10,11 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cmds.h"
-#include "engine.h"
-#include "outfile.h"
-#include "trace.h"
-#include "util.h"
+#include "cmd/cmds.h"
+#include "engine/engine.h"
+#include "base/outfile.h"
+#include "format/trace.h"
+#include "base/util.h"
 
 static const char usage[] =
 "usage: stepblame report FILE [--format text|json|jsonl|perfetto] [-o OUT]\n"

@@ -9,13 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cmds.h"
-#include "collect.h"
-#include "engine.h"
-#include "outfile.h"
-#include "target.h"
-#include "trace.h"
-#include "util.h"
+#include "cmd/cmds.h"
+#include "capture/collect.h"
+#include "engine/engine.h"
+#include "base/outfile.h"
+#include "capture/target.h"
+#include "format/trace.h"
+#include "base/util.h"
 
 static const char record_usage[] =
 "usage: stepblame record -p PID [-d SEC] -o FILE [options]\n"

@@ -10,8 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "probes.h"
-#include "trace.h"
+#include "capture/probes.h"
+#include "format/trace.h"
 
 /* a sink takes every record in drain order; non-zero stops the capture */
 typedef int (*sink_fn)(void *ctx, const struct sb_hdr *rec);

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmds.h"
+#include "cmd/cmds.h"
 
 #define STEPBLAME_VERSION "0.1.0"
 

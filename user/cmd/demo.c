@@ -15,11 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cmds.h"
-#include "collect.h"
-#include "target.h"
-#include "trace.h"
-#include "util.h"
+#include "cmd/cmds.h"
+#include "capture/collect.h"
+#include "capture/target.h"
+#include "format/trace.h"
+#include "base/util.h"
 
 static const struct scenario {
 	const char *name;

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../bpf/events.h"
+#include "bpf/events.h"
 
 /* the fixed cause vocabulary (DESIGN.md); eng_cause_name() gives the JSON string */
 enum eng_cause {

@@ -40,11 +40,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
-#include "gpu.h"
-#include "json.h"
-#include "overhead.h"
-#include "trace.h"
+#include "engine/engine.h"
+#include "format/gpu.h"
+#include "base/json.h"
+#include "format/costs.h"
+#include "format/trace.h"
 
 #define DEFAULT_LAG_NS 3000000000ull
 #define MIN_HIST_NS 2000000000ull

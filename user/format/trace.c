@@ -19,10 +19,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gpu.h"
-#include "outfile.h"
-#include "trace.h"
-#include "util.h"
+#include "format/gpu.h"
+#include "base/outfile.h"
+#include "format/trace.h"
+#include "base/util.h"
 
 #define SBT_WBUF (1u << 20)
 #define SBT_RBUF (1u << 20)

@@ -19,12 +19,12 @@
 
 #include <bpf/libbpf.h>
 
-#include "channel.h"
-#include "collect.h"
-#include "guard.h"
-#include "overhead.h"
-#include "target.h"
-#include "util.h"
+#include "format/channel.h"
+#include "capture/collect.h"
+#include "capture/guard.h"
+#include "format/costs.h"
+#include "capture/target.h"
+#include "base/util.h"
 
 volatile sig_atomic_t collect_stop;
 

@@ -28,10 +28,10 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
-#include "overhead.h"
-#include "probes.h"
-#include "target.h"
-#include "util.h"
+#include "format/costs.h"
+#include "capture/probes.h"
+#include "capture/target.h"
+#include "base/util.h"
 #include "sched.skel.h"
 #include "mem.skel.h"
 #include "alloc.skel.h"

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "json.h"
+#include "base/json.h"
 
 void jw_init(struct jw *w, FILE *f, bool pretty)
 {

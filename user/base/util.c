@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "base/util.h"
 
 static uint64_t clock_ns(clockid_t c)
 {

@@ -7,7 +7,7 @@
 #ifndef STEPBLAME_GPU_H
 #define STEPBLAME_GPU_H
 
-#include "../bpf/events.h"
+#include "bpf/events.h"
 
 enum sb_gpu_kind {
 	SB_GPU_KERNEL = 1,

@@ -12,10 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmds.h"
-#include "gpu.h"
-#include "trace.h"
-#include "util.h"
+#include "cmd/cmds.h"
+#include "format/gpu.h"
+#include "format/trace.h"
+#include "base/util.h"
 
 #define USAGE "usage: stepblame dump FILE [--jsonl] [--abs] [--limit N]"
 

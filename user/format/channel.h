@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "gpu.h"
+#include "format/gpu.h"
 
 #define SBC_MAGIC "SBGPUCH\0"
 #define SBC_VERSION 1

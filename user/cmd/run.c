@@ -29,13 +29,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cmds.h"
-#include "collect.h"
-#include "outfile.h"
-#include "probes.h"
-#include "target.h"
-#include "trace.h"
-#include "util.h"
+#include "cmd/cmds.h"
+#include "capture/collect.h"
+#include "base/outfile.h"
+#include "capture/probes.h"
+#include "capture/target.h"
+#include "format/trace.h"
+#include "base/util.h"
 
 /* report.c may not be linked into every binary that links this file (tests) */
 #pragma weak cmd_report

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../bpf/events.h"
+#include "bpf/events.h"
 
 enum sb_cost {
 	SB_COST_SCHED,      /* a scheduler event of a target thread: switch, wakeup, migration */

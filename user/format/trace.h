@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../bpf/events.h"
+#include "bpf/events.h"
 
 #define SBT_MAGIC "SBTRACE\0"
 #define SBT_VERSION 1

@@ -29,8 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "channel.h"
-#include "trace.h"
+#include "format/channel.h"
+#include "format/trace.h"
 
 #define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
 #define STORE(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "guard.h"
-#include "probes.h"
-#include "util.h"
+#include "capture/guard.h"
+#include "capture/probes.h"
+#include "base/util.h"
 
 /*
  * full: the estimate is redone this often. Short, so that a storm of calls is
