@@ -325,7 +325,7 @@ static CUpti_ActivityKernel10 kernel(uint64_t start, uint64_t end, uint32_t corr
 
 static void t_struct_sizes(void)
 {
-	/* the layouts FIELD-NOTES measured for CUPTI 13 */
+	/* the record layouts of CUPTI 13.0, the version the collector is built against */
 	CHECK(sizeof(CUpti_ActivityKernel10) == 216, "Kernel10 is %zu bytes",
 	      sizeof(CUpti_ActivityKernel10));
 	CHECK(sizeof(CUpti_ActivityMemcpy6) == 96, "Memcpy6 is %zu bytes",
