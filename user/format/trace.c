@@ -45,8 +45,8 @@ _Static_assert(SBT_WBUF >= SBT_MAX_RECORD && SBT_RBUF > SBT_MAX_RECORD + SBT_HDR
 #define START_SIZE_start_ns(st) sizeof(((struct st *)0)->start_ns)
 
 #define TYPE_ROW(e, id, nm, st, start, cost, kd) \
-	[id] = { .name = nm, .size = sizeof(struct st), .kind = SB_KIND_##kd, \
-		 .start_off = START_OFF_##start(st) },
+	[id] = { .name = nm, .struct_name = #st, .size = sizeof(struct st), \
+		 .kind = SB_KIND_##kd, .start_off = START_OFF_##start(st) },
 
 const struct sb_type_info sb_types[SB_TYPE_MAX] = { SB_RECORD_TYPES(TYPE_ROW) };
 

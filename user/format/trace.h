@@ -162,6 +162,7 @@ const char *sbt_check_record(const struct sb_hdr *h, size_t avail);
 /* one row of the table, indexed by type; all zero for a type not defined */
 struct sb_type_info {
 	const char *name;       /* NULL: not defined */
+	const char *struct_name; /* its struct, "sb_switch_out", ... */
 	uint16_t size;          /* its struct: the smallest valid record */
 	uint8_t kind;           /* enum sb_rec_kind */
 	uint8_t start_off;      /* offset of its u64 interval start; 0: none, an instant */
