@@ -32,9 +32,10 @@ struct sbt_file_hdr {
 };
 
 /*
- * Text records (HOST, TARGET, THREAD, PROBE, STRING, NOTE): the header, then a
- * u32 length of the text and the text itself (key=value lines for HOST and
- * TARGET, see schemas/trace.md), zero-padded to a multiple of 8.
+ * Text records (the TEXT rows of SB_RECORD_TYPES: host, target, thread, probe,
+ * string, note, costs, guard): the header, then a u32 length of the text and
+ * the text itself (key=value lines for HOST, TARGET, COSTS and GUARD, see
+ * schemas/trace.md), zero-padded to a multiple of 8.
  */
 struct sb_text {
 	struct sb_hdr h;
