@@ -29,6 +29,10 @@ import sys
 import threading
 import time
 
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import records  # noqa: E402
+
 SB = os.environ.get("STEPBLAME", "build/stepblame")
 MB = os.environ.get("MICROBENCH", "build/bench/microbench")
 OUT = os.environ.get("BENCH_OUT", "build/bench")
@@ -46,9 +50,9 @@ def ATTACHED(line):
     return ("stepblame: attached" in line or "GPU timeline" in line
             or "GPU channel" in line)
 
-# records the agent writes itself: not events of the workload
-AGENT_TYPES = {"header", "host", "cpu", "target", "thread", "alloc_stats", "drops", "probe",
-               "gpu", "string", "note", "trailer"}
+# records the agent writes itself (every type but the kernel's, bpf/events.h), and
+# dump's file header line: not events of the workload
+AGENT_TYPES = {"header"} | set(records.AGENT.values())
 
 # B side: a list of `stepblame record` options, or ("perf-uprobe", SPEC) for the
 # floor: bare kernel uprobes put in by the workload itself, no stepblame, no BPF

@@ -33,13 +33,18 @@ struct rec { uint8_t *p; size_t n; };
 
 static void shift(struct sb_hdr *h, uint64_t dt, uint64_t dstep, uint32_t dcorr)
 {
+	unsigned off = sb_types[h->type].start_off;
+
 	h->ts += dt;
+	/* the start of an interval moves with its end (the start column of SB_RECORD_TYPES) */
+	if (off) {
+		uint64_t start;
+
+		memcpy(&start, (char *)h + off, sizeof(start));
+		start += dt;
+		memcpy((char *)h + off, &start, sizeof(start));
+	}
 	switch (h->type) {
-	case SB_EV_RUNSLICE: ((struct sb_runslice *)h)->start_ns += dt; break;
-	case SB_EV_RECLAIM: ((struct sb_reclaim *)h)->start_ns += dt; break;
-	case SB_EV_MMSYS: ((struct sb_mmsys *)h)->start_ns += dt; break;
-	case SB_EV_ALLOC: ((struct sb_alloc *)h)->start_ns += dt; break;
-	case SB_EV_CUDA: ((struct sb_cuda *)h)->start_ns += dt; break;
 	case SB_EV_STEP: ((struct sb_step *)h)->step += dstep; break;
 	case SB_REC_GPU: {
 		struct sb_gpu *g = (struct sb_gpu *)h;
@@ -119,7 +124,7 @@ int main(int argc, char **argv)
 	}
 	/* the whole template in memory: preamble, events, end-of-run records */
 	while ((st = sbt_next(r, &h)) == SBT_OK) {
-		bool event = h->type <= SB_EV_KERNEL_MAX || h->type == SB_REC_GPU;
+		bool event = sb_type_is_engine_input(h->type);
 		bool at_end = h->type == SB_REC_ALLOC_STATS || h->type == SB_REC_DROPS ||
 			      h->type == SB_REC_NOTE;
 		struct rec **v = event ? &body : at_end ? &tail : &pre;

@@ -48,6 +48,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench import log, parse_kv  # noqa: E402
+import records  # noqa: E402
 SB = os.environ.get("STEPBLAME", "build/stepblame")
 SIM = os.environ.get("SIMTRAINER", "build/simtrainer")
 OUT = os.environ.get("BENCH_OUT", "build/bench")
@@ -83,11 +84,8 @@ CONFIGS = {
 }
 
 # kernel event record types of a trace file (bpf/events.h), for the trailer's counts;
-# a type not named here is counted as type_N
-EV_TYPES = {1: "switch_out", 2: "switch_in", 3: "runslice", 4: "wakeup", 5: "migrate",
-            6: "fault", 7: "reclaim", 8: "mmsys", 9: "alloc", 10: "step", 11: "thread_new",
-            12: "thread_exit", 13: "rename", 14: "cuda", 15: "alloc_burst", 16: "iosys",
-            17: "affinity"}
+# a type not named there is counted as type_N
+EV_TYPES = records.KERNEL
 KERNEL_TYPES = range(1, 32)
 TRAILER_SIZE = 24 + 64 * 8 + 8 + 8 + 8
 

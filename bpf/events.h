@@ -17,45 +17,108 @@
 
 #define SB_COMM_LEN 16
 
+/*
+ * Every record type, one row each: the one list that the trace reader and
+ * writer, the engine, dump, the cost model and the benchmark scripts read
+ * (schemas/trace.md, "Record types"). A type added here and nowhere else is
+ * checked, sized, named and dumped; a type missing here fails the build (the
+ * assertions below). Columns:
+ *
+ *   X(ENUM, id, name, struct, start, cost, kind)
+ *
+ *   ENUM    the enum sb_type constant, defined from this row
+ *   id      its number in sb_hdr.type
+ *   name    what dump, reports and error messages call it
+ *   struct  its struct, without "struct" (sb_text, sb_cpu, sb_trailer: format/trace.h;
+ *           sb_gpu: format/gpu.h); its size is the smallest valid record
+ *   start   the u64 field holding the start of the interval that ends at h.ts
+ *           (the record stands for [start, ts]), or none: an instant at h.ts
+ *   cost    what the event costs its thread: enum sb_cost without the SB_COST_
+ *           prefix (format/costs.h), NONE when nothing the cost model counts
+ *   kind    KERNEL (emitted by the BPF programs), TEXT (an sb_text record),
+ *           META (an agent record with a fixed struct), GPU, TRAILER
+ *
+ * Only the agent's C expands struct and cost; on the BPF side the table
+ * merely defines the enum.
+ */
+#define SB_RECORD_TYPES(X) \
+	/* from the kernel (BPF) */ \
+	X(SB_EV_SWITCH_OUT,   1,  "switch_out",  sb_switch_out,  none,     SCHED,      KERNEL)  /* a target thread leaves its CPU */ \
+	X(SB_EV_SWITCH_IN,    2,  "switch_in",   sb_switch_in,   none,     SCHED,      KERNEL)  /* a target thread gets a CPU */ \
+	X(SB_EV_RUNSLICE,     3,  "runslice",    sb_runslice,    start_ns, NONE,       KERNEL)  /* another task ran on a CPU where a target thread waited */ \
+	X(SB_EV_WAKEUP,       4,  "wakeup",      sb_wakeup,      none,     SCHED,      KERNEL)  /* a target thread was woken */ \
+	X(SB_EV_MIGRATE,      5,  "migrate",     sb_migrate,     none,     SCHED,      KERNEL)  /* a target thread moved to another CPU */ \
+	X(SB_EV_FAULT,        6,  "fault",       sb_fault,       none,     FAULT,      KERNEL)  /* user page fault of a target thread */ \
+	X(SB_EV_RECLAIM,      7,  "reclaim",     sb_reclaim,     start_ns, NONE,       KERNEL)  /* direct reclaim / compaction stall, with duration */ \
+	X(SB_EV_MMSYS,        8,  "mmsys",       sb_mmsys,       start_ns, SYSCALL,    KERNEL)  /* mmap family syscall, with latency */ \
+	X(SB_EV_ALLOC,        9,  "alloc",       sb_alloc,       start_ns, ALLOC_CALL, KERNEL)  /* allocator call slower than alloc_min_ns */ \
+	X(SB_EV_STEP,         10, "step",        sb_step,        none,     UPROBE,     KERNEL)  /* step mark (USDT stepblame:step or --step-uprobe) */ \
+	X(SB_EV_THREAD_NEW,   11, "thread_new",  sb_thread,      none,     SCHED,      KERNEL)  /* thread created in the target */ \
+	X(SB_EV_THREAD_EXIT,  12, "thread_exit", sb_thread,      none,     SCHED,      KERNEL)  /* thread of the target exited */ \
+	X(SB_EV_RENAME,       13, "rename",      sb_rename,      none,     SCHED,      KERNEL)  /* thread renamed (prctl PR_SET_NAME, pthread_setname_np) */ \
+	X(SB_EV_CUDA,         14, "cuda",        sb_cuda,        start_ns, CUDA_CALL,  KERNEL)  /* CUDA driver call seen by uprobe */ \
+	X(SB_EV_ALLOC_BURST,  15, "alloc_burst", sb_alloc_burst, start_ns, ALLOC_CALL, KERNEL)  /* a run of fast allocator calls on one thread: costs its calls */ \
+	X(SB_EV_IOSYS,        16, "iosys",       sb_iosys,       start_ns, SYSCALL,    KERNEL)  /* blocking I/O syscall slower than io_min_ns, with latency */ \
+	X(SB_EV_AFFINITY,     17, "affinity",    sb_affinity,    start_ns, SYSCALL,    KERNEL)  /* sched_setaffinity call of a target thread, with latency */ \
+	/* written by the agent into trace files */ \
+	X(SB_REC_HOST,        32, "host",        sb_text,        none,     NONE,       TEXT)    /* host facts */ \
+	X(SB_REC_CPU,         33, "cpu",         sb_cpu,         none,     NONE,       META)    /* one CPU: number and NUMA node */ \
+	X(SB_REC_TARGET,      34, "target",      sb_text,        none,     NONE,       TEXT)    /* the traced process */ \
+	X(SB_REC_THREAD,      35, "thread",      sb_text,        none,     NONE,       TEXT)    /* one thread of the target at start */ \
+	X(SB_REC_ALLOC_STATS, 36, "alloc_stats", sb_alloc_stats, none,     NONE,       META)    /* per-thread cumulative counts of fast allocator calls */ \
+	X(SB_REC_DROPS,       37, "drops",       sb_drops,       none,     NONE,       META)    /* drop counters, cumulative */ \
+	X(SB_REC_PROBE,       38, "probe",       sb_text,        none,     NONE,       TEXT)    /* a probe's attach status */ \
+	X(SB_REC_GPU,         39, "gpu",         sb_gpu,         none,     NONE,       GPU)     /* a GPU timeline channel record (schemas/channel.md); ts = its start */ \
+	X(SB_REC_STRING,      40, "string",      sb_text,        none,     NONE,       TEXT)    /* an interned string (kernel names) */ \
+	X(SB_REC_NOTE,        41, "note",        sb_text,        none,     NONE,       TEXT)    /* free text: what happened during capture */ \
+	X(SB_REC_COSTS,       42, "costs",       sb_text,        none,     NONE,       TEXT)    /* the tracer's per-event costs, key=value (user/format/costs.h) */ \
+	X(SB_REC_GUARD,       43, "guard",       sb_text,        none,     NONE,       TEXT)    /* the overhead guard's state, key=value, at each change */ \
+	X(SB_REC_TRAILER,     63, "trailer",     sb_trailer,     none,     NONE,       TRAILER) /* last record of a complete file */
+
+/* the kind column */
+enum sb_rec_kind {
+	SB_KIND_NONE = 0,       /* not a defined type */
+	SB_KIND_KERNEL = 1,     /* emitted by the BPF programs (ids 1..SB_EV_KERNEL_MAX) */
+	SB_KIND_TEXT = 2,       /* struct sb_text and its text */
+	SB_KIND_META = 3,       /* an agent record with a fixed struct */
+	SB_KIND_GPU = 4,        /* a GPU timeline record */
+	SB_KIND_TRAILER = 5,    /* last record of a complete file */
+};
+
+#define SB_TYPE_ENUM_(e, id, ...) e = id,
+
 enum sb_type {
 	SB_EV_NONE = 0,
-	/* from the kernel (BPF) */
-	SB_EV_SWITCH_OUT = 1,   /* a target thread leaves its CPU */
-	SB_EV_SWITCH_IN = 2,    /* a target thread gets a CPU */
-	SB_EV_RUNSLICE = 3,     /* another task ran on a CPU where a target thread waited */
-	SB_EV_WAKEUP = 4,       /* a target thread was woken */
-	SB_EV_MIGRATE = 5,      /* a target thread moved to another CPU */
-	SB_EV_FAULT = 6,        /* user page fault of a target thread */
-	SB_EV_RECLAIM = 7,      /* direct reclaim / compaction stall, with duration */
-	SB_EV_MMSYS = 8,        /* mmap family syscall, with latency */
-	SB_EV_ALLOC = 9,        /* allocator call slower than alloc_min_ns */
-	SB_EV_STEP = 10,        /* step mark (USDT stepblame:step or --step-uprobe) */
-	SB_EV_THREAD_NEW = 11,  /* thread created in the target */
-	SB_EV_THREAD_EXIT = 12, /* thread of the target exited */
-	SB_EV_RENAME = 13,      /* thread renamed (prctl PR_SET_NAME, pthread_setname_np) */
-	SB_EV_CUDA = 14,        /* CUDA driver call seen by uprobe */
-	SB_EV_ALLOC_BURST = 15, /* a run of fast allocator calls on one thread */
-	SB_EV_IOSYS = 16,       /* blocking I/O syscall slower than io_min_ns, with latency */
-	SB_EV_AFFINITY = 17,    /* sched_setaffinity call of a target thread, with latency */
+	SB_RECORD_TYPES(SB_TYPE_ENUM_)
 	SB_EV_KERNEL_LAST = SB_EV_AFFINITY, /* the highest kernel type defined */
 	SB_EV_KERNEL_MAX = 31,
-
-	/* written by the agent into trace files */
-	SB_REC_HOST = 32,       /* host facts */
-	SB_REC_CPU = 33,        /* one CPU: number and NUMA node */
-	SB_REC_TARGET = 34,     /* the traced process */
-	SB_REC_THREAD = 35,     /* one thread of the target at start */
-	SB_REC_ALLOC_STATS = 36,/* per-thread cumulative counts of fast allocator calls */
-	SB_REC_DROPS = 37,      /* drop counters, cumulative */
-	SB_REC_PROBE = 38,      /* a probe's attach status */
-	SB_REC_GPU = 39,        /* a GPU timeline channel record (schemas/channel.md) */
-	SB_REC_STRING = 40,     /* an interned string (kernel names) */
-	SB_REC_NOTE = 41,       /* free text: what happened during capture */
-	SB_REC_COSTS = 42,      /* the tracer's per-event costs, key=value (user/format/costs.h) */
-	SB_REC_GUARD = 43,      /* the overhead guard's state, key=value, at each change */
-	SB_REC_TRAILER = 63,    /* last record of a complete file */
+	SB_REC_FIRST = SB_REC_HOST,         /* the agent's types: SB_REC_FIRST..SB_REC_LAST, */
+	SB_REC_LAST = SB_REC_GUARD,         /* and the trailer */
 	SB_TYPE_MAX = 64,
 };
+
+/*
+ * The table holds exactly the types 1..SB_EV_KERNEL_LAST, SB_REC_FIRST..SB_REC_LAST
+ * and SB_REC_TRAILER, each once, and the kernel's types are the KERNEL rows.
+ */
+#define SB_TYPE_BIT_(e, id, ...) | (1ULL << (id))
+#define SB_TYPE_ONE_(e, id, ...) + 1
+#define SB_TYPE_KIND_OK_(e, id, name, st, start, cost, kind) \
+	&& ((SB_KIND_##kind == SB_KIND_KERNEL) == ((id) >= 1 && (id) <= SB_EV_KERNEL_MAX))
+#define SB_TYPE_IDS_ \
+	(((1ULL << (SB_EV_KERNEL_LAST + 1)) - 2) | \
+	 ((1ULL << (SB_REC_LAST + 1)) - (1ULL << SB_REC_FIRST)) | (1ULL << SB_REC_TRAILER))
+_Static_assert((0 SB_RECORD_TYPES(SB_TYPE_BIT_)) == SB_TYPE_IDS_,
+	       "SB_RECORD_TYPES: a type in 1..SB_EV_KERNEL_LAST, SB_REC_FIRST..SB_REC_LAST "
+	       "or the trailer has no row, or a row lies outside them");
+_Static_assert((0 SB_RECORD_TYPES(SB_TYPE_ONE_)) ==
+		       SB_EV_KERNEL_LAST + (SB_REC_LAST - SB_REC_FIRST + 1) + 1,
+	       "SB_RECORD_TYPES: a row for each type, once (two rows share an id?)");
+_Static_assert(1 SB_RECORD_TYPES(SB_TYPE_KIND_OK_),
+	       "SB_RECORD_TYPES: kind KERNEL is exactly the ids 1..SB_EV_KERNEL_MAX");
+_Static_assert(SB_EV_KERNEL_LAST <= SB_EV_KERNEL_MAX && SB_REC_FIRST > SB_EV_KERNEL_MAX &&
+		       SB_REC_LAST < SB_REC_TRAILER && SB_REC_TRAILER < SB_TYPE_MAX,
+	       "type ranges");
 
 struct sb_hdr {
 	__u16 type;  /* enum sb_type */

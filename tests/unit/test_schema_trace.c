@@ -183,6 +183,11 @@ static void t_schema_matches_structs(void)
 			      "the code", off, c[1], sb_type_name(off));
 			if (sscanf(c[2], "`%63[a-z_]`", sname) != 1)
 				continue;
+			CHECK(off < SB_TYPE_MAX && sb_types[off].struct_name &&
+			      !strcmp(sb_types[off].struct_name, sname),
+			      "type %zu: struct %s in the doc, %s in SB_RECORD_TYPES", off, sname,
+			      off < SB_TYPE_MAX && sb_types[off].struct_name ?
+				      sb_types[off].struct_name : "none");
 			want = struct_size(sname);
 			CHECK(want >= 0, "type %zu: unknown struct %s", off, sname);
 			CHECK((num(c[3], &size) && (ssize_t)size == want) ||

@@ -504,13 +504,13 @@ static void otime(uint64_t ts)
 	omem(t + i, sizeof(t) - i);
 }
 
-static void line_start(const struct sb_hdr *h, unsigned type)
+static void line_start(const struct sb_hdr *h)
 {
 	if (json) {
 		ostr("{\"ts\":");
 		ou64(h->ts);
 		ostr(",\"type\":\"");
-		ostr(sb_type_name(type));
+		ostr(sb_type_name(h->type));
 		ostr("\",\"cpu\":");
 		ou64(h->cpu);
 		ostr(",\"pid\":");
@@ -529,7 +529,7 @@ static void line_start(const struct sb_hdr *h, unsigned type)
 	ochar('/');
 	ou64(h->tid);
 	ochar(' ');
-	ostr(sb_type_name(type));
+	ostr(sb_type_name(h->type));
 }
 
 static void line_end(void)
@@ -539,7 +539,7 @@ static void line_end(void)
 	ochar('\n');
 }
 
-/* ---- enum names not shared with the rest of the agent ---- */
+/* ---- names of field values only dump shows (the shared ones: format/trace.h) ---- */
 
 #define NAME(arr, i) ((i) < ARRAY_SIZE(arr) ? (arr)[i] : NULL)
 
@@ -555,13 +555,289 @@ static const char *const gpu_mark_names[] = { NULL, "step_begin", "step_end", "r
 					      "range_pop", "instant" };
 static const char *const gpu_copy_names[] = { NULL, "htod", "dtoh", "dtod", "htoh", "peer",
 					      "other" };
-static const char *const end_names[] = { NULL, "duration", "signal", "target_exit", "error",
-					  "target_credentials" };
 
-/* ---- records ---- */
+/* each table names every value of its enum (bpf/events.h, format/gpu.h) */
+_Static_assert(ARRAY_SIZE(wait_reason_names) == SB_WAIT_WOKEN + 1, "wait reasons");
+_Static_assert(ARRAY_SIZE(reclaim_names) == SB_RECLAIM_COMPACT + 1, "reclaim kinds");
+_Static_assert(ARRAY_SIZE(step_src_names) == SB_STEP_GPU_MARKER + 1, "step sources");
+_Static_assert(ARRAY_SIZE(cuda_fn_names) == SB_CU_MEMCPY + 1, "CUDA functions");
+_Static_assert(ARRAY_SIZE(gpu_kind_names) == SB_GPU_OVERHEAD + 1, "GPU record kinds");
+_Static_assert(ARRAY_SIZE(gpu_api_names) == SB_API_OTHER + 1, "GPU API calls");
+_Static_assert(ARRAY_SIZE(gpu_mark_names) == SB_MARK_INSTANT + 1, "GPU markers");
+_Static_assert(ARRAY_SIZE(gpu_copy_names) == SB_COPY_OTHER + 1, "GPU copy kinds");
 
-static void print_gpu(const struct sb_gpu *g)
+/*
+ * ---- records: one printer per struct of SB_RECORD_TYPES (bpf/events.h),
+ * print_<struct>, the fields after the common ones ----
+ */
+
+static void print_sb_switch_out(const struct sb_hdr *h)
 {
+	const struct sb_switch_out *e = (const void *)h;
+
+	f_enum("state", sb_state_name(e->state), e->state);
+	f_hex("prev_state", e->prev_state);
+	f_task("next", e->next_comm, e->next_pid, e->next_tid);
+}
+
+static void print_sb_switch_in(const struct sb_hdr *h)
+{
+	const struct sb_switch_in *e = (const void *)h;
+
+	f_u("wait_ns", e->wait_ns);
+	f_enum("wait_reason", NAME(wait_reason_names, e->wait_reason), e->wait_reason);
+	f_task("prev", e->prev_comm, e->prev_pid, e->prev_tid);
+}
+
+static void print_sb_runslice(const struct sb_hdr *h)
+{
+	const struct sb_runslice *e = (const void *)h;
+
+	f_comm("comm", e->comm);
+	f_span(e->start_ns, h->ts);
+	f_u("nwaiting", e->nwaiting);
+}
+
+static void print_sb_wakeup(const struct sb_hdr *h)
+{
+	const struct sb_wakeup *e = (const void *)h;
+
+	f_task("waker", e->waker_comm, e->waker_pid, e->waker_tid);
+	f_u("waker_cpu", e->waker_cpu);
+	f_u("is_new", e->is_new);
+}
+
+static void print_sb_migrate(const struct sb_hdr *h)
+{
+	const struct sb_migrate *e = (const void *)h;
+
+	f_u("orig_cpu", e->orig_cpu);
+	f_u("dest_cpu", e->dest_cpu);
+	f_u("orig_node", e->orig_node);
+	f_u("dest_node", e->dest_node);
+}
+
+static void print_sb_fault(const struct sb_hdr *h)
+{
+	const struct sb_fault *e = (const void *)h;
+
+	f_hex("addr", e->addr);
+	f_hex("ip", e->ip);
+	f_hex("error_code", e->error_code);
+	f_u("maj_flt", e->maj_flt);
+	f_u("min_flt", e->min_flt);
+	if (h->flags & SB_FAULT_MAJOR)
+		f_enum("kind", "major", 0);
+	else if (h->flags & SB_FAULT_MINOR)
+		f_enum("kind", "minor", 0);
+}
+
+static void print_sb_reclaim(const struct sb_hdr *h)
+{
+	const struct sb_reclaim *e = (const void *)h;
+
+	f_enum("kind", NAME(reclaim_names, e->kind), e->kind);
+	f_span(e->start_ns, h->ts);
+	f_u("result", e->result);
+}
+
+static void print_sb_mmsys(const struct sb_hdr *h)
+{
+	const struct sb_mmsys *e = (const void *)h;
+
+	f_enum("call", sb_mmsys_name(e->call), e->call);
+	f_hex("addr", e->addr);
+	f_u("len", e->len);
+	f_i("ret", e->ret);
+	f_hex("arg", e->arg);
+	f_span(e->start_ns, h->ts);
+}
+
+static void print_sb_alloc(const struct sb_hdr *h)
+{
+	const struct sb_alloc *e = (const void *)h;
+
+	f_enum("fn", sb_alloc_fn_name(e->fn), e->fn);
+	f_u("size", e->size);
+	f_hex("ptr", e->ptr);
+	f_u("floor_ns", e->floor_ns);
+	f_span(e->start_ns, h->ts);
+}
+
+static void print_sb_alloc_burst(const struct sb_hdr *h)
+{
+	const struct sb_alloc_burst *e = (const void *)h;
+
+	f_u("calls", e->calls);
+	f_u("sum_ns", e->sum_ns);
+	f_u("bytes", e->bytes);
+	f_span(e->start_ns, h->ts);
+	/* who emitted it: the thread itself, or the agent's periodic flush */
+	f_enum("ended_by", h->flags & SB_ALLOC_BURST_FLUSHED ? "agent" : "thread", 0);
+}
+
+static void print_sb_iosys(const struct sb_hdr *h)
+{
+	const struct sb_iosys *e = (const void *)h;
+
+	f_enum("call", sb_io_name(e->call), e->call);
+	f_i("fd", e->fd);
+	f_u("len", e->len);
+	f_i("ret", e->ret);
+	f_span(e->start_ns, h->ts);
+}
+
+static void print_sb_affinity(const struct sb_hdr *h)
+{
+	const struct sb_affinity *e = (const void *)h;
+
+	f_u("pid", e->pid);
+	f_i("ret", e->ret);
+	f_span(e->start_ns, h->ts);
+}
+
+static void print_sb_step(const struct sb_hdr *h)
+{
+	const struct sb_step *e = (const void *)h;
+
+	f_u("step", e->step);
+	f_enum("source", NAME(step_src_names, e->source), e->source);
+}
+
+/* thread_new and thread_exit */
+static void print_sb_thread(const struct sb_hdr *h)
+{
+	const struct sb_thread *e = (const void *)h;
+
+	if (h->type == SB_EV_THREAD_NEW || json)
+		f_u("parent_tid", e->parent_tid);
+	f_comm("comm", e->comm);
+}
+
+static void print_sb_rename(const struct sb_hdr *h)
+{
+	const struct sb_rename *e = (const void *)h;
+
+	f_comm("oldcomm", e->oldcomm);
+	f_comm("newcomm", e->newcomm);
+}
+
+static void print_sb_cuda(const struct sb_hdr *h)
+{
+	const struct sb_cuda *e = (const void *)h;
+
+	f_enum("fn", NAME(cuda_fn_names, e->fn), e->fn);
+	f_u("sym", e->sym);
+	f_span(e->start_ns, h->ts);
+}
+
+/* every text type */
+static void print_sb_text(const struct sb_hdr *h)
+{
+	const struct sb_text *e = (const void *)h;
+
+	if (h->type == SB_REC_STRING) {
+		st_put(e->id, e->text, e->len);
+		f_u("id", e->id);
+	} else if (h->type == SB_REC_PROBE) {
+		f_u("attached", e->id);
+	} else if (e->id || json) {
+		f_u("id", e->id);
+	}
+	f_text("text", e->text, e->len);
+}
+
+static void print_sb_cpu(const struct sb_hdr *h)
+{
+	const struct sb_cpu *e = (const void *)h;
+
+	f_u("node", e->node);
+	f_u("online", e->online);
+}
+
+static void print_sb_alloc_stats(const struct sb_hdr *h)
+{
+	const struct sb_alloc_stats *a = (const void *)h;
+	unsigned i;
+
+	if (json) {
+		ostr(",\"calls\":{");
+		for (i = 0; i < SB_FN_MAX; i++) {
+			if (i)
+				ochar(',');
+			ochar('"');
+			ostr(sb_alloc_fn_name(i));
+			ostr("\":");
+			ou64(a->calls[i]);
+		}
+		ostr("},\"ns\":{");
+		for (i = 0; i < SB_FN_MAX; i++) {
+			if (i)
+				ochar(',');
+			ochar('"');
+			ostr(sb_alloc_fn_name(i));
+			ostr("\":");
+			ou64(a->ns[i]);
+		}
+		ochar('}');
+		return;
+	}
+	/* text: calls/summed-ns, only the functions that were called */
+	for (i = 0; i < SB_FN_MAX; i++) {
+		if (!a->calls[i] && !a->ns[i])
+			continue;
+		key(sb_alloc_fn_name(i));
+		ou64(a->calls[i]);
+		ochar('/');
+		ou64(a->ns[i]);
+		ostr("ns");
+	}
+}
+
+static void print_sb_drops(const struct sb_hdr *h)
+{
+	const struct sb_drops *d = (const void *)h;
+	uint64_t total = 0;
+	unsigned i;
+	bool first = true;
+
+	for (i = 0; i <= SB_EV_KERNEL_MAX; i++)
+		total += d->ring[i];
+	f_u("ring_total", total);
+	if (json)
+		ostr(",\"ring\":{");
+	for (i = 0; i <= SB_EV_KERNEL_MAX; i++) {
+		if (!d->ring[i])
+			continue;
+		if (json) {
+			if (!first)
+				ochar(',');
+			ochar('"');
+			ostr(sb_type_name(i));
+			if (!strcmp(sb_type_name(i), "unknown"))
+				ou64(i);
+			ostr("\":");
+			ou64(d->ring[i]);
+		} else {
+			ostr(" ring_");
+			ostr(sb_type_name(i));
+			if (!strcmp(sb_type_name(i), "unknown"))
+				ou64(i);
+			ochar('=');
+			ou64(d->ring[i]);
+		}
+		first = false;
+	}
+	if (json)
+		ochar('}');
+	f_u("gpu_channel", d->gpu_channel);
+	f_u("gpu_source", d->gpu_source);
+	f_u("wait_overflow", d->wait_overflow);
+}
+
+static void print_sb_gpu(const struct sb_hdr *h)
+{
+	const struct sb_gpu *g = (const void *)h;
 	unsigned kind = g->h.flags;
 	const char *name;
 	uint32_t nlen;
@@ -610,285 +886,16 @@ static void print_gpu(const struct sb_gpu *g)
 	}
 }
 
-static void print_alloc_stats(const struct sb_alloc_stats *a)
+static void print_sb_trailer(const struct sb_hdr *h)
 {
-	unsigned i;
-
-	if (json) {
-		ostr(",\"calls\":{");
-		for (i = 0; i < SB_FN_MAX; i++) {
-			if (i)
-				ochar(',');
-			ochar('"');
-			ostr(sb_alloc_fn_name(i));
-			ostr("\":");
-			ou64(a->calls[i]);
-		}
-		ostr("},\"ns\":{");
-		for (i = 0; i < SB_FN_MAX; i++) {
-			if (i)
-				ochar(',');
-			ochar('"');
-			ostr(sb_alloc_fn_name(i));
-			ostr("\":");
-			ou64(a->ns[i]);
-		}
-		ochar('}');
-		return;
-	}
-	/* text: calls/summed-ns, only the functions that were called */
-	for (i = 0; i < SB_FN_MAX; i++) {
-		if (!a->calls[i] && !a->ns[i])
-			continue;
-		key(sb_alloc_fn_name(i));
-		ou64(a->calls[i]);
-		ochar('/');
-		ou64(a->ns[i]);
-		ostr("ns");
-	}
-}
-
-static void print_drops(const struct sb_drops *d)
-{
-	uint64_t total = 0;
-	unsigned i;
-	bool first = true;
-
-	for (i = 0; i <= SB_EV_KERNEL_MAX; i++)
-		total += d->ring[i];
-	f_u("ring_total", total);
-	if (json)
-		ostr(",\"ring\":{");
-	for (i = 0; i <= SB_EV_KERNEL_MAX; i++) {
-		if (!d->ring[i])
-			continue;
-		if (json) {
-			if (!first)
-				ochar(',');
-			ochar('"');
-			ostr(sb_type_name(i));
-			if (!strcmp(sb_type_name(i), "unknown"))
-				ou64(i);
-			ostr("\":");
-			ou64(d->ring[i]);
-		} else {
-			ostr(" ring_");
-			ostr(sb_type_name(i));
-			if (!strcmp(sb_type_name(i), "unknown"))
-				ou64(i);
-			ochar('=');
-			ou64(d->ring[i]);
-		}
-		first = false;
-	}
-	if (json)
-		ochar('}');
-	f_u("gpu_channel", d->gpu_channel);
-	f_u("gpu_source", d->gpu_source);
-	f_u("wait_overflow", d->wait_overflow);
-}
-
-static void print_record(const struct sb_hdr *h)
-{
-	unsigned t = h->type;
-
-	line_start(h, t);
-	switch (t) {
-	case SB_EV_SWITCH_OUT: {
-		const struct sb_switch_out *e = (const void *)h;
-
-		f_enum("state", sb_state_name(e->state), e->state);
-		f_hex("prev_state", e->prev_state);
-		f_task("next", e->next_comm, e->next_pid, e->next_tid);
-		break;
-	}
-	case SB_EV_SWITCH_IN: {
-		const struct sb_switch_in *e = (const void *)h;
-
-		f_u("wait_ns", e->wait_ns);
-		f_enum("wait_reason", NAME(wait_reason_names, e->wait_reason), e->wait_reason);
-		f_task("prev", e->prev_comm, e->prev_pid, e->prev_tid);
-		break;
-	}
-	case SB_EV_RUNSLICE: {
-		const struct sb_runslice *e = (const void *)h;
-
-		f_comm("comm", e->comm);
-		f_span(e->start_ns, h->ts);
-		f_u("nwaiting", e->nwaiting);
-		break;
-	}
-	case SB_EV_WAKEUP: {
-		const struct sb_wakeup *e = (const void *)h;
-
-		f_task("waker", e->waker_comm, e->waker_pid, e->waker_tid);
-		f_u("waker_cpu", e->waker_cpu);
-		f_u("is_new", e->is_new);
-		break;
-	}
-	case SB_EV_MIGRATE: {
-		const struct sb_migrate *e = (const void *)h;
-
-		f_u("orig_cpu", e->orig_cpu);
-		f_u("dest_cpu", e->dest_cpu);
-		f_u("orig_node", e->orig_node);
-		f_u("dest_node", e->dest_node);
-		break;
-	}
-	case SB_EV_FAULT: {
-		const struct sb_fault *e = (const void *)h;
-
-		f_hex("addr", e->addr);
-		f_hex("ip", e->ip);
-		f_hex("error_code", e->error_code);
-		f_u("maj_flt", e->maj_flt);
-		f_u("min_flt", e->min_flt);
-		if (h->flags & SB_FAULT_MAJOR)
-			f_enum("kind", "major", 0);
-		else if (h->flags & SB_FAULT_MINOR)
-			f_enum("kind", "minor", 0);
-		break;
-	}
-	case SB_EV_RECLAIM: {
-		const struct sb_reclaim *e = (const void *)h;
-
-		f_enum("kind", NAME(reclaim_names, e->kind), e->kind);
-		f_span(e->start_ns, h->ts);
-		f_u("result", e->result);
-		break;
-	}
-	case SB_EV_MMSYS: {
-		const struct sb_mmsys *e = (const void *)h;
-
-		f_enum("call", sb_mmsys_name(e->call), e->call);
-		f_hex("addr", e->addr);
-		f_u("len", e->len);
-		f_i("ret", e->ret);
-		f_hex("arg", e->arg);
-		f_span(e->start_ns, h->ts);
-		break;
-	}
-	case SB_EV_ALLOC: {
-		const struct sb_alloc *e = (const void *)h;
-
-		f_enum("fn", sb_alloc_fn_name(e->fn), e->fn);
-		f_u("size", e->size);
-		f_hex("ptr", e->ptr);
-		f_u("floor_ns", e->floor_ns);
-		f_span(e->start_ns, h->ts);
-		break;
-	}
-	case SB_EV_ALLOC_BURST: {
-		const struct sb_alloc_burst *e = (const void *)h;
-
-		f_u("calls", e->calls);
-		f_u("sum_ns", e->sum_ns);
-		f_u("bytes", e->bytes);
-		f_span(e->start_ns, h->ts);
-		/* who emitted it: the thread itself, or the agent's periodic flush */
-		f_enum("ended_by", h->flags & SB_ALLOC_BURST_FLUSHED ? "agent" : "thread", 0);
-		break;
-	}
-	case SB_EV_IOSYS: {
-		const struct sb_iosys *e = (const void *)h;
-
-		f_enum("call", sb_io_name(e->call), e->call);
-		f_i("fd", e->fd);
-		f_u("len", e->len);
-		f_i("ret", e->ret);
-		f_span(e->start_ns, h->ts);
-		break;
-	}
-	case SB_EV_AFFINITY: {
-		const struct sb_affinity *e = (const void *)h;
-
-		f_u("pid", e->pid);
-		f_i("ret", e->ret);
-		f_span(e->start_ns, h->ts);
-		break;
-	}
-	case SB_EV_STEP: {
-		const struct sb_step *e = (const void *)h;
-
-		f_u("step", e->step);
-		f_enum("source", NAME(step_src_names, e->source), e->source);
-		break;
-	}
-	case SB_EV_THREAD_NEW:
-	case SB_EV_THREAD_EXIT: {
-		const struct sb_thread *e = (const void *)h;
-
-		if (t == SB_EV_THREAD_NEW || json)
-			f_u("parent_tid", e->parent_tid);
-		f_comm("comm", e->comm);
-		break;
-	}
-	case SB_EV_RENAME: {
-		const struct sb_rename *e = (const void *)h;
-
-		f_comm("oldcomm", e->oldcomm);
-		f_comm("newcomm", e->newcomm);
-		break;
-	}
-	case SB_EV_CUDA: {
-		const struct sb_cuda *e = (const void *)h;
-
-		f_enum("fn", NAME(cuda_fn_names, e->fn), e->fn);
-		f_u("sym", e->sym);
-		f_span(e->start_ns, h->ts);
-		break;
-	}
-	case SB_REC_HOST:
-	case SB_REC_TARGET:
-	case SB_REC_THREAD:
-	case SB_REC_PROBE:
-	case SB_REC_STRING:
-	case SB_REC_NOTE:
-	case SB_REC_COSTS:
-	case SB_REC_GUARD: {
-		const struct sb_text *e = (const void *)h;
-
-		if (t == SB_REC_STRING) {
-			st_put(e->id, e->text, e->len);
-			f_u("id", e->id);
-		} else if (t == SB_REC_PROBE) {
-			f_u("attached", e->id);
-		} else if (e->id || json) {
-			f_u("id", e->id);
-		}
-		f_text("text", e->text, e->len);
-		break;
-	}
-	case SB_REC_CPU: {
-		const struct sb_cpu *e = (const void *)h;
-
-		f_u("node", e->node);
-		f_u("online", e->online);
-		break;
-	}
-	case SB_REC_ALLOC_STATS:
-		print_alloc_stats((const void *)h);
-		break;
-	case SB_REC_DROPS:
-		print_drops((const void *)h);
-		break;
-	case SB_REC_GPU:
-		print_gpu((const void *)h);
-		break;
-	}
-	line_end();
-}
-
-static void print_trailer(const struct sb_trailer *tr)
-{
+	const struct sb_trailer *tr = (const void *)h;
 	uint64_t total = 0;
 	unsigned i;
 	bool first = true;
 
 	for (i = 0; i < SB_TYPE_MAX; i++)
 		total += tr->records[i];
-	line_start(&tr->h, SB_REC_TRAILER);
-	f_enum("end_reason", NAME(end_names, tr->end_reason), tr->end_reason);
+	f_enum("end_reason", sbt_end_name(tr->end_reason), tr->end_reason);
 	if (json)
 		f_u("start_ns", tr->start_ns);
 	else
@@ -916,6 +923,19 @@ static void print_trailer(const struct sb_trailer *tr)
 	}
 	if (json)
 		ochar('}');
+}
+
+/* the printer of each type, from its struct */
+#define PRINTER(e, id, name, st, start, cost, kind) [id] = print_##st,
+static void (*const printers[SB_TYPE_MAX])(const struct sb_hdr *h) = {
+	SB_RECORD_TYPES(PRINTER)
+};
+
+static void print_record(const struct sb_hdr *h)
+{
+	line_start(h);
+	if (h->type < SB_TYPE_MAX && printers[h->type])
+		printers[h->type](h);
 	line_end();
 }
 
@@ -1023,7 +1043,7 @@ int cmd_dump(int argc, char **argv)
 		n++;
 	}
 	if (s == SBT_EOF && !oerr)
-		print_trailer(sbt_trailer(r));
+		print_record(&sbt_trailer(r)->h);
 	oflush();
 	if (oerr) {
 		if (oerr != EPIPE)

@@ -80,40 +80,23 @@ void sb_costs_parse(struct sb_costs *c, const char *s, size_t n)
 		c->samples = (uint32_t)strtoul(buf, NULL, 10);
 }
 
+/*
+ * The cost column of SB_RECORD_TYPES (bpf/events.h), plus one: 0 is NONE, and
+ * every type not defined. Runslices are other tasks' time; reclaim probes
+ * cost little next to reclaim; agent records cost the target nothing.
+ */
+#define COST_ROW(e, id, name, st, start, cost, kind) [id] = SB_COST_##cost + 1,
+static const signed char cost_class[SB_TYPE_MAX] = { SB_RECORD_TYPES(COST_ROW) };
+
 uint64_t sb_cost_of(const struct sb_hdr *h, int *cls)
 {
-	switch (h->type) {
-	case SB_EV_SWITCH_OUT:
-	case SB_EV_SWITCH_IN:
-	case SB_EV_WAKEUP:
-	case SB_EV_MIGRATE:
-	case SB_EV_THREAD_NEW:
-	case SB_EV_THREAD_EXIT:
-	case SB_EV_RENAME:
-		*cls = SB_COST_SCHED;
-		return 1;
-	case SB_EV_FAULT:
-		*cls = SB_COST_FAULT;
-		return 1;
-	case SB_EV_MMSYS:
-	case SB_EV_IOSYS:
-	case SB_EV_AFFINITY:
-		*cls = SB_COST_SYSCALL;
-		return 1;
-	case SB_EV_ALLOC:
-		*cls = SB_COST_ALLOC_CALL;
-		return 1;
-	case SB_EV_ALLOC_BURST:
-		*cls = SB_COST_ALLOC_CALL;
-		return ((const struct sb_alloc_burst *)h)->calls;
-	case SB_EV_STEP:
-		*cls = SB_COST_UPROBE;
-		return 1;
-	case SB_EV_CUDA:
-		*cls = SB_COST_CUDA_CALL;
-		return 1;
-	}
-	return 0; /* runslices are other tasks' time; reclaim probes cost little next to reclaim */
+	int c = h->type < SB_TYPE_MAX ? cost_class[h->type] - 1 : SB_COST_NONE;
+
+	if (c == SB_COST_NONE)
+		return 0;
+	*cls = c;
+	/* an allocator burst stands for its calls */
+	return h->type == SB_EV_ALLOC_BURST ? ((const struct sb_alloc_burst *)h)->calls : 1;
 }
 
 const char *sb_guard_mode_name(int mode)

@@ -17,7 +17,8 @@
 #include "bpf/events.h"
 
 enum sb_cost {
-	SB_COST_SCHED,      /* a scheduler event of a target thread: switch, wakeup, migration */
+	SB_COST_NONE = -1,  /* nothing the model counts (the cost column of SB_RECORD_TYPES) */
+	SB_COST_SCHED = 0,      /* a scheduler event of a target thread: switch, wakeup, migration */
 	SB_COST_FAULT,      /* a user page fault of a target thread */
 	SB_COST_SYSCALL,    /* a timed system call (mmap family, I/O, sched_setaffinity) */
 	SB_COST_ALLOC_CALL, /* an allocator call: its uprobe and uretprobe */

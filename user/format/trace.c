@@ -35,47 +35,39 @@ _Static_assert(SBT_WBUF >= SBT_MAX_RECORD && SBT_RBUF > SBT_MAX_RECORD + SBT_HDR
 
 /* ---- record rules ---- */
 
-static bool is_text_type(unsigned type)
-{
-	switch (type) {
-	case SB_REC_HOST: case SB_REC_TARGET: case SB_REC_THREAD:
-	case SB_REC_PROBE: case SB_REC_STRING: case SB_REC_NOTE:
-	case SB_REC_COSTS: case SB_REC_GUARD:
-		return true;
-	}
-	return false;
-}
+/*
+ * The table SB_RECORD_TYPES (bpf/events.h), expanded here, where every
+ * struct it names is defined. The start column: a u64 field, or none.
+ */
+#define START_OFF_none(st) 0
+#define START_OFF_start_ns(st) offsetof(struct st, start_ns)
+#define START_SIZE_none(st) 8
+#define START_SIZE_start_ns(st) sizeof(((struct st *)0)->start_ns)
+
+#define TYPE_ROW(e, id, nm, st, start, cost, kd) \
+	[id] = { .name = nm, .struct_name = #st, .size = sizeof(struct st), \
+		 .kind = SB_KIND_##kd, .start_off = START_OFF_##start(st) },
+
+const struct sb_type_info sb_types[SB_TYPE_MAX] = { SB_RECORD_TYPES(TYPE_ROW) };
+
+/* each row: a struct of a valid record size whose start field, if any, is a u64 in its body */
+#define TYPE_CHECK(e, id, nm, st, start, cost, kd) \
+	_Static_assert(sizeof(struct st) % 8 == 0 && sizeof(struct st) <= SBT_MAX_RECORD && \
+			       sizeof(struct st) >= sizeof(struct sb_hdr), \
+		       "record struct size: " nm); \
+	_Static_assert(START_SIZE_##start(st) == 8 && START_OFF_##start(st) % 8 == 0 && \
+			       START_OFF_##start(st) < sizeof(struct st) && \
+			       (START_OFF_##start(st) == 0 || \
+				START_OFF_##start(st) >= sizeof(struct sb_hdr)), \
+		       "record start field: " nm); \
+	_Static_assert((SB_KIND_##kd == SB_KIND_TEXT) == \
+			       __builtin_types_compatible_p(struct st, struct sb_text), \
+		       "text records are exactly the sb_text rows: " nm);
+SB_RECORD_TYPES(TYPE_CHECK)
 
 size_t sb_type_size(unsigned type)
 {
-	switch (type) {
-	case SB_EV_SWITCH_OUT: return sizeof(struct sb_switch_out);
-	case SB_EV_SWITCH_IN: return sizeof(struct sb_switch_in);
-	case SB_EV_RUNSLICE: return sizeof(struct sb_runslice);
-	case SB_EV_WAKEUP: return sizeof(struct sb_wakeup);
-	case SB_EV_MIGRATE: return sizeof(struct sb_migrate);
-	case SB_EV_FAULT: return sizeof(struct sb_fault);
-	case SB_EV_RECLAIM: return sizeof(struct sb_reclaim);
-	case SB_EV_MMSYS: return sizeof(struct sb_mmsys);
-	case SB_EV_ALLOC: return sizeof(struct sb_alloc);
-	case SB_EV_STEP: return sizeof(struct sb_step);
-	case SB_EV_THREAD_NEW: case SB_EV_THREAD_EXIT: return sizeof(struct sb_thread);
-	case SB_EV_RENAME: return sizeof(struct sb_rename);
-	case SB_EV_CUDA: return sizeof(struct sb_cuda);
-	case SB_EV_ALLOC_BURST: return sizeof(struct sb_alloc_burst);
-	case SB_EV_IOSYS: return sizeof(struct sb_iosys);
-	case SB_EV_AFFINITY: return sizeof(struct sb_affinity);
-	case SB_REC_HOST: case SB_REC_TARGET: case SB_REC_THREAD:
-	case SB_REC_PROBE: case SB_REC_STRING: case SB_REC_NOTE:
-	case SB_REC_COSTS: case SB_REC_GUARD:
-		return sizeof(struct sb_text);
-	case SB_REC_CPU: return sizeof(struct sb_cpu);
-	case SB_REC_ALLOC_STATS: return sizeof(struct sb_alloc_stats);
-	case SB_REC_DROPS: return sizeof(struct sb_drops);
-	case SB_REC_GPU: return sizeof(struct sb_gpu);
-	case SB_REC_TRAILER: return sizeof(struct sb_trailer);
-	}
-	return 0;
+	return type < SB_TYPE_MAX ? sb_types[type].size : 0;
 }
 
 static __thread char check_why[128];
@@ -123,7 +115,7 @@ const char *sbt_check_record(const struct sb_hdr *h, size_t avail)
 			 sb_type_name(h->type), h->size, avail);
 		return check_why;
 	}
-	if (is_text_type(h->type)) {
+	if (sb_type_is_text(h->type)) {
 		const struct sb_text *t = (const struct sb_text *)h;
 		size_t room = h->size - sizeof(*t);
 
@@ -142,39 +134,7 @@ const char *sbt_check_record(const struct sb_hdr *h, size_t avail)
 
 const char *sb_type_name(unsigned type)
 {
-	switch (type) {
-	case SB_EV_SWITCH_OUT: return "switch_out";
-	case SB_EV_SWITCH_IN: return "switch_in";
-	case SB_EV_RUNSLICE: return "runslice";
-	case SB_EV_WAKEUP: return "wakeup";
-	case SB_EV_MIGRATE: return "migrate";
-	case SB_EV_FAULT: return "fault";
-	case SB_EV_RECLAIM: return "reclaim";
-	case SB_EV_MMSYS: return "mmsys";
-	case SB_EV_ALLOC: return "alloc";
-	case SB_EV_STEP: return "step";
-	case SB_EV_THREAD_NEW: return "thread_new";
-	case SB_EV_THREAD_EXIT: return "thread_exit";
-	case SB_EV_RENAME: return "rename";
-	case SB_EV_CUDA: return "cuda";
-	case SB_EV_ALLOC_BURST: return "alloc_burst";
-	case SB_EV_IOSYS: return "iosys";
-	case SB_EV_AFFINITY: return "affinity";
-	case SB_REC_HOST: return "host";
-	case SB_REC_CPU: return "cpu";
-	case SB_REC_TARGET: return "target";
-	case SB_REC_THREAD: return "thread";
-	case SB_REC_ALLOC_STATS: return "alloc_stats";
-	case SB_REC_DROPS: return "drops";
-	case SB_REC_PROBE: return "probe";
-	case SB_REC_GPU: return "gpu";
-	case SB_REC_STRING: return "string";
-	case SB_REC_NOTE: return "note";
-	case SB_REC_COSTS: return "costs";
-	case SB_REC_GUARD: return "guard";
-	case SB_REC_TRAILER: return "trailer";
-	}
-	return "unknown";
+	return type < SB_TYPE_MAX && sb_types[type].name ? sb_types[type].name : "unknown";
 }
 
 const char *sb_state_name(unsigned state)
@@ -209,6 +169,15 @@ const char *sb_io_name(unsigned call)
 
 	_Static_assert(ARRAY_SIZE(n) == SB_IO_UNLINKAT + 1, "io call names");
 	return call && call < ARRAY_SIZE(n) ? n[call] : "unknown";
+}
+
+const char *sbt_end_name(unsigned reason)
+{
+	static const char *const n[] = { NULL, "duration", "signal", "target_exit", "error",
+					 "target_credentials" };
+
+	_Static_assert(ARRAY_SIZE(n) == SBT_END_CREDENTIALS + 1, "end reason names");
+	return reason && reason < ARRAY_SIZE(n) ? n[reason] : "unknown";
 }
 
 /* ---- writer ---- */
@@ -395,7 +364,7 @@ int sbt_write_text(struct sbt_writer *w, uint16_t type, uint32_t id, uint64_t ts
 	size_t size;
 	int rc;
 
-	if (!w || !is_text_type(type) || (!text && len))
+	if (!w || !sb_type_is_text(type) || (!text && len))
 		return -EINVAL;
 	if (w->err)
 		return w->err;

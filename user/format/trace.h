@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "bpf/events.h"
 
@@ -31,9 +32,10 @@ struct sbt_file_hdr {
 };
 
 /*
- * Text records (HOST, TARGET, THREAD, PROBE, STRING, NOTE): the header, then a
- * u32 length of the text and the text itself (key=value lines for HOST and
- * TARGET, see schemas/trace.md), zero-padded to a multiple of 8.
+ * Text records (the TEXT rows of SB_RECORD_TYPES: host, target, thread, probe,
+ * string, note, costs, guard): the header, then a u32 length of the text and
+ * the text itself (key=value lines for HOST, TARGET, COSTS and GUARD, see
+ * schemas/trace.md), zero-padded to a multiple of 8.
  */
 struct sb_text {
 	struct sb_hdr h;
@@ -156,15 +158,78 @@ void sbt_close(struct sbt_reader *r);
  */
 const char *sbt_check_record(const struct sb_hdr *h, size_t avail);
 
+/* ---- record types: the table SB_RECORD_TYPES in bpf/events.h ---- */
+
+/* one row of the table, indexed by type; all zero for a type not defined */
+struct sb_type_info {
+	const char *name;       /* NULL: not defined */
+	const char *struct_name; /* its struct, "sb_switch_out", ... */
+	uint16_t size;          /* its struct: the smallest valid record */
+	uint8_t kind;           /* enum sb_rec_kind */
+	uint8_t start_off;      /* offset of its u64 interval start; 0: none, an instant */
+};
+
+extern const struct sb_type_info sb_types[SB_TYPE_MAX];
+
 /* smallest valid size of a record of this type (its struct); 0 if the type is not defined */
 size_t sb_type_size(unsigned type);
 
-/* names for dump and reports */
+/* enum sb_rec_kind of the type, SB_KIND_NONE if not defined */
+static inline unsigned sb_type_kind(unsigned type)
+{
+	return type < SB_TYPE_MAX ? sb_types[type].kind : SB_KIND_NONE;
+}
+
+/* a text record: struct sb_text, then its text */
+static inline bool sb_type_is_text(unsigned type)
+{
+	return sb_type_kind(type) == SB_KIND_TEXT;
+}
+
+/* what the blame engine takes into its time-ordered window: kernel events and GPU records */
+static inline bool sb_type_is_engine_input(unsigned type)
+{
+	unsigned k = sb_type_kind(type);
+
+	return k == SB_KIND_KERNEL || k == SB_KIND_GPU;
+}
+
+/*
+ * The agent's records the engine reads as they come (text, CPU, statistics,
+ * trailer): their smallest valid size; 0 for the engine's inputs and undefined types.
+ */
+static inline size_t sb_meta_min(unsigned type)
+{
+	unsigned k = sb_type_kind(type);
+
+	return k == SB_KIND_TEXT || k == SB_KIND_META || k == SB_KIND_TRAILER ?
+		       sb_types[type].size : 0;
+}
+
+/*
+ * When a record starts to matter: for a type that stands for an interval
+ * [start, ts], its start if nonzero and not after h->ts; otherwise h->ts.
+ * h must be a whole record of its type (sbt_check_record).
+ */
+static inline uint64_t sb_rec_start(const struct sb_hdr *h)
+{
+	unsigned off = h->type < SB_TYPE_MAX ? sb_types[h->type].start_off : 0;
+	uint64_t s;
+
+	if (!off)
+		return h->ts;
+	memcpy(&s, (const char *)h + off, sizeof(s));
+	return s && s <= h->ts ? s : h->ts;
+}
+
+/* names for dump and reports: sb_types[type].name, "unknown" if not defined */
 const char *sb_type_name(unsigned type);
 const char *sb_state_name(unsigned state);
 const char *sb_alloc_fn_name(unsigned fn);
 const char *sb_mmsys_name(unsigned call);
 /* enum sb_io_call: "read", "write", ...; "unknown" */
 const char *sb_io_name(unsigned call);
+/* enum sbt_end: "duration", "signal", "target_exit", "error", "target_credentials"; "unknown" */
+const char *sbt_end_name(unsigned reason);
 
 #endif
