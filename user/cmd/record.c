@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cmd/cmds.h"
+#include "capture/capture_file.h"
 #include "capture/collect.h"
 #include "engine/engine.h"
 #include "base/outfile.h"
@@ -58,11 +59,6 @@ static const char attach_usage[] =
 "\n"
 "  --json OUT              also write each step as a JSON line to OUT (the objects of\n"
 "                          `stepblame report --format jsonl`, schemas/report.schema.json)\n";
-
-static int write_sink(void *ctx, const struct sb_hdr *rec)
-{
-	return sbt_write(ctx, rec);
-}
 
 static const char *end_reason_text(enum sbt_end r)
 {
@@ -118,14 +114,22 @@ static int check_output(const char *out)
 	return 0;
 }
 
+/* the trace file exists: from here on Ctrl-C stops the capture */
+static void record_started(struct capture_file *cf, const struct collect_opts *o)
+{
+	collect_signals();
+	if (!o->quiet)
+		fprintf(stderr, "stepblame: recording PID %d to %s%s\n", (int)o->probe.pid, cf->path,
+			o->duration_ns ? "" : " (Ctrl-C to stop)");
+}
+
 int cmd_record(int argc, char **argv)
 {
 	struct collect_opts o;
-	struct collect_result res;
+	struct capture_file cf = { .on_created = record_started };
+	const struct collect_result *res = &cf.res;
 	const char *out = NULL;
-	struct sbt_writer *w;
-	char err_line[PATH_MAX + 256];
-	int i, rc, err;
+	int i, rc;
 
 	i = collect_parse_common(argc, argv, &o, &out, NULL, "record");
 	if (i == -2) {
@@ -147,41 +151,29 @@ int cmd_record(int argc, char **argv)
 		return rc;
 	if (preflight(o.probe.pid))
 		return 1;
-	w = sbt_create_as(out, NULL, err_line, sizeof(err_line));
-	if (!w) {
-		sb_err("%s", err_line);
+	cf.path = out;
+	switch (capture_to_file(&o, &cf)) {
+	case CAPTURE_NO_FILE:
+		sb_err("%s", cf.err);
 		return 1;
-	}
-	collect_signals();
-	if (!o.quiet)
-		fprintf(stderr, "stepblame: recording PID %d to %s%s\n", (int)o.probe.pid, out,
-			o.duration_ns ? "" : " (Ctrl-C to stop)");
-	rc = collect_run(&o, write_sink, w, &res);
-	if (rc) {
-		/* nothing captured: leave nothing behind */
-		sbt_discard(w);
-		return rc;
-	}
-	if (res.sink_error) {
-		/* disk full or similar: keep what reached the disk under the asked-for name */
-		int e = -res.sink_error;
-
-		snprintf(err_line, sizeof(err_line), "%s", sbt_partial_path(w));
+	case CAPTURE_NOT_RUN:
+		return cf.status;
+	case CAPTURE_CUT_SHORT:
 		sb_err("capture stopped: writing %s: %s; the trace is readable up to its last "
-		       "whole record", sbt_salvage(w) ? err_line : out, strerror(e));
+		       "whole record", cf.where, strerror(cf.error));
 		return 1;
-	}
-	err = sbt_finish(w, res.end_reason, res.start_ns, res.end_ns, res.drops_total);
-	if (err) {
-		sb_err("cannot finish %s: %s", out, strerror(-err));
+	case CAPTURE_NOT_FINISHED:
+		sb_err("cannot finish %s: %s", out, strerror(cf.error));
 		return 1;
+	case CAPTURE_DONE:
+		break;
 	}
 	if (!o.quiet)
 		fprintf(stderr, "stepblame: wrote %" PRIu64 " records in %.1f s to %s (%s); "
 			"%" PRIu64 " events dropped%s\n",
-			res.records, (res.end_ns - res.start_ns) / 1e9, out,
-			end_reason_text(res.end_reason), res.drops_total,
-			res.gpu ? "" : "; host-only (no GPU timeline)");
+			res->records, (res->end_ns - res->start_ns) / 1e9, out,
+			end_reason_text(res->end_reason), res->drops_total,
+			res->gpu ? "" : "; host-only (no GPU timeline)");
 	return 0;
 }
 

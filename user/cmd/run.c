@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cmd/cmds.h"
+#include "capture/capture_file.h"
 #include "capture/collect.h"
 #include "base/outfile.h"
 #include "capture/probes.h"
@@ -554,11 +555,6 @@ static int wait_child(pid_t pid)
 	return 1;
 }
 
-static int write_sink(void *ctx, const struct sb_hdr *rec)
-{
-	return sbt_write(ctx, rec);
-}
-
 /* options of run that are not capture options: they go to the report */
 struct run_extra {
 	bool dormant;
@@ -636,21 +632,61 @@ static void print_cmd(char **cmd, char *buf, size_t len)
 		strcpy(buf + len - 4, "...");
 }
 
+/* what the capture hooks of cmd_run need */
+struct run_capture {
+	struct launch *l;
+	const char *shown;
+	bool have_collector;
+};
+
+/* the trace file exists: signals stop the capture and reach CMD */
+static void run_started(struct capture_file *cf, const struct collect_opts *o)
+{
+	const struct run_capture *rc = cf->ctx;
+
+	collect_signals();
+	{
+		struct sigaction sa = { .sa_handler = forward };
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGHUP, &sa, NULL);
+	}
+	if (!o->quiet)
+		fprintf(stderr, "stepblame: running '%s' as PID %d%s, tracing to %s\n", rc->shown,
+			(int)rc->l->pid, rc->have_collector ? " with the GPU collector" : "",
+			cf->path);
+}
+
+static void run_stopped(struct capture_file *cf, const struct collect_opts *o)
+{
+	struct run_capture *rc = cf->ctx;
+	char err[PATH_MAX + 256];
+
+	if (rc->l->mode)
+		release(rc->l); /* in case the capture ended before it was ready */
+	if (read_error(rc->l->info, err, sizeof(err)))
+		sb_err("run: %s", err);
+	close(rc->l->info);
+}
+
 int cmd_run(int argc, char **argv)
 {
 	char collector[PATH_MAX] = "", cupti[PATH_MAX] = "", looked[PATH_MAX + 32] = "";
 	char err[PATH_MAX + 256], shown[256], defout[64], trace_path[64];
-	int trace_fd = -1;
 	struct collect_opts o;
-	struct collect_result res;
 	struct launch l = { .go = -1 };
+	struct run_capture rcap = { .l = &l, .shown = shown };
+	struct capture_file cf = { .on_created = run_started, .on_stopped = run_stopped,
+				   .ctx = &rcap };
+	const struct collect_result *res = &cf.res;
 	struct invoker u;
 	const char *out = NULL;
-	struct sbt_writer *w;
 	struct run_extra x = {};
 	bool have_collector;
 	char **kept, **cmd;
-	int n, i, rc, status;
+	int n, i, status;
 
 	kept = calloc((size_t)argc + 1, sizeof(*kept));
 	if (!kept)
@@ -745,67 +781,40 @@ int cmd_run(int argc, char **argv)
 		out = defout;
 	}
 	/* under sudo: only where the user could write, and theirs from the first byte */
-	w = sbt_create_as(out, u.drop ? &u.id : NULL, err, sizeof(err));
-	if (!w) {
-		sb_err("run: %s; '%s' was stopped before it ran", err, shown);
+	cf.path = out;
+	cf.owner = u.drop ? &u.id : NULL;
+	cf.keep_fd = true;
+	o.probe.pid = l.pid;
+	o.gpu_expected = have_collector;
+	rcap.have_collector = have_collector;
+	o.on_ready = release;
+	o.on_ready_ctx = &l;
+	switch (capture_to_file(&o, &cf)) {
+	case CAPTURE_NO_FILE:
+		sb_err("run: %s; '%s' was stopped before it ran", cf.err, shown);
 		abandon(&l);
 		free(kept);
 		return 1;
-	}
-	collect_signals();
-	{
-		struct sigaction sa = { .sa_handler = forward };
-
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGHUP, &sa, NULL);
-	}
-	if (!o.quiet)
-		fprintf(stderr, "stepblame: running '%s' as PID %d%s, tracing to %s\n", shown,
-			(int)l.pid, have_collector ? " with the GPU collector" : "", out);
-	o.probe.pid = l.pid;
-	o.gpu_expected = have_collector;
-	o.on_ready = release;
-	o.on_ready_ctx = &l;
-	rc = collect_run(&o, write_sink, w, &res);
-	if (rc) {
-		sbt_discard(w);
+	case CAPTURE_NOT_RUN:
 		sb_err("run: tracing did not start; '%s' was stopped", shown);
 		abandon(&l);
 		free(kept);
-		return rc;
-	}
-	if (l.mode)
-		release(&l); /* in case the capture ended before it was ready */
-	if (read_error(l.info, err, sizeof(err)))
-		sb_err("run: %s", err);
-	close(l.info);
-
-	if (res.sink_error) {
-		int e = -res.sink_error;
-
-		snprintf(err, sizeof(err), "%s", sbt_partial_path(w));
+		return cf.status;
+	case CAPTURE_CUT_SHORT:
 		sb_err("run: writing %s: %s; the trace is readable up to its last whole record",
-		       sbt_salvage(w) ? err : out, strerror(e));
+		       cf.where, strerror(cf.error));
 		status = wait_child(l.pid);
 		free(kept);
 		return status ? status : 1;
-	}
-	/*
-	 * The report reads the file just written through this descriptor, never
-	 * by its name: the name is in a directory CMD's user controls.
-	 */
-	trace_fd = fcntl(sbt_fd(w), F_DUPFD_CLOEXEC, 3);
-	rc = sbt_finish(w, res.end_reason, res.start_ns, res.end_ns, res.drops_total);
-	if (rc) {
-		sb_err("run: cannot finish %s: %s", out, strerror(-rc));
-	} else {
+	case CAPTURE_NOT_FINISHED:
+		sb_err("run: cannot finish %s: %s", out, strerror(cf.error));
+		break;
+	case CAPTURE_DONE:
 		if (!o.quiet)
 			fprintf(stderr, "stepblame: wrote %" PRIu64 " records in %.1f s to %s; %"
-				PRIu64 " events dropped%s\n", res.records,
-				(res.end_ns - res.start_ns) / 1e9, out, res.drops_total,
-				res.gpu ? "" : "; host-only (no GPU timeline)");
+				PRIu64 " events dropped%s\n", res->records,
+				(res->end_ns - res->start_ns) / 1e9, out, res->drops_total,
+				res->gpu ? "" : "; host-only (no GPU timeline)");
 		fflush(stderr);
 		if (cmd_report) {
 			char *rargv[8] = { "report" };
@@ -820,8 +829,8 @@ int cmd_run(int argc, char **argv)
 				rargv[rargc++] = "--step-kernel";
 				rargv[rargc++] = (char *)x.step_kernel;
 			}
-			snprintf(trace_path, sizeof(trace_path), "/proc/self/fd/%d", trace_fd);
-			rargv[rargc++] = trace_fd >= 0 ? trace_path : (char *)out;
+			snprintf(trace_path, sizeof(trace_path), "/proc/self/fd/%d", cf.fd);
+			rargv[rargc++] = cf.fd >= 0 ? trace_path : (char *)out;
 			rargv[rargc] = NULL;
 			fflush(stdout);
 			optind = 1; /* cmd_report parses with getopt too */
@@ -830,10 +839,11 @@ int cmd_run(int argc, char **argv)
 		} else {
 			fprintf(stderr, "stepblame: read it with: stepblame report %s\n", out);
 		}
+		break;
 	}
-	if (trace_fd >= 0)
-		close(trace_fd);
-	if (res.end_reason != SBT_END_TARGET_EXIT && !o.quiet && target_alive(l.pid))
+	if (cf.fd >= 0)
+		close(cf.fd);
+	if (res->end_reason != SBT_END_TARGET_EXIT && !o.quiet && target_alive(l.pid))
 		fprintf(stderr, "stepblame: tracing stopped; waiting for PID %d to exit\n",
 			(int)l.pid);
 	status = wait_child(l.pid);
