@@ -49,74 +49,6 @@ static const char usage[] =
 
 enum fmt { FMT_TEXT, FMT_JSON, FMT_JSONL, FMT_PERFETTO };
 
-/* stdout, or a file that only appears, complete, when it is renamed into place */
-struct out {
-	FILE *f;
-	struct sb_out file;
-	bool to_file;
-};
-
-static int out_open(struct out *o, const char *path)
-{
-	char err[PATH_MAX + 128];
-
-	memset(o, 0, sizeof(*o));
-	o->file.fd = o->file.dirfd = -1;
-	if (!path || !strcmp(path, "-")) {
-		o->f = stdout;
-		return 0;
-	}
-	if (sb_out_open(&o->file, path, NULL, err, sizeof(err))) {
-		sb_err("%s", err);
-		return -1;
-	}
-	o->f = fdopen(o->file.fd, "w");
-	if (!o->f) {
-		sb_err("cannot write %s: %s", o->file.tmp_path, strerror(errno));
-		sb_out_abandon(&o->file, false);
-		return -1;
-	}
-	o->file.fd = -1; /* fclose closes it */
-	o->to_file = true;
-	return 0;
-}
-
-static int out_close(struct out *o, bool ok)
-{
-	char tmp[PATH_MAX + 32];
-	int err = 0;
-
-	if (!o->f)
-		return -1;
-	if (fflush(o->f) || ferror(o->f))
-		err = errno ? errno : EIO;
-	if (!o->to_file) {
-		o->f = NULL;
-		if (err)
-			sb_err("writing the report: %s", strerror(err));
-		return err ? -1 : 0;
-	}
-	if (!err && fsync(fileno(o->f)))
-		err = errno;
-	if (fclose(o->f) && !err)
-		err = errno;
-	o->f = NULL;
-	o->to_file = false;
-	if (err || !ok) {
-		if (err)
-			sb_err("writing %s: %s", o->file.tmp_path, strerror(err));
-		sb_out_abandon(&o->file, false);
-		return -1;
-	}
-	snprintf(tmp, sizeof(tmp), "%s", o->file.tmp_path);
-	err = sb_out_commit(&o->file, true);
-	if (err) {
-		sb_err("cannot rename %s to %s: %s", tmp, o->file.path ? o->file.path : "", strerror(-err));
-		return -1;
-	}
-	return 0;
-}
-
 int cmd_report(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -133,7 +65,7 @@ int cmd_report(int argc, char **argv)
 	const char *path = NULL, *outp = NULL;
 	struct sbt_reader *r = NULL;
 	struct engine *e = NULL;
-	struct out out = { 0 };
+	struct sb_stream out = { 0 };
 	const struct sb_hdr *rec;
 	enum sbt_status st;
 	char err[512];
@@ -206,7 +138,7 @@ int cmd_report(int argc, char **argv)
 		sb_err("%s", err);
 		return 1;
 	}
-	if (out_open(&out, outp))
+	if (sb_stream_open(&out, outp))
 		goto done;
 	if (fmt == FMT_PERFETTO)
 		eo.perfetto = out.f;
@@ -239,7 +171,7 @@ int cmd_report(int argc, char **argv)
 	case FMT_JSONL: wr = report_jsonl(e, out.f); break;
 	default: wr = report_perfetto(e, out.f); break;
 	}
-	if (out_close(&out, wr == 0))
+	if (sb_stream_close(&out, wr == 0, "the report"))
 		goto done;
 	if (bad_input) {
 		sb_err("%s: %s; the report covers the records before it", path, sbt_error(r));
@@ -248,7 +180,7 @@ int cmd_report(int argc, char **argv)
 	rc = 0;
 done:
 	if (out.f)
-		out_close(&out, false);
+		sb_stream_close(&out, false, "the report");
 	engine_free(e);
 	sbt_close(r);
 	return rc;
