@@ -19,6 +19,7 @@
 #include "capture/capture_file.h"
 #include "capture/collect.h"
 #include "capture/target.h"
+#include "engine/engine.h"
 #include "format/trace.h"
 #include "base/util.h"
 
@@ -283,9 +284,9 @@ int cmd_demo(int argc, char **argv)
 	       (res->end_ns - res->start_ns) / 1e9, res->gpu ? " with the simulated GPU timeline" : "");
 	fflush(stdout);
 	{
-		char *rav[] = { "report", trace, NULL };
+		struct engine_opts eo = { 0 };
 
-		rc = cmd_report(2, rav);
+		rc = report_trace_file(trace, FMT_TEXT, NULL, &eo);
 	}
 	fflush(stdout);
 	print_truth(truth);

@@ -47,8 +47,6 @@ static const char usage[] =
 "  stepblame report run.sbt --format json -o report.json\n"
 "  stepblame report run.sbt --format perfetto -o run.perfetto.json\n";
 
-enum fmt { FMT_TEXT, FMT_JSON, FMT_JSONL, FMT_PERFETTO };
-
 int cmd_report(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -61,16 +59,9 @@ int cmd_report(int argc, char **argv)
 		{ 0 },
 	};
 	struct engine_opts eo = { 0 };
-	enum fmt fmt = FMT_TEXT;
-	const char *path = NULL, *outp = NULL;
-	struct sbt_reader *r = NULL;
-	struct engine *e = NULL;
-	struct sb_stream out = { 0 };
-	const struct sb_hdr *rec;
-	enum sbt_status st;
-	char err[512];
-	int c, rc = 1, wr;
-	bool bad_input = false;
+	enum report_fmt fmt = FMT_TEXT;
+	const char *outp = NULL;
+	int c;
 
 	optind = 0; /* a full restart: report may run more than once in a process (tests) */
 	opterr = 0;
@@ -131,7 +122,21 @@ int cmd_report(int argc, char **argv)
 		sb_err("report: one trace at a time ('%s' is extra)", argv[optind + 1]);
 		return 2;
 	}
-	path = argv[optind];
+	return report_trace_file(argv[optind], fmt, outp, &eo);
+}
+
+int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
+		      const struct engine_opts *opts)
+{
+	struct engine_opts eo = *opts;
+	struct sbt_reader *r = NULL;
+	struct engine *e = NULL;
+	struct sb_stream out = { 0 };
+	const struct sb_hdr *rec;
+	enum sbt_status st;
+	char err[512];
+	int rc = 1, wr;
+	bool bad_input = false;
 
 	r = sbt_open(path, err, sizeof(err));
 	if (!r) {

@@ -35,11 +35,9 @@
 #include "base/outfile.h"
 #include "capture/probes.h"
 #include "capture/target.h"
+#include "engine/engine.h"
 #include "format/trace.h"
 #include "base/util.h"
-
-/* report.c may not be linked into every binary that links this file (tests) */
-#pragma weak cmd_report
 
 #define COLLECTOR_SO "libstepblame-cupti.so"
 
@@ -816,28 +814,14 @@ int cmd_run(int argc, char **argv)
 				(res->end_ns - res->start_ns) / 1e9, out, res->drops_total,
 				res->gpu ? "" : "; host-only (no GPU timeline)");
 		fflush(stderr);
-		if (cmd_report) {
-			char *rargv[8] = { "report" };
-			int rargc = 1;
+		{
+			struct engine_opts eo = { .step_nvtx = x.step_nvtx,
+						  .step_kernel = x.step_kernel };
 
-			/* options first: the report stops parsing at the file name */
-			if (x.step_nvtx) {
-				rargv[rargc++] = "--step-nvtx";
-				rargv[rargc++] = (char *)x.step_nvtx;
-			}
-			if (x.step_kernel) {
-				rargv[rargc++] = "--step-kernel";
-				rargv[rargc++] = (char *)x.step_kernel;
-			}
 			snprintf(trace_path, sizeof(trace_path), "/proc/self/fd/%d", cf.fd);
-			rargv[rargc++] = cf.fd >= 0 ? trace_path : (char *)out;
-			rargv[rargc] = NULL;
 			fflush(stdout);
-			optind = 1; /* cmd_report parses with getopt too */
-			cmd_report(rargc, rargv);
+			report_trace_file(cf.fd >= 0 ? trace_path : out, FMT_TEXT, NULL, &eo);
 			fflush(stdout);
-		} else {
-			fprintf(stderr, "stepblame: read it with: stepblame report %s\n", out);
 		}
 		break;
 	}
