@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/opts.h"
 #include "capture/probes.h"
 #include "format/trace.h"
 
@@ -54,7 +55,12 @@ extern volatile sig_atomic_t collect_stop;
  * threshold, --max-overhead 1%, agent CPU chosen */
 void collect_opts_init(struct collect_opts *o);
 
-/* parse the options record and attach share; returns index of first non-option
+/* the options record, attach and run share (base/opts.h); the help of record
+ * lists the rows marked COLLECT_RECORD, attach's those marked COLLECT_ATTACH */
+enum { COLLECT_RECORD = 1, COLLECT_ATTACH = 2 };
+extern const struct opt collect_options[];
+
+/* parse the options record, attach and run share; returns index of first non-option
  * or -1 after printing a one-line error (usage is the caller's) */
 int collect_parse_common(int argc, char **argv, struct collect_opts *o, const char **out,
 			 const char **json_out, const char *cmd);

@@ -5,7 +5,6 @@
  * print the report, then what was really injected (its ground truth).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "cmd/cmds.h"
+#include "base/opts.h"
 #include "capture/capture_file.h"
 #include "capture/collect.h"
 #include "capture/target.h"
@@ -58,12 +58,18 @@ static const char demo_usage[] =
 "Start simtrainer (a real multi-threaded trainer with a simulated GPU), inject\n"
 "interference into chosen steps, attach to it by PID, record until it ends, and\n"
 "print the blame report followed by what was really injected. Needs root (BPF).\n"
-"\n"
-"  --scenario NAME   one of the scenarios below (default)\n"
-"  --keep DIR        write the trace and ground truth into DIR (default: a new\n"
-"                    directory under $TMPDIR or /tmp, printed at the end)\n"
-"\n"
-"scenarios:\n";
+"\n";
+
+enum { OPT_SCENARIO = 256, OPT_KEEP };
+
+static const struct opt options[] = {
+	{ "scenario", OPT_SCENARIO, "NAME", "one of the scenarios below (default)" },
+	{ "keep", OPT_KEEP, "DIR",
+	  "write the trace and ground truth into DIR (default: a new\n"
+	  "directory under $TMPDIR or /tmp, printed at the end)" },
+	{ "help", 'h', NULL, NULL },
+	{ 0 }
+};
 
 /* simtrainer next to this binary, or $STEPBLAME_SIMTRAINER */
 static int find_sim(char *out, size_t len)
@@ -154,12 +160,6 @@ static void demo_stopped(struct capture_file *cf, const struct collect_opts *o)
 
 int cmd_demo(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "scenario", required_argument, NULL, 's' },
-		{ "keep", required_argument, NULL, 'k' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
 	const struct scenario *sc = &scenarios[0];
 	char sim[PATH_MAX], dir[PATH_MAX] = "", trace[PATH_MAX + 16], truth[PATH_MAX + 16];
 	char err[512];
@@ -169,14 +169,16 @@ int cmd_demo(int argc, char **argv)
 	struct capture_file cf = { .on_created = demo_started, .on_stopped = demo_stopped,
 				   .ctx = &dc };
 	const struct collect_result *res = &cf.res;
+	struct opts_getopt g;
 	pid_t child;
 	int ch, rc, status;
 
+	opts_getopt_init(&g, options, "+");
 	optind = 1;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+	while ((ch = opts_next(&g, argc, argv)) != -1) {
 		switch (ch) {
-		case 's':
+		case OPT_SCENARIO:
 			sc = NULL;
 			for (size_t i = 0; i < ARRAY_SIZE(scenarios); i++)
 				if (!strcmp(optarg, scenarios[i].name))
@@ -186,11 +188,13 @@ int cmd_demo(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'k':
+		case OPT_KEEP:
 			keep = optarg;
 			break;
 		case 'h':
 			fputs(demo_usage, stdout);
+			opts_help(stdout, options, 20, 0);
+			printf("\nscenarios:\n");
 			for (size_t i = 0; i < ARRAY_SIZE(scenarios); i++)
 				printf("  %-9s %s\n", scenarios[i].name, scenarios[i].what);
 			return 0;

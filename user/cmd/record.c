@@ -25,26 +25,9 @@ static const char record_usage[] =
 "threads, including threads created later) and its GPU timeline when the trainer\n"
 "runs the collector, into a trace file. Stop with -d, Ctrl-C, or when PID exits.\n"
 "Read the file with `stepblame report FILE` or `stepblame dump FILE`.\n"
-"\n"
-"  -p, --pid PID           process to trace (root, or CAP_BPF + CAP_PERFMON)\n"
-"  -d, --duration SEC      stop after this long (30, 30s, 500ms, 2m); default: until Ctrl-C\n"
-"  -o, --output FILE       trace file; written as FILE.partial.XXXXXX and renamed at the end\n"
-"      --no-alloc          do not probe malloc and friends\n"
-"      --alloc-lib PATH    probe this allocator (jemalloc, tcmalloc) instead of the libc\n"
-"      --alloc-min-ns N    allocator calls faster than N ns (above the fastest call seen,\n"
-"                          which is mostly the probes' own cost) are only counted (10000;\n"
-"                          0: every call is an event)\n"
-"      --max-overhead PCT  keep the allocator probes under PCT% of step time (1; 0: off):\n"
-"                          above it they are attached part of the time and sampled\n"
-"      --step-uprobe LIB:SYM  each call of SYM in LIB marks a step (besides USDT stepblame:step)\n"
-"      --no-cuda           do not probe the CUDA driver library\n"
-"      --no-gpu            do not read the trainer's GPU timeline channel\n"
-"      --no-tracefs        raw tracepoints only; by default tracefs is mounted if needed\n"
-"                          so the mmap-family probes fire only on those system calls\n"
-"      --agent-cpu N|none  pin the agent (default: a CPU the target may not use, if any)\n"
-"      --ring-mb N         ring buffer size in MiB, power of two (default 64)\n"
-"  -q, --quiet             no progress lines\n"
-"  -v, --verbose           libbpf's own messages\n"
+"\n";
+
+static const char record_example[] =
 "\n"
 "example: sudo stepblame record -p 4242 -d 30 -o run.sbt && stepblame report run.sbt\n";
 
@@ -56,9 +39,10 @@ static const char attach_usage[] =
 "the full report when it stops (-d, Ctrl-C, or PID exits). If the trainer runs the\n"
 "GPU collector (stepblame run --dormant), collection is turned on while attached.\n"
 "Takes the options of `stepblame record` but -o (see stepblame record --help).\n"
-"\n"
-"  --json OUT              also write each step as a JSON line to OUT (the objects of\n"
-"                          `stepblame report --format jsonl`, schemas/report.schema.json)\n";
+"\n";
+
+/* the column where the help of each option starts */
+#define HELP_COLUMN 26
 
 static const char *end_reason_text(enum sbt_end r)
 {
@@ -134,6 +118,8 @@ int cmd_record(int argc, char **argv)
 	i = collect_parse_common(argc, argv, &o, &out, NULL, "record");
 	if (i == -2) {
 		fputs(record_usage, stdout);
+		opts_help(stdout, collect_options, HELP_COLUMN, COLLECT_RECORD);
+		fputs(record_example, stdout);
 		return 0;
 	}
 	if (i < 0)
@@ -273,6 +259,7 @@ int cmd_attach(int argc, char **argv)
 	i = collect_parse_common(argc, argv, &o, NULL, &json, "attach");
 	if (i == -2) {
 		fputs(attach_usage, stdout);
+		opts_help(stdout, collect_options, HELP_COLUMN, COLLECT_ATTACH);
 		return 0;
 	}
 	if (i < 0)

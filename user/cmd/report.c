@@ -2,7 +2,6 @@
 /* stepblame report: a trace file in, per-step blame out. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 
 #include "cmd/cmds.h"
 #include "engine/engine.h"
+#include "base/opts.h"
 #include "base/outfile.h"
 #include "format/trace.h"
 #include "base/util.h"
@@ -25,18 +25,29 @@ static const char usage[] =
 "task that took the CPU, page_fault, mem_reclaim, alloc, io_wait, blocked with the\n"
 "thread that woke it, cuda_sync, host_compute, ...). Tail steps (longer than the\n"
 "median + 3 MAD) are explained by each cause's excess over the median step.\n"
-"\n"
-"  -f, --format FMT      text (default, for people), json (one document),\n"
-"                        jsonl (one object per step), perfetto (open in\n"
-"                        ui.perfetto.dev: GPU streams, thread states, interferers,\n"
-"                        steps and blame)\n"
-"  -o, --output OUT      write there (atomically: a temporary name, then renamed)\n"
-"                        instead of standard output\n"
-"      --step-nvtx RE    steps are NVTX ranges whose text matches the POSIX\n"
-"                        extended regex RE (e.g. '^step')\n"
-"      --step-kernel RE  a step starts with each kernel whose name matches RE\n"
-"      --lag SEC         how late GPU records may arrive in the trace (default 3)\n"
-"  -h, --help            this help\n"
+"\n";
+
+enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_LAG };
+
+static const struct opt options[] = {
+	{ "format", 'f', "FMT",
+	  "text (default, for people), json (one document),\n"
+	  "jsonl (one object per step), perfetto (open in\n"
+	  "ui.perfetto.dev: GPU streams, thread states, interferers,\n"
+	  "steps and blame)" },
+	{ "output", 'o', "OUT",
+	  "write there (atomically: a temporary name, then renamed)\n"
+	  "instead of standard output" },
+	{ "step-nvtx", OPT_STEP_NVTX, "RE",
+	  "steps are NVTX ranges whose text matches the POSIX\n"
+	  "extended regex RE (e.g. '^step')" },
+	{ "step-kernel", OPT_STEP_KERNEL, "RE", "a step starts with each kernel whose name matches RE" },
+	{ "lag", OPT_LAG, "SEC", "how late GPU records may arrive in the trace (default 3)" },
+	{ "help", 'h', NULL, "this help" },
+	{ 0 }
+};
+
+static const char usage_tail[] =
 "\n"
 "Without --step-nvtx/--step-kernel the steps come from the stepblame:step USDT\n"
 "marks (or --step-uprobe) if the trace has them, else from the GPU step markers.\n"
@@ -49,23 +60,16 @@ static const char usage[] =
 
 int cmd_report(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "format", required_argument, NULL, 'f' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "step-nvtx", required_argument, NULL, 'N' },
-		{ "step-kernel", required_argument, NULL, 'K' },
-		{ "lag", required_argument, NULL, 'L' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	struct engine_opts eo = { 0 };
 	enum report_fmt fmt = FMT_TEXT;
 	const char *outp = NULL;
+	struct opts_getopt g;
 	int c;
 
+	opts_getopt_init(&g, options, ":");
 	optind = 0; /* a full restart: report may run more than once in a process (tests) */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":f:o:h", longopts, NULL)) != -1) {
+	while ((c = opts_next(&g, argc, argv)) != -1) {
 		switch (c) {
 		case 'f':
 			if (!strcmp(optarg, "text"))
@@ -84,13 +88,13 @@ int cmd_report(int argc, char **argv)
 		case 'o':
 			outp = optarg;
 			break;
-		case 'N':
+		case OPT_STEP_NVTX:
 			eo.step_nvtx = optarg;
 			break;
-		case 'K':
+		case OPT_STEP_KERNEL:
 			eo.step_kernel = optarg;
 			break;
-		case 'L': {
+		case OPT_LAG: {
 			int64_t ns = parse_duration_ns(optarg);
 
 			if (ns <= 0) {
@@ -103,6 +107,8 @@ int cmd_report(int argc, char **argv)
 		}
 		case 'h':
 			fputs(usage, stdout);
+			opts_help(stdout, options, 24, 0);
+			fputs(usage_tail, stdout);
 			return 0;
 		case ':':
 			sb_err("report: %s needs a value (see stepblame report --help)",

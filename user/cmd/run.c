@@ -32,6 +32,7 @@
 #include "cmd/cmds.h"
 #include "capture/capture_file.h"
 #include "capture/collect.h"
+#include "base/opts.h"
 #include "base/outfile.h"
 #include "capture/probes.h"
 #include "capture/target.h"
@@ -57,18 +58,35 @@ static const char run_usage[] =
 "torch.cuda.nvtx.range_push), all on the same clock as the host events. It is\n"
 "dormant (nothing enabled in CUPTI) until a stepblame agent turns it on, and\n"
 "goes dormant again when the agent leaves.\n"
-"\n"
-"  -o, --output FILE   trace file (default: stepblame-<PID>.sbt in the current\n"
-"                      directory); read it again with `stepblame report FILE`\n"
-"      --step-nvtx REGEX    steps are the NVTX ranges whose text matches REGEX\n"
-"                           (e.g. '^step [0-9]+$'); passed to the report\n"
-"      --step-kernel REGEX  a step begins at each launch of a matching kernel\n"
-"      --dormant       load the collector but do not trace: CMD runs with its own\n"
-"                      PID, and `sudo stepblame attach -p PID` (or record) turns the\n"
-"                      GPU timeline on at any time, and off when it detaches.\n"
-"                      Needs no privileges.\n"
-"  -d, --duration SEC  stop tracing after SEC (CMD keeps running; the report is\n"
-"                      printed then, and stepblame waits for CMD to exit)\n"
+"\n";
+
+enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_DORMANT };
+
+/*
+ * What run's help lists; --dormant and the step options are run's own
+ * (pre_parse), the others are capture options (collect_options) described
+ * as run uses them.
+ */
+static const struct opt run_options[] = {
+	{ "output", 'o', "FILE",
+	  "trace file (default: stepblame-<PID>.sbt in the current\n"
+	  "directory); read it again with `stepblame report FILE`" },
+	{ "step-nvtx", OPT_STEP_NVTX, "REGEX",
+	  "steps are the NVTX ranges whose text matches REGEX\n"
+	  "(e.g. '^step [0-9]+$'); passed to the report" },
+	{ "step-kernel", OPT_STEP_KERNEL, "REGEX", "a step begins at each launch of a matching kernel" },
+	{ "dormant", OPT_DORMANT, NULL,
+	  "load the collector but do not trace: CMD runs with its own\n"
+	  "PID, and `sudo stepblame attach -p PID` (or record) turns the\n"
+	  "GPU timeline on at any time, and off when it detaches.\n"
+	  "Needs no privileges." },
+	{ "duration", 'd', "SEC",
+	  "stop tracing after SEC (CMD keeps running; the report is\n"
+	  "printed then, and stepblame waits for CMD to exit)" },
+	{ 0 }
+};
+
+static const char run_usage_tail[] =
 "  ...                 and the options of `stepblame record` (see its --help):\n"
 "                      --no-alloc, --alloc-lib, --alloc-min-ns, --step-uprobe,\n"
 "                      --no-cuda, --no-gpu, --agent-cpu, --ring-mb, -q, -v\n"
@@ -578,21 +596,19 @@ static bool opt_value(int argc, char **argv, int *i, const char *name, const cha
 
 /*
  * Split off what collect_parse_common does not know (--dormant, the report's
- * step options) and find where CMD starts. Options taking a value are
- * skipped with their value so that nothing of CMD's own arguments is touched.
+ * step options) and find where CMD starts. Options taking a value (in
+ * collect_options) are skipped with their value so that nothing of CMD's own
+ * arguments is touched.
  */
 static int pre_parse(int argc, char **argv, char **kept, struct run_extra *x)
 {
-	static const char *with_value[] = { "-p", "--pid", "-d", "--duration", "-o", "--output",
-					    "--json", "--alloc-lib", "--alloc-min-ns",
-					    "--step-uprobe", "--agent-cpu", "--ring-mb",
-					    "--max-overhead" };
 	int n = 0, i;
 
 	kept[n++] = argv[0];
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
-		bool takes = false;
+		const struct opt *o;
+		bool takes;
 
 		if (!strcmp(a, "--"))
 			break;
@@ -606,10 +622,12 @@ static int pre_parse(int argc, char **argv, char **kept, struct run_extra *x)
 		    opt_value(argc, argv, &i, "--step-kernel", &x->step_kernel))
 			continue;
 		kept[n++] = argv[i];
-		for (size_t k = 0; k < ARRAY_SIZE(with_value); k++)
-			if (!strcmp(a, with_value[k]))
-				takes = true;
-		/* -d30, -ofile: the value is attached */
+		if (a[1] == '-')
+			o = opts_find_long(collect_options, a + 2);
+		else
+			o = opts_find_short(collect_options, a[2] ? 0 : a[1]);
+		takes = o && o->arg;
+		/* a value in the next argument; -d30 and --duration=30 carry their own */
 		if (takes && i + 1 < argc)
 			kept[n++] = argv[++i];
 	}
@@ -693,6 +711,8 @@ int cmd_run(int argc, char **argv)
 	i = collect_parse_common(n, kept, &o, &out, NULL, "run");
 	if (i == -2) {
 		fputs(run_usage, stdout);
+		opts_help(stdout, run_options, 22, 0);
+		fputs(run_usage_tail, stdout);
 		free(kept);
 		return 0;
 	}
