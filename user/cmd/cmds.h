@@ -3,8 +3,8 @@
 #ifndef STEPBLAME_CMDS_H
 #define STEPBLAME_CMDS_H
 
-int cmd_record(int argc, char **argv); /* collect.c */
-int cmd_attach(int argc, char **argv); /* collect.c */
+int cmd_record(int argc, char **argv); /* record.c */
+int cmd_attach(int argc, char **argv); /* record.c */
 int cmd_dump(int argc, char **argv);   /* dump.c */
 int cmd_report(int argc, char **argv); /* report.c */
 int cmd_demo(int argc, char **argv);   /* demo.c */
