@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,4 +235,66 @@ void sb_out_abandon(struct sb_out *o, bool keep)
 	if (!keep && o->tmp)
 		unlinkat(o->dirfd, o->tmp, 0);
 	out_free(o);
+}
+
+int sb_stream_open(struct sb_stream *s, const char *path)
+{
+	char err[PATH_MAX + 128];
+
+	memset(s, 0, sizeof(*s));
+	s->file.fd = s->file.dirfd = -1;
+	if (!path || !strcmp(path, "-")) {
+		s->f = stdout;
+		return 0;
+	}
+	if (sb_out_open(&s->file, path, NULL, err, sizeof(err))) {
+		sb_err("%s", err);
+		return -1;
+	}
+	s->f = fdopen(s->file.fd, "w");
+	if (!s->f) {
+		sb_err("cannot write %s: %s", s->file.tmp_path, strerror(errno));
+		sb_out_abandon(&s->file, false);
+		return -1;
+	}
+	s->file.fd = -1; /* fclose closes it */
+	s->to_file = true;
+	return 0;
+}
+
+int sb_stream_close(struct sb_stream *s, bool ok, const char *what)
+{
+	char tmp[PATH_MAX + 32], path[PATH_MAX + 32];
+	int err = 0;
+
+	if (!s->f)
+		return -1;
+	if (fflush(s->f) || ferror(s->f))
+		err = errno ? errno : EIO;
+	if (!s->to_file) {
+		s->f = NULL;
+		if (err)
+			sb_err("writing %s: %s", what, strerror(err));
+		return err ? -1 : 0;
+	}
+	if (!err && fsync(fileno(s->f)))
+		err = errno;
+	if (fclose(s->f) && !err)
+		err = errno;
+	s->f = NULL;
+	s->to_file = false;
+	if (err || !ok) {
+		if (err)
+			sb_err("writing %s: %s", s->file.tmp_path, strerror(err));
+		sb_out_abandon(&s->file, false);
+		return -1;
+	}
+	snprintf(tmp, sizeof(tmp), "%s", s->file.tmp_path);
+	snprintf(path, sizeof(path), "%s", s->file.path);
+	err = sb_out_commit(&s->file, true);
+	if (err) {
+		sb_err("cannot rename %s to %s: %s", tmp, path, strerror(-err));
+		return -1;
+	}
+	return 0;
 }

@@ -12,6 +12,7 @@
 #define STEPBLAME_OUTFILE_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* the user a root stepblame writes for (sudo stepblame run): the output is theirs */
@@ -54,5 +55,26 @@ void sb_out_abandon(struct sb_out *o, bool keep);
  */
 int sb_owner_may_write(const struct sb_owner *owner, int dirfd, const char *dirpath,
 		       const char *name);
+
+/*
+ * A stdio stream onto an output: standard output for NULL or "-", else a
+ * file opened with sb_out_open (no owner) and renamed into place by
+ * sb_stream_close.
+ */
+struct sb_stream {
+	FILE *f;
+	struct sb_out file;
+	bool to_file;
+};
+
+/* 0, or -1 after one line on stderr */
+int sb_stream_open(struct sb_stream *s, const char *path);
+/*
+ * Flush and close. Standard output: 0, or -1 after "writing WHAT: why".
+ * A file: fsync, close and, when ok, rename it into place; else (or when
+ * writing failed, said on stderr) remove the temporary. 0 or -1; -1 also
+ * when s was not open.
+ */
+int sb_stream_close(struct sb_stream *s, bool ok, const char *what);
 
 #endif

@@ -7,7 +7,6 @@
  * refreshed, and counters are read.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -656,6 +655,47 @@ static bool parse_pct_ppm(const char *s, uint64_t *ppm)
 	return *ppm || v == 0;
 }
 
+/*
+ * The capture options of record, attach and run, in the order record's help
+ * lists them; attach's help lists only --json (it takes the others too).
+ */
+const struct opt collect_options[] = {
+	{ "pid", 'p', "PID", "process to trace (root, or CAP_BPF + CAP_PERFMON)", COLLECT_RECORD },
+	{ "duration", 'd', "SEC",
+	  "stop after this long (30, 30s, 500ms, 2m); default: until Ctrl-C", COLLECT_RECORD },
+	{ "output", 'o', "FILE",
+	  "trace file; written as FILE.partial.XXXXXX and renamed at the end", COLLECT_RECORD },
+	{ "json", OPT_JSON, "OUT",
+	  "also write each step as a JSON line to OUT (the objects of\n"
+	  "`stepblame report --format jsonl`, schemas/report.schema.json)", COLLECT_ATTACH },
+	{ "no-alloc", OPT_NO_ALLOC, NULL, "do not probe malloc and friends", COLLECT_RECORD },
+	{ "alloc-lib", OPT_ALLOC_LIB, "PATH",
+	  "probe this allocator (jemalloc, tcmalloc) instead of the libc", COLLECT_RECORD },
+	{ "alloc-min-ns", OPT_ALLOC_MIN, "N",
+	  "allocator calls faster than N ns (above the fastest call seen,\n"
+	  "which is mostly the probes' own cost) are only counted (10000;\n"
+	  "0: every call is an event)", COLLECT_RECORD },
+	{ "max-overhead", OPT_MAX_OVERHEAD, "PCT",
+	  "keep the allocator probes under PCT% of step time (1; 0: off):\n"
+	  "above it they are attached part of the time and sampled", COLLECT_RECORD },
+	{ "step-uprobe", OPT_STEP_UPROBE, "LIB:SYM",
+	  "each call of SYM in LIB marks a step (besides USDT stepblame:step)", COLLECT_RECORD },
+	{ "no-cuda", OPT_NO_CUDA, NULL, "do not probe the CUDA driver library", COLLECT_RECORD },
+	{ "no-gpu", OPT_NO_GPU, NULL, "do not read the trainer's GPU timeline channel",
+	  COLLECT_RECORD },
+	{ "no-tracefs", OPT_NO_TRACEFS, NULL,
+	  "raw tracepoints only; by default tracefs is mounted if needed\n"
+	  "so the mmap-family probes fire only on those system calls", COLLECT_RECORD },
+	{ "agent-cpu", OPT_AGENT_CPU, "N|none",
+	  "pin the agent (default: a CPU the target may not use, if any)", COLLECT_RECORD },
+	{ "ring-mb", OPT_RING, "N", "ring buffer size in MiB, power of two (default 64)",
+	  COLLECT_RECORD },
+	{ "quiet", 'q', NULL, "no progress lines", COLLECT_RECORD },
+	{ "verbose", 'v', NULL, "libbpf's own messages", COLLECT_RECORD },
+	{ "help", 'h', NULL, NULL },
+	{ 0 }
+};
+
 void collect_opts_init(struct collect_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -669,34 +709,16 @@ void collect_opts_init(struct collect_opts *o)
 int collect_parse_common(int argc, char **argv, struct collect_opts *o, const char **out,
 			 const char **json_out, const char *cmd)
 {
-	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "json", required_argument, NULL, OPT_JSON },
-		{ "alloc-lib", required_argument, NULL, OPT_ALLOC_LIB },
-		{ "alloc-min-ns", required_argument, NULL, OPT_ALLOC_MIN },
-		{ "no-alloc", no_argument, NULL, OPT_NO_ALLOC },
-		{ "no-cuda", no_argument, NULL, OPT_NO_CUDA },
-		{ "no-tracefs", no_argument, NULL, OPT_NO_TRACEFS },
-		{ "step-uprobe", required_argument, NULL, OPT_STEP_UPROBE },
-		{ "agent-cpu", required_argument, NULL, OPT_AGENT_CPU },
-		{ "ring-mb", required_argument, NULL, OPT_RING },
-		{ "no-gpu", no_argument, NULL, OPT_NO_GPU },
-		{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
+	struct opts_getopt g;
 	uint64_t v;
 	int64_t d;
 	int ch;
 
 	collect_opts_init(o);
+	opts_getopt_init(&g, collect_options, "+:");
 	optind = 1;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "+:p:d:o:qvh", longopts, NULL)) != -1) {
+	while ((ch = opts_next(&g, argc, argv)) != -1) {
 		switch (ch) {
 		case 'p':
 			if (!parse_u64(optarg, &v) || v == 0 || v > 0x3fffffff) {

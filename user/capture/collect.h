@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * One capture: probes + GPU channel -> a sink (trace file or live engine).
- * `record` and `attach` (and `demo`, `run`) are thin layers over this.
+ * `record`, `run` and `demo` capture into a trace file through
+ * capture_to_file (capture_file.h); `attach` feeds the engine live.
  */
 #ifndef STEPBLAME_COLLECT_H
 #define STEPBLAME_COLLECT_H
@@ -10,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/opts.h"
 #include "capture/probes.h"
 #include "format/trace.h"
 
@@ -54,8 +56,18 @@ extern volatile sig_atomic_t collect_stop;
  * threshold, --max-overhead 1%, agent CPU chosen */
 void collect_opts_init(struct collect_opts *o);
 
-/* parse the options record and attach share; returns index of first non-option
- * or -1 after printing a one-line error (usage is the caller's) */
+/* the options record, attach and run share (base/opts.h); the help of record
+ * lists the rows marked COLLECT_RECORD, attach's those marked COLLECT_ATTACH */
+enum { COLLECT_RECORD = 1, COLLECT_ATTACH = 2 };
+extern const struct opt collect_options[];
+
+/*
+ * Parse the options record, attach and run share (collect_options) into o,
+ * the defaults first; out and json_out take -o and --json where the command
+ * has them (NULL: "not an option of this command"). Returns the index of the
+ * first non-option, -2 for -h/--help (the help is the caller's), or -1 after
+ * printing a one-line error.
+ */
 int collect_parse_common(int argc, char **argv, struct collect_opts *o, const char **out,
 			 const char **json_out, const char *cmd);
 

@@ -3,11 +3,26 @@
 #ifndef STEPBLAME_CMDS_H
 #define STEPBLAME_CMDS_H
 
-int cmd_record(int argc, char **argv); /* collect.c */
-int cmd_attach(int argc, char **argv); /* collect.c */
+int cmd_record(int argc, char **argv); /* record.c */
+int cmd_attach(int argc, char **argv); /* record.c */
 int cmd_dump(int argc, char **argv);   /* dump.c */
 int cmd_report(int argc, char **argv); /* report.c */
 int cmd_demo(int argc, char **argv);   /* demo.c */
 int cmd_run(int argc, char **argv);    /* run.c */
+
+struct engine_opts;
+
+/* the formats of stepblame report */
+enum report_fmt { FMT_TEXT, FMT_JSON, FMT_JSONL, FMT_PERFETTO };
+
+/*
+ * stepblame report without its command line (report.c): the report of the
+ * trace at path, as far as it is readable, in format fmt, on standard output
+ * (outp NULL or "-") or written to outp atomically (outfile.h). opts: the
+ * step definitions and lag; its perfetto and start_ns are the report's own.
+ * 0, or 1 after one line on stderr.
+ */
+int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
+		      const struct engine_opts *opts);
 
 #endif

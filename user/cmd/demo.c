@@ -5,7 +5,6 @@
  * print the report, then what was really injected (its ground truth).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,8 +15,11 @@
 #include <unistd.h>
 
 #include "cmd/cmds.h"
+#include "base/opts.h"
+#include "capture/capture_file.h"
 #include "capture/collect.h"
 #include "capture/target.h"
+#include "engine/engine.h"
 #include "format/trace.h"
 #include "base/util.h"
 
@@ -56,17 +58,18 @@ static const char demo_usage[] =
 "Start simtrainer (a real multi-threaded trainer with a simulated GPU), inject\n"
 "interference into chosen steps, attach to it by PID, record until it ends, and\n"
 "print the blame report followed by what was really injected. Needs root (BPF).\n"
-"\n"
-"  --scenario NAME   one of the scenarios below (default)\n"
-"  --keep DIR        write the trace and ground truth into DIR (default: a new\n"
-"                    directory under $TMPDIR or /tmp, printed at the end)\n"
-"\n"
-"scenarios:\n";
+"\n";
 
-static int write_sink(void *ctx, const struct sb_hdr *rec)
-{
-	return sbt_write(ctx, rec);
-}
+enum { OPT_SCENARIO = 256, OPT_KEEP };
+
+static const struct opt options[] = {
+	{ "scenario", OPT_SCENARIO, "NAME", "one of the scenarios below (default)" },
+	{ "keep", OPT_KEEP, "DIR",
+	  "write the trace and ground truth into DIR (default: a new\n"
+	  "directory under $TMPDIR or /tmp, printed at the end)" },
+	{ "help", 'h', NULL, NULL },
+	{ 0 }
+};
 
 /* simtrainer next to this binary, or $STEPBLAME_SIMTRAINER */
 static int find_sim(char *out, size_t len)
@@ -130,29 +133,52 @@ static void print_truth(const char *path)
 	fclose(f);
 }
 
+/* simtrainer's exit status, once it is reaped */
+struct demo_capture {
+	pid_t child;
+	int status;
+};
+
+static void demo_started(struct capture_file *cf, const struct collect_opts *o)
+{
+	/* let simtrainer create its channel and threads: it waits for us to enable it */
+	usleep(200000);
+	collect_signals();
+	printf("attached to simtrainer (PID %d), recording to %s ...\n", (int)o->probe.pid,
+	       cf->path);
+	fflush(stdout);
+}
+
+static void demo_stopped(struct capture_file *cf, const struct collect_opts *o)
+{
+	struct demo_capture *d = cf->ctx;
+
+	if (cf->res.end_reason != SBT_END_TARGET_EXIT)
+		kill(d->child, SIGTERM);
+	waitpid(d->child, &d->status, 0);
+}
+
 int cmd_demo(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "scenario", required_argument, NULL, 's' },
-		{ "keep", required_argument, NULL, 'k' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 }
-	};
 	const struct scenario *sc = &scenarios[0];
 	char sim[PATH_MAX], dir[PATH_MAX] = "", trace[PATH_MAX + 16], truth[PATH_MAX + 16];
 	char err[512];
 	const char *keep = NULL;
 	struct collect_opts o;
-	struct collect_result res;
-	struct sbt_writer *w;
+	struct demo_capture dc = { 0 };
+	struct capture_file cf = { .on_created = demo_started, .on_stopped = demo_stopped,
+				   .ctx = &dc };
+	const struct collect_result *res = &cf.res;
+	struct opts_getopt g;
 	pid_t child;
 	int ch, rc, status;
 
+	opts_getopt_init(&g, options, "+");
 	optind = 1;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+	while ((ch = opts_next(&g, argc, argv)) != -1) {
 		switch (ch) {
-		case 's':
+		case OPT_SCENARIO:
 			sc = NULL;
 			for (size_t i = 0; i < ARRAY_SIZE(scenarios); i++)
 				if (!strcmp(optarg, scenarios[i].name))
@@ -162,11 +188,13 @@ int cmd_demo(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'k':
+		case OPT_KEEP:
 			keep = optarg;
 			break;
 		case 'h':
 			fputs(demo_usage, stdout);
+			opts_help(stdout, options, 20, 0);
+			printf("\nscenarios:\n");
 			for (size_t i = 0; i < ARRAY_SIZE(scenarios); i++)
 				printf("  %-9s %s\n", scenarios[i].name, scenarios[i].what);
 			return 0;
@@ -226,49 +254,43 @@ int cmd_demo(int argc, char **argv)
 		_exit(127);
 	}
 
-	w = sbt_create_as(trace, NULL, err, sizeof(err));
-	if (!w) {
-		sb_err("demo: %s", err);
-		kill(child, SIGTERM);
-		waitpid(child, NULL, 0);
-		return 1;
-	}
 	collect_opts_init(&o);
 	o.probe.pid = child;
 	o.quiet = true;
 	if (sc->guard_off)
 		o.max_overhead_ppm = 0;
 	o.duration_ns = 120000000000ll;
-	/* let simtrainer create its channel and threads: it waits for us to enable it */
-	usleep(200000);
-	collect_signals();
-	printf("attached to simtrainer (PID %d), recording to %s ...\n", (int)child, trace);
-	fflush(stdout);
-	rc = collect_run(&o, write_sink, w, &res);
-	if (rc) {
-		sbt_discard(w);
+	dc.child = child;
+	cf.path = trace;
+	switch (capture_to_file(&o, &cf)) {
+	case CAPTURE_NO_FILE:
+		sb_err("demo: %s", cf.err);
 		kill(child, SIGTERM);
 		waitpid(child, NULL, 0);
-		return rc;
-	}
-	if (res.end_reason != SBT_END_TARGET_EXIT)
+		return 1;
+	case CAPTURE_NOT_RUN:
 		kill(child, SIGTERM);
-	waitpid(child, &status, 0);
-	if (sbt_finish(w, res.end_reason, res.start_ns, res.end_ns, res.drops_total)) {
+		waitpid(child, NULL, 0);
+		return cf.status;
+	case CAPTURE_CUT_SHORT:
+	case CAPTURE_NOT_FINISHED:
 		sb_err("demo: cannot finish %s", trace);
 		return 1;
+	case CAPTURE_DONE:
+		break;
 	}
+	status = dc.status;
 	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
 		sb_err("demo: simtrainer did not finish cleanly (status %d)", status);
 		return 1;
 	}
-	printf("recorded %llu records in %.1f s%s\n\n", (unsigned long long)res.records,
-	       (res.end_ns - res.start_ns) / 1e9, res.gpu ? " with the simulated GPU timeline" : "");
+	printf("recorded %llu records in %.1f s%s\n\n", (unsigned long long)res->records,
+	       (res->end_ns - res->start_ns) / 1e9, res->gpu ? " with the simulated GPU timeline" : "");
 	fflush(stdout);
 	{
-		char *rav[] = { "report", trace, NULL };
+		struct engine_opts eo = { 0 };
 
-		rc = cmd_report(2, rav);
+		rc = report_trace_file(trace, FMT_TEXT, NULL, &eo);
 	}
 	fflush(stdout);
 	print_truth(truth);

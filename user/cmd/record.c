@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cmd/cmds.h"
+#include "capture/capture_file.h"
 #include "capture/collect.h"
 #include "engine/engine.h"
 #include "base/outfile.h"
@@ -24,26 +25,9 @@ static const char record_usage[] =
 "threads, including threads created later) and its GPU timeline when the trainer\n"
 "runs the collector, into a trace file. Stop with -d, Ctrl-C, or when PID exits.\n"
 "Read the file with `stepblame report FILE` or `stepblame dump FILE`.\n"
-"\n"
-"  -p, --pid PID           process to trace (root, or CAP_BPF + CAP_PERFMON)\n"
-"  -d, --duration SEC      stop after this long (30, 30s, 500ms, 2m); default: until Ctrl-C\n"
-"  -o, --output FILE       trace file; written as FILE.partial.XXXXXX and renamed at the end\n"
-"      --no-alloc          do not probe malloc and friends\n"
-"      --alloc-lib PATH    probe this allocator (jemalloc, tcmalloc) instead of the libc\n"
-"      --alloc-min-ns N    allocator calls faster than N ns (above the fastest call seen,\n"
-"                          which is mostly the probes' own cost) are only counted (10000;\n"
-"                          0: every call is an event)\n"
-"      --max-overhead PCT  keep the allocator probes under PCT% of step time (1; 0: off):\n"
-"                          above it they are attached part of the time and sampled\n"
-"      --step-uprobe LIB:SYM  each call of SYM in LIB marks a step (besides USDT stepblame:step)\n"
-"      --no-cuda           do not probe the CUDA driver library\n"
-"      --no-gpu            do not read the trainer's GPU timeline channel\n"
-"      --no-tracefs        raw tracepoints only; by default tracefs is mounted if needed\n"
-"                          so the mmap-family probes fire only on those system calls\n"
-"      --agent-cpu N|none  pin the agent (default: a CPU the target may not use, if any)\n"
-"      --ring-mb N         ring buffer size in MiB, power of two (default 64)\n"
-"  -q, --quiet             no progress lines\n"
-"  -v, --verbose           libbpf's own messages\n"
+"\n";
+
+static const char record_example[] =
 "\n"
 "example: sudo stepblame record -p 4242 -d 30 -o run.sbt && stepblame report run.sbt\n";
 
@@ -55,14 +39,10 @@ static const char attach_usage[] =
 "the full report when it stops (-d, Ctrl-C, or PID exits). If the trainer runs the\n"
 "GPU collector (stepblame run --dormant), collection is turned on while attached.\n"
 "Takes the options of `stepblame record` but -o (see stepblame record --help).\n"
-"\n"
-"  --json OUT              also write each step as a JSON line to OUT (the objects of\n"
-"                          `stepblame report --format jsonl`, schemas/report.schema.json)\n";
+"\n";
 
-static int write_sink(void *ctx, const struct sb_hdr *rec)
-{
-	return sbt_write(ctx, rec);
-}
+/* the column where the help of each option starts */
+#define HELP_COLUMN 26
 
 static const char *end_reason_text(enum sbt_end r)
 {
@@ -118,18 +98,28 @@ static int check_output(const char *out)
 	return 0;
 }
 
+/* the trace file exists: from here on Ctrl-C stops the capture */
+static void record_started(struct capture_file *cf, const struct collect_opts *o)
+{
+	collect_signals();
+	if (!o->quiet)
+		fprintf(stderr, "stepblame: recording PID %d to %s%s\n", (int)o->probe.pid, cf->path,
+			o->duration_ns ? "" : " (Ctrl-C to stop)");
+}
+
 int cmd_record(int argc, char **argv)
 {
 	struct collect_opts o;
-	struct collect_result res;
+	struct capture_file cf = { .on_created = record_started };
+	const struct collect_result *res = &cf.res;
 	const char *out = NULL;
-	struct sbt_writer *w;
-	char err_line[PATH_MAX + 256];
-	int i, rc, err;
+	int i, rc;
 
 	i = collect_parse_common(argc, argv, &o, &out, NULL, "record");
 	if (i == -2) {
 		fputs(record_usage, stdout);
+		opts_help(stdout, collect_options, HELP_COLUMN, COLLECT_RECORD);
+		fputs(record_example, stdout);
 		return 0;
 	}
 	if (i < 0)
@@ -147,41 +137,29 @@ int cmd_record(int argc, char **argv)
 		return rc;
 	if (preflight(o.probe.pid))
 		return 1;
-	w = sbt_create_as(out, NULL, err_line, sizeof(err_line));
-	if (!w) {
-		sb_err("%s", err_line);
+	cf.path = out;
+	switch (capture_to_file(&o, &cf)) {
+	case CAPTURE_NO_FILE:
+		sb_err("%s", cf.err);
 		return 1;
-	}
-	collect_signals();
-	if (!o.quiet)
-		fprintf(stderr, "stepblame: recording PID %d to %s%s\n", (int)o.probe.pid, out,
-			o.duration_ns ? "" : " (Ctrl-C to stop)");
-	rc = collect_run(&o, write_sink, w, &res);
-	if (rc) {
-		/* nothing captured: leave nothing behind */
-		sbt_discard(w);
-		return rc;
-	}
-	if (res.sink_error) {
-		/* disk full or similar: keep what reached the disk under the asked-for name */
-		int e = -res.sink_error;
-
-		snprintf(err_line, sizeof(err_line), "%s", sbt_partial_path(w));
+	case CAPTURE_NOT_RUN:
+		return cf.status;
+	case CAPTURE_CUT_SHORT:
 		sb_err("capture stopped: writing %s: %s; the trace is readable up to its last "
-		       "whole record", sbt_salvage(w) ? err_line : out, strerror(e));
+		       "whole record", cf.where, strerror(cf.error));
 		return 1;
-	}
-	err = sbt_finish(w, res.end_reason, res.start_ns, res.end_ns, res.drops_total);
-	if (err) {
-		sb_err("cannot finish %s: %s", out, strerror(-err));
+	case CAPTURE_NOT_FINISHED:
+		sb_err("cannot finish %s: %s", out, strerror(cf.error));
 		return 1;
+	case CAPTURE_DONE:
+		break;
 	}
 	if (!o.quiet)
 		fprintf(stderr, "stepblame: wrote %" PRIu64 " records in %.1f s to %s (%s); "
 			"%" PRIu64 " events dropped%s\n",
-			res.records, (res.end_ns - res.start_ns) / 1e9, out,
-			end_reason_text(res.end_reason), res.drops_total,
-			res.gpu ? "" : "; host-only (no GPU timeline)");
+			res->records, (res->end_ns - res->start_ns) / 1e9, out,
+			end_reason_text(res->end_reason), res->drops_total,
+			res->gpu ? "" : "; host-only (no GPU timeline)");
 	return 0;
 }
 
@@ -281,6 +259,7 @@ int cmd_attach(int argc, char **argv)
 	i = collect_parse_common(argc, argv, &o, NULL, &json, "attach");
 	if (i == -2) {
 		fputs(attach_usage, stdout);
+		opts_help(stdout, collect_options, HELP_COLUMN, COLLECT_ATTACH);
 		return 0;
 	}
 	if (i < 0)

@@ -2,7 +2,6 @@
 /* stepblame report: a trace file in, per-step blame out. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 
 #include "cmd/cmds.h"
 #include "engine/engine.h"
+#include "base/opts.h"
 #include "base/outfile.h"
 #include "format/trace.h"
 #include "base/util.h"
@@ -25,18 +25,29 @@ static const char usage[] =
 "task that took the CPU, page_fault, mem_reclaim, alloc, io_wait, blocked with the\n"
 "thread that woke it, cuda_sync, host_compute, ...). Tail steps (longer than the\n"
 "median + 3 MAD) are explained by each cause's excess over the median step.\n"
-"\n"
-"  -f, --format FMT      text (default, for people), json (one document),\n"
-"                        jsonl (one object per step), perfetto (open in\n"
-"                        ui.perfetto.dev: GPU streams, thread states, interferers,\n"
-"                        steps and blame)\n"
-"  -o, --output OUT      write there (atomically: a temporary name, then renamed)\n"
-"                        instead of standard output\n"
-"      --step-nvtx RE    steps are NVTX ranges whose text matches the POSIX\n"
-"                        extended regex RE (e.g. '^step')\n"
-"      --step-kernel RE  a step starts with each kernel whose name matches RE\n"
-"      --lag SEC         how late GPU records may arrive in the trace (default 3)\n"
-"  -h, --help            this help\n"
+"\n";
+
+enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_LAG };
+
+static const struct opt options[] = {
+	{ "format", 'f', "FMT",
+	  "text (default, for people), json (one document),\n"
+	  "jsonl (one object per step), perfetto (open in\n"
+	  "ui.perfetto.dev: GPU streams, thread states, interferers,\n"
+	  "steps and blame)" },
+	{ "output", 'o', "OUT",
+	  "write there (atomically: a temporary name, then renamed)\n"
+	  "instead of standard output" },
+	{ "step-nvtx", OPT_STEP_NVTX, "RE",
+	  "steps are NVTX ranges whose text matches the POSIX\n"
+	  "extended regex RE (e.g. '^step')" },
+	{ "step-kernel", OPT_STEP_KERNEL, "RE", "a step starts with each kernel whose name matches RE" },
+	{ "lag", OPT_LAG, "SEC", "how late GPU records may arrive in the trace (default 3)" },
+	{ "help", 'h', NULL, "this help" },
+	{ 0 }
+};
+
+static const char usage_tail[] =
 "\n"
 "Without --step-nvtx/--step-kernel the steps come from the stepblame:step USDT\n"
 "marks (or --step-uprobe) if the trace has them, else from the GPU step markers.\n"
@@ -47,102 +58,18 @@ static const char usage[] =
 "  stepblame report run.sbt --format json -o report.json\n"
 "  stepblame report run.sbt --format perfetto -o run.perfetto.json\n";
 
-enum fmt { FMT_TEXT, FMT_JSON, FMT_JSONL, FMT_PERFETTO };
-
-/* stdout, or a file that only appears, complete, when it is renamed into place */
-struct out {
-	FILE *f;
-	struct sb_out file;
-	bool to_file;
-};
-
-static int out_open(struct out *o, const char *path)
-{
-	char err[PATH_MAX + 128];
-
-	memset(o, 0, sizeof(*o));
-	o->file.fd = o->file.dirfd = -1;
-	if (!path || !strcmp(path, "-")) {
-		o->f = stdout;
-		return 0;
-	}
-	if (sb_out_open(&o->file, path, NULL, err, sizeof(err))) {
-		sb_err("%s", err);
-		return -1;
-	}
-	o->f = fdopen(o->file.fd, "w");
-	if (!o->f) {
-		sb_err("cannot write %s: %s", o->file.tmp_path, strerror(errno));
-		sb_out_abandon(&o->file, false);
-		return -1;
-	}
-	o->file.fd = -1; /* fclose closes it */
-	o->to_file = true;
-	return 0;
-}
-
-static int out_close(struct out *o, bool ok)
-{
-	char tmp[PATH_MAX + 32];
-	int err = 0;
-
-	if (!o->f)
-		return -1;
-	if (fflush(o->f) || ferror(o->f))
-		err = errno ? errno : EIO;
-	if (!o->to_file) {
-		o->f = NULL;
-		if (err)
-			sb_err("writing the report: %s", strerror(err));
-		return err ? -1 : 0;
-	}
-	if (!err && fsync(fileno(o->f)))
-		err = errno;
-	if (fclose(o->f) && !err)
-		err = errno;
-	o->f = NULL;
-	o->to_file = false;
-	if (err || !ok) {
-		if (err)
-			sb_err("writing %s: %s", o->file.tmp_path, strerror(err));
-		sb_out_abandon(&o->file, false);
-		return -1;
-	}
-	snprintf(tmp, sizeof(tmp), "%s", o->file.tmp_path);
-	err = sb_out_commit(&o->file, true);
-	if (err) {
-		sb_err("cannot rename %s to %s: %s", tmp, o->file.path ? o->file.path : "", strerror(-err));
-		return -1;
-	}
-	return 0;
-}
-
 int cmd_report(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "format", required_argument, NULL, 'f' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "step-nvtx", required_argument, NULL, 'N' },
-		{ "step-kernel", required_argument, NULL, 'K' },
-		{ "lag", required_argument, NULL, 'L' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	struct engine_opts eo = { 0 };
-	enum fmt fmt = FMT_TEXT;
-	const char *path = NULL, *outp = NULL;
-	struct sbt_reader *r = NULL;
-	struct engine *e = NULL;
-	struct out out = { 0 };
-	const struct sb_hdr *rec;
-	enum sbt_status st;
-	char err[512];
-	int c, rc = 1, wr;
-	bool bad_input = false;
+	enum report_fmt fmt = FMT_TEXT;
+	const char *outp = NULL;
+	struct opts_getopt g;
+	int c;
 
+	opts_getopt_init(&g, options, ":");
 	optind = 0; /* a full restart: report may run more than once in a process (tests) */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":f:o:h", longopts, NULL)) != -1) {
+	while ((c = opts_next(&g, argc, argv)) != -1) {
 		switch (c) {
 		case 'f':
 			if (!strcmp(optarg, "text"))
@@ -161,13 +88,13 @@ int cmd_report(int argc, char **argv)
 		case 'o':
 			outp = optarg;
 			break;
-		case 'N':
+		case OPT_STEP_NVTX:
 			eo.step_nvtx = optarg;
 			break;
-		case 'K':
+		case OPT_STEP_KERNEL:
 			eo.step_kernel = optarg;
 			break;
-		case 'L': {
+		case OPT_LAG: {
 			int64_t ns = parse_duration_ns(optarg);
 
 			if (ns <= 0) {
@@ -180,6 +107,8 @@ int cmd_report(int argc, char **argv)
 		}
 		case 'h':
 			fputs(usage, stdout);
+			opts_help(stdout, options, 24, 0);
+			fputs(usage_tail, stdout);
 			return 0;
 		case ':':
 			sb_err("report: %s needs a value (see stepblame report --help)",
@@ -199,14 +128,28 @@ int cmd_report(int argc, char **argv)
 		sb_err("report: one trace at a time ('%s' is extra)", argv[optind + 1]);
 		return 2;
 	}
-	path = argv[optind];
+	return report_trace_file(argv[optind], fmt, outp, &eo);
+}
+
+int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
+		      const struct engine_opts *opts)
+{
+	struct engine_opts eo = *opts;
+	struct sbt_reader *r = NULL;
+	struct engine *e = NULL;
+	struct sb_stream out = { 0 };
+	const struct sb_hdr *rec;
+	enum sbt_status st;
+	char err[512];
+	int rc = 1, wr;
+	bool bad_input = false;
 
 	r = sbt_open(path, err, sizeof(err));
 	if (!r) {
 		sb_err("%s", err);
 		return 1;
 	}
-	if (out_open(&out, outp))
+	if (sb_stream_open(&out, outp))
 		goto done;
 	if (fmt == FMT_PERFETTO)
 		eo.perfetto = out.f;
@@ -239,7 +182,7 @@ int cmd_report(int argc, char **argv)
 	case FMT_JSONL: wr = report_jsonl(e, out.f); break;
 	default: wr = report_perfetto(e, out.f); break;
 	}
-	if (out_close(&out, wr == 0))
+	if (sb_stream_close(&out, wr == 0, "the report"))
 		goto done;
 	if (bad_input) {
 		sb_err("%s: %s; the report covers the records before it", path, sbt_error(r));
@@ -248,7 +191,7 @@ int cmd_report(int argc, char **argv)
 	rc = 0;
 done:
 	if (out.f)
-		out_close(&out, false);
+		sb_stream_close(&out, false, "the report");
 	engine_free(e);
 	sbt_close(r);
 	return rc;

@@ -30,15 +30,15 @@
 #include <unistd.h>
 
 #include "cmd/cmds.h"
+#include "capture/capture_file.h"
 #include "capture/collect.h"
+#include "base/opts.h"
 #include "base/outfile.h"
 #include "capture/probes.h"
 #include "capture/target.h"
+#include "engine/engine.h"
 #include "format/trace.h"
 #include "base/util.h"
-
-/* report.c may not be linked into every binary that links this file (tests) */
-#pragma weak cmd_report
 
 #define COLLECTOR_SO "libstepblame-cupti.so"
 
@@ -58,18 +58,35 @@ static const char run_usage[] =
 "torch.cuda.nvtx.range_push), all on the same clock as the host events. It is\n"
 "dormant (nothing enabled in CUPTI) until a stepblame agent turns it on, and\n"
 "goes dormant again when the agent leaves.\n"
-"\n"
-"  -o, --output FILE   trace file (default: stepblame-<PID>.sbt in the current\n"
-"                      directory); read it again with `stepblame report FILE`\n"
-"      --step-nvtx REGEX    steps are the NVTX ranges whose text matches REGEX\n"
-"                           (e.g. '^step [0-9]+$'); passed to the report\n"
-"      --step-kernel REGEX  a step begins at each launch of a matching kernel\n"
-"      --dormant       load the collector but do not trace: CMD runs with its own\n"
-"                      PID, and `sudo stepblame attach -p PID` (or record) turns the\n"
-"                      GPU timeline on at any time, and off when it detaches.\n"
-"                      Needs no privileges.\n"
-"  -d, --duration SEC  stop tracing after SEC (CMD keeps running; the report is\n"
-"                      printed then, and stepblame waits for CMD to exit)\n"
+"\n";
+
+enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_DORMANT };
+
+/*
+ * What run's help lists; --dormant and the step options are run's own
+ * (pre_parse), the others are capture options (collect_options) described
+ * as run uses them.
+ */
+static const struct opt run_options[] = {
+	{ "output", 'o', "FILE",
+	  "trace file (default: stepblame-<PID>.sbt in the current\n"
+	  "directory); read it again with `stepblame report FILE`" },
+	{ "step-nvtx", OPT_STEP_NVTX, "REGEX",
+	  "steps are the NVTX ranges whose text matches REGEX\n"
+	  "(e.g. '^step [0-9]+$'); passed to the report" },
+	{ "step-kernel", OPT_STEP_KERNEL, "REGEX", "a step begins at each launch of a matching kernel" },
+	{ "dormant", OPT_DORMANT, NULL,
+	  "load the collector but do not trace: CMD runs with its own\n"
+	  "PID, and `sudo stepblame attach -p PID` (or record) turns the\n"
+	  "GPU timeline on at any time, and off when it detaches.\n"
+	  "Needs no privileges." },
+	{ "duration", 'd', "SEC",
+	  "stop tracing after SEC (CMD keeps running; the report is\n"
+	  "printed then, and stepblame waits for CMD to exit)" },
+	{ 0 }
+};
+
+static const char run_usage_tail[] =
 "  ...                 and the options of `stepblame record` (see its --help):\n"
 "                      --no-alloc, --alloc-lib, --alloc-min-ns, --step-uprobe,\n"
 "                      --no-cuda, --no-gpu, --agent-cpu, --ring-mb, -q, -v\n"
@@ -554,11 +571,6 @@ static int wait_child(pid_t pid)
 	return 1;
 }
 
-static int write_sink(void *ctx, const struct sb_hdr *rec)
-{
-	return sbt_write(ctx, rec);
-}
-
 /* options of run that are not capture options: they go to the report */
 struct run_extra {
 	bool dormant;
@@ -584,21 +596,19 @@ static bool opt_value(int argc, char **argv, int *i, const char *name, const cha
 
 /*
  * Split off what collect_parse_common does not know (--dormant, the report's
- * step options) and find where CMD starts. Options taking a value are
- * skipped with their value so that nothing of CMD's own arguments is touched.
+ * step options) and find where CMD starts. Options taking a value (in
+ * collect_options) are skipped with their value so that nothing of CMD's own
+ * arguments is touched.
  */
 static int pre_parse(int argc, char **argv, char **kept, struct run_extra *x)
 {
-	static const char *with_value[] = { "-p", "--pid", "-d", "--duration", "-o", "--output",
-					    "--json", "--alloc-lib", "--alloc-min-ns",
-					    "--step-uprobe", "--agent-cpu", "--ring-mb",
-					    "--max-overhead" };
 	int n = 0, i;
 
 	kept[n++] = argv[0];
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
-		bool takes = false;
+		const struct opt *o;
+		bool takes;
 
 		if (!strcmp(a, "--"))
 			break;
@@ -612,10 +622,12 @@ static int pre_parse(int argc, char **argv, char **kept, struct run_extra *x)
 		    opt_value(argc, argv, &i, "--step-kernel", &x->step_kernel))
 			continue;
 		kept[n++] = argv[i];
-		for (size_t k = 0; k < ARRAY_SIZE(with_value); k++)
-			if (!strcmp(a, with_value[k]))
-				takes = true;
-		/* -d30, -ofile: the value is attached */
+		if (a[1] == '-')
+			o = opts_find_long(collect_options, a + 2);
+		else
+			o = opts_find_short(collect_options, a[2] ? 0 : a[1]);
+		takes = o && o->arg;
+		/* a value in the next argument; -d30 and --duration=30 carry their own */
 		if (takes && i + 1 < argc)
 			kept[n++] = argv[++i];
 	}
@@ -636,21 +648,61 @@ static void print_cmd(char **cmd, char *buf, size_t len)
 		strcpy(buf + len - 4, "...");
 }
 
+/* what the capture hooks of cmd_run need */
+struct run_capture {
+	struct launch *l;
+	const char *shown;
+	bool have_collector;
+};
+
+/* the trace file exists: signals stop the capture and reach CMD */
+static void run_started(struct capture_file *cf, const struct collect_opts *o)
+{
+	const struct run_capture *rc = cf->ctx;
+
+	collect_signals();
+	{
+		struct sigaction sa = { .sa_handler = forward };
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGHUP, &sa, NULL);
+	}
+	if (!o->quiet)
+		fprintf(stderr, "stepblame: running '%s' as PID %d%s, tracing to %s\n", rc->shown,
+			(int)rc->l->pid, rc->have_collector ? " with the GPU collector" : "",
+			cf->path);
+}
+
+static void run_stopped(struct capture_file *cf, const struct collect_opts *o)
+{
+	struct run_capture *rc = cf->ctx;
+	char err[PATH_MAX + 256];
+
+	if (rc->l->mode)
+		release(rc->l); /* in case the capture ended before it was ready */
+	if (read_error(rc->l->info, err, sizeof(err)))
+		sb_err("run: %s", err);
+	close(rc->l->info);
+}
+
 int cmd_run(int argc, char **argv)
 {
 	char collector[PATH_MAX] = "", cupti[PATH_MAX] = "", looked[PATH_MAX + 32] = "";
 	char err[PATH_MAX + 256], shown[256], defout[64], trace_path[64];
-	int trace_fd = -1;
 	struct collect_opts o;
-	struct collect_result res;
 	struct launch l = { .go = -1 };
+	struct run_capture rcap = { .l = &l, .shown = shown };
+	struct capture_file cf = { .on_created = run_started, .on_stopped = run_stopped,
+				   .ctx = &rcap };
+	const struct collect_result *res = &cf.res;
 	struct invoker u;
 	const char *out = NULL;
-	struct sbt_writer *w;
 	struct run_extra x = {};
 	bool have_collector;
 	char **kept, **cmd;
-	int n, i, rc, status;
+	int n, i, status;
 
 	kept = calloc((size_t)argc + 1, sizeof(*kept));
 	if (!kept)
@@ -659,6 +711,8 @@ int cmd_run(int argc, char **argv)
 	i = collect_parse_common(n, kept, &o, &out, NULL, "run");
 	if (i == -2) {
 		fputs(run_usage, stdout);
+		opts_help(stdout, run_options, 22, 0);
+		fputs(run_usage_tail, stdout);
 		free(kept);
 		return 0;
 	}
@@ -745,95 +799,55 @@ int cmd_run(int argc, char **argv)
 		out = defout;
 	}
 	/* under sudo: only where the user could write, and theirs from the first byte */
-	w = sbt_create_as(out, u.drop ? &u.id : NULL, err, sizeof(err));
-	if (!w) {
-		sb_err("run: %s; '%s' was stopped before it ran", err, shown);
+	cf.path = out;
+	cf.owner = u.drop ? &u.id : NULL;
+	cf.keep_fd = true;
+	o.probe.pid = l.pid;
+	o.gpu_expected = have_collector;
+	rcap.have_collector = have_collector;
+	o.on_ready = release;
+	o.on_ready_ctx = &l;
+	switch (capture_to_file(&o, &cf)) {
+	case CAPTURE_NO_FILE:
+		sb_err("run: %s; '%s' was stopped before it ran", cf.err, shown);
 		abandon(&l);
 		free(kept);
 		return 1;
-	}
-	collect_signals();
-	{
-		struct sigaction sa = { .sa_handler = forward };
-
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGHUP, &sa, NULL);
-	}
-	if (!o.quiet)
-		fprintf(stderr, "stepblame: running '%s' as PID %d%s, tracing to %s\n", shown,
-			(int)l.pid, have_collector ? " with the GPU collector" : "", out);
-	o.probe.pid = l.pid;
-	o.gpu_expected = have_collector;
-	o.on_ready = release;
-	o.on_ready_ctx = &l;
-	rc = collect_run(&o, write_sink, w, &res);
-	if (rc) {
-		sbt_discard(w);
+	case CAPTURE_NOT_RUN:
 		sb_err("run: tracing did not start; '%s' was stopped", shown);
 		abandon(&l);
 		free(kept);
-		return rc;
-	}
-	if (l.mode)
-		release(&l); /* in case the capture ended before it was ready */
-	if (read_error(l.info, err, sizeof(err)))
-		sb_err("run: %s", err);
-	close(l.info);
-
-	if (res.sink_error) {
-		int e = -res.sink_error;
-
-		snprintf(err, sizeof(err), "%s", sbt_partial_path(w));
+		return cf.status;
+	case CAPTURE_CUT_SHORT:
 		sb_err("run: writing %s: %s; the trace is readable up to its last whole record",
-		       sbt_salvage(w) ? err : out, strerror(e));
+		       cf.where, strerror(cf.error));
 		status = wait_child(l.pid);
 		free(kept);
 		return status ? status : 1;
-	}
-	/*
-	 * The report reads the file just written through this descriptor, never
-	 * by its name: the name is in a directory CMD's user controls.
-	 */
-	trace_fd = fcntl(sbt_fd(w), F_DUPFD_CLOEXEC, 3);
-	rc = sbt_finish(w, res.end_reason, res.start_ns, res.end_ns, res.drops_total);
-	if (rc) {
-		sb_err("run: cannot finish %s: %s", out, strerror(-rc));
-	} else {
+	case CAPTURE_NOT_FINISHED:
+		sb_err("run: cannot finish %s: %s", out, strerror(cf.error));
+		break;
+	case CAPTURE_DONE:
 		if (!o.quiet)
 			fprintf(stderr, "stepblame: wrote %" PRIu64 " records in %.1f s to %s; %"
-				PRIu64 " events dropped%s\n", res.records,
-				(res.end_ns - res.start_ns) / 1e9, out, res.drops_total,
-				res.gpu ? "" : "; host-only (no GPU timeline)");
+				PRIu64 " events dropped%s\n", res->records,
+				(res->end_ns - res->start_ns) / 1e9, out, res->drops_total,
+				res->gpu ? "" : "; host-only (no GPU timeline)");
 		fflush(stderr);
-		if (cmd_report) {
-			char *rargv[8] = { "report" };
-			int rargc = 1;
+		{
+			struct engine_opts eo = { .step_nvtx = x.step_nvtx,
+						  .step_kernel = x.step_kernel };
 
-			/* options first: the report stops parsing at the file name */
-			if (x.step_nvtx) {
-				rargv[rargc++] = "--step-nvtx";
-				rargv[rargc++] = (char *)x.step_nvtx;
-			}
-			if (x.step_kernel) {
-				rargv[rargc++] = "--step-kernel";
-				rargv[rargc++] = (char *)x.step_kernel;
-			}
-			snprintf(trace_path, sizeof(trace_path), "/proc/self/fd/%d", trace_fd);
-			rargv[rargc++] = trace_fd >= 0 ? trace_path : (char *)out;
-			rargv[rargc] = NULL;
+			snprintf(trace_path, sizeof(trace_path), "/proc/self/fd/%d", cf.fd);
 			fflush(stdout);
-			optind = 1; /* cmd_report parses with getopt too */
-			cmd_report(rargc, rargv);
+			report_trace_file(cf.fd >= 0 ? trace_path : out, FMT_TEXT, NULL, &eo);
 			fflush(stdout);
-		} else {
-			fprintf(stderr, "stepblame: read it with: stepblame report %s\n", out);
 		}
+		break;
 	}
-	if (trace_fd >= 0)
-		close(trace_fd);
-	if (res.end_reason != SBT_END_TARGET_EXIT && !o.quiet && target_alive(l.pid))
+	if (cf.fd >= 0)
+		close(cf.fd);
+	if (res->end_reason != SBT_END_TARGET_EXIT && !o.quiet && target_alive(l.pid))
 		fprintf(stderr, "stepblame: tracing stopped; waiting for PID %d to exit\n",
 			(int)l.pid);
 	status = wait_child(l.pid);
