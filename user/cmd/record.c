@@ -11,7 +11,7 @@
 
 #include "cmd/cmds.h"
 #include "capture/collect.h"
-#include "engine/engine.h"
+#include "report/report.h"
 #include "base/outfile.h"
 #include "capture/target.h"
 #include "format/trace.h"

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cmd/cmds.h"
-#include "engine/engine.h"
+#include "report/report.h"
 #include "base/outfile.h"
 #include "format/trace.h"
 #include "base/util.h"
@@ -133,6 +133,7 @@ int cmd_report(int argc, char **argv)
 	const char *path = NULL, *outp = NULL;
 	struct sbt_reader *r = NULL;
 	struct engine *e = NULL;
+	struct perfetto_stream *pf = NULL;
 	struct out out = { 0 };
 	const struct sb_hdr *rec;
 	enum sbt_status st;
@@ -208,8 +209,10 @@ int cmd_report(int argc, char **argv)
 	}
 	if (out_open(&out, outp))
 		goto done;
-	if (fmt == FMT_PERFETTO)
-		eo.perfetto = out.f;
+	if (fmt == FMT_PERFETTO && !(pf = perfetto_stream_new(out.f, &eo.timeline))) {
+		sb_err("report: out of memory");
+		goto done;
+	}
 	/* GPU records are judged against the capture's clock, which starts here */
 	eo.start_ns = sbt_header(r)->created_mono_ns;
 	e = engine_new(&eo, err, sizeof(err));
@@ -237,7 +240,7 @@ int cmd_report(int argc, char **argv)
 	case FMT_TEXT: wr = report_text(e, out.f); break;
 	case FMT_JSON: wr = report_json(e, out.f); break;
 	case FMT_JSONL: wr = report_jsonl(e, out.f); break;
-	default: wr = report_perfetto(e, out.f); break;
+	default: wr = report_perfetto(e, pf, out.f); break;
 	}
 	if (out_close(&out, wr == 0))
 		goto done;
@@ -250,6 +253,7 @@ done:
 	if (out.f)
 		out_close(&out, false);
 	engine_free(e);
+	perfetto_stream_free(pf);
 	sbt_close(r);
 	return rc;
 }

@@ -38,11 +38,10 @@
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine/engine.h"
 #include "format/gpu.h"
-#include "base/json.h"
+#include "base/util.h"
 #include "format/costs.h"
 #include "format/trace.h"
 
@@ -88,7 +87,6 @@
  */
 #define THR_MAX 65536
 #define THR_RECLAIM_EVERY 4096   /* misses of a full table between two reclaims */
-#define GONE_MAX (1u << 20)      /* names of forgotten threads kept for Perfetto */
 #define STR_MAX (1u << 17)
 #define STR_BYTES_MAX (64ull << 20)
 #define KS_MAX 32768
@@ -126,14 +124,6 @@ static const uint8_t ov_prio[ENG_NCAUSE] = {
 const char *eng_cause_name(int c)
 {
 	return c >= 0 && c < ENG_NCAUSE ? cause_names[c] : "unknown";
-}
-
-int eng_cause_from_name(const char *n)
-{
-	for (int c = 0; c < ENG_NCAUSE; c++)
-		if (!strcmp(n, cause_names[c]))
-			return c;
-	return -1;
 }
 
 const char *eng_count_name(int c)
@@ -211,9 +201,9 @@ struct thr {
 	/* NVTX ranges pushed on this thread */
 	uint32_t *nvtx;
 	uint32_t nvtx_n, nvtx_cap;
-	/* perfetto: the slice being extended */
-	const char *pf_name;
-	uint64_t pf_s, pf_e;
+	/* timeline: its slice in one state, being extended */
+	const char *track_state;
+	uint64_t track_start, track_end;
 };
 
 struct cul {
@@ -368,11 +358,6 @@ struct allsum {
 	uint64_t busy_total, dur_total, tracer_total, sampled, tracer_ppm_max;
 };
 
-struct gone {
-	uint32_t tid;
-	char comm[SB_COMM_LEN + 1];
-};
-
 struct engine {
 	struct engine_opts o;
 	regex_t re_nvtx, re_kernel;
@@ -411,8 +396,6 @@ struct engine {
 	uint64_t thr_misses;     /* since the last reclaim */
 	bool thr_reclaimed;      /* any reclaim tried */
 	uint64_t thr_forgotten, thr_lost;
-	struct gone *gone;       /* names of forgotten threads (Perfetto), up to GONE_MAX */
-	uint32_t ngone, capgone;
 	struct thr *cand[MAX_CAND];
 	int ncand;
 	uint64_t episodes, episodes_peak;
@@ -506,9 +489,6 @@ struct engine {
 	uint32_t gch_n, gch_cap, gch_next;
 	int gch_mode;            /* the mode before gch[gch_next] */
 
-	/* perfetto */
-	bool pf_started;
-
 	uint64_t heap, heap_peak;
 };
 
@@ -534,7 +514,7 @@ static void grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t 
 		nc *= 2;
 	q = realloc(*p, nc * sz);
 	if (!q) {
-		fprintf(stderr, "stepblame: out of memory in the blame engine\n");
+		sb_err("out of memory in the blame engine");
 		abort();
 	}
 	heap_add(e, (int64_t)((nc - *cap) * sz));
@@ -548,7 +528,7 @@ static void *xcalloc(struct engine *e, size_t n, size_t sz)
 	void *p = calloc(n, sz);
 
 	if (!p) {
-		fprintf(stderr, "stepblame: out of memory in the blame engine\n");
+		sb_err("out of memory in the blame engine");
 		abort();
 	}
 	heap_add(e, (int64_t)(n * sz));
@@ -746,16 +726,6 @@ static bool thr_forgettable(const struct engine *e, const struct thr *t)
 	       e->now - t->since > e->hist + e->lag;
 }
 
-static void gone_add(struct engine *e, const struct thr *t)
-{
-	if (e->ngone >= GONE_MAX)
-		return;
-	grow(e, (void **)&e->gone, &e->capgone, e->ngone + 1, sizeof(*e->gone));
-	e->gone[e->ngone].tid = t->tid;
-	memcpy(e->gone[e->ngone].comm, t->comm, sizeof(t->comm));
-	e->ngone++;
-}
-
 static void thr_release(struct engine *e, struct thr *t)
 {
 	free(t->ep);
@@ -768,8 +738,8 @@ static void thr_release(struct engine *e, struct thr *t)
 }
 
 /*
- * The table is full: forget the threads that exited long ago (a Perfetto
- * document keeps their names). Tried again only after THR_RECLAIM_EVERY more
+ * The table is full: forget the threads that exited long ago (the timeline
+ * is told their names). Tried again only after THR_RECLAIM_EVERY more
  * new threads found it full, so a table of live threads costs nothing per
  * record. False if there is still no room.
  */
@@ -788,8 +758,8 @@ static bool thr_room(struct engine *e)
 			e->thr[k++] = t;
 			continue;
 		}
-		if (e->o.perfetto && t->comm[0])
-			gone_add(e, t);
+		if (e->o.timeline.thread_forgotten && t->comm[0])
+			e->o.timeline.thread_forgotten(e->o.timeline.ctx, t->tid, t->comm);
 		thr_release(e, t);
 		e->thr_forgotten++;
 	}
@@ -1054,70 +1024,30 @@ static void acc_merge(struct engine *e, struct acc *dst, const struct acc *src)
 		acc_cul(e, dst, src->cul[i].cause, &src->cul[i].who, src->cul[i].ns);
 }
 
-/* ------------------------------------------------------------ perfetto */
+/* ------------------------------------------------------------ timeline */
 
-#define PF_STEPS_PID 1073741824u   /* beyond any Linux pid */
-#define PF_GPU_PID (PF_STEPS_PID + 16)
-#define PF_CPU_PID (PF_STEPS_PID + 8)
-
-static void pf_us(FILE *f, uint64_t ns)
+/* t's track: its slice in one state is extended while the next one follows on */
+static void timeline_thread_flush(struct engine *e, struct thr *t)
 {
-	fprintf(f, "%" PRIu64 ".%03" PRIu64, ns / 1000, ns % 1000);
+	if (t->track_state && t->track_end > t->track_start)
+		e->o.timeline.thread_state(e->o.timeline.ctx, e->tpid ? e->tpid : t->pid, t->tid,
+					   t->track_state, t->track_start, t->track_end);
+	t->track_state = NULL;
 }
 
-static FILE *pf_begin(struct engine *e)
+static void timeline_thread(struct engine *e, struct thr *t, const char *name, uint64_t s,
+			    uint64_t end)
 {
-	FILE *f = e->o.perfetto;
-
-	if (!f)
-		return NULL;
-	if (!e->pf_started) {
-		fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
-		e->pf_started = true;
-	} else {
-		fputs(",\n", f);
-	}
-	return f;
-}
-
-/* a complete slice; args_json is "" or ",\"args\":{...}" */
-static void pf_slice(struct engine *e, uint32_t pid, uint32_t tid, const char *name,
-		     const char *cat, uint64_t s, uint64_t end, const char *args_json)
-{
-	FILE *f;
-
-	if (!e->o.perfetto || end < s)
+	if (!e->o.timeline.thread_state || end <= s)
 		return;
-	f = pf_begin(e);
-	fprintf(f, "{\"ph\":\"X\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32 ",\"name\":\"", pid, tid);
-	json_escape(f, name, strlen(name));
-	fprintf(f, "\",\"cat\":\"%s\",\"ts\":", cat);
-	pf_us(f, s);
-	fputs(",\"dur\":", f);
-	pf_us(f, end - s);
-	fprintf(f, "%s}", args_json ? args_json : "");
-}
-
-static void pf_thread_flush(struct engine *e, struct thr *t)
-{
-	if (t->pf_name && t->pf_e > t->pf_s)
-		pf_slice(e, e->tpid ? e->tpid : t->pid, t->tid, t->pf_name, "thread", t->pf_s,
-			 t->pf_e, NULL);
-	t->pf_name = NULL;
-}
-
-static void pf_thread(struct engine *e, struct thr *t, const char *name, uint64_t s, uint64_t end)
-{
-	if (!e->o.perfetto || end <= s)
-		return;
-	if (t->pf_name == name && t->pf_e == s) {
-		t->pf_e = end;
+	if (t->track_state == name && t->track_end == s) {
+		t->track_end = end;
 		return;
 	}
-	pf_thread_flush(e, t);
-	t->pf_name = name;
-	t->pf_s = s;
-	t->pf_e = end;
+	timeline_thread_flush(e, t);
+	t->track_state = name;
+	t->track_start = s;
+	t->track_end = end;
 }
 
 static const char *state_name(uint8_t s)
@@ -1137,7 +1067,7 @@ static const char *state_name(uint8_t s)
 struct clsctx {
 	struct thr *t;
 	struct acc *a;
-	uint64_t upto;           /* perfetto: how far the thread's track is drawn */
+	uint64_t upto;           /* timeline: how far the thread's track is drawn */
 	const struct thr *via;   /* chain: the waker that was preempted */
 	const struct eng_who *dflt;
 };
@@ -1168,18 +1098,15 @@ static void on_preemptor(struct engine *e, void *ctx, const struct rs *r, uint16
 	/* the wait right after a move is the move's, whoever holds the new CPU */
 	cause = is_stopper(w.comm) || c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
 	acc_add(e, c->a, cause, b - a, is_stopper(w.comm) ? NULL : &w);
-	if (e->o.perfetto) {
-		char args[160];
+	if (e->o.timeline.thread_state || e->o.timeline.interferer) {
 		int gap = c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
 
 		if (a > c->upto)
-			pf_thread(e, c->t, cause_names[gap], c->upto, a);
+			timeline_thread(e, c->t, cause_names[gap], c->upto, a);
 		c->upto = b;
-
-		snprintf(args, sizeof(args), ",\"args\":{\"victim_tid\":%" PRIu32 ",\"cpu\":%u}",
-			 c->t->tid, cpu);
-		pf_slice(e, r->pid, r->tid, w.comm, "interferer", a, b, args);
-		pf_thread(e, c->t, cause_names[cause], a, b);
+		if (e->o.timeline.interferer)
+			e->o.timeline.interferer(e->o.timeline.ctx, &w, c->t->tid, a, b);
+		timeline_thread(e, c->t, cause_names[cause], a, b);
 	}
 }
 
@@ -1191,7 +1118,7 @@ static void cls_runnable(struct engine *e, struct thr *t, struct acc *a, uint64_
 
 	acc_add(e, a, cause, end - s - cov, NULL);
 	if (c.upto < end)
-		pf_thread(e, t, cause_names[cause], c.upto, end);
+		timeline_thread(e, t, cause_names[cause], c.upto, end);
 }
 
 /* of t's unexplained on-CPU time [x, y], how much its bursts claim as alloc (used up) */
@@ -1287,7 +1214,7 @@ static void cls_overlays(struct engine *e, struct thr *t, struct acc *a, uint64_
 		}
 		if (best >= 0) {
 			acc_add(e, a, best, y - x, NULL);
-			pf_thread(e, t, cause_names[best], x, y);
+			timeline_thread(e, t, cause_names[best], x, y);
 		} else if (!asleep) {
 			/* in a burst of fast allocator calls: as much as its calls took is alloc */
 			uint64_t al = burst_take(t, x, y);
@@ -1295,12 +1222,12 @@ static void cls_overlays(struct engine *e, struct thr *t, struct acc *a, uint64_
 			acc_add(e, a, ENG_ALLOC, al, NULL);
 			acc_add(e, a, ENG_HOST_COMPUTE, y - x - al, NULL);
 			if (al)
-				pf_thread(e, t, cause_names[ENG_ALLOC], x, x + al);
+				timeline_thread(e, t, cause_names[ENG_ALLOC], x, x + al);
 			if (x + al < y)
-				pf_thread(e, t, cause_names[ENG_HOST_COMPUTE], x + al, y);
+				timeline_thread(e, t, cause_names[ENG_HOST_COMPUTE], x + al, y);
 		} else {
 			/* a plain sleep: why is known at the wakeup */
-			pf_thread(e, t, state_name(t->state), x, y);
+			timeline_thread(e, t, state_name(t->state), x, y);
 			if (a->npend && a->pend[a->npend - 1].b == x)
 				a->pend[a->npend - 1].b = y;
 			else if (a->npend < PEND_MAX)
@@ -1343,7 +1270,7 @@ static void thr_account(struct engine *e, struct thr *t, uint64_t to)
 	if (!p) {
 		if (t->state == TS_RUNNING && t->nbov)
 			cls_overlays(e, t, NULL, s, to, false);
-		pf_thread(e, t, state_name(t->state), s, to);
+		timeline_thread(e, t, state_name(t->state), s, to);
 		return;
 	}
 	if (s < p->start) {
@@ -1367,7 +1294,7 @@ static void thr_account(struct engine *e, struct thr *t, uint64_t to)
 		break;
 	default:
 		acc_add(e, a, ENG_UNKNOWN, to - s, NULL);
-		pf_thread(e, t, cause_names[ENG_UNKNOWN], s, to);
+		timeline_thread(e, t, cause_names[ENG_UNKNOWN], s, to);
 		break;
 	}
 }
@@ -1699,33 +1626,14 @@ static void commit_piece(struct engine *e, struct piece *p, uint32_t crit_tid)
 			st->crit[st->ncrit++].ns = idle;
 		}
 	}
-	if (e->o.perfetto && idle) {
-		char args[512];
-		int n = snprintf(args, sizeof(args), ",\"args\":{\"step\":%" PRIu64
-				 ",\"critical_tid\":%" PRIu32, st->number, crit_tid);
-		int top = ENG_UNKNOWN;
-		uint64_t topns = 0;
+	if (e->o.timeline.gap && idle) {
+		struct eng_gap g = { .step = st->number, .critical_tid = crit_tid,
+				     .start_ns = p->start, .end_ns = p->end };
 
-		for (int c = 0; c < ENG_NCAUSE; c++) {
-			uint64_t v = a ? a->ns[c] : 0;
-
-			if (c == ENG_UNKNOWN)
-				v += idle > sum ? idle - sum : 0;
-			if (!v)
-				continue;
-			if (v > topns) {
-				topns = v;
-				top = c;
-			}
-			if (n > 0 && (size_t)n < sizeof(args))
-				n += snprintf(args + n, sizeof(args) - n, ",\"%s_ns\":%" PRIu64,
-					      cause_names[c], v);
-		}
-		if (n > 0 && (size_t)n < sizeof(args) - 2)
-			snprintf(args + n, sizeof(args) - n, "}");
-		else
-			snprintf(args, sizeof(args), ",\"args\":{}");
-		pf_slice(e, PF_STEPS_PID, 2, cause_names[top], "blame", p->start, p->end, args);
+		for (int c = 0; c < ENG_NCAUSE; c++)
+			g.cause_ns[c] = a ? a->ns[c] : 0;
+		g.cause_ns[ENG_UNKNOWN] += idle > sum ? idle - sum : 0;
+		e->o.timeline.gap(e->o.timeline.ctx, &g);
 	}
 	st->open_pieces--;
 }
@@ -2021,7 +1929,7 @@ static struct eng_step *res_slot(struct engine *e)
 			struct rchunk **q = realloc(e->res, nc * sizeof(*q));
 
 			if (!q) {
-				fprintf(stderr, "stepblame: out of memory in the blame engine\n");
+				sb_err("out of memory in the blame engine");
 				abort();
 			}
 			heap_add(e, (int64_t)((nc - e->res_cap) * sizeof(*q)));
@@ -2130,20 +2038,8 @@ static void finalize_step(struct engine *e, struct swip *st)
 	else if (e->nres > ENG_EXACT_STEPS_MAX)
 		window_begin(e, ENG_REPORT_KEEP_STEPS);
 	running_tail(e, r);
-	if (e->o.perfetto) {
-		char args[256];
-
-		snprintf(args, sizeof(args),
-			 ",\"args\":{\"step\":%" PRIu64 ",\"duration_ns\":%" PRIu64
-			 ",\"gpu_idle_ns\":%" PRIu64 ",\"tracer_ns\":%" PRIu64
-			 ",\"tail\":%s,\"incomplete\":%s}",
-			 r->step, r->duration_ns, r->gpu_idle_ns, r->tracer_ns, r->tail ? "true" : "false",
-			 r->incomplete ? "true" : "false");
-		char name[48];
-
-		snprintf(name, sizeof(name), "step %" PRIu64 "%s", r->step, r->tail ? " (tail)" : "");
-		pf_slice(e, PF_STEPS_PID, 1, name, "step", r->start_ns, r->end_ns, args);
-	}
+	if (e->o.timeline.step)
+		e->o.timeline.step(e->o.timeline.ctx, r);
 	if (e->cb)
 		e->cb(e->cb_ctx, r);
 }
@@ -2438,20 +2334,14 @@ static void gpu_op(struct engine *e, const struct sb_gpu *g)
 			p2_add(&k->med, d, 0.5);
 		}
 	}
-	if (e->o.perfetto) {
+	if (e->o.timeline.gpu_op) {
 		const struct str *n = str_find(e, g->name_id);
-		char name[80], args[96];
-		const char *nm = n && n->text ? n->text : NULL;
+		struct eng_gpu_op op = { .device = g->device, .stream = g->stream,
+					 .kind = g->h.flags, .name = n && n->text ? n->text : NULL,
+					 .correlation_id = g->correlation_id, .launcher_tid = crit,
+					 .start_ns = s, .end_ns = end };
 
-		if (!nm) {
-			snprintf(name, sizeof(name), "%s",
-				 g->h.flags == SB_GPU_KERNEL ? "kernel" :
-				 g->h.flags == SB_GPU_MEMCPY ? "memcpy" : "memset");
-			nm = name;
-		}
-		snprintf(args, sizeof(args), ",\"args\":{\"correlation_id\":%" PRIu32
-			 ",\"launcher_tid\":%" PRIu32 "}", g->correlation_id, crit);
-		pf_slice(e, PF_GPU_PID + g->device, g->stream, nm, "gpu", s, end, args);
+		e->o.timeline.gpu_op(e->o.timeline.ctx, &op);
 	}
 }
 
@@ -3119,7 +3009,7 @@ static void bucket_put(struct engine *e, uint64_t key, uint64_t seq, const void 
 
 	if (need > sizeof(c->data)) {
 		/* rec_size() knows no record this big */
-		fprintf(stderr, "stepblame: a %zu-byte record in the blame engine\n", len);
+		sb_err("a %zu-byte record in the blame engine", len);
 		abort();
 	}
 	if (!c || c->len + need > sizeof(c->data)) {
@@ -3498,14 +3388,6 @@ static void meta(struct engine *e, const struct sb_hdr *h)
 
 /* ------------------------------------------------------------ the clock */
 
-static uint64_t mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * A time the capture's own clock vouches for: a kernel record (its start, too,
  * when it is the first), an agent record, the live clock.
@@ -3543,7 +3425,7 @@ static bool gpu_time_ok(struct engine *e, const struct sb_gpu *g)
 	if (!e->o.live)
 		return false;
 	/* live: the records are drained after they happened, so the clock now bounds them */
-	clock_saw(e, mono_now(), false);
+	clock_saw(e, mono_ns(), false);
 	hi = e->clk_hi + ENG_GPU_MARGIN_NS;
 	return g->end_ns <= hi;
 }
@@ -3666,7 +3548,7 @@ void engine_finish(struct engine *e)
 	}
 	finalize_ready(e);
 	for (int i = 0; i < e->ncand; i++)
-		pf_thread_flush(e, e->cand[i]);
+		timeline_thread_flush(e, e->cand[i]);
 	e->finished = true;
 }
 
@@ -3803,7 +3685,6 @@ void engine_free(struct engine *e)
 	free(e->res);
 	free(e->ws);
 	free(e->itf);
-	free(e->gone);
 	free(e->sink);
 	free(e->bkbits);
 	free(e->tcmdline);
@@ -4404,77 +4285,9 @@ void engine_stats(const struct engine *e, struct engine_stats *s)
 	s->heap_bytes_peak = e->heap_peak;
 }
 
-/* ------------------------------------------------------------- perfetto */
-
-static void pf_meta(struct engine *e, FILE *f, bool *first, const char *what, uint32_t pid,
-		    int64_t tid, const char *name)
+void engine_each_thread(const struct engine *e,
+			void (*fn)(void *ctx, uint32_t tid, const char *comm), void *ctx)
 {
-	fputs(*first ? "" : ",\n", f);
-	*first = false;
-	fprintf(f, "{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%" PRIu32, what, pid);
-	if (tid >= 0)
-		fprintf(f, ",\"tid\":%" PRId64, tid);
-	fputs(",\"args\":{\"name\":\"", f);
-	json_escape(f, name, strlen(name));
-	fputs("\"}}", f);
-	(void)e;
-}
-
-int report_perfetto(struct engine *e, FILE *f)
-{
-	bool first;
-	struct eng_interferer itf[256];
-	int ni;
-	char name[64];
-
-	if (!e->finished)
-		engine_finish(e);
-	if (!(e->pf_started && f == e->o.perfetto)) {
-		/* no stream: the steps and their blame from the results */
-		fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
-		first = true;
-		for (uint64_t i = first_kept(e); i < e->nres; i++) {
-			const struct eng_step *r = RES(e, i);
-
-			fputs(first ? "" : ",\n", f);
-			first = false;
-			fprintf(f, "{\"ph\":\"X\",\"pid\":%u,\"tid\":1,\"name\":\"step %" PRIu64
-				"\",\"cat\":\"step\",\"ts\":", PF_STEPS_PID, r->step);
-			pf_us(f, r->start_ns);
-			fputs(",\"dur\":", f);
-			pf_us(f, r->duration_ns);
-			fprintf(f, ",\"args\":{\"gpu_idle_ns\":%" PRIu64 ",\"tail\":%s}}",
-				r->gpu_idle_ns, r->tail ? "true" : "false");
-		}
-	} else {
-		first = false;
-	}
-	pf_meta(e, f, &first, "process_name", PF_STEPS_PID, -1, "stepblame");
-	pf_meta(e, f, &first, "thread_name", PF_STEPS_PID, 1, "steps");
-	pf_meta(e, f, &first, "thread_name", PF_STEPS_PID, 2, "GPU idle: blame");
-	if (e->gpu_fed) {
-		pf_meta(e, f, &first, "process_name", PF_GPU_PID, -1, "GPU 0");
-	}
-	if (e->tpid) {
-		struct eng_target t;
-
-		engine_target(e, &t);
-		snprintf(name, sizeof(name), "%s (target)", t.comm[0] ? t.comm : "trainer");
-		pf_meta(e, f, &first, "process_name", e->tpid, -1, name);
-		/* threads forgotten to make room (a trace of more than THR_MAX threads) */
-		for (uint32_t i = 0; i < e->ngone; i++)
-			pf_meta(e, f, &first, "thread_name", e->tpid, e->gone[i].tid, e->gone[i].comm);
-		for (uint32_t i = 0; i < e->nthr; i++) {
-			const struct thr *t2 = e->thr[i];
-
-			if (t2->comm[0])
-				pf_meta(e, f, &first, "thread_name", e->tpid, t2->tid, t2->comm);
-		}
-	}
-	ni = engine_interferers(e, itf, ARRAY_LEN(itf));
-	for (int i = 0; i < ni; i++)
-		if (!itf[i].own)
-			pf_meta(e, f, &first, "process_name", itf[i].pid, -1, itf[i].comm);
-	fputs("\n]}\n", f);
-	return ferror(f) ? -EIO : 0;
+	for (uint32_t i = 0; i < e->nthr; i++)
+		fn(ctx, e->thr[i]->tid, e->thr[i]->comm);
 }

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "report/report.h"
 #include "base/json.h"
 #include "format/costs.h"
 #include "format/trace.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "report/report.h"
 #include "format/costs.h"
 #include "format/trace.h"
 
