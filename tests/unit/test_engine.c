@@ -35,7 +35,7 @@ static uint64_t run_steps(struct world *w, unsigned n, unsigned at, const struct
 	return S;
 }
 
-static char *render(struct engine *e, int (*fn)(struct engine *, FILE *))
+static char *render(struct engine *e, int (*fn)(const struct engine *, FILE *))
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -1014,7 +1014,7 @@ static void t_same_input_same_bytes(void)
 {
 	struct world w;
 	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_chain };
-	int (*fmt[])(struct engine *, FILE *) = { report_text, report_json, report_jsonl };
+	int (*fmt[])(const struct engine *, FILE *) = { report_text, report_json, report_jsonl };
 
 	world_init(&w);
 	run_steps(&w, 30, 11, &inj, NULL);

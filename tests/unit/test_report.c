@@ -171,7 +171,7 @@ static bool write_file(const char *path, const char *data, size_t len)
 	return !fclose(f) && ok;
 }
 
-static char *render(struct engine *e, int (*fn)(struct engine *, FILE *), size_t *len)
+static char *render(struct engine *e, int (*fn)(const struct engine *, FILE *), size_t *len)
 {
 	char *buf = NULL;
 	size_t n = 0;

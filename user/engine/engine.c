@@ -480,6 +480,7 @@ struct engine {
 	uint32_t nprobes_missing;
 	uint64_t probes_dropped;
 	bool finished;
+	struct eng_summary final_summary; /* engine_finish: over all steps, final */
 
 	/* the tracer's own cost: the model, the guard's mode changes (ts, mode) */
 	struct sb_costs costs;
@@ -688,7 +689,7 @@ static uint32_t hash32(uint32_t x)
 	return x;
 }
 
-static struct thr *thr_find(struct engine *e, uint32_t tid)
+static struct thr *thr_find(const struct engine *e, uint32_t tid)
 {
 	if (!e->thash_cap)
 		return NULL;
@@ -819,7 +820,7 @@ static struct thr *thr_get(struct engine *e, uint32_t tid, uint32_t pid)
 	return t ? t : thr_new(e, tid, pid);
 }
 
-static const char *thr_comm(struct engine *e, uint32_t tid)
+static const char *thr_comm(const struct engine *e, uint32_t tid)
 {
 	struct thr *t = thr_find(e, tid);
 
@@ -1704,6 +1705,8 @@ static void sort_blame(struct eng_blame *b, uint32_t n)
 }
 
 static void running_tail(struct engine *e, struct eng_step *s);
+static void summarise_all(const struct engine *e, struct eng_summary *s);
+static void mark_tails(struct engine *e, const struct eng_summary *s);
 
 /*
  * Guard records arrive with the agent's records, ahead of the sweep: their
@@ -3549,6 +3552,8 @@ void engine_finish(struct engine *e)
 	finalize_ready(e);
 	for (int i = 0; i < e->ncand; i++)
 		timeline_thread_flush(e, e->cand[i]);
+	summarise_all(e, &e->final_summary);
+	mark_tails(e, &e->final_summary);
 	e->finished = true;
 }
 
@@ -3805,7 +3810,7 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void dips(struct engine *e, uint64_t first, uint64_t last, struct eng_summary *s,
+static void dips(const struct engine *e, uint64_t first, uint64_t last, struct eng_summary *s,
 		 uint64_t *tmp)
 {
 	uint64_t n = 0, nd = 0, med_idle, mad_idle, med_dur, thr;
@@ -3910,8 +3915,8 @@ static void dips(struct engine *e, uint64_t first, uint64_t last, struct eng_sum
 	free(idx);
 }
 
-static void summarise_range(struct engine *e, uint64_t first, uint64_t last,
-			    struct eng_summary *s, bool write_tail)
+static void summarise_range(const struct engine *e, uint64_t first, uint64_t last,
+			    struct eng_summary *s)
 {
 	uint64_t n = 0, *v;
 
@@ -3982,14 +3987,11 @@ static void summarise_range(struct engine *e, uint64_t first, uint64_t last,
 		s->tracer_max_ppm = v[k - 1];
 	}
 	for (uint64_t i = first; i < last; i++) {
-		struct eng_step *r = RES(e, i);
-		bool tail = n && complete_step(r) && r->duration_ns > s->tail_threshold_ns;
+		const struct eng_step *r = RES(e, i);
 
 		s->tracer_total_ns += r->tracer_ns;
 		s->sampled_steps += r->alloc_sampled;
-		if (write_tail)
-			r->tail = tail;
-		s->ntail += tail;
+		s->ntail += n && complete_step(r) && r->duration_ns > s->tail_threshold_ns;
 	}
 	dips(e, first, last, s, v);
 	free(v);
@@ -4029,7 +4031,7 @@ void engine_guard(const struct engine *e, struct eng_guard *g)
  * Window mode, once steps have been dropped: the figures over all steps from
  * the running summaries, the tail flags and dips over the steps kept.
  */
-static void summarise_window(struct engine *e, struct eng_summary *s)
+static void summarise_window(const struct engine *e, struct eng_summary *s)
 {
 	const struct allsum *w = e->ws;
 	uint64_t first = first_kept(e), *v;
@@ -4065,11 +4067,6 @@ static void summarise_window(struct engine *e, struct eng_summary *s)
 		s->tracer_p99_ppm = hg_pct(&w->tracer_ppm, 99, 100);
 		s->tracer_max_ppm = w->tracer_ppm_max;
 	}
-	for (uint64_t i = first; i < e->nres; i++) {
-		struct eng_step *r = RES(e, i);
-
-		r->tail = w->ncomplete && complete_step(r) && r->duration_ns > s->tail_threshold_ns;
-	}
 	v = calloc(e->nres - first + 1, sizeof(*v));
 	if (v)
 		dips(e, first, e->nres, s, v);
@@ -4079,17 +4076,39 @@ static void summarise_window(struct engine *e, struct eng_summary *s)
 	s->pct_error = 1.0 / (2 * HG_SUB);
 }
 
-void engine_summarise(struct engine *e, struct eng_summary *s)
+/*
+ * The summary over all steps: in window mode, once steps have been dropped,
+ * from the running summaries (the tail flags and dips over the steps kept).
+ */
+static void summarise_all(const struct engine *e, struct eng_summary *s)
 {
 	if (e->ws && e->chunk0)
 		summarise_window(e, s);
 	else
-		summarise_range(e, 0, e->nres, s, true);
+		summarise_range(e, 0, e->nres, s);
 }
 
-void engine_running_summary(struct engine *e, struct eng_summary *s)
+/* the final judgement, into the steps kept (engine_finish) */
+static void mark_tails(struct engine *e, const struct eng_summary *s)
 {
-	summarise_range(e, e->nres > LIVE_WINDOW ? e->nres - LIVE_WINDOW : 0, e->nres, s, false);
+	for (uint64_t i = first_kept(e); i < e->nres; i++) {
+		struct eng_step *r = RES(e, i);
+
+		r->tail = s->ncomplete && complete_step(r) && r->duration_ns > s->tail_threshold_ns;
+	}
+}
+
+void engine_summarise(const struct engine *e, struct eng_summary *s)
+{
+	if (e->finished)
+		*s = e->final_summary;
+	else
+		summarise_all(e, s);
+}
+
+void engine_running_summary(const struct engine *e, struct eng_summary *s)
+{
+	summarise_range(e, e->nres > LIVE_WINDOW ? e->nres - LIVE_WINDOW : 0, e->nres, s);
 }
 
 int engine_step_excess(const struct engine *e, const struct eng_step *st,
@@ -4187,7 +4206,7 @@ void engine_target(const struct engine *e, struct eng_target *t)
 	t->pid = e->tpid;
 	memcpy(t->comm, e->tcomm, sizeof(t->comm));
 	if (!t->comm[0] && e->tpid)
-		snprintf(t->comm, sizeof(t->comm), "%s", thr_comm((struct engine *)e, e->tpid));
+		snprintf(t->comm, sizeof(t->comm), "%s", thr_comm(e, e->tpid));
 	t->cmdline = e->tcmdline ? e->tcmdline : "";
 }
 

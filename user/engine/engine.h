@@ -159,7 +159,7 @@ struct eng_step {
 	uint64_t gpu_busy_ns, gpu_idle_ns;
 	bool gpu_timeline;       /* false: host-only, blame covers the whole step */
 	bool incomplete;         /* the capture ended inside it */
-	bool tail;               /* > median + 3 MAD (of the steps seen when judged) */
+	bool tail;               /* > median + 3 MAD (of the steps seen so far; all, after engine_finish) */
 	uint32_t crit_tid;       /* the thread that carried most of the blamed time */
 	char crit_comm[SB_COMM_LEN + 1];
 	uint64_t cause_ns[ENG_NCAUSE];
@@ -213,7 +213,10 @@ void engine_feed(struct engine *e, const struct sb_hdr *rec);
 void engine_advance(struct engine *e, uint64_t now_ns);
 /* the trace was cut short (no trailer): why, in one line */
 void engine_set_truncated(struct engine *e, const char *why);
-/* end of input: flush every step; the last one may be incomplete */
+/*
+ * End of input: flush every step (the last one may be incomplete) and judge
+ * them all (engine_summarise). Results are final: the outputs only read them.
+ */
 void engine_finish(struct engine *e);
 
 /*
@@ -273,8 +276,12 @@ struct eng_summary {
 	double pct_error;
 };
 
-/* percentiles, tail flags (written into the steps), dips; after engine_finish */
-void engine_summarise(struct engine *e, struct eng_summary *s);
+/*
+ * Percentiles, tail flags, dips over all steps. After engine_finish (which
+ * judges the tail and sets eng_step.tail): the final summary; before it, the
+ * steps so far, their tail flags left as they are.
+ */
+void engine_summarise(const struct engine *e, struct eng_summary *s);
 /* the step's causes over the medians in s, largest first; returns how many */
 int engine_step_excess(const struct engine *e, const struct eng_step *st,
 		       const struct eng_summary *s, struct eng_excess *out, int max);
@@ -373,7 +380,7 @@ void engine_each_thread(const struct engine *e,
 			void (*fn)(void *ctx, uint32_t tid, const char *comm), void *ctx);
 
 /* a summary of the steps seen so far (live: tail judged on them), cheap enough per step */
-void engine_running_summary(struct engine *e, struct eng_summary *s);
+void engine_running_summary(const struct engine *e, struct eng_summary *s);
 
 #define ENG_REPORT_SCHEMA_NAME "stepblame-report"
 #define ENG_REPORT_SCHEMA_VERSION 1

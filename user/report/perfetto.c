@@ -218,7 +218,7 @@ static void thread_name(void *ctx, uint32_t tid, const char *comm)
 		pf_meta(tn->f, tn->first, "thread_name", tn->pid, tid, comm);
 }
 
-int report_perfetto(struct engine *e, const struct perfetto_stream *p, FILE *f)
+int report_perfetto(const struct engine *e, const struct perfetto_stream *p, FILE *f)
 {
 	bool first;
 	struct eng_interferer itf[256];

@@ -10,15 +10,15 @@
 
 #include "engine/engine.h"
 
-int report_text(struct engine *e, FILE *f);
-int report_json(struct engine *e, FILE *f);
-int report_jsonl(struct engine *e, FILE *f);
+int report_text(const struct engine *e, FILE *f);
+int report_json(const struct engine *e, FILE *f);
+int report_jsonl(const struct engine *e, FILE *f);
 
 /* one step as a compact JSON object plus newline (the JSONL line; attach --json) */
-int report_step_json(struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
+int report_step_json(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
 		     FILE *f);
 /* one step as a line of text (attach) */
-int report_step_line(struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
+int report_step_line(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
 		     FILE *f);
 
 /*
@@ -30,6 +30,6 @@ int report_step_line(struct engine *e, const struct eng_step *s, const struct en
 struct perfetto_stream;
 struct perfetto_stream *perfetto_stream_new(FILE *f, struct eng_timeline_hooks *hooks);
 void perfetto_stream_free(struct perfetto_stream *p);
-int report_perfetto(struct engine *e, const struct perfetto_stream *p, FILE *f);
+int report_perfetto(const struct engine *e, const struct perfetto_stream *p, FILE *f);
 
 #endif
