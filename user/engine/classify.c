@@ -13,26 +13,26 @@
 #define CHAIN_DEPTH 3
 
 /* overlay priority while on CPU or asleep: the innermost explanation wins */
-static const uint8_t ov_prio[ENG_NCAUSE] = {
+static const uint8_t overlay_priority[ENG_NCAUSE] = {
 	[ENG_MEM_RECLAIM] = 7, [ENG_PAGE_FAULT] = 6, [ENG_IO_WAIT] = 5, [ENG_CUDA_SYNC] = 4,
 	[ENG_CUDA_ALLOC] = 4, [ENG_CUDA_API] = 3, [ENG_ALLOC] = 2, [ENG_MIGRATION] = 1,
 };
 
-void acc_reset(struct acc *a)
+void accum_reset(struct accum *a)
 {
 	memset(a->ns, 0, sizeof(a->ns));
-	memset(a->cnt, 0, sizeof(a->cnt));
-	a->ncul = 0;
-	a->npend = 0;
-	a->pend_extra = 0;
+	memset(a->count, 0, sizeof(a->count));
+	a->nculprits = 0;
+	a->npending = 0;
+	a->pending_extra = 0;
 }
 
-void acc_free(struct engine *e, struct acc *a)
+void accum_free(struct engine *e, struct accum *a)
 {
-	free(a->cul);
-	heap_add(e, -(int64_t)(a->capcul * sizeof(*a->cul)));
-	a->cul = NULL;
-	a->capcul = a->ncul = 0;
+	free(a->culprits);
+	heap_account(e, -(int64_t)(a->culprits_cap * sizeof(*a->culprits)));
+	a->culprits = NULL;
+	a->culprits_cap = a->nculprits = 0;
 }
 
 static bool who_same(const struct eng_who *a, const struct eng_who *b)
@@ -41,57 +41,58 @@ static bool who_same(const struct eng_who *a, const struct eng_who *b)
 	       !strcmp(a->comm, b->comm);
 }
 
-static void acc_cul(struct engine *e, struct acc *a, int cause, const struct eng_who *w,
-		    uint64_t ns)
+static void accum_culprit(struct engine *e, struct accum *a, int cause, const struct eng_who *w,
+			  uint64_t ns)
 {
-	for (uint32_t i = 0; i < a->ncul; i++) {
-		if (a->cul[i].cause == cause && who_same(&a->cul[i].who, w)) {
-			a->cul[i].ns += ns;
+	for (uint32_t i = 0; i < a->nculprits; i++) {
+		if (a->culprits[i].cause == cause && who_same(&a->culprits[i].who, w)) {
+			a->culprits[i].ns += ns;
 			return;
 		}
 	}
-	if (a->ncul >= CUL_MAX)
+	if (a->nculprits >= CULPRITS_MAX)
 		return; /* the time stays in ns[cause], without a name */
-	grow(e, (void **)&a->cul, &a->capcul, a->ncul + 1, sizeof(*a->cul));
-	a->cul[a->ncul].cause = (uint8_t)cause;
-	a->cul[a->ncul].who = *w;
-	a->cul[a->ncul].ns = ns;
-	a->ncul++;
+	heap_grow(e, (void **)&a->culprits, &a->culprits_cap, a->nculprits + 1, sizeof(*a->culprits));
+	a->culprits[a->nculprits].cause = (uint8_t)cause;
+	a->culprits[a->nculprits].who = *w;
+	a->culprits[a->nculprits].ns = ns;
+	a->nculprits++;
 }
 
-static void acc_add(struct engine *e, struct acc *a, int cause, uint64_t ns,
-		    const struct eng_who *w)
+static void accum_add(struct engine *e, struct accum *a, int cause, uint64_t ns,
+		      const struct eng_who *w)
 {
 	if (!ns)
 		return;
 	a->ns[cause] += ns;
 	if (w)
-		acc_cul(e, a, cause, w, ns);
+		accum_culprit(e, a, cause, w, ns);
 }
 
-void acc_merge(struct engine *e, struct acc *dst, const struct acc *src)
+void accum_merge(struct engine *e, struct accum *dst, const struct accum *src)
 {
 	for (int c = 0; c < ENG_NCAUSE; c++)
 		dst->ns[c] += src->ns[c];
 	for (int c = 0; c < ENG_NCOUNT; c++)
-		dst->cnt[c] += src->cnt[c];
-	for (uint32_t i = 0; i < src->ncul; i++)
-		acc_cul(e, dst, src->cul[i].cause, &src->cul[i].who, src->cul[i].ns);
+		dst->count[c] += src->count[c];
+	for (uint32_t i = 0; i < src->nculprits; i++)
+		accum_culprit(e, dst, src->culprits[i].cause, &src->culprits[i].who, src->culprits[i].ns);
 }
 
 /* t's track: its slice in one state is extended while the next one follows on */
-void timeline_thread_flush(struct engine *e, struct thr *t)
+void timeline_thread_flush(struct engine *e, struct thread *t)
 {
 	if (t->track_state && t->track_end > t->track_start)
-		e->o.timeline.thread_state(e->o.timeline.ctx, e->tpid ? e->tpid : t->pid, t->tid,
-					   t->track_state, t->track_start, t->track_end);
+		e->opts.timeline.thread_state(e->opts.timeline.ctx,
+					      e->target_pid ? e->target_pid : t->pid, t->tid,
+					      t->track_state, t->track_start, t->track_end);
 	t->track_state = NULL;
 }
 
-static void timeline_thread(struct engine *e, struct thr *t, const char *name, uint64_t s,
+static void timeline_thread(struct engine *e, struct thread *t, const char *name, uint64_t s,
 			    uint64_t end)
 {
-	if (!e->o.timeline.thread_state || end <= s)
+	if (!e->opts.timeline.thread_state || end <= s)
 		return;
 	if (t->track_state == name && t->track_end == s) {
 		t->track_end = end;
@@ -115,11 +116,11 @@ static const char *state_name(uint8_t s)
 	return "unknown";
 }
 
-struct clsctx {
-	struct thr *t;
-	struct acc *a;
+struct classify_ctx {
+	struct thread *t;
+	struct accum *a;
 	uint64_t upto;           /* timeline: how far the thread's track is drawn */
-	const struct thr *via;   /* chain: the waker that was preempted */
+	const struct thread *via;   /* chain: the waker that was preempted */
 	const struct eng_who *dflt;
 };
 
@@ -129,7 +130,7 @@ bool is_stopper(const char *comm)
 	return !memcmp(comm, "migration/", 10);
 }
 
-static void who_of_rs(struct eng_who *w, const struct rs *r, uint16_t cpu)
+static void who_of_runslice(struct eng_who *w, const struct runslice *r, uint16_t cpu)
 {
 	memset(w, 0, sizeof(*w));
 	w->pid = r->pid;
@@ -138,47 +139,48 @@ static void who_of_rs(struct eng_who *w, const struct rs *r, uint16_t cpu)
 	w->cpu = cpu;
 }
 
-static void on_preemptor(struct engine *e, void *ctx, const struct rs *r, uint16_t cpu,
+static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
 			 uint64_t a, uint64_t b)
 {
-	struct clsctx *c = ctx;
+	struct classify_ctx *c = ctx;
 	struct eng_who w;
 	int cause;
 
-	who_of_rs(&w, r, cpu);
+	who_of_runslice(&w, r, cpu);
 	/* the wait right after a move is the move's, whoever holds the new CPU */
 	cause = is_stopper(w.comm) || c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
-	acc_add(e, c->a, cause, b - a, is_stopper(w.comm) ? NULL : &w);
-	if (e->o.timeline.thread_state || e->o.timeline.interferer) {
+	accum_add(e, c->a, cause, b - a, is_stopper(w.comm) ? NULL : &w);
+	if (e->opts.timeline.thread_state || e->opts.timeline.interferer) {
 		int gap = c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
 
 		if (a > c->upto)
 			timeline_thread(e, c->t, eng_cause_name(gap), c->upto, a);
 		c->upto = b;
-		if (e->o.timeline.interferer)
-			e->o.timeline.interferer(e->o.timeline.ctx, &w, c->t->tid, a, b);
+		if (e->opts.timeline.interferer)
+			e->opts.timeline.interferer(e->opts.timeline.ctx, &w, c->t->tid, a, b);
 		timeline_thread(e, c->t, eng_cause_name(cause), a, b);
 	}
 }
 
-static void cls_runnable(struct engine *e, struct thr *t, struct acc *a, uint64_t s, uint64_t end)
+static void classify_runnable(struct engine *e, struct thread *t, struct accum *a, uint64_t s,
+			      uint64_t end)
 {
-	struct clsctx c = { .t = t, .a = a, .upto = s };
-	uint64_t cov = rs_cover(e, t->cpu, s, end, on_preemptor, &c);
+	struct classify_ctx c = { .t = t, .a = a, .upto = s };
+	uint64_t cov = runslice_cover(e, t->cpu, s, end, on_preemptor, &c);
 	int cause = t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
 
-	acc_add(e, a, cause, end - s - cov, NULL);
+	accum_add(e, a, cause, end - s - cov, NULL);
 	if (c.upto < end)
 		timeline_thread(e, t, eng_cause_name(cause), c.upto, end);
 }
 
 /* of t's unexplained on-CPU time [x, y], how much its bursts claim as alloc (used up) */
-static uint64_t burst_take(struct thr *t, uint64_t x, uint64_t y)
+static uint64_t burst_take(struct thread *t, uint64_t x, uint64_t y)
 {
 	uint64_t got = 0;
 
-	for (uint32_t i = 0; i < t->nbov && got < y - x; i++) {
-		struct bov *b = &t->bov[i];
+	for (uint32_t i = 0; i < t->nbursts && got < y - x; i++) {
+		struct burst *b = &t->bursts[i];
 		uint64_t lo = max64(x, b->s), hi = min64(y, b->e), take;
 
 		if (hi <= lo || !b->left)
@@ -195,21 +197,21 @@ static uint64_t burst_take(struct thr *t, uint64_t x, uint64_t y)
  * sub-interval. a == NULL: outside any gap, only use up the bursts' budgets
  * (on-CPU time there is their time as much as inside a gap).
  */
-static void cls_overlays(struct engine *e, struct thr *t, struct acc *a, uint64_t s, uint64_t end,
-			 bool asleep)
+static void classify_overlays(struct engine *e, struct thread *t, struct accum *a, uint64_t s,
+			      uint64_t end, bool asleep)
 {
-	uint64_t pts[2 * OV_MAX + 2 * BOV_MAX + 6];
-	struct ovl ov[OV_MAX + 1];
+	uint64_t pts[2 * OVERLAYS_MAX + 2 * BURSTS_MAX + 6];
+	struct overlay ov[OVERLAYS_MAX + 1];
 	int nov = 0, np = 0;
 
-	for (uint32_t i = 0; i < t->nov; i++)
-		if (t->ov[i].e > s && t->ov[i].s < end)
-			ov[nov++] = t->ov[i];
-	if (t->f_open) {
-		uint64_t fe = asleep ? end : t->f_decided ? t->f_e : t->f_r + e->fault_cost;
+	for (uint32_t i = 0; i < t->noverlays; i++)
+		if (t->overlays[i].e > s && t->overlays[i].s < end)
+			ov[nov++] = t->overlays[i];
+	if (t->fault_open) {
+		uint64_t fe = asleep ? end : t->fault_decided ? t->fault_end : t->fault_at + e->fault_cost;
 
-		if (asleep || (fe > s && t->f_r < end))
-			ov[nov++] = (struct ovl){ .s = asleep ? s : t->f_r, .e = fe,
+		if (asleep || (fe > s && t->fault_at < end))
+			ov[nov++] = (struct overlay){ .s = asleep ? s : t->fault_at, .e = fe,
 						  .cause = ENG_PAGE_FAULT };
 	}
 	pts[np++] = s;
@@ -220,11 +222,11 @@ static void cls_overlays(struct engine *e, struct thr *t, struct acc *a, uint64_
 		if (ov[i].e > s && ov[i].e < end)
 			pts[np++] = ov[i].e;
 	}
-	for (uint32_t i = 0; !asleep && i < t->nbov; i++) {
-		if (t->bov[i].s > s && t->bov[i].s < end)
-			pts[np++] = t->bov[i].s;
-		if (t->bov[i].e > s && t->bov[i].e < end)
-			pts[np++] = t->bov[i].e;
+	for (uint32_t i = 0; !asleep && i < t->nbursts; i++) {
+		if (t->bursts[i].s > s && t->bursts[i].s < end)
+			pts[np++] = t->bursts[i].s;
+		if (t->bursts[i].e > s && t->bursts[i].e < end)
+			pts[np++] = t->bursts[i].e;
 	}
 	for (int i = 1; i < np; i++)
 		for (int j = i; j > 0 && pts[j - 1] > pts[j]; j--) {
@@ -241,7 +243,7 @@ static void cls_overlays(struct engine *e, struct thr *t, struct acc *a, uint64_
 			continue;
 		for (int k = 0; k < nov; k++)
 			if (ov[k].s <= x && ov[k].e >= y &&
-			    (best < 0 || ov_prio[ov[k].cause] > ov_prio[best]))
+			    (best < 0 || overlay_priority[ov[k].cause] > overlay_priority[best]))
 				best = ov[k].cause;
 		/*
 		 * Asleep in a synchronisation while the GPU is idle with nothing
@@ -264,14 +266,14 @@ static void cls_overlays(struct engine *e, struct thr *t, struct acc *a, uint64_
 			continue;
 		}
 		if (best >= 0) {
-			acc_add(e, a, best, y - x, NULL);
+			accum_add(e, a, best, y - x, NULL);
 			timeline_thread(e, t, eng_cause_name(best), x, y);
 		} else if (!asleep) {
 			/* in a burst of fast allocator calls: as much as its calls took is alloc */
 			uint64_t al = burst_take(t, x, y);
 
-			acc_add(e, a, ENG_ALLOC, al, NULL);
-			acc_add(e, a, ENG_HOST_COMPUTE, y - x - al, NULL);
+			accum_add(e, a, ENG_ALLOC, al, NULL);
+			accum_add(e, a, ENG_HOST_COMPUTE, y - x - al, NULL);
 			if (al)
 				timeline_thread(e, t, eng_cause_name(ENG_ALLOC), x, x + al);
 			if (x + al < y)
@@ -279,98 +281,98 @@ static void cls_overlays(struct engine *e, struct thr *t, struct acc *a, uint64_
 		} else {
 			/* a plain sleep: why is known at the wakeup */
 			timeline_thread(e, t, state_name(t->state), x, y);
-			if (a->npend && a->pend[a->npend - 1].b == x)
-				a->pend[a->npend - 1].b = y;
-			else if (a->npend < PEND_MAX)
-				a->pend[a->npend++] = (struct pend){ x, y };
+			if (a->npending && a->pending[a->npending - 1].b == x)
+				a->pending[a->npending - 1].b = y;
+			else if (a->npending < PENDING_MAX)
+				a->pending[a->npending++] = (struct pending_sleep){ x, y };
 			else
-				a->pend_extra += y - x;
-			a->pend_state = t->state;
+				a->pending_extra += y - x;
+			a->pending_state = t->state;
 		}
 	}
 }
 
-static struct acc *piece_acc(struct piece *p, int cand)
+static struct accum *piece_accum(struct piece *p, int cand)
 {
-	return cand >= 0 ? &p->acc[cand] : NULL;
+	return cand >= 0 ? &p->accum[cand] : NULL;
 }
 
 /* attribute t's time from its last cut up to `to` */
-void thr_account(struct engine *e, struct thr *t, uint64_t to)
+void thread_account(struct engine *e, struct thread *t, uint64_t to)
 {
 	uint64_t s = t->last_cut;
-	struct piece *p = e->gap_open ? e->cur_piece : NULL;
-	struct acc *a;
+	struct piece *p = e->gap_open ? e->current_piece : NULL;
+	struct accum *a;
 
 	if (to <= s)
 		return;
 	t->last_cut = to;
 	/* overlays that ended before now are of no further use */
-	for (uint32_t i = 0; i < t->nov;) {
-		if (t->ov[i].e <= s)
-			t->ov[i] = t->ov[--t->nov];
+	for (uint32_t i = 0; i < t->noverlays;) {
+		if (t->overlays[i].e <= s)
+			t->overlays[i] = t->overlays[--t->noverlays];
 		else
 			i++;
 	}
-	for (uint32_t i = 0; i < t->nbov;) {
-		if (t->bov[i].e <= s || !t->bov[i].left)
-			t->bov[i] = t->bov[--t->nbov];
+	for (uint32_t i = 0; i < t->nbursts;) {
+		if (t->bursts[i].e <= s || !t->bursts[i].left)
+			t->bursts[i] = t->bursts[--t->nbursts];
 		else
 			i++;
 	}
 	if (!p) {
-		if (t->state == TS_RUNNING && t->nbov)
-			cls_overlays(e, t, NULL, s, to, false);
+		if (t->state == TS_RUNNING && t->nbursts)
+			classify_overlays(e, t, NULL, s, to, false);
 		timeline_thread(e, t, state_name(t->state), s, to);
 		return;
 	}
 	if (s < p->start) {
-		if (t->state == TS_RUNNING && t->nbov)
-			cls_overlays(e, t, NULL, s, min64(p->start, to), false);
+		if (t->state == TS_RUNNING && t->nbursts)
+			classify_overlays(e, t, NULL, s, min64(p->start, to), false);
 		s = p->start;
 	}
 	if (to <= s)
 		return;
-	a = piece_acc(p, t->cand);
+	a = piece_accum(p, t->candidate);
 	switch (t->state) {
 	case TS_RUNNING:
-		cls_overlays(e, t, a, s, to, false);
+		classify_overlays(e, t, a, s, to, false);
 		break;
 	case TS_RUNNABLE:
-		cls_runnable(e, t, a, s, to);
+		classify_runnable(e, t, a, s, to);
 		break;
 	case TS_SLEEP_S:
 	case TS_SLEEP_D:
-		cls_overlays(e, t, a, s, to, true);
+		classify_overlays(e, t, a, s, to, true);
 		break;
 	default:
-		acc_add(e, a, ENG_UNKNOWN, to - s, NULL);
+		accum_add(e, a, ENG_UNKNOWN, to - s, NULL);
 		timeline_thread(e, t, eng_cause_name(ENG_UNKNOWN), s, to);
 		break;
 	}
 }
 
-void cut_all(struct engine *e, uint64_t t)
+void account_candidates(struct engine *e, uint64_t t)
 {
-	for (int i = 0; i < e->ncand; i++)
-		thr_account(e, e->cand[i], t);
+	for (int i = 0; i < e->ncandidates; i++)
+		thread_account(e, e->candidates[i], t);
 }
 
-static void on_chain_preemptor(struct engine *e, void *ctx, const struct rs *r, uint16_t cpu,
+static void on_chain_preemptor(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
 			       uint64_t a, uint64_t b)
 {
-	struct clsctx *c = ctx;
+	struct classify_ctx *c = ctx;
 	struct eng_who w;
 
-	who_of_rs(&w, r, cpu);
+	who_of_runslice(&w, r, cpu);
 	if (is_stopper(w.comm)) {
-		acc_add(e, c->a, ENG_BLOCKED, b - a, c->dflt);
+		accum_add(e, c->a, ENG_BLOCKED, b - a, c->dflt);
 		return;
 	}
 	w.via_pid = c->via->pid;
 	w.via_tid = c->via->tid;
 	memcpy(w.via_comm, c->via->comm, sizeof(w.via_comm));
-	acc_add(e, c->a, ENG_BLOCKED, b - a, &w);
+	accum_add(e, c->a, ENG_BLOCKED, b - a, &w);
 }
 
 /*
@@ -380,15 +382,16 @@ static void on_chain_preemptor(struct engine *e, void *ctx, const struct rs *r, 
  * waker's own sleeps were often ended from interrupt context, whose "waker" is
  * whatever happened to run.
  */
-static void chain(struct engine *e, struct acc *a, uint64_t s, uint64_t end, struct thr *w,
-		  const struct eng_who *dflt, const struct thr *victim, int depth)
+static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t end,
+			 struct thread *w, const struct eng_who *dflt, const struct thread *victim,
+			 int depth)
 {
 	uint64_t cur = s;
 
 	uint32_t lo = 0, hi;
 
 	if (!w || depth >= CHAIN_DEPTH) {
-		acc_add(e, a, ENG_BLOCKED, end - s, dflt);
+		accum_add(e, a, ENG_BLOCKED, end - s, dflt);
 		return;
 	}
 	/* episodes that all ended by s cover none of [s, end]: skip them */
@@ -419,34 +422,34 @@ static void chain(struct engine *e, struct acc *a, uint64_t s, uint64_t end, str
 		if (y <= x)
 			continue;
 		if (x > cur)
-			acc_add(e, a, ENG_BLOCKED, x - cur, dflt);
+			accum_add(e, a, ENG_BLOCKED, x - cur, dflt);
 		if (ep.kind == EP_RUN) {
-			struct clsctx c = { .a = a, .via = w, .dflt = dflt };
-			uint64_t cov = rs_cover(e, ep.cpu, x, y, on_chain_preemptor, &c);
+			struct classify_ctx c = { .a = a, .via = w, .dflt = dflt };
+			uint64_t cov = runslice_cover(e, ep.cpu, x, y, on_chain_preemptor, &c);
 
-			acc_add(e, a, ENG_BLOCKED, y - x - cov, dflt);
-		} else if (ep.kind == EP_SLEEP_S && ep.wpid == e->tpid && ep.wtid != w->tid &&
+			accum_add(e, a, ENG_BLOCKED, y - x - cov, dflt);
+		} else if (ep.kind == EP_SLEEP_S && ep.wpid == e->target_pid && ep.wtid != w->tid &&
 			   ep.wtid != victim->tid) {
-			chain(e, a, x, y, thr_find(e, ep.wtid), dflt, victim, depth + 1);
+			wakeup_chain(e, a, x, y, thread_find(e, ep.wtid), dflt, victim, depth + 1);
 		} else {
-			acc_add(e, a, ENG_BLOCKED, y - x, dflt);
+			accum_add(e, a, ENG_BLOCKED, y - x, dflt);
 		}
 		cur = y;
 	}
 	if (cur < end)
-		acc_add(e, a, ENG_BLOCKED, end - cur, dflt);
+		accum_add(e, a, ENG_BLOCKED, end - cur, dflt);
 }
 
 /* a plain sleep of candidate t ended; wk: the wakeup record, NULL if none seen */
-void resolve_sleep_acc(struct engine *e, struct thr *t, struct acc *a,
-			      const struct sb_wakeup *wk)
+void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
+			 const struct sb_wakeup *wk)
 {
 	struct eng_who dflt;
-	struct thr *w = NULL;
+	struct thread *w = NULL;
 	bool named = false;
 	int cause;
 
-	if (!a->npend && !a->pend_extra)
+	if (!a->npending && !a->pending_extra)
 		return;
 	if (wk) {
 		memset(&dflt, 0, sizeof(dflt));
@@ -455,34 +458,34 @@ void resolve_sleep_acc(struct engine *e, struct thr *t, struct acc *a,
 		comm_copy(dflt.comm, wk->waker_comm);
 		dflt.cpu = -1;
 		named = wk->waker_pid != 0;
-		if (wk->waker_pid == e->tpid && wk->waker_tid != t->tid)
-			w = thr_find(e, wk->waker_tid);
+		if (wk->waker_pid == e->target_pid && wk->waker_tid != t->tid)
+			w = thread_find(e, wk->waker_tid);
 	}
-	if ((wk && is_stopper(dflt.comm)) || t->sleep_migr)
+	if ((wk && is_stopper(dflt.comm)) || t->sleep_migrating)
 		cause = ENG_MIGRATION;
 	else
-		cause = a->pend_state == TS_SLEEP_D ? ENG_IO_WAIT : ENG_BLOCKED;
-	for (uint32_t i = 0; i < a->npend; i++) {
-		uint64_t x = a->pend[i].a, y = a->pend[i].b;
+		cause = a->pending_state == TS_SLEEP_D ? ENG_IO_WAIT : ENG_BLOCKED;
+	for (uint32_t i = 0; i < a->npending; i++) {
+		uint64_t x = a->pending[i].a, y = a->pending[i].b;
 
 		if (cause == ENG_BLOCKED && named)
-			chain(e, a, x, y, w, &dflt, t, 0);
+			wakeup_chain(e, a, x, y, w, &dflt, t, 0);
 		else
-			acc_add(e, a, cause, y - x, cause == ENG_IO_WAIT || !named ? NULL : &dflt);
+			accum_add(e, a, cause, y - x, cause == ENG_IO_WAIT || !named ? NULL : &dflt);
 	}
-	if (a->pend_extra)
-		acc_add(e, a, cause, a->pend_extra, cause == ENG_BLOCKED && named ? &dflt : NULL);
-	a->npend = 0;
-	a->pend_extra = 0;
+	if (a->pending_extra)
+		accum_add(e, a, cause, a->pending_extra, cause == ENG_BLOCKED && named ? &dflt : NULL);
+	a->npending = 0;
+	a->pending_extra = 0;
 }
 
-void resolve_sleep(struct engine *e, struct thr *t, const struct sb_wakeup *wk)
+void resolve_sleep(struct engine *e, struct thread *t, const struct sb_wakeup *wk)
 {
-	if (t->cand < 0)
+	if (t->candidate < 0)
 		return;
-	for (uint32_t i = 0; i < e->pq_n; i++) {
-		struct piece *p = e->pq[(e->pq_head + i) % e->pq_cap];
+	for (uint32_t i = 0; i < e->npieces; i++) {
+		struct piece *p = e->pieces[(e->pieces_head + i) % e->pieces_cap];
 
-		resolve_sleep_acc(e, t, &p->acc[t->cand], wk);
+		resolve_sleep_accum(e, t, &p->accum[t->candidate], wk);
 	}
 }

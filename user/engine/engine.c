@@ -34,7 +34,7 @@
  *
  * The rooms, in that order: reorder.c (the window; it hands records to the
  * sweep through e->sweep and knows nothing of what they mean), host.c and
- * gpu.c (the sweep: host events, the GPU timeline), meta.c (text records, the
+ * gpu.c (the sweep: host events, the GPU timeline), meta_record.c (text records, the
  * capture's clock), threads.c (threads, episodes, runslices), classify.c
  * (accumulators, classification, wakeup chains, the thread tracks of the
  * timeline), steps.c (steps, pieces, candidates, interferers, result slots),
@@ -100,15 +100,15 @@ const char *eng_step_src_name(int s)
 	return "none";
 }
 
-void heap_add(struct engine *e, int64_t d)
+void heap_account(struct engine *e, int64_t d)
 {
 	e->heap += d;
 	if (e->heap > e->heap_peak)
 		e->heap_peak = e->heap;
 }
 
-/* grow *p (elements of size sz) to hold at least need; aborts on OOM */
-void grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t sz)
+/* heap_grow *p (elements of size sz) to hold at least need; aborts on OOM */
+void heap_grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t sz)
 {
 	size_t nc;
 	void *q;
@@ -123,13 +123,13 @@ void grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t sz)
 		sb_err("out of memory in the blame engine");
 		abort();
 	}
-	heap_add(e, (int64_t)((nc - *cap) * sz));
+	heap_account(e, (int64_t)((nc - *cap) * sz));
 	memset((char *)q + *cap * sz, 0, (nc - *cap) * sz);
 	*p = q;
 	*cap = (uint32_t)nc;
 }
 
-void *xcalloc(struct engine *e, size_t n, size_t sz)
+void *heap_calloc(struct engine *e, size_t n, size_t sz)
 {
 	void *p = calloc(n, sz);
 
@@ -137,13 +137,13 @@ void *xcalloc(struct engine *e, size_t n, size_t sz)
 		sb_err("out of memory in the blame engine");
 		abort();
 	}
-	heap_add(e, (int64_t)(n * sz));
+	heap_account(e, (int64_t)(n * sz));
 	return p;
 }
 
-char *xstrndup(struct engine *e, const char *s, size_t n)
+char *heap_strndup(struct engine *e, const char *s, size_t n)
 {
-	char *p = xcalloc(e, n + 1, 1);
+	char *p = heap_calloc(e, n + 1, 1);
 
 	memcpy(p, s, n);
 	return p;
@@ -198,13 +198,13 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 			e->have_ts = true;
 		}
 		if (h->type == SB_EV_STEP || h->type == SB_EV_SWITCH_OUT || h->type == SB_EV_SWITCH_IN)
-			if (!e->tpid)
-				e->tpid = h->pid;
-		enqueue(e, h, len);
+			if (!e->target_pid)
+				e->target_pid = h->pid;
+		reorder_enqueue(e, h, len);
 		if (h->ts > e->max_ts)
 			e->max_ts = h->ts;
 		if (e->max_ts > e->lag)
-			release(e, e->max_ts - e->lag);
+			reorder_release(e, e->max_ts - e->lag);
 		return;
 	}
 	len = meta_min(h->type);
@@ -212,14 +212,14 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 		e->malformed++;
 		return;
 	}
-	meta(e, h);
+	meta_record(e, h);
 	if (h->type == SB_REC_DROPS || h->type == SB_REC_TRAILER)
 		clock_saw(e, h->ts, false);
 	/* the agent's own periodic records say how far the clock has moved */
 	if ((h->type == SB_REC_DROPS || h->type == SB_REC_TRAILER) && h->ts > e->max_ts) {
 		e->max_ts = h->ts;
 		if (e->max_ts > e->lag)
-			release(e, e->max_ts - e->lag);
+			reorder_release(e, e->max_ts - e->lag);
 	}
 }
 
@@ -231,7 +231,7 @@ void engine_advance(struct engine *e, uint64_t now)
 	if (now > e->max_ts)
 		e->max_ts = now;
 	if (e->max_ts > e->lag)
-		release(e, e->max_ts - e->lag);
+		reorder_release(e, e->max_ts - e->lag);
 }
 
 void engine_set_truncated(struct engine *e, const char *why)
@@ -239,10 +239,10 @@ void engine_set_truncated(struct engine *e, const char *why)
 	if (!e)
 		return;
 	if (e->truncated) {
-		heap_add(e, -(int64_t)(strlen(e->truncated) + 1));
+		heap_account(e, -(int64_t)(strlen(e->truncated) + 1));
 		free(e->truncated);
 	}
-	e->truncated = xstrndup(e, why ? why : "cut short", strlen(why ? why : "cut short"));
+	e->truncated = heap_strndup(e, why ? why : "cut short", strlen(why ? why : "cut short"));
 }
 
 void engine_finish(struct engine *e)
@@ -251,23 +251,23 @@ void engine_finish(struct engine *e)
 
 	if (!e || e->finished)
 		return;
-	release(e, UINT64_MAX - (1ull << (BK_SHIFT + 1)));
+	reorder_release(e, UINT64_MAX - (1ull << (BUCKET_SHIFT + 1)));
 	end = max64(e->max_ts, e->now);
 	if (e->complete && e->trailer_ts > end)
 		end = e->trailer_ts;
-	if (e->cur_step)
-		end_step(e, max64(end, e->cur_step->start), true);
-	cut_all(e, end);
+	if (e->current_step)
+		end_step(e, max64(end, e->current_step->start), true);
+	account_candidates(e, end);
 	if (e->gap_open) {
-		if (e->cur_piece) {
-			e->cur_piece->closed = true;
-			e->cur_piece = NULL;
+		if (e->current_piece) {
+			e->current_piece->closed = true;
+			e->current_piece = NULL;
 		}
 		commit_ended(e, 0, true);
 	}
 	finalize_ready(e);
-	for (int i = 0; i < e->ncand; i++)
-		timeline_thread_flush(e, e->cand[i]);
+	for (int i = 0; i < e->ncandidates; i++)
+		timeline_thread_flush(e, e->candidates[i]);
 	summarise_all(e, &e->final_summary);
 	mark_tails(e, &e->final_summary);
 	e->finished = true;
@@ -275,8 +275,8 @@ void engine_finish(struct engine *e)
 
 void engine_set_step_cb(struct engine *e, engine_step_cb cb, void *ctx)
 {
-	e->cb = cb;
-	e->cb_ctx = ctx;
+	e->step_cb = cb;
+	e->step_cb_ctx = ctx;
 }
 
 /* the sweep has reached e->now: commit what is ready, finalise the steps that are */
@@ -296,52 +296,52 @@ struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	heap_add(e, sizeof(*e));
+	heap_account(e, sizeof(*e));
 	if (o)
-		e->o = *o;
-	e->lag = e->o.lag_ns ? e->o.lag_ns : DEFAULT_LAG_NS;
-	e->hist = max64(e->lag, MIN_HIST_NS);
-	e->sweep = sweep_rec;
+		e->opts = *o;
+	e->lag = e->opts.lag_ns ? e->opts.lag_ns : DEFAULT_LAG_NS;
+	e->history_ns = max64(e->lag, MIN_HIST_NS);
+	e->sweep = sweep_record;
 	e->time_moved = time_moved;
-	e->fault_cost = e->o.fault_cost_ns ? e->o.fault_cost_ns : DEFAULT_FAULT_NS;
+	e->fault_cost = e->opts.fault_cost_ns ? e->opts.fault_cost_ns : DEFAULT_FAULT_NS;
 	sb_costs_default(&e->costs);
-	if (e->o.step_nvtx) {
-		rc = regcomp(&e->re_nvtx, e->o.step_nvtx, REG_EXTENDED | REG_NOSUB);
+	if (e->opts.step_nvtx) {
+		rc = regcomp(&e->re_nvtx, e->opts.step_nvtx, REG_EXTENDED | REG_NOSUB);
 		if (rc) {
 			regerror(rc, &e->re_nvtx, msg, sizeof(msg));
-			snprintf(err, errlen, "--step-nvtx '%s': %s", e->o.step_nvtx, msg);
+			snprintf(err, errlen, "--step-nvtx '%s': %s", e->opts.step_nvtx, msg);
 			free(e);
 			return NULL;
 		}
 		e->has_nvtx = true;
-		e->forced_src = ENG_SRC_NVTX;
+		e->forced_source = ENG_SRC_NVTX;
 	}
-	if (e->o.step_kernel) {
-		rc = regcomp(&e->re_kernel, e->o.step_kernel, REG_EXTENDED | REG_NOSUB);
+	if (e->opts.step_kernel) {
+		rc = regcomp(&e->re_kernel, e->opts.step_kernel, REG_EXTENDED | REG_NOSUB);
 		if (rc) {
 			regerror(rc, &e->re_kernel, msg, sizeof(msg));
-			snprintf(err, errlen, "--step-kernel '%s': %s", e->o.step_kernel, msg);
+			snprintf(err, errlen, "--step-kernel '%s': %s", e->opts.step_kernel, msg);
 			if (e->has_nvtx)
 				regfree(&e->re_nvtx);
 			free(e);
 			return NULL;
 		}
 		e->has_kernel = true;
-		if (!e->forced_src)
-			e->forced_src = ENG_SRC_KERNEL;
+		if (!e->forced_source)
+			e->forced_source = ENG_SRC_KERNEL;
 	}
 	/* the span of the calendar comfortably exceeds the lag */
-	e->nbk = 1024;
-	while (((uint64_t)e->nbk << BK_SHIFT) < e->lag + (1ull << 30))
-		e->nbk *= 2;
-	e->bk = xcalloc(e, e->nbk, sizeof(*e->bk));
-	e->bkbits = xcalloc(e, e->nbk / 64, sizeof(*e->bkbits));
-	e->corr = xcalloc(e, CORR_SLOTS, sizeof(*e->corr));
-	e->clk_lo = UINT64_MAX;
-	if (e->o.start_ns)
-		clock_saw(e, e->o.start_ns, true);
-	if (e->o.keep_steps)
-		window_begin(e, e->o.keep_steps);
+	e->nbuckets = 1024;
+	while (((uint64_t)e->nbuckets << BUCKET_SHIFT) < e->lag + (1ull << 30))
+		e->nbuckets *= 2;
+	e->buckets = heap_calloc(e, e->nbuckets, sizeof(*e->buckets));
+	e->bucket_bits = heap_calloc(e, e->nbuckets / 64, sizeof(*e->bucket_bits));
+	e->corr = heap_calloc(e, CORR_SLOTS, sizeof(*e->corr));
+	e->clock_lo = UINT64_MAX;
+	if (e->opts.start_ns)
+		clock_saw(e, e->opts.start_ns, true);
+	if (e->opts.keep_steps)
+		window_begin(e, e->opts.keep_steps);
 	/* GPU idle until its first operation */
 	e->gap_open = true;
 	return e;
@@ -351,71 +351,71 @@ void engine_free(struct engine *e)
 {
 	if (!e)
 		return;
-	for (uint32_t i = 0; i <= e->nbk; i++) {
-		struct bchunk *c = i < e->nbk ? e->bk[i].head : e->bfree;
+	for (uint32_t i = 0; i <= e->nbuckets; i++) {
+		struct bucket_chunk *c = i < e->nbuckets ? e->buckets[i].head : e->free_chunks;
 
 		while (c) {
-			struct bchunk *next = c->next;
+			struct bucket_chunk *next = c->next;
 
 			free(c);
 			c = next;
 		}
 	}
-	free(e->bk);
-	free(e->idx);
-	for (size_t i = 0; i < e->novf; i++)
-		free(e->ovf[i].rec);
-	free(e->ovf);
-	for (uint32_t i = 0; i < e->nthr; i++) {
-		free(e->thr[i]->ep);
-		free(e->thr[i]->nvtx);
-		free(e->thr[i]);
+	free(e->buckets);
+	free(e->order);
+	for (size_t i = 0; i < e->noverflow; i++)
+		free(e->overflow[i].rec);
+	free(e->overflow);
+	for (uint32_t i = 0; i < e->nthreads; i++) {
+		free(e->threads[i]->ep);
+		free(e->threads[i]->nvtx);
+		free(e->threads[i]);
 	}
-	free(e->thr);
-	free(e->thash);
+	free(e->threads);
+	free(e->thread_hash);
 	for (uint32_t i = 0; i < e->ncpu; i++)
 		free(e->cpu[i].v);
 	free(e->cpu);
 	free(e->corr);
-	free(e->ks);
-	free(e->gch);
-	for (uint32_t i = 0; i < e->nstr; i++)
-		free(e->strs[i].text);
-	free(e->strs);
-	free(e->shash);
-	for (uint32_t i = 0; i < e->pq_n; i++) {
-		struct piece *p = e->pq[(e->pq_head + i) % e->pq_cap];
+	free(e->kernel_shapes);
+	free(e->guard_changes);
+	for (uint32_t i = 0; i < e->nstrings; i++)
+		free(e->strings[i].text);
+	free(e->strings);
+	free(e->string_hash);
+	for (uint32_t i = 0; i < e->npieces; i++) {
+		struct piece *p = e->pieces[(e->pieces_head + i) % e->pieces_cap];
 
-		for (int c = 0; c < MAX_CAND; c++)
-			free(p->acc[c].cul);
+		for (int c = 0; c < CANDIDATES_MAX; c++)
+			free(p->accum[c].culprits);
 		free(p);
 	}
-	free(e->pq);
-	for (uint32_t i = 0; i < e->npfree; i++) {
-		struct piece *p = e->pfree[i];
+	free(e->pieces);
+	for (uint32_t i = 0; i < e->nfree_pieces; i++) {
+		struct piece *p = e->free_pieces[i];
 
-		for (int c = 0; c < MAX_CAND; c++)
-			free(p->acc[c].cul);
+		for (int c = 0; c < CANDIDATES_MAX; c++)
+			free(p->accum[c].culprits);
 		free(p);
 	}
-	free(e->pfree);
-	for (uint32_t i = 0; i < e->sq_n; i++) {
-		struct swip *st = e->sq[(e->sq_head + i) % e->sq_cap];
+	free(e->free_pieces);
+	for (uint32_t i = 0; i < e->nopen_steps; i++) {
+		struct open_step *st = e->open_steps[(e->open_steps_head + i) % e->open_steps_cap];
 
-		free(st->sacc.cul);
+		free(st->accum.culprits);
 		free(st);
 	}
-	free(e->sq);
+	free(e->open_steps);
 	for (uint64_t i = 0; i < e->nchunks; i++) {
-		pools_free(e, e->res[i]);
-		free(e->res[i]);
+		pools_free(e, e->results[i]);
+		free(e->results[i]);
 	}
-	free(e->res);
-	free(e->ws);
-	free(e->itf);
+	free(e->results);
+	free(e->window_sums);
+	free(e->interferers);
 	free(e->sink);
-	free(e->bkbits);
-	free(e->tcmdline);
+	free(e->bucket_bits);
+	free(e->target_cmdline);
 	free(e->truncated);
 	for (uint32_t i = 0; i < e->nprobes_missing; i++)
 		free(e->probes_missing[i]);
@@ -440,12 +440,12 @@ void engine_guard(const struct engine *e, struct eng_guard *g)
 
 uint64_t engine_nsteps(const struct engine *e)
 {
-	return e ? e->nres : 0;
+	return e ? e->nresults : 0;
 }
 
 const struct eng_step *engine_step(const struct engine *e, uint64_t i)
 {
-	return e && i < e->nres && i >= first_kept(e) ? RES(e, i) : NULL;
+	return e && i < e->nresults && i >= first_kept(e) ? RESULT(e, i) : NULL;
 }
 
 uint64_t engine_first_step(const struct engine *e)
@@ -456,11 +456,11 @@ uint64_t engine_first_step(const struct engine *e)
 void engine_target(const struct engine *e, struct eng_target *t)
 {
 	memset(t, 0, sizeof(*t));
-	t->pid = e->tpid;
-	memcpy(t->comm, e->tcomm, sizeof(t->comm));
-	if (!t->comm[0] && e->tpid)
-		snprintf(t->comm, sizeof(t->comm), "%s", thr_comm(e, e->tpid));
-	t->cmdline = e->tcmdline ? e->tcmdline : "";
+	t->pid = e->target_pid;
+	memcpy(t->comm, e->target_comm, sizeof(t->comm));
+	if (!t->comm[0] && e->target_pid)
+		snprintf(t->comm, sizeof(t->comm), "%s", thread_name_of(e, e->target_pid));
+	t->cmdline = e->target_cmdline ? e->target_cmdline : "";
 }
 
 void engine_capture(const struct engine *e, struct eng_capture *c)
@@ -477,7 +477,7 @@ void engine_capture(const struct engine *e, struct eng_capture *c)
 		c->end_reason = e->end_reason < ARRAY_LEN(reasons) ? reasons[e->end_reason] : "unknown";
 	else
 		c->end_reason = "cut_short";
-	c->step_source = e->src;
+	c->step_source = e->step_source;
 	c->gpu_timeline = e->gpu_fed;
 	c->records = e->records;
 }
@@ -497,7 +497,7 @@ void engine_loss(const struct engine *e, struct eng_loss *l)
 	}
 	l->late = e->late;
 	l->malformed = e->malformed;
-	l->inferred = e->repaired;
+	l->inferred = e->switch_ins_inferred;
 	l->gpu_rejected = e->gpu_rejected;
 	l->total += l->late + l->malformed + l->inferred + l->gpu_rejected;
 	l->nprobes_missing = e->nprobes_missing;
@@ -507,12 +507,12 @@ void engine_loss(const struct engine *e, struct eng_loss *l)
 void engine_limits(const struct engine *e, struct eng_limits *l)
 {
 	memset(l, 0, sizeof(*l));
-	l->threads_forgotten = e->thr_forgotten;
-	l->thread_records_lost = e->thr_lost;
-	l->strings_dropped = e->str_dropped;
-	l->kernel_shapes_dropped = e->ks_dropped;
-	l->interferers_folded = e->itf_folded;
-	l->interferers_other_ns = e->itf_other_ns;
+	l->threads_forgotten = e->threads_forgotten;
+	l->thread_records_lost = e->thread_records_lost;
+	l->strings_dropped = e->strings_dropped;
+	l->kernel_shapes_dropped = e->kernel_shapes_dropped;
+	l->interferers_folded = e->interferers_folded;
+	l->interferers_other_ns = e->interferers_other_ns;
 	l->probes_dropped = e->probes_dropped;
 	l->window_flushes = e->frontier_flushes;
 }
@@ -528,11 +528,11 @@ void engine_fault_model(const struct engine *e, struct eng_fault_model *m)
 {
 	memset(m, 0, sizeof(*m));
 	m->per_fault_ns = e->fault_cost;
-	m->samples = e->fh_n;
+	m->samples = e->fault_samples;
 	m->blocked = e->faults_blocked;
-	if (e->o.fault_cost_ns)
+	if (e->opts.fault_cost_ns)
 		m->method = ENG_FAULT_GIVEN;
-	else if (e->fh_n >= FAULT_CALIB_MIN)
+	else if (e->fault_samples >= FAULT_CALIB_MIN)
 		m->method = ENG_FAULT_CALIBRATED;
 	else
 		m->method = ENG_FAULT_DEFAULT;
@@ -544,9 +544,9 @@ void engine_stats(const struct engine *e, struct engine_stats *s)
 	s->records = e->records;
 	s->queued = e->queued;
 	s->queued_peak = e->queued_peak;
-	s->queue_bytes = e->qbytes;
-	s->queue_bytes_peak = e->qbytes_peak;
-	s->threads = e->nthr;
+	s->queue_bytes = e->queued_bytes;
+	s->queue_bytes_peak = e->queued_bytes_peak;
+	s->threads = e->nthreads;
 	s->runslices = e->runslices;
 	s->runslices_peak = e->runslices_peak;
 	s->episodes = e->episodes;
@@ -560,6 +560,6 @@ void engine_stats(const struct engine *e, struct engine_stats *s)
 void engine_each_thread(const struct engine *e,
 			void (*fn)(void *ctx, uint32_t tid, const char *comm), void *ctx)
 {
-	for (uint32_t i = 0; i < e->nthr; i++)
-		fn(ctx, e->thr[i]->tid, e->thr[i]->comm);
+	for (uint32_t i = 0; i < e->nthreads; i++)
+		fn(ctx, e->threads[i]->tid, e->threads[i]->comm);
 }

@@ -159,7 +159,7 @@ struct eng_step {
 	uint64_t gpu_busy_ns, gpu_idle_ns;
 	bool gpu_timeline;       /* false: host-only, blame covers the whole step */
 	bool incomplete;         /* the capture ended inside it */
-	bool tail;               /* > median + 3 MAD (of the steps seen so far; all, after engine_finish) */
+	bool tail;               /* > median + 3 MAD (of the steps so far; after engine_finish: all) */
 	uint32_t crit_tid;       /* the thread that carried most of the blamed time */
 	char crit_comm[SB_COMM_LEN + 1];
 	uint64_t cause_ns[ENG_NCAUSE];

@@ -10,9 +10,9 @@
 #include "engine/internal.h"
 #include "format/gpu.h"
 
-#define KS_MAX 32768
+#define KERNEL_SHAPES_MAX 32768
 
-static void p2_add(struct p2 *p, double x, double quant)
+static void p2_add(struct p2_quantile *p, double x, double quant)
 {
 	int k;
 
@@ -77,7 +77,7 @@ static void p2_add(struct p2 *p, double x, double quant)
 	}
 }
 
-static double p2_median(const struct p2 *p)
+static double p2_median(const struct p2_quantile *p)
 {
 	double v[5];
 
@@ -96,34 +96,34 @@ static double p2_median(const struct p2 *p)
 
 void open_gap(struct engine *e, uint64_t t)
 {
-	cut_all(e, t);
+	account_candidates(e, t);
 	e->gap_open = true;
-	if (e->cur_step) {
-		e->cur_piece = piece_new(e, e->cur_step->seq, t);
-		e->cur_step->open_pieces++;
+	if (e->current_step) {
+		e->current_piece = piece_new(e, e->current_step->seq, t);
+		e->current_step->open_pieces++;
 	}
 }
 
 static void close_gap(struct engine *e, uint64_t t, uint32_t crit)
 {
-	cut_all(e, t);
-	if (e->cur_piece) {
-		e->cur_piece->end = t;
-		e->cur_piece->closed = true;
+	account_candidates(e, t);
+	if (e->current_piece) {
+		e->current_piece->end = t;
+		e->current_piece->closed = true;
 	}
-	while (e->pq_n) {
-		struct piece *p = e->pq[e->pq_head];
+	while (e->npieces) {
+		struct piece *p = e->pieces[e->pieces_head];
 
-		commit_piece(e, p, crit ? crit : fallback_crit(e, p->step_seq));
-		pq_pop(e);
+		commit_piece(e, p, crit ? crit : fallback_critical(e, p->step_seq));
+		piece_pop(e);
 	}
-	e->cur_piece = NULL;
+	e->current_piece = NULL;
 	e->gap_open = false;
 	finalize_ready(e);
 }
 
 /* the operation issued as corr has started: it is no longer queued */
-static void corr_started(struct engine *e, uint32_t corr)
+static void launch_started(struct engine *e, uint32_t corr)
 {
 	if (corr && e->corr[corr % CORR_SLOTS].corr == corr && e->corr[corr % CORR_SLOTS].queued) {
 		e->corr[corr % CORR_SLOTS].queued = false;
@@ -132,7 +132,7 @@ static void corr_started(struct engine *e, uint32_t corr)
 	}
 }
 
-static uint32_t corr_tid(struct engine *e, uint32_t corr)
+static uint32_t launcher_of(struct engine *e, uint32_t corr)
 {
 	if (!corr || !e->corr)
 		return 0;
@@ -142,14 +142,14 @@ static uint32_t corr_tid(struct engine *e, uint32_t corr)
 }
 
 /* the slot of (name, grid, block): its entry, or the empty slot where it would go */
-static struct kstat *ks_slot(struct engine *e, uint32_t name_id, const uint32_t grid[3],
-			     const uint32_t block[3])
+static struct kernel_shape *kernel_shape_slot(struct engine *e, uint32_t name_id,
+					      const uint32_t grid[3], const uint32_t block[3])
 {
 	uint32_t h = hash32(name_id ^ hash32(grid[0] * 31 + grid[1] * 17 + grid[2]) ^
 			    hash32(block[0] * 13 + block[1] * 7 + block[2] + 1));
 
-	for (uint32_t i = h & (e->ks_cap - 1);; i = (i + 1) & (e->ks_cap - 1)) {
-		struct kstat *k = &e->ks[i];
+	for (uint32_t i = h & (e->kernel_shapes_cap - 1);; i = (i + 1) & (e->kernel_shapes_cap - 1)) {
+		struct kernel_shape *k = &e->kernel_shapes[i];
 
 		if (!k->used || (k->name_id == name_id && !memcmp(k->grid, grid, sizeof(k->grid)) &&
 				 !memcmp(k->block, block, sizeof(k->block))))
@@ -157,90 +157,90 @@ static struct kstat *ks_slot(struct engine *e, uint32_t name_id, const uint32_t 
 	}
 }
 
-/* the running median of this kernel shape; NULL past KS_MAX shapes (counted) */
-static struct kstat *kstat_get(struct engine *e, const struct sb_gpu *g)
+/* the running median of this kernel shape; NULL past KERNEL_SHAPES_MAX shapes (counted) */
+static struct kernel_shape *kernel_shape_get(struct engine *e, const struct sb_gpu *g)
 {
-	struct kstat *k;
+	struct kernel_shape *k;
 
-	if ((e->ks_n + 1) * 2 > e->ks_cap && e->ks_n < KS_MAX) {
-		uint32_t oc = e->ks_cap, nc = oc ? oc * 2 : 256;
-		struct kstat *old = e->ks;
+	if ((e->nkernel_shapes + 1) * 2 > e->kernel_shapes_cap && e->nkernel_shapes < KERNEL_SHAPES_MAX) {
+		uint32_t oc = e->kernel_shapes_cap, nc = oc ? oc * 2 : 256;
+		struct kernel_shape *old = e->kernel_shapes;
 
-		e->ks = xcalloc(e, nc, sizeof(*e->ks));
-		e->ks_cap = nc;
+		e->kernel_shapes = heap_calloc(e, nc, sizeof(*e->kernel_shapes));
+		e->kernel_shapes_cap = nc;
 		for (uint32_t i = 0; i < oc; i++)
 			if (old[i].used)
-				*ks_slot(e, old[i].name_id, old[i].grid, old[i].block) = old[i];
+				*kernel_shape_slot(e, old[i].name_id, old[i].grid, old[i].block) = old[i];
 		free(old);
-		heap_add(e, -(int64_t)(oc * sizeof(*old)));
+		heap_account(e, -(int64_t)(oc * sizeof(*old)));
 	}
-	k = ks_slot(e, g->name_id, g->grid, g->block);
+	k = kernel_shape_slot(e, g->name_id, g->grid, g->block);
 	if (k->used)
 		return k;
-	if (e->ks_n >= KS_MAX) {
-		e->ks_dropped++;
+	if (e->nkernel_shapes >= KERNEL_SHAPES_MAX) {
+		e->kernel_shapes_dropped++;
 		return NULL;
 	}
 	k->used = true;
 	k->name_id = g->name_id;
 	memcpy(k->grid, g->grid, sizeof(k->grid));
 	memcpy(k->block, g->block, sizeof(k->block));
-	e->ks_n++;
+	e->nkernel_shapes++;
 	return k;
 }
 
-static uint64_t marker_number(struct engine *e, const struct str *s, uint64_t bytes, int src)
+static uint64_t marker_number(struct engine *e, const struct string *s, uint64_t bytes, int src)
 {
 	if (s && s->text) {
 		for (const char *p = s->text; *p; p++)
 			if (*p >= '0' && *p <= '9')
 				return strtoull(p, NULL, 10);
 	}
-	return bytes ? bytes : e->src_count[src];
+	return bytes ? bytes : e->source_marks[src];
 }
 
 static void gpu_op(struct engine *e, const struct sb_gpu *g)
 {
 	uint64_t s = max64(g->h.ts, e->now), end = max64(g->end_ns, s);
-	uint32_t crit = corr_tid(e, g->correlation_id);
+	uint32_t crit = launcher_of(e, g->correlation_id);
 
 	if (g->h.flags == SB_GPU_KERNEL && e->has_kernel) {
-		const struct str *n = str_find(e, g->name_id);
+		const struct string *n = string_find(e, g->name_id);
 
 		if (n && n->kernel)
-			on_mark(e, ENG_SRC_KERNEL, MK_MARK, e->src_count[ENG_SRC_KERNEL], s,
+			on_mark(e, ENG_SRC_KERNEL, MARK_ONE, e->source_marks[ENG_SRC_KERNEL], s,
 				crit ? crit : e->last_launch_tid);
 	}
 	if (e->gap_open && s >= e->busy_until)
 		close_gap(e, s, crit);
-	corr_started(e, g->correlation_id);
+	launch_started(e, g->correlation_id);
 	e->gpu_started = true;
 	if (end > e->busy_until)
 		e->busy_until = end;
 	if (end > e->gpu_max_end)
 		e->gpu_max_end = end;
-	if (e->cur_step)
-		e->cur_step->gpu_ops++;
+	if (e->current_step)
+		e->current_step->gpu_ops++;
 	if (g->h.flags == SB_GPU_KERNEL) {
-		struct kstat *k = kstat_get(e, g);
+		struct kernel_shape *k = kernel_shape_get(e, g);
 
 		if (k) {
-			double d = (double)(end - s), med = p2_median(&k->med);
+			double d = (double)(end - s), med = p2_median(&k->median);
 
 			/* slower than this kernel's usual (median) time: the excess is gpu_slow */
-			if (k->med.n >= 5 && d > med && e->cur_step)
-				e->cur_step->gpu_slow_ns += (uint64_t)(d - med);
-			p2_add(&k->med, d, 0.5);
+			if (k->median.n >= 5 && d > med && e->current_step)
+				e->current_step->gpu_slow_ns += (uint64_t)(d - med);
+			p2_add(&k->median, d, 0.5);
 		}
 	}
-	if (e->o.timeline.gpu_op) {
-		const struct str *n = str_find(e, g->name_id);
+	if (e->opts.timeline.gpu_op) {
+		const struct string *n = string_find(e, g->name_id);
 		struct eng_gpu_op op = { .device = g->device, .stream = g->stream,
 					 .kind = g->h.flags, .name = n && n->text ? n->text : NULL,
 					 .correlation_id = g->correlation_id, .launcher_tid = crit,
 					 .start_ns = s, .end_ns = end };
 
-		e->o.timeline.gpu_op(e->o.timeline.ctx, &op);
+		e->opts.timeline.gpu_op(e->opts.timeline.ctx, &op);
 	}
 }
 
@@ -256,43 +256,43 @@ static int api_cause(uint32_t sub)
 
 static void gpu_marker(struct engine *e, const struct sb_gpu *g)
 {
-	struct thr *t;
-	const struct str *n;
+	struct thread *t;
+	const struct string *n;
 
 	switch (g->sub) {
 	case SB_MARK_STEP_BEGIN:
-		on_mark(e, ENG_SRC_GPU_MARKER, MK_BEGIN, g->bytes, g->h.ts, g->h.tid);
+		on_mark(e, ENG_SRC_GPU_MARKER, MARK_BEGIN, g->bytes, g->h.ts, g->h.tid);
 		break;
 	case SB_MARK_STEP_END:
-		on_mark(e, ENG_SRC_GPU_MARKER, MK_END, g->bytes, g->h.ts, g->h.tid);
+		on_mark(e, ENG_SRC_GPU_MARKER, MARK_END, g->bytes, g->h.ts, g->h.tid);
 		break;
 	case SB_MARK_RANGE_PUSH:
-		t = thr_get(e, g->h.tid, e->tpid);
+		t = thread_get(e, g->h.tid, e->target_pid);
 		if (t->sink)
 			break;
 		if (t->nvtx_n < 64) {
-			grow(e, (void **)&t->nvtx, &t->nvtx_cap, t->nvtx_n + 1, sizeof(*t->nvtx));
+			heap_grow(e, (void **)&t->nvtx, &t->nvtx_cap, t->nvtx_n + 1, sizeof(*t->nvtx));
 			t->nvtx[t->nvtx_n++] = g->name_id;
 		}
-		n = str_find(e, g->name_id);
+		n = string_find(e, g->name_id);
 		if (n && n->nvtx)
-			on_mark(e, ENG_SRC_NVTX, MK_BEGIN,
+			on_mark(e, ENG_SRC_NVTX, MARK_BEGIN,
 				marker_number(e, n, g->bytes, ENG_SRC_NVTX), g->h.ts, g->h.tid);
 		break;
 	case SB_MARK_RANGE_POP:
-		t = thr_get(e, g->h.tid, e->tpid);
+		t = thread_get(e, g->h.tid, e->target_pid);
 		if (!t->sink && t->nvtx_n) {
-			n = str_find(e, t->nvtx[--t->nvtx_n]);
+			n = string_find(e, t->nvtx[--t->nvtx_n]);
 			if (n && n->nvtx)
-				on_mark(e, ENG_SRC_NVTX, MK_END, 0, g->h.ts, g->h.tid);
+				on_mark(e, ENG_SRC_NVTX, MARK_END, 0, g->h.ts, g->h.tid);
 		}
 		break;
 	}
 }
 
-void gpu_rec(struct engine *e, const struct sb_gpu *g)
+void gpu_record(struct engine *e, const struct sb_gpu *g)
 {
-	struct thr *t;
+	struct thread *t;
 	uint32_t tid;
 
 	switch (g->h.flags) {
@@ -315,16 +315,16 @@ void gpu_rec(struct engine *e, const struct sb_gpu *g)
 		}
 		if (!g->h.tid)
 			break;
-		t = thr_get(e, g->h.tid, e->tpid);
+		t = thread_get(e, g->h.tid, e->target_pid);
 		if (g->sub == SB_API_LAUNCH || g->sub == SB_API_MEMCPY) {
-			cand_add(e, t);
+			candidate_add(e, t);
 			e->last_launch_tid = g->h.tid;
 		}
 		ev_interval(e, g->h.tid, g->h.ts, g->end_ns, SB_EV_CUDA, api_cause(g->sub),
 			    ENG_N_CUDA);
 		break;
 	case SB_GPU_SYNC:
-		tid = g->h.tid ? g->h.tid : corr_tid(e, g->correlation_id);
+		tid = g->h.tid ? g->h.tid : launcher_of(e, g->correlation_id);
 		if (tid)
 			ev_interval(e, tid, g->h.ts, g->end_ns, SB_EV_CUDA, ENG_CUDA_SYNC, -1);
 		break;

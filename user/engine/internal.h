@@ -16,32 +16,32 @@
 #include "format/gpu.h"
 #include "format/trace.h"
 
-#define BK_SHIFT 20                     /* ~1.05 ms buckets */
-#define MAX_CAND 16
-#define CUL_MAX 48
-#define PEND_MAX 8
-#define OV_MAX 16
-#define BOV_MAX 4
+#define BUCKET_SHIFT 20                     /* ~1.05 ms buckets */
+#define CANDIDATES_MAX 16
+#define CULPRITS_MAX 48
+#define PENDING_MAX 8
+#define OVERLAYS_MAX 16
+#define BURSTS_MAX 4
 #define FAULT_CALIB_MIN 64
-#define FH_PER_OCT 16
-#define FH_OCT 21
+#define FAULT_HIST_PER_OCTAVE 16
+#define FAULT_HIST_OCTAVES 21
 #define CORR_SLOTS 65536
-#define RES_CHUNK 1024
+#define RESULTS_PER_CHUNK 1024
 #define BLAME_CHUNK 4096
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-enum tstate { TS_UNKNOWN, TS_RUNNING, TS_RUNNABLE, TS_SLEEP_S, TS_SLEEP_D, TS_DEAD };
+enum thread_state { TS_UNKNOWN, TS_RUNNING, TS_RUNNABLE, TS_SLEEP_S, TS_SLEEP_D, TS_DEAD };
 enum { EP_RUN = 1, EP_SLEEP_S, EP_SLEEP_D };
 
 struct episode {
 	uint64_t s, e;
-	uint64_t emax;           /* the largest e pushed up to this one (lets chain() skip) */
+	uint64_t emax;           /* the largest e pushed up to this one (lets wakeup_chain() skip) */
 	uint32_t wpid, wtid;     /* sleeps: the waker */
 	uint16_t cpu;
 	uint8_t kind;
 };
 
-struct ovl {
+struct overlay {
 	uint64_t s, e;
 	uint8_t cause;
 };
@@ -52,35 +52,36 @@ struct ovl {
  * time the calls took together; for a storm, all of it), taken in time
  * order, whether a gap is open or not; the rest is host_compute.
  */
-struct bov {
+struct burst {
 	uint64_t s, e, left;
 };
 
-struct thr {
+struct thread {
 	uint32_t tid, pid;
 	char comm[SB_COMM_LEN + 1];
 	bool sink;               /* stands for every thread the full table cannot follow */
 	uint8_t state;
 	bool migrated;           /* moved while runnable: the wait that follows is the move's */
-	bool sleep_migr;         /* the sleep began by handing the CPU to the migration stopper */
+	bool sleep_migrating;    /* the sleep began by handing the CPU to the migration stopper */
 	uint16_t cpu;
 	uint64_t since;
 	/* history of off-CPU episodes, a ring */
 	struct episode *ep;
 	uint32_t ep_head, ep_n, ep_cap;
 	uint64_t ep_emax;        /* the largest episode end ever pushed */
+	int candidate;           /* its index in e->candidates; -1: not a candidate */
 	/* candidates only */
-	int cand;
-	uint64_t last_cut;
-	struct ovl ov[OV_MAX];
-	uint32_t nov;
-	struct bov bov[BOV_MAX];
-	uint32_t nbov;
-	bool f_open, f_decided, f_blocked;
-	uint64_t f_r, f_e;
-	uint64_t last_maj;
-	bool maj_known;
-	uint64_t aff_end;        /* return of its last sched_setaffinity() */
+	uint64_t last_cut;       /* its time is accounted up to here */
+	struct overlay overlays[OVERLAYS_MAX];
+	uint32_t noverlays;
+	struct burst bursts[BURSTS_MAX];
+	uint32_t nbursts;
+	/* the page fault it is in: entered at fault_at, ends at fault_end once decided */
+	bool fault_open, fault_decided, fault_blocked;
+	uint64_t fault_at, fault_end;
+	uint64_t last_major_faults; /* the thread's major fault counter at its last fault */
+	bool major_faults_known;
+	uint64_t affinity_end;   /* return of its last sched_setaffinity() */
 	uint8_t last_ev;         /* type of the previous own event */
 	uint64_t last_ev_ts;
 	/* NVTX ranges pushed on this thread */
@@ -91,66 +92,67 @@ struct thr {
 	uint64_t track_start, track_end;
 };
 
-struct cul {
+struct culprit {
 	uint8_t cause;
 	struct eng_who who;
 	uint64_t ns;
 };
 
-struct pend {
+struct pending_sleep {
 	uint64_t a, b;
 };
 
-struct acc {
+struct accum {
 	uint64_t ns[ENG_NCAUSE];
-	uint32_t cnt[ENG_NCOUNT];
-	struct cul *cul;
-	uint32_t ncul, capcul;
-	struct pend pend[PEND_MAX];
-	uint32_t npend;
-	uint8_t pend_state;
-	uint64_t pend_extra;
+	uint32_t count[ENG_NCOUNT];
+	struct culprit *culprits;
+	uint32_t nculprits, culprits_cap;
+	/* a sleep not yet explained: its intervals, until the wakeup says why */
+	struct pending_sleep pending[PENDING_MAX];
+	uint32_t npending;
+	uint8_t pending_state;   /* the thread's state in it (TS_SLEEP_S or TS_SLEEP_D) */
+	uint64_t pending_extra;  /* time past the PENDING_MAX intervals */
 };
 
 struct piece {
 	uint64_t step_seq;
 	uint64_t start, end;
 	bool closed;
-	struct acc acc[MAX_CAND];
+	struct accum accum[CANDIDATES_MAX]; /* one per candidate */
 };
 
-struct crit_ns {
+struct critical_time {
 	uint32_t tid;
 	uint64_t ns;
 };
 
-struct swip {
+struct open_step {
 	uint64_t seq, number;
 	uint64_t start, end;
 	bool ended, incomplete;
 	uint32_t marker_tid;
 	uint32_t open_pieces;
 	uint64_t idle_ns, gpu_slow_ns;
-	struct acc sacc;
-	struct crit_ns crit[8];
-	uint32_t ncrit;
+	struct accum accum;      /* what its committed pieces hold */
+	struct critical_time critical[8];
+	uint32_t ncritical;
 	uint32_t gpu_ops;
-	uint64_t tev[SB_NCOST];  /* the target's events in it, by cost class */
+	uint64_t events_by_cost[SB_NCOST]; /* the target's events in it, by cost class */
 	bool sampled;            /* the guard had the allocator probes duty-cycled in it */
 };
 
-struct rs {
+struct runslice {
 	uint64_t s, e;
 	uint32_t pid, tid;
 	char comm[SB_COMM_LEN];
 };
 
-struct cpuq {
-	struct rs *v;
+struct cpu_queue {
+	struct runslice *v;
 	uint32_t head, n, cap;
 };
 
-struct qent {
+struct queued {
 	uint64_t key, seq;
 	uint32_t len, pad;
 };
@@ -160,48 +162,48 @@ struct qent {
  * free list for the next buckets (no allocation, and they are still in the
  * cache), so the memory is what the window held at most.
  */
-#define BCHUNK_BYTES 2048
-struct bchunk {
-	struct bchunk *next;
+#define BUCKET_CHUNK_BYTES 2048
+struct bucket_chunk {
+	struct bucket_chunk *next;
 	uint32_t len, pad;
-	uint8_t data[BCHUNK_BYTES - 16];
+	uint8_t data[BUCKET_CHUNK_BYTES - 16];
 };
 
 struct bucket {
-	struct bchunk *head, *tail;
+	struct bucket_chunk *head, *tail;
 	uint32_t n;
 };
 
-struct qidx {
+struct queued_ref {
 	uint64_t key, seq;
-	const struct qent *q;
+	const struct queued *q;
 };
 
-struct ovf {
+struct overflow_rec {
 	uint64_t key, seq;
 	void *rec;
 };
 
-struct p2 {
+struct p2_quantile {
 	int n;
 	double q[5], np[5], dn[5];
 	int pos[5];
 };
 
-struct kstat {
+struct kernel_shape {
 	uint32_t name_id, grid[3], block[3];
 	bool used;
-	struct p2 med;
+	struct p2_quantile median; /* of its duration */
 };
 
-struct str {
+struct string {
 	uint32_t id;
 	uint32_t alloc;          /* bytes of text */
 	char *text;
 	bool nvtx, kernel;
 };
 
-struct interf {
+struct interferer {
 	uint32_t pid;
 	char comm[SB_COMM_LEN + 1];
 	uint64_t ns;
@@ -209,33 +211,33 @@ struct interf {
 };
 
 /* a chunk of results, with the blame entries of its steps (freed together) */
-struct bpool {
-	struct bpool *next;
+struct blame_pool {
+	struct blame_pool *next;
 	uint32_t used, pad;
 	struct eng_blame b[BLAME_CHUNK];
 };
 
-struct rchunk {
-	struct eng_step s[RES_CHUNK];
-	struct bpool *pool;      /* newest first */
+struct result_chunk {
+	struct eng_step s[RESULTS_PER_CHUNK];
+	struct blame_pool *pool;      /* newest first */
 };
 
 /*
- * Log histogram: values below HG_SUB exact, above that HG_SUB buckets per
- * octave, so a bucket is at most 1/HG_SUB of its lower bound wide and its
- * middle within 1/(2 HG_SUB) of any value in it.
+ * Log histogram: values below HIST_SUB exact, above that HIST_SUB buckets per
+ * octave, so a bucket is at most 1/HIST_SUB of its lower bound wide and its
+ * middle within 1/(2 HIST_SUB) of any value in it.
  */
-#define HG_SUB 64
-#define HG_SHIFT 6               /* log2(HG_SUB) */
-#define HG_N (HG_SUB + (64 - HG_SHIFT) * HG_SUB)
+#define HIST_SUB 64
+#define HIST_SHIFT 6               /* log2(HIST_SUB) */
+#define HIST_N (HIST_SUB + (64 - HIST_SHIFT) * HIST_SUB)
 
 struct hist {
 	uint64_t n;
-	uint64_t b[HG_N];
+	uint64_t b[HIST_N];
 };
 
 /* window mode: summaries over every step, the detail of the last ones */
-struct allsum {
+struct window_sums {
 	uint64_t nsteps, ncomplete;
 	uint64_t min, max;
 	struct hist dur, idle, tracer, tracer_ppm, cause[ENG_NCAUSE];
@@ -244,10 +246,10 @@ struct allsum {
 };
 
 struct engine {
-	struct engine_opts o;
+	struct engine_opts opts;
 	regex_t re_nvtx, re_kernel;
 	bool has_nvtx, has_kernel;
-	uint64_t lag, hist;
+	uint64_t lag, history_ns; /* how far back thread and CPU histories reach */
 
 	uint64_t records, seq;
 	uint64_t max_ts;
@@ -255,18 +257,18 @@ struct engine {
 	bool have_ts;
 
 	/* reorder window */
-	struct bucket *bk;
-	uint32_t nbk;
-	uint64_t rel;            /* next bucket index (key >> BK_SHIFT) to sweep */
-	bool q_init;
-	uint64_t queued, queued_peak, qbytes, qbytes_peak;
-	struct qidx *idx;
-	size_t idx_cap;
-	uint64_t *bkbits;        /* buckets that hold records */
+	struct bucket *buckets;  /* a calendar: bucket i holds keys i, i + nbuckets, ... */
+	uint32_t nbuckets;
+	uint64_t next_bucket;    /* next bucket index (key >> BUCKET_SHIFT) to sweep */
+	bool window_started;
+	uint64_t queued, queued_peak, queued_bytes, queued_bytes_peak;
+	struct queued_ref *order; /* the bucket being swept, sorted */
+	size_t order_cap;
+	uint64_t *bucket_bits;   /* buckets that hold records */
 	uint64_t frontier_flushes;
-	struct bchunk *bfree;
-	struct ovf *ovf;
-	size_t novf, capovf;
+	struct bucket_chunk *free_chunks;
+	struct overflow_rec *overflow; /* records beyond the calendar's span: a heap */
+	size_t noverflow, overflow_cap;
 
 	/*
 	 * The reorder window hands each record on, in time order, to sweep, and
@@ -280,20 +282,20 @@ struct engine {
 	bool in_release;
 
 	/* threads */
-	struct thr **thr;
-	uint32_t nthr, capthr;
-	uint32_t *thash;         /* index + 1, open addressing */
-	uint32_t thash_cap;
-	struct thr *sink;        /* the table is full: what thr_get gives for a new thread */
-	uint64_t thr_misses;     /* since the last reclaim */
-	bool thr_reclaimed;      /* any reclaim tried */
-	uint64_t thr_forgotten, thr_lost;
-	struct thr *cand[MAX_CAND];
-	int ncand;
+	struct thread **threads;
+	uint32_t nthreads, threads_cap;
+	uint32_t *thread_hash;   /* index + 1, open addressing */
+	uint32_t thread_hash_cap;
+	struct thread *sink;     /* the table is full: what thread_get gives for a new thread */
+	uint64_t table_misses;   /* since the last reclaim */
+	bool table_reclaimed;    /* any reclaim tried */
+	uint64_t threads_forgotten, thread_records_lost;
+	struct thread *candidates[CANDIDATES_MAX]; /* the threads that can be critical */
+	int ncandidates;
 	uint64_t episodes, episodes_peak;
 
 	/* CPUs */
-	struct cpuq *cpu;
+	struct cpu_queue *cpu;
 	uint32_t ncpu;
 	uint64_t runslices, runslices_peak;
 
@@ -304,62 +306,62 @@ struct engine {
 	struct { uint32_t corr, tid; bool queued; } *corr;
 	uint64_t gpu_queued;     /* operations launched that have not started on the GPU */
 	uint32_t last_launch_tid;
-	struct kstat *ks;
-	uint32_t ks_cap, ks_n;
-	uint64_t ks_dropped;
+	struct kernel_shape *kernel_shapes; /* (name, grid, block): usual duration */
+	uint32_t kernel_shapes_cap, nkernel_shapes;
+	uint64_t kernel_shapes_dropped;
 	uint64_t gpu_max_end;
-	/* the capture's clock: GPU records outside [clk_lo, clk_hi] +- margin are rejected */
-	uint64_t clk_lo, clk_hi;  /* clk_lo > clk_hi: nothing known yet */
+	/* the capture's clock: GPU records outside [clock_lo, clock_hi] +- margin are rejected */
+	uint64_t clock_lo, clock_hi; /* clock_lo > clock_hi: nothing known yet */
 	uint64_t gpu_rejected;
 
 	/* strings */
-	struct str *strs;
-	uint32_t nstr, capstr;
-	uint32_t *shash;
-	uint32_t shash_cap;
-	uint64_t str_bytes, str_dropped;
+	struct string *strings;
+	uint32_t nstrings, strings_cap;
+	uint32_t *string_hash;   /* index + 1, open addressing */
+	uint32_t string_hash_cap;
+	uint64_t string_bytes, strings_dropped;
 
 	/* pieces of the open gap, oldest first */
-	struct piece **pq;
-	uint32_t pq_head, pq_n, pq_cap;
-	struct piece *cur_piece;
-	struct piece **pfree;
-	uint32_t npfree, cappfree;
+	struct piece **pieces;   /* a ring */
+	uint32_t pieces_head, npieces, pieces_cap;
+	struct piece *current_piece;
+	struct piece **free_pieces;
+	uint32_t nfree_pieces, free_pieces_cap;
 	uint64_t pieces_live, pieces_peak;
 
 	/* steps */
-	int src;                 /* chosen source */
-	int forced_src;
-	struct swip **sq;        /* in flight, oldest first */
-	uint32_t sq_head, sq_n, sq_cap;
-	struct swip *cur_step;
+	int step_source;         /* the source chosen (enum eng_step_src) */
+	int forced_source;
+	struct open_step **open_steps; /* in flight, oldest first: a ring */
+	uint32_t open_steps_head, nopen_steps, open_steps_cap;
+	struct open_step *current_step;
 	uint64_t next_seq;
-	uint64_t src_count[ENG_SRC_KERNEL + 1];
+	uint64_t source_marks[ENG_SRC_KERNEL + 1]; /* marks seen, by source */
 	uint64_t steps_flight_peak;
-	struct rchunk **res;      /* results in chunks of RES_CHUNK: never moved, no slack */
-	uint64_t nres, nchunks;   /* steps finalised; chunks held */
-	uint64_t res_cap;         /* room in res */
-	uint64_t chunk0;          /* absolute number of res[0] (window mode drops old chunks) */
-	uint64_t keep;            /* window mode: steps kept in detail at least; 0 all */
-	struct allsum *ws;        /* window mode: summaries over all steps */
-	engine_step_cb cb;
-	void *cb_ctx;
+	struct result_chunk **results; /* in chunks of RESULTS_PER_CHUNK: never moved, no slack */
+	uint64_t nresults, nchunks; /* steps finalised; chunks held */
+	uint64_t results_cap;    /* room in results */
+	uint64_t first_chunk;    /* absolute number of results[0] (window mode drops old chunks) */
+	uint64_t keep_steps;     /* window mode: steps kept in detail at least; 0 all */
+	struct window_sums *window_sums; /* window mode: summaries over all steps */
+	engine_step_cb step_cb;
+	void *step_cb_ctx;
 
 	/* fault model */
-	uint32_t fh[FH_PER_OCT * FH_OCT];
-	uint64_t fh_n;
+	uint32_t fault_hist[FAULT_HIST_PER_OCTAVE * FAULT_HIST_OCTAVES]; /* back-to-back gaps */
+	uint64_t fault_samples;
 	uint64_t fault_cost;     /* current estimate */
 	uint64_t faults_blocked;
 
 	/* interferers */
-	struct interf *itf;
-	uint32_t itf_cap, itf_n;
-	uint64_t itf_folded, itf_other_ns;
+	struct interferer *interferers; /* open addressing by (pid, comm) */
+	uint32_t interferers_cap, ninterferers;
+	uint64_t interferers_folded, interferers_other_ns;
 
 	/* target, capture, loss */
-	uint32_t tpid;
-	char tcomm[SB_COMM_LEN + 1];
-	char *tcmdline;
+	uint32_t target_pid;
+	char target_comm[SB_COMM_LEN + 1];
+	char *target_cmdline;
 	bool complete;
 	uint32_t end_reason;
 	uint64_t trailer_ts, trailer_start;
@@ -367,7 +369,7 @@ struct engine {
 	struct sb_drops drops;
 	bool have_drops;
 	uint64_t late, malformed;
-	uint64_t repaired;       /* switch-ins inferred from runslices */
+	uint64_t switch_ins_inferred; /* from runslices */
 	char **probes_missing;
 	uint32_t nprobes_missing;
 	uint64_t probes_dropped;
@@ -378,17 +380,17 @@ struct engine {
 	struct sb_costs costs;
 	bool costs_given;
 	struct eng_guard guard;
-	struct { uint64_t ts; int mode; } *gch;
-	uint32_t gch_n, gch_cap, gch_next;
-	int gch_mode;            /* the mode before gch[gch_next] */
+	struct { uint64_t ts; int mode; } *guard_changes;
+	uint32_t nguard_changes, guard_changes_cap, guard_change_next;
+	int guard_mode_before;   /* the mode before guard_changes[guard_change_next] */
 
 	uint64_t heap, heap_peak;
 };
 
-typedef void (*rs_fn)(struct engine *e, void *ctx, const struct rs *r, uint16_t cpu, uint64_t a,
-		      uint64_t b);
+typedef void (*runslice_fn)(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
+			    uint64_t a, uint64_t b);
 
-enum { MK_MARK, MK_BEGIN, MK_END };
+enum { MARK_ONE, MARK_BEGIN, MARK_END };
 
 _Static_assert(ENG_MAX_BLAME >= ENG_NCAUSE, "a step must hold one entry per cause");
 
@@ -398,12 +400,14 @@ static inline void comm_copy(char *dst, const char *src)
 	dst[SB_COMM_LEN] = 0;
 }
 
-#define RES(e, i) (&(e)->res[(i) / RES_CHUNK - (e)->chunk0]->s[(i) % RES_CHUNK])
+/* step i (absolute), which must still be held */
+#define RESULT(e, i) \
+	(&(e)->results[(i) / RESULTS_PER_CHUNK - (e)->first_chunk]->s[(i) % RESULTS_PER_CHUNK])
 
 /* the first step still held (window mode drops the oldest) */
 static inline uint64_t first_kept(const struct engine *e)
 {
-	return e->chunk0 * RES_CHUNK;
+	return e->first_chunk * RESULTS_PER_CHUNK;
 }
 
 static inline uint64_t min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -428,75 +432,75 @@ static inline size_t rec_size(unsigned type)
 
 /* ---- memory (engine.c) */
 
-void heap_add(struct engine *e, int64_t d);
-void grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t sz);
-void *xcalloc(struct engine *e, size_t n, size_t sz);
-char *xstrndup(struct engine *e, const char *s, size_t n);
+void heap_account(struct engine *e, int64_t d);
+void heap_grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t sz);
+void *heap_calloc(struct engine *e, size_t n, size_t sz);
+char *heap_strndup(struct engine *e, const char *s, size_t n);
 
 /* ---- the reorder window (reorder.c) */
 
-void release(struct engine *e, uint64_t upto);
-void enqueue(struct engine *e, const struct sb_hdr *h, size_t len);
+void reorder_release(struct engine *e, uint64_t upto);
+void reorder_enqueue(struct engine *e, const struct sb_hdr *h, size_t len);
 
 /* ---- threads and CPUs (threads.c) */
 
-struct thr *thr_find(const struct engine *e, uint32_t tid);
-struct thr *thr_get(struct engine *e, uint32_t tid, uint32_t pid);
-const char *thr_comm(const struct engine *e, uint32_t tid);
-void ep_push(struct engine *e, struct thr *t, uint8_t kind, uint64_t s, uint64_t end,
-		    uint16_t cpu, uint32_t wpid, uint32_t wtid);
-void rs_push(struct engine *e, uint32_t cpu, const struct rs *r);
-uint64_t rs_cover(struct engine *e, uint16_t cpu, uint64_t a, uint64_t b, rs_fn fn,
-			 void *ctx);
+struct thread *thread_find(const struct engine *e, uint32_t tid);
+struct thread *thread_get(struct engine *e, uint32_t tid, uint32_t pid);
+const char *thread_name_of(const struct engine *e, uint32_t tid);
+void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, uint64_t end,
+		  uint16_t cpu, uint32_t wpid, uint32_t wtid);
+void runslice_push(struct engine *e, uint32_t cpu, const struct runslice *r);
+uint64_t runslice_cover(struct engine *e, uint16_t cpu, uint64_t a, uint64_t b, runslice_fn fn,
+			void *ctx);
 
 /* ---- classification (classify.c) */
 
-void acc_reset(struct acc *a);
-void acc_free(struct engine *e, struct acc *a);
-void acc_merge(struct engine *e, struct acc *dst, const struct acc *src);
-void timeline_thread_flush(struct engine *e, struct thr *t);
+void accum_reset(struct accum *a);
+void accum_free(struct engine *e, struct accum *a);
+void accum_merge(struct engine *e, struct accum *dst, const struct accum *src);
+void timeline_thread_flush(struct engine *e, struct thread *t);
 bool is_stopper(const char *comm);
-void thr_account(struct engine *e, struct thr *t, uint64_t to);
-void cut_all(struct engine *e, uint64_t t);
-void resolve_sleep_acc(struct engine *e, struct thr *t, struct acc *a,
-			      const struct sb_wakeup *wk);
-void resolve_sleep(struct engine *e, struct thr *t, const struct sb_wakeup *wk);
+void thread_account(struct engine *e, struct thread *t, uint64_t to);
+void account_candidates(struct engine *e, uint64_t t);
+void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
+			 const struct sb_wakeup *wk);
+void resolve_sleep(struct engine *e, struct thread *t, const struct sb_wakeup *wk);
 
 /* ---- steps (steps.c) */
 
-void pools_free(struct engine *e, struct rchunk *c);
+void pools_free(struct engine *e, struct result_chunk *c);
 struct piece *piece_new(struct engine *e, uint64_t step_seq, uint64_t start);
 void commit_piece(struct engine *e, struct piece *p, uint32_t crit_tid);
-uint32_t fallback_crit(struct engine *e, uint64_t step_seq);
-void pq_pop(struct engine *e);
+uint32_t fallback_critical(struct engine *e, uint64_t step_seq);
+void piece_pop(struct engine *e);
 void commit_ended(struct engine *e, uint64_t older_than, bool all);
 void finalize_ready(struct engine *e);
 void end_step(struct engine *e, uint64_t t, bool incomplete);
 void on_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, uint32_t tid);
-void cand_add(struct engine *e, struct thr *t);
+void candidate_add(struct engine *e, struct thread *t);
 
 /* ---- the GPU (gpu.c) */
 
 void open_gap(struct engine *e, uint64_t t);
-void gpu_rec(struct engine *e, const struct sb_gpu *g);
+void gpu_record(struct engine *e, const struct sb_gpu *g);
 
 /* ---- host events (host.c) */
 
 void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int ev,
-			int cause, int count);
-void sweep_rec(struct engine *e, uint64_t key, const struct sb_hdr *h);
+		 int cause, int count);
+void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h);
 
-/* ---- text records and the clock (meta.c) */
+/* ---- text records and the clock (meta_record.c) */
 
 bool guard_sampled_in(struct engine *e, uint64_t s, uint64_t end);
-const struct str *str_find(struct engine *e, uint32_t id);
-void meta(struct engine *e, const struct sb_hdr *h);
+const struct string *string_find(struct engine *e, uint32_t id);
+void meta_record(struct engine *e, const struct sb_hdr *h);
 void clock_saw(struct engine *e, uint64_t ts, bool start_too);
 bool gpu_time_ok(struct engine *e, const struct sb_gpu *g);
 
 /* ---- summaries (summary.c) */
 
-void allsum_add(struct allsum *w, const struct eng_step *r);
+void window_sums_add(struct window_sums *w, const struct eng_step *r);
 void window_begin(struct engine *e, uint64_t keep);
 void running_tail(struct engine *e, struct eng_step *r);
 void summarise_all(const struct engine *e, struct eng_summary *s);

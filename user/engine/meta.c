@@ -13,8 +13,8 @@
 #include "base/util.h"
 #include "format/gpu.h"
 
-#define STR_MAX (1u << 17)
-#define STR_BYTES_MAX (64ull << 20)
+#define STRINGS_MAX (1u << 17)
+#define STRING_BYTES_MAX (64ull << 20)
 #define PROBES_MAX 256
 
 /*
@@ -22,7 +22,7 @@
  * mode changes are kept with their times and read back as steps finalise, in
  * order.
  */
-#define GCH_MAX 4096
+#define GUARD_CHANGES_MAX 4096
 
 static void guard_record(struct engine *e, uint64_t ts, const char *s, size_t n)
 {
@@ -45,21 +45,21 @@ static void guard_record(struct engine *e, uint64_t ts, const char *s, size_t n)
 	e->guard.changes++;
 	if (g.mode == SB_GUARD_SAMPLED && !e->guard.first_sampled_ns)
 		e->guard.first_sampled_ns = ts;
-	if (e->gch_n == GCH_MAX)
+	if (e->nguard_changes == GUARD_CHANGES_MAX)
 		return; /* the last mode then stands for the rest of the capture */
-	if (e->gch_n == e->gch_cap) {
-		uint32_t nc = e->gch_cap ? 2 * e->gch_cap : 16;
-		void *q = realloc(e->gch, nc * sizeof(*e->gch));
+	if (e->nguard_changes == e->guard_changes_cap) {
+		uint32_t nc = e->guard_changes_cap ? 2 * e->guard_changes_cap : 16;
+		void *q = realloc(e->guard_changes, nc * sizeof(*e->guard_changes));
 
 		if (!q)
 			return;
-		heap_add(e, (int64_t)((nc - e->gch_cap) * sizeof(*e->gch)));
-		e->gch = q;
-		e->gch_cap = nc;
+		heap_account(e, (int64_t)((nc - e->guard_changes_cap) * sizeof(*e->guard_changes)));
+		e->guard_changes = q;
+		e->guard_changes_cap = nc;
 	}
-	e->gch[e->gch_n].ts = ts;
-	e->gch[e->gch_n].mode = g.mode;
-	e->gch_n++;
+	e->guard_changes[e->nguard_changes].ts = ts;
+	e->guard_changes[e->nguard_changes].mode = g.mode;
+	e->nguard_changes++;
 }
 
 /* was the guard sampling at any time in [s, end]? steps come in order */
@@ -67,25 +67,26 @@ bool guard_sampled_in(struct engine *e, uint64_t s, uint64_t end)
 {
 	bool any;
 
-	while (e->gch_next < e->gch_n && e->gch[e->gch_next].ts <= s)
-		e->gch_mode = e->gch[e->gch_next++].mode;
-	any = e->gch_mode == SB_GUARD_SAMPLED;
-	for (uint32_t i = e->gch_next; !any && i < e->gch_n && e->gch[i].ts <= end; i++)
-		any = e->gch[i].mode == SB_GUARD_SAMPLED;
+	while (e->guard_change_next < e->nguard_changes && e->guard_changes[e->guard_change_next].ts <= s)
+		e->guard_mode_before = e->guard_changes[e->guard_change_next++].mode;
+	any = e->guard_mode_before == SB_GUARD_SAMPLED;
+	for (uint32_t i = e->guard_change_next;
+	     !any && i < e->nguard_changes && e->guard_changes[i].ts <= end; i++)
+		any = e->guard_changes[i].mode == SB_GUARD_SAMPLED;
 	return any;
 }
 
-const struct str *str_find(struct engine *e, uint32_t id)
+const struct string *string_find(struct engine *e, uint32_t id)
 {
-	if (!id || !e->shash_cap)
+	if (!id || !e->string_hash_cap)
 		return NULL;
-	for (uint32_t i = hash32(id) & (e->shash_cap - 1);; i = (i + 1) & (e->shash_cap - 1)) {
-		uint32_t v = e->shash[i];
+	for (uint32_t i = hash32(id) & (e->string_hash_cap - 1);; i = (i + 1) & (e->string_hash_cap - 1)) {
+		uint32_t v = e->string_hash[i];
 
 		if (!v)
 			return NULL;
-		if (e->strs[v - 1].id == id)
-			return &e->strs[v - 1];
+		if (e->strings[v - 1].id == id)
+			return &e->strings[v - 1];
 	}
 }
 
@@ -99,51 +100,51 @@ static void text_of(const struct sb_hdr *h, const char **s, size_t *n, uint32_t 
 	*id = t->id;
 }
 
-static void str_put(struct engine *e, uint32_t id, const char *s, size_t n)
+static void string_put(struct engine *e, uint32_t id, const char *s, size_t n)
 {
-	struct str *x = (struct str *)str_find(e, id);
+	struct string *x = (struct string *)string_find(e, id);
 	uint64_t had = x ? x->alloc : 0;
 
-	/* names a trace may hold: STR_MAX of them, STR_BYTES_MAX in all; the rest are counted */
-	if ((!x && e->nstr >= STR_MAX) || e->str_bytes - had + n + 1 > STR_BYTES_MAX) {
-		e->str_dropped++;
+	/* names a trace may hold: STRINGS_MAX of them, STRING_BYTES_MAX in all; the rest are counted */
+	if ((!x && e->nstrings >= STRINGS_MAX) || e->string_bytes - had + n + 1 > STRING_BYTES_MAX) {
+		e->strings_dropped++;
 		return;
 	}
-	e->str_bytes += n + 1 - had;
+	e->string_bytes += n + 1 - had;
 	if (!x) {
-		if ((e->nstr + 1) * 2 > e->shash_cap) {
-			uint32_t nc = e->shash_cap ? e->shash_cap * 2 : 256;
+		if ((e->nstrings + 1) * 2 > e->string_hash_cap) {
+			uint32_t nc = e->string_hash_cap ? e->string_hash_cap * 2 : 256;
 
-			free(e->shash);
-			heap_add(e, -(int64_t)(e->shash_cap * sizeof(uint32_t)));
-			e->shash = xcalloc(e, nc, sizeof(uint32_t));
-			e->shash_cap = nc;
-			for (uint32_t i = 0; i < e->nstr; i++)
-				for (uint32_t k = hash32(e->strs[i].id) & (nc - 1);; k = (k + 1) & (nc - 1))
-					if (!e->shash[k]) {
-						e->shash[k] = i + 1;
+			free(e->string_hash);
+			heap_account(e, -(int64_t)(e->string_hash_cap * sizeof(uint32_t)));
+			e->string_hash = heap_calloc(e, nc, sizeof(uint32_t));
+			e->string_hash_cap = nc;
+			for (uint32_t i = 0; i < e->nstrings; i++)
+				for (uint32_t k = hash32(e->strings[i].id) & (nc - 1);; k = (k + 1) & (nc - 1))
+					if (!e->string_hash[k]) {
+						e->string_hash[k] = i + 1;
 						break;
 					}
 		}
-		grow(e, (void **)&e->strs, &e->capstr, e->nstr + 1, sizeof(*e->strs));
-		x = &e->strs[e->nstr++];
+		heap_grow(e, (void **)&e->strings, &e->strings_cap, e->nstrings + 1, sizeof(*e->strings));
+		x = &e->strings[e->nstrings++];
 		x->id = id;
-		for (uint32_t k = hash32(id) & (e->shash_cap - 1);; k = (k + 1) & (e->shash_cap - 1))
-			if (!e->shash[k]) {
-				e->shash[k] = e->nstr;
+		for (uint32_t k = hash32(id) & (e->string_hash_cap - 1);; k = (k + 1) & (e->string_hash_cap - 1))
+			if (!e->string_hash[k]) {
+				e->string_hash[k] = e->nstrings;
 				break;
 			}
 	} else {
-		heap_add(e, -(int64_t)x->alloc);
+		heap_account(e, -(int64_t)x->alloc);
 		free(x->text);
 	}
-	x->text = xstrndup(e, s, n);
+	x->text = heap_strndup(e, s, n);
 	x->alloc = (uint32_t)(n + 1);
 	x->nvtx = e->has_nvtx && !regexec(&e->re_nvtx, x->text, 0, NULL, 0);
 	x->kernel = e->has_kernel && !regexec(&e->re_kernel, x->text, 0, NULL, 0);
 }
 
-void meta(struct engine *e, const struct sb_hdr *h)
+void meta_record(struct engine *e, const struct sb_hdr *h)
 {
 	const char *s;
 	size_t n;
@@ -154,30 +155,30 @@ void meta(struct engine *e, const struct sb_hdr *h)
 	case SB_REC_TARGET:
 		text_of(h, &s, &n, &id);
 		if (kv_get(s, n, "pid", buf, sizeof(buf)))
-			e->tpid = (uint32_t)strtoul(buf, NULL, 10);
+			e->target_pid = (uint32_t)strtoul(buf, NULL, 10);
 		else
-			e->tpid = h->pid;
+			e->target_pid = h->pid;
 		if (kv_get(s, n, "comm", buf, sizeof(buf))) {
-			memset(e->tcomm, 0, sizeof(e->tcomm));
-			memcpy(e->tcomm, buf, min64(strlen(buf), SB_COMM_LEN));
+			memset(e->target_comm, 0, sizeof(e->target_comm));
+			memcpy(e->target_comm, buf, min64(strlen(buf), SB_COMM_LEN));
 		}
 		{
 			char cmd[1024];
 
 			if (kv_get(s, n, "cmdline", cmd, sizeof(cmd))) {
-				if (e->tcmdline) {
-					heap_add(e, -(int64_t)(strlen(e->tcmdline) + 1));
-					free(e->tcmdline);
+				if (e->target_cmdline) {
+					heap_account(e, -(int64_t)(strlen(e->target_cmdline) + 1));
+					free(e->target_cmdline);
 				}
-				e->tcmdline = xstrndup(e, cmd, strlen(cmd));
+				e->target_cmdline = heap_strndup(e, cmd, strlen(cmd));
 			}
 		}
 		break;
 	case SB_REC_THREAD: {
-		struct thr *t;
+		struct thread *t;
 
 		text_of(h, &s, &n, &id);
-		t = thr_get(e, h->tid, h->pid);
+		t = thread_get(e, h->tid, h->pid);
 		memset(t->comm, 0, sizeof(t->comm));
 		memcpy(t->comm, s, n < SB_COMM_LEN ? n : SB_COMM_LEN);
 		t->comm[strcspn(t->comm, "\n")] = 0;
@@ -195,11 +196,11 @@ void meta(struct engine *e, const struct sb_hdr *h)
 	case SB_REC_HOST:
 		text_of(h, &s, &n, &id);
 		/* a recorder that measured the per-fault cost says so */
-		if (!e->o.fault_cost_ns && kv_get(s, n, "fault_ns", buf, sizeof(buf))) {
+		if (!e->opts.fault_cost_ns && kv_get(s, n, "fault_ns", buf, sizeof(buf))) {
 			uint64_t v = strtoull(buf, NULL, 10);
 
 			if (v) {
-				e->o.fault_cost_ns = v;
+				e->opts.fault_cost_ns = v;
 				e->fault_cost = v;
 			}
 		}
@@ -207,7 +208,7 @@ void meta(struct engine *e, const struct sb_hdr *h)
 	case SB_REC_STRING:
 		text_of(h, &s, &n, &id);
 		if (id)
-			str_put(e, id, s, n);
+			string_put(e, id, s, n);
 		break;
 	case SB_REC_PROBE:
 		text_of(h, &s, &n, &id);
@@ -219,8 +220,8 @@ void meta(struct engine *e, const struct sb_hdr *h)
 			if (!p)
 				abort();
 			e->probes_missing = p;
-			heap_add(e, sizeof(*p));
-			p[e->nprobes_missing++] = xstrndup(e, s, n);
+			heap_account(e, sizeof(*p));
+			p[e->nprobes_missing++] = heap_strndup(e, s, n);
 		}
 		break;
 	case SB_REC_DROPS:
@@ -246,10 +247,10 @@ void meta(struct engine *e, const struct sb_hdr *h)
 void clock_saw(struct engine *e, uint64_t ts, bool start_too)
 {
 	if (start_too)
-		e->clk_lo = min64(e->clk_lo, ts);
-	else if (e->clk_lo > e->clk_hi)
-		e->clk_lo = ts;
-	e->clk_hi = max64(e->clk_hi, ts);
+		e->clock_lo = min64(e->clock_lo, ts);
+	else if (e->clock_lo > e->clock_hi)
+		e->clock_lo = ts;
+	e->clock_hi = max64(e->clock_hi, ts);
 }
 
 /*
@@ -265,18 +266,18 @@ bool gpu_time_ok(struct engine *e, const struct sb_gpu *g)
 
 	if (g->end_ns < g->h.ts)
 		return false;
-	if (e->clk_lo > e->clk_hi)
+	if (e->clock_lo > e->clock_hi)
 		return true;
-	lo = e->clk_lo > ENG_GPU_MARGIN_NS ? e->clk_lo - ENG_GPU_MARGIN_NS : 0;
+	lo = e->clock_lo > ENG_GPU_MARGIN_NS ? e->clock_lo - ENG_GPU_MARGIN_NS : 0;
 	if (g->h.ts < lo)
 		return false;
-	hi = e->clk_hi < UINT64_MAX - ENG_GPU_MARGIN_NS ? e->clk_hi + ENG_GPU_MARGIN_NS : UINT64_MAX;
+	hi = e->clock_hi < UINT64_MAX - ENG_GPU_MARGIN_NS ? e->clock_hi + ENG_GPU_MARGIN_NS : UINT64_MAX;
 	if (g->end_ns <= hi)
 		return true;
-	if (!e->o.live)
+	if (!e->opts.live)
 		return false;
 	/* live: the records are drained after they happened, so the clock now bounds them */
 	clock_saw(e, mono_ns(), false);
-	hi = e->clk_hi + ENG_GPU_MARGIN_NS;
+	hi = e->clock_hi + ENG_GPU_MARGIN_NS;
 	return g->end_ns <= hi;
 }

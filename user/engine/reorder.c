@@ -33,78 +33,78 @@ static uint64_t rec_key(const struct sb_hdr *h)
 	return s && s <= h->ts ? s : h->ts;
 }
 
-static int qidx_cmp(const void *a, const void *b)
+static int queued_cmp(const void *a, const void *b)
 {
-	const struct qidx *x = a, *y = b;
+	const struct queued_ref *x = a, *y = b;
 
 	if (x->key != y->key)
 		return x->key < y->key ? -1 : 1;
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-static void ovf_push(struct engine *e, uint64_t key, uint64_t seq, const void *rec, size_t len)
+static void overflow_push(struct engine *e, uint64_t key, uint64_t seq, const void *rec, size_t len)
 {
-	void *c = xcalloc(e, 1, len);
+	void *c = heap_calloc(e, 1, len);
 	size_t i;
 
 	memcpy(c, rec, len);
-	if (e->novf == e->capovf) {
-		size_t nc = e->capovf ? e->capovf * 2 : 16;
-		struct ovf *n = realloc(e->ovf, nc * sizeof(*n));
+	if (e->noverflow == e->overflow_cap) {
+		size_t nc = e->overflow_cap ? e->overflow_cap * 2 : 16;
+		struct overflow_rec *n = realloc(e->overflow, nc * sizeof(*n));
 
 		if (!n)
 			abort();
-		heap_add(e, (int64_t)((nc - e->capovf) * sizeof(*n)));
-		e->ovf = n;
-		e->capovf = nc;
+		heap_account(e, (int64_t)((nc - e->overflow_cap) * sizeof(*n)));
+		e->overflow = n;
+		e->overflow_cap = nc;
 	}
-	i = e->novf++;
-	e->ovf[i] = (struct ovf){ key, seq, c };
+	i = e->noverflow++;
+	e->overflow[i] = (struct overflow_rec){ key, seq, c };
 	while (i > 0) {
 		size_t p = (i - 1) / 2;
 
-		if (e->ovf[p].key < e->ovf[i].key ||
-		    (e->ovf[p].key == e->ovf[i].key && e->ovf[p].seq < e->ovf[i].seq))
+		if (e->overflow[p].key < e->overflow[i].key ||
+		    (e->overflow[p].key == e->overflow[i].key && e->overflow[p].seq < e->overflow[i].seq))
 			break;
-		struct ovf t = e->ovf[p];
+		struct overflow_rec t = e->overflow[p];
 
-		e->ovf[p] = e->ovf[i];
-		e->ovf[i] = t;
+		e->overflow[p] = e->overflow[i];
+		e->overflow[i] = t;
 		i = p;
 	}
 }
 
-static void ovf_pop(struct engine *e)
+static void overflow_pop(struct engine *e)
 {
 	size_t i = 0;
 
-	e->ovf[0] = e->ovf[--e->novf];
+	e->overflow[0] = e->overflow[--e->noverflow];
 	for (;;) {
 		size_t l = 2 * i + 1, r = l + 1, m = i;
 
-		if (l < e->novf && (e->ovf[l].key < e->ovf[m].key ||
-				    (e->ovf[l].key == e->ovf[m].key && e->ovf[l].seq < e->ovf[m].seq)))
+		if (l < e->noverflow && (e->overflow[l].key < e->overflow[m].key ||
+				    (e->overflow[l].key == e->overflow[m].key && e->overflow[l].seq < e->overflow[m].seq)))
 			m = l;
-		if (r < e->novf && (e->ovf[r].key < e->ovf[m].key ||
-				    (e->ovf[r].key == e->ovf[m].key && e->ovf[r].seq < e->ovf[m].seq)))
+		if (r < e->noverflow && (e->overflow[r].key < e->overflow[m].key ||
+				    (e->overflow[r].key == e->overflow[m].key && e->overflow[r].seq < e->overflow[m].seq)))
 			m = r;
 		if (m == i)
 			break;
-		struct ovf t = e->ovf[m];
+		struct overflow_rec t = e->overflow[m];
 
-		e->ovf[m] = e->ovf[i];
-		e->ovf[i] = t;
+		e->overflow[m] = e->overflow[i];
+		e->overflow[i] = t;
 		i = m;
 	}
 }
 
 static void bucket_put(struct engine *e, uint64_t key, uint64_t seq, const void *rec, size_t len)
 {
-	uint64_t bi = (key >> BK_SHIFT) & (e->nbk - 1);
-	struct bucket *b = &e->bk[bi];
-	size_t need = sizeof(struct qent) + len;
-	struct qent q = { .key = key, .seq = seq, .len = (uint32_t)len };
-	struct bchunk *c = b->tail;
+	uint64_t bi = (key >> BUCKET_SHIFT) & (e->nbuckets - 1);
+	struct bucket *b = &e->buckets[bi];
+	size_t need = sizeof(struct queued) + len;
+	struct queued q = { .key = key, .seq = seq, .len = (uint32_t)len };
+	struct bucket_chunk *c = b->tail;
 
 	if (need > sizeof(c->data)) {
 		/* rec_size() knows no record this big */
@@ -112,11 +112,11 @@ static void bucket_put(struct engine *e, uint64_t key, uint64_t seq, const void 
 		abort();
 	}
 	if (!c || c->len + need > sizeof(c->data)) {
-		c = e->bfree;
+		c = e->free_chunks;
 		if (c)
-			e->bfree = c->next;
+			e->free_chunks = c->next;
 		else
-			c = xcalloc(e, 1, sizeof(*c));
+			c = heap_calloc(e, 1, sizeof(*c));
 		c->next = NULL;
 		c->len = 0;
 		if (b->tail)
@@ -129,16 +129,16 @@ static void bucket_put(struct engine *e, uint64_t key, uint64_t seq, const void 
 	memcpy(c->data + c->len + sizeof(q), rec, len);
 	c->len += (uint32_t)need;
 	if (!b->n++)
-		e->bkbits[bi / 64] |= 1ull << (bi % 64);
+		e->bucket_bits[bi / 64] |= 1ull << (bi % 64);
 	e->queued++;
-	e->qbytes += sizeof(q) + len;
+	e->queued_bytes += sizeof(q) + len;
 	if (e->queued > e->queued_peak)
 		e->queued_peak = e->queued;
-	if (e->qbytes > e->qbytes_peak)
-		e->qbytes_peak = e->qbytes;
+	if (e->queued_bytes > e->queued_bytes_peak)
+		e->queued_bytes_peak = e->queued_bytes;
 }
 
-static bool qidx_less(const struct qidx *x, const struct qidx *y)
+static bool queued_less(const struct queued_ref *x, const struct queued_ref *y)
 {
 	return x->key < y->key || (x->key == y->key && x->seq < y->seq);
 }
@@ -148,22 +148,22 @@ static bool qidx_less(const struct qidx *x, const struct qidx *y)
  * order. A bucket is nearly sorted (records arrive nearly in time order), so
  * insertion sort, unless it has to move too much.
  */
-static void qidx_sort(struct qidx *v, uint32_t n)
+static void queued_sort(struct queued_ref *v, uint32_t n)
 {
 	uint64_t moves = 0, budget = 8 * (uint64_t)n + 64;
 
 	for (uint32_t i = 1; i < n; i++) {
-		struct qidx x = v[i];
+		struct queued_ref x = v[i];
 		uint32_t j = i;
 
-		while (j > 0 && qidx_less(&x, &v[j - 1])) {
+		while (j > 0 && queued_less(&x, &v[j - 1])) {
 			v[j] = v[j - 1];
 			j--;
 		}
 		v[j] = x;
 		moves += i - j;
 		if (moves > budget) {
-			qsort(v, n, sizeof(*v), qidx_cmp);
+			qsort(v, n, sizeof(*v), queued_cmp);
 			return;
 		}
 	}
@@ -176,48 +176,48 @@ static void sweep_bucket(struct engine *e, struct bucket *b)
 
 	if (!n)
 		return;
-	if (n > e->idx_cap) {
-		size_t nc = e->idx_cap ? e->idx_cap : 256;
-		struct qidx *q;
+	if (n > e->order_cap) {
+		size_t nc = e->order_cap ? e->order_cap : 256;
+		struct queued_ref *q;
 
 		while (nc < n)
 			nc *= 2;
-		q = realloc(e->idx, nc * sizeof(*q));
+		q = realloc(e->order, nc * sizeof(*q));
 		if (!q)
 			abort();
-		heap_add(e, (int64_t)((nc - e->idx_cap) * sizeof(*q)));
-		e->idx = q;
-		e->idx_cap = nc;
+		heap_account(e, (int64_t)((nc - e->order_cap) * sizeof(*q)));
+		e->order = q;
+		e->order_cap = nc;
 	}
 	/* written lag_ns ago, long out of the cache: ask for all of it at once */
-	for (const struct bchunk *c = b->head; c; c = c->next)
+	for (const struct bucket_chunk *c = b->head; c; c = c->next)
 		for (uint32_t o = 0; o < c->len; o += 64)
 			__builtin_prefetch(c->data + o);
-	for (const struct bchunk *c = b->head; c; c = c->next) {
+	for (const struct bucket_chunk *c = b->head; c; c = c->next) {
 		for (uint32_t off = 0; off < c->len; i++) {
-			const struct qent *q = (const void *)(c->data + off);
+			const struct queued *q = (const void *)(c->data + off);
 
-			e->idx[i] = (struct qidx){ q->key, q->seq, q };
-			if (i && sorted && qidx_less(&e->idx[i], &e->idx[i - 1]))
+			e->order[i] = (struct queued_ref){ q->key, q->seq, q };
+			if (i && sorted && queued_less(&e->order[i], &e->order[i - 1]))
 				sorted = false;
 			off += sizeof(*q) + q->len;
 		}
 	}
 	if (!sorted)
-		qidx_sort(e->idx, n);
+		queued_sort(e->order, n);
 	for (i = 0; i < n; i++) {
-		const struct qent *q = e->idx[i].q;
+		const struct queued *q = e->order[i].q;
 
 		e->sweep(e, q->key, (const struct sb_hdr *)(q + 1));
 		e->queued--;
-		e->qbytes -= sizeof(*q) + q->len;
+		e->queued_bytes -= sizeof(*q) + q->len;
 	}
 	/* only the buckets still ahead of the sweep hold records: the window, nothing more */
-	b->tail->next = e->bfree;
-	e->bfree = b->head;
+	b->tail->next = e->free_chunks;
+	e->free_chunks = b->head;
 	b->head = b->tail = NULL;
 	b->n = 0;
-	e->bkbits[(b - e->bk) / 64] &= ~(1ull << ((b - e->bk) % 64));
+	e->bucket_bits[(b - e->buckets) / 64] &= ~(1ull << ((b - e->buckets) % 64));
 }
 
 /*
@@ -225,12 +225,12 @@ static void sweep_bucket(struct engine *e, struct bucket *b)
  * than `last` or one turn of the calendar: that far the sweep has nothing to
  * do but move on, however far apart the timestamps lie.
  */
-static uint64_t next_full(const struct engine *e, uint64_t from, uint64_t last)
+static uint64_t next_full_bucket(const struct engine *e, uint64_t from, uint64_t last)
 {
-	uint64_t n = min64(last - from, e->nbk), i = 0;
+	uint64_t n = min64(last - from, e->nbuckets), i = 0;
 
 	while (i < n) {
-		uint64_t p = (from + i) & (e->nbk - 1), w = e->bkbits[p / 64] >> (p % 64);
+		uint64_t p = (from + i) & (e->nbuckets - 1), w = e->bucket_bits[p / 64] >> (p % 64);
 
 		if (w)
 			return from + min64(i + (uint64_t)__builtin_ctzll(w), n);
@@ -240,83 +240,83 @@ static uint64_t next_full(const struct engine *e, uint64_t from, uint64_t last)
 }
 
 /* sweep every bucket that ends at or before `upto` */
-void release(struct engine *e, uint64_t upto)
+void reorder_release(struct engine *e, uint64_t upto)
 {
-	uint64_t last = upto >> BK_SHIFT;
+	uint64_t last = upto >> BUCKET_SHIFT;
 
-	if (!e->q_init || e->in_release)
+	if (!e->window_started || e->in_release)
 		return;
 	e->in_release = true;
-	while (e->rel < last) {
-		if (!e->queued && e->novf && (e->ovf[0].key >> BK_SHIFT) > e->rel) {
-			e->rel = min64(e->ovf[0].key >> BK_SHIFT, last);
+	while (e->next_bucket < last) {
+		if (!e->queued && e->noverflow && (e->overflow[0].key >> BUCKET_SHIFT) > e->next_bucket) {
+			e->next_bucket = min64(e->overflow[0].key >> BUCKET_SHIFT, last);
 			continue;
 		}
-		if (!e->queued && !e->novf) {
-			e->rel = last;
+		if (!e->queued && !e->noverflow) {
+			e->next_bucket = last;
 			break;
 		}
-		if (e->queued && !e->bk[e->rel & (e->nbk - 1)].n) {
+		if (e->queued && !e->buckets[e->next_bucket & (e->nbuckets - 1)].n) {
 			/*
 			 * Empty buckets: skip to the next that holds records (the overflow
 			 * records all lie a turn of the calendar beyond it). Committing and
 			 * finalising depend only on the sweep's time, which empty buckets
 			 * do not move: once is as good as once per bucket.
 			 */
-			uint64_t nx = next_full(e, e->rel, last);
+			uint64_t nx = next_full_bucket(e, e->next_bucket, last);
 
-			if (nx > e->rel) {
-				e->rel = nx;
+			if (nx > e->next_bucket) {
+				e->next_bucket = nx;
 				e->time_moved(e);
 				continue;
 			}
 		}
 		/* overflow records whose bucket has come into the window */
-		while (e->novf && (e->ovf[0].key >> BK_SHIFT) < e->rel + e->nbk) {
-			struct ovf o = e->ovf[0];
+		while (e->noverflow && (e->overflow[0].key >> BUCKET_SHIFT) < e->next_bucket + e->nbuckets) {
+			struct overflow_rec o = e->overflow[0];
 			const struct sb_hdr *h = o.rec;
 
 			size_t len = rec_size(h->type);
 
-			ovf_pop(e);
-			bucket_put(e, max64(o.key, e->rel << BK_SHIFT), o.seq, o.rec, len);
+			overflow_pop(e);
+			bucket_put(e, max64(o.key, e->next_bucket << BUCKET_SHIFT), o.seq, o.rec, len);
 			free(o.rec);
-			heap_add(e, -(int64_t)len);
+			heap_account(e, -(int64_t)len);
 		}
 		{
 			/* the next bucket's first chunk: it is swept next, as cold as this one */
-			const struct bchunk *c = e->bk[(e->rel + 1) & (e->nbk - 1)].head;
+			const struct bucket_chunk *c = e->buckets[(e->next_bucket + 1) & (e->nbuckets - 1)].head;
 
 			if (c)
 				for (size_t o = 0; o < sizeof(*c); o += 64)
 					__builtin_prefetch((const char *)c + o);
 		}
-		sweep_bucket(e, &e->bk[e->rel & (e->nbk - 1)]);
-		e->rel++;
+		sweep_bucket(e, &e->buckets[e->next_bucket & (e->nbuckets - 1)]);
+		e->next_bucket++;
 		e->time_moved(e);
 	}
 	e->in_release = false;
 }
 
-void enqueue(struct engine *e, const struct sb_hdr *h, size_t len)
+void reorder_enqueue(struct engine *e, const struct sb_hdr *h, size_t len)
 {
 	uint64_t key = rec_key(h);
 	bool late = false;
 
-	if (!e->q_init) {
+	if (!e->window_started) {
 		/* the window starts one lag before the first record */
-		e->rel = (h->ts > e->lag ? h->ts - e->lag : 0) >> BK_SHIFT;
-		e->q_init = true;
+		e->next_bucket = (h->ts > e->lag ? h->ts - e->lag : 0) >> BUCKET_SHIFT;
+		e->window_started = true;
 	}
-	if (key >> BK_SHIFT < e->rel) {
+	if (key >> BUCKET_SHIFT < e->next_bucket) {
 		/* its time is already final: it still counts, from now on */
-		if (h->ts < (e->rel << BK_SHIFT))
+		if (h->ts < (e->next_bucket << BUCKET_SHIFT))
 			e->late++;
-		key = e->rel << BK_SHIFT;
+		key = e->next_bucket << BUCKET_SHIFT;
 		late = true;
 	}
-	if ((key >> BK_SHIFT) >= e->rel + e->nbk)
-		ovf_push(e, key, e->seq++, h, len);
+	if ((key >> BUCKET_SHIFT) >= e->next_bucket + e->nbuckets)
+		overflow_push(e, key, e->seq++, h, len);
 	else
 		bucket_put(e, key, e->seq++, h, len);
 	/*
@@ -324,9 +324,9 @@ void enqueue(struct engine *e, const struct sb_hdr *h, size_t len)
 	 * is late and joins the first bucket): sweep that bucket rather than let
 	 * it hold the whole input.
 	 */
-	if (late && e->bk[e->rel & (e->nbk - 1)].n >= FRONTIER_MAX && !e->in_release &&
-	    e->rel < (UINT64_MAX >> BK_SHIFT)) {
+	if (late && e->buckets[e->next_bucket & (e->nbuckets - 1)].n >= FRONTIER_MAX && !e->in_release &&
+	    e->next_bucket < (UINT64_MAX >> BUCKET_SHIFT)) {
 		e->frontier_flushes++;
-		release(e, (e->rel + 1) << BK_SHIFT);
+		reorder_release(e, (e->next_bucket + 1) << BUCKET_SHIFT);
 	}
 }

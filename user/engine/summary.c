@@ -12,36 +12,37 @@
 
 #define LIVE_WINDOW 1024
 
-static uint32_t hg_idx(uint64_t v)
+static uint32_t hist_index(uint64_t v)
 {
 	int x;
 
-	if (v < HG_SUB)
+	if (v < HIST_SUB)
 		return (uint32_t)v;
 	x = 63 - __builtin_clzll(v);
-	return (uint32_t)(HG_SUB + (x - HG_SHIFT) * HG_SUB + ((v >> (x - HG_SHIFT)) & (HG_SUB - 1)));
+	return (uint32_t)(HIST_SUB + (x - HIST_SHIFT) * HIST_SUB +
+			  ((v >> (x - HIST_SHIFT)) & (HIST_SUB - 1)));
 }
 
 /* the middle of bucket i */
-static uint64_t hg_mid(uint32_t i)
+static uint64_t hist_middle(uint32_t i)
 {
 	uint32_t oct, m;
 
-	if (i < HG_SUB)
+	if (i < HIST_SUB)
 		return i;
-	oct = (i - HG_SUB) / HG_SUB;
-	m = (i - HG_SUB) % HG_SUB;
-	return ((uint64_t)(HG_SUB + m) << oct) + ((1ull << oct) >> 1);
+	oct = (i - HIST_SUB) / HIST_SUB;
+	m = (i - HIST_SUB) % HIST_SUB;
+	return ((uint64_t)(HIST_SUB + m) << oct) + ((1ull << oct) >> 1);
 }
 
-static void hg_add(struct hist *h, uint64_t v)
+static void hist_add(struct hist *h, uint64_t v)
 {
-	h->b[hg_idx(v)]++;
+	h->b[hist_index(v)]++;
 	h->n++;
 }
 
 /* nearest rank num/den, as rank_pct() over the values */
-static uint64_t hg_pct(const struct hist *h, uint64_t num, uint64_t den)
+static uint64_t hist_percentile(const struct hist *h, uint64_t num, uint64_t den)
 {
 	uint64_t k, run = 0;
 
@@ -49,42 +50,42 @@ static uint64_t hg_pct(const struct hist *h, uint64_t num, uint64_t den)
 		return 0;
 	k = (num * h->n + den - 1) / den;
 	k = k < 1 ? 1 : k > h->n ? h->n : k;
-	for (uint32_t i = 0; i < HG_N; i++) {
+	for (uint32_t i = 0; i < HIST_N; i++) {
 		run += h->b[i];
 		if (run >= k)
-			return hg_mid(i);
+			return hist_middle(i);
 	}
-	return hg_mid(HG_N - 1);
+	return hist_middle(HIST_N - 1);
 }
 
-struct hg_dev {
+struct hist_deviation {
 	uint64_t dev, n;
 };
 
-static int hg_dev_cmp(const void *a, const void *b)
+static int hist_deviation_cmp(const void *a, const void *b)
 {
-	const struct hg_dev *x = a, *y = b;
+	const struct hist_deviation *x = a, *y = b;
 
 	return x->dev < y->dev ? -1 : x->dev > y->dev;
 }
 
 /* median absolute deviation from med, as mad_of() over the values */
-static uint64_t hg_mad(const struct hist *h, uint64_t med)
+static uint64_t hist_mad(const struct hist *h, uint64_t med)
 {
-	struct hg_dev *d = calloc(HG_N, sizeof(*d));
+	struct hist_deviation *d = calloc(HIST_N, sizeof(*d));
 	uint64_t n = 0, k, run = 0, r = 0;
 
 	if (!d || !h->n) {
 		free(d);
 		return 0;
 	}
-	for (uint32_t i = 0; i < HG_N; i++) {
-		uint64_t m = hg_mid(i);
+	for (uint32_t i = 0; i < HIST_N; i++) {
+		uint64_t m = hist_middle(i);
 
 		if (h->b[i])
-			d[n++] = (struct hg_dev){ m > med ? m - med : med - m, h->b[i] };
+			d[n++] = (struct hist_deviation){ m > med ? m - med : med - m, h->b[i] };
 	}
-	qsort(d, n, sizeof(*d), hg_dev_cmp);
+	qsort(d, n, sizeof(*d), hist_deviation_cmp);
 	k = (h->n + 1) / 2;
 	for (uint64_t i = 0; i < n; i++) {
 		run += d[i].n;
@@ -98,12 +99,12 @@ static uint64_t hg_mad(const struct hist *h, uint64_t med)
 }
 
 /* values over thr */
-static uint64_t hg_above(const struct hist *h, uint64_t thr)
+static uint64_t hist_above(const struct hist *h, uint64_t thr)
 {
 	uint64_t n = 0;
 
-	for (uint32_t i = hg_idx(thr); i < HG_N; i++)
-		if (hg_mid(i) > thr)
+	for (uint32_t i = hist_index(thr); i < HIST_N; i++)
+		if (hist_middle(i) > thr)
 			n += h->b[i];
 	return n;
 }
@@ -114,7 +115,7 @@ static uint64_t step_ppm(const struct eng_step *r)
 }
 
 /* a step into the summaries over all steps (the same figures summarise_range() takes) */
-void allsum_add(struct allsum *w, const struct eng_step *r)
+void window_sums_add(struct window_sums *w, const struct eng_step *r)
 {
 	w->nsteps++;
 	for (int c = 0; c < ENG_NCAUSE; c++)
@@ -130,22 +131,22 @@ void allsum_add(struct allsum *w, const struct eng_step *r)
 	if (!w->ncomplete++ || r->duration_ns < w->min)
 		w->min = r->duration_ns;
 	w->max = max64(w->max, r->duration_ns);
-	hg_add(&w->dur, r->duration_ns);
-	hg_add(&w->idle, r->gpu_idle_ns);
-	hg_add(&w->tracer, r->tracer_ns);
-	hg_add(&w->tracer_ppm, step_ppm(r));
+	hist_add(&w->dur, r->duration_ns);
+	hist_add(&w->idle, r->gpu_idle_ns);
+	hist_add(&w->tracer, r->tracer_ns);
+	hist_add(&w->tracer_ppm, step_ppm(r));
 	w->tracer_ppm_max = max64(w->tracer_ppm_max, step_ppm(r));
 	for (int c = 0; c < ENG_NCAUSE; c++)
-		hg_add(&w->cause[c], r->cause_ns[c]);
+		hist_add(&w->cause[c], r->cause_ns[c]);
 }
 
 /* from now on keep the last `keep` steps in detail, summaries over all of them */
 void window_begin(struct engine *e, uint64_t keep)
 {
-	e->keep = max64(keep, LIVE_WINDOW);
-	e->ws = xcalloc(e, 1, sizeof(*e->ws));
-	for (uint64_t i = first_kept(e); i < e->nres; i++)
-		allsum_add(e->ws, RES(e, i));
+	e->keep_steps = max64(keep, LIVE_WINDOW);
+	e->window_sums = heap_calloc(e, 1, sizeof(*e->window_sums));
+	for (uint64_t i = first_kept(e); i < e->nresults; i++)
+		window_sums_add(e->window_sums, RESULT(e, i));
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -264,16 +265,16 @@ static void dips(const struct engine *e, uint64_t first, uint64_t last, struct e
 	s->ndips = 0;
 	s->dip_busy_median = -1;
 	for (uint64_t i = first; i < last; i++)
-		if (complete_step(RES(e, i)) && RES(e, i)->gpu_timeline)
-			tmp[n++] = RES(e, i)->gpu_idle_ns;
+		if (complete_step(RESULT(e, i)) && RESULT(e, i)->gpu_timeline)
+			tmp[n++] = RESULT(e, i)->gpu_idle_ns;
 	if (!n)
 		return;
 	med_idle = median_of(tmp, n);
 	mad_idle = mad_of(tmp, n, med_idle);
 	n = 0;
 	for (uint64_t i = first; i < last; i++)
-		if (complete_step(RES(e, i)) && RES(e, i)->gpu_timeline)
-			tmp[n++] = RES(e, i)->duration_ns;
+		if (complete_step(RESULT(e, i)) && RESULT(e, i)->gpu_timeline)
+			tmp[n++] = RESULT(e, i)->duration_ns;
 	med_dur = median_of(tmp, n);
 	thr = med_idle + 3 * (mad_idle > med_dur / 100 ? mad_idle : med_dur / 100);
 
@@ -286,7 +287,7 @@ static void dips(const struct engine *e, uint64_t first, uint64_t last, struct e
 	}
 	n = 0;
 	for (uint64_t i = first; i < last; i++) {
-		const struct eng_step *r = RES(e, i);
+		const struct eng_step *r = RESULT(e, i);
 
 		if (!complete_step(r) || !r->gpu_timeline)
 			continue;
@@ -369,7 +370,7 @@ static void summarise_range(const struct engine *e, uint64_t first, uint64_t las
 	if (!v)
 		return;
 	for (uint64_t i = first; i < last; i++) {
-		const struct eng_step *r = RES(e, i);
+		const struct eng_step *r = RESULT(e, i);
 
 		for (int c = 0; c < ENG_NCAUSE; c++)
 			s->cause_total[c] += r->cause_ns[c];
@@ -398,27 +399,27 @@ static void summarise_range(const struct engine *e, uint64_t first, uint64_t las
 			uint64_t k = 0;
 
 			for (uint64_t i = first; i < last; i++)
-				if (complete_step(RES(e, i)))
-					v[k++] = RES(e, i)->cause_ns[c];
+				if (complete_step(RESULT(e, i)))
+					v[k++] = RESULT(e, i)->cause_ns[c];
 			s->cause_median[c] = median_of(v, k);
 		}
 		uint64_t k = 0;
 
 		for (uint64_t i = first; i < last; i++)
-			if (complete_step(RES(e, i)))
-				v[k++] = RES(e, i)->gpu_idle_ns;
+			if (complete_step(RESULT(e, i)))
+				v[k++] = RESULT(e, i)->gpu_idle_ns;
 		s->idle_median = median_of(v, k);
 	}
 	if (n) {
 		uint64_t k = 0;
 
 		for (uint64_t i = first; i < last; i++)
-			if (complete_step(RES(e, i)))
-				v[k++] = RES(e, i)->tracer_ns;
+			if (complete_step(RESULT(e, i)))
+				v[k++] = RESULT(e, i)->tracer_ns;
 		s->tracer_median_ns = median_of(v, k);
 		k = 0;
 		for (uint64_t i = first; i < last; i++) {
-			const struct eng_step *r = RES(e, i);
+			const struct eng_step *r = RESULT(e, i);
 
 			if (complete_step(r))
 				v[k++] = r->duration_ns ? r->tracer_ns * 1000000 / r->duration_ns : 0;
@@ -429,7 +430,7 @@ static void summarise_range(const struct engine *e, uint64_t first, uint64_t las
 		s->tracer_max_ppm = v[k - 1];
 	}
 	for (uint64_t i = first; i < last; i++) {
-		const struct eng_step *r = RES(e, i);
+		const struct eng_step *r = RESULT(e, i);
 
 		s->tracer_total_ns += r->tracer_ns;
 		s->sampled_steps += r->alloc_sampled;
@@ -442,15 +443,15 @@ static void summarise_range(const struct engine *e, uint64_t first, uint64_t las
 /* live only: judge a step against the last LIVE_WINDOW steps */
 void running_tail(struct engine *e, struct eng_step *r)
 {
-	uint64_t first = e->nres > LIVE_WINDOW ? e->nres - LIVE_WINDOW : 0, n = 0, med, mad;
+	uint64_t first = e->nresults > LIVE_WINDOW ? e->nresults - LIVE_WINDOW : 0, n = 0, med, mad;
 	uint64_t v[LIVE_WINDOW];
 
 	r->tail = false;
-	if (r->incomplete || !e->cb)
+	if (r->incomplete || !e->step_cb)
 		return;
-	for (uint64_t i = first; i < e->nres; i++)
-		if (complete_step(RES(e, i)))
-			v[n++] = RES(e, i)->duration_ns;
+	for (uint64_t i = first; i < e->nresults; i++)
+		if (complete_step(RESULT(e, i)))
+			v[n++] = RESULT(e, i)->duration_ns;
 	if (n < 3)
 		return;
 	med = median_of(v, n);
@@ -464,7 +465,7 @@ void running_tail(struct engine *e, struct eng_step *r)
  */
 static void summarise_window(const struct engine *e, struct eng_summary *s)
 {
-	const struct allsum *w = e->ws;
+	const struct window_sums *w = e->window_sums;
 	uint64_t first = first_kept(e), *v;
 
 	memset(s, 0, sizeof(*s));
@@ -485,26 +486,26 @@ static void summarise_window(const struct engine *e, struct eng_summary *s)
 		s->min = w->min;
 		s->max = w->max;
 		for (int i = 0; i < 4; i++)
-			*p[i] = min64(max64(hg_pct(&w->dur, num[i], den[i]), w->min), w->max);
+			*p[i] = min64(max64(hist_percentile(&w->dur, num[i], den[i]), w->min), w->max);
 		s->p99_over_p50 = s->p50 ? (double)s->p99 / (double)s->p50 : 0;
-		s->mad = hg_mad(&w->dur, s->p50);
+		s->mad = hist_mad(&w->dur, s->p50);
 		s->tail_threshold_ns = tail_threshold(s->p50, s->mad);
-		s->ntail = hg_above(&w->dur, s->tail_threshold_ns);
+		s->ntail = hist_above(&w->dur, s->tail_threshold_ns);
 		for (int c = 0; c < ENG_NCAUSE; c++)
-			s->cause_median[c] = hg_pct(&w->cause[c], 50, 100);
-		s->idle_median = hg_pct(&w->idle, 50, 100);
-		s->tracer_median_ns = hg_pct(&w->tracer, 50, 100);
-		s->tracer_p50_ppm = hg_pct(&w->tracer_ppm, 50, 100);
-		s->tracer_p99_ppm = hg_pct(&w->tracer_ppm, 99, 100);
+			s->cause_median[c] = hist_percentile(&w->cause[c], 50, 100);
+		s->idle_median = hist_percentile(&w->idle, 50, 100);
+		s->tracer_median_ns = hist_percentile(&w->tracer, 50, 100);
+		s->tracer_p50_ppm = hist_percentile(&w->tracer_ppm, 50, 100);
+		s->tracer_p99_ppm = hist_percentile(&w->tracer_ppm, 99, 100);
 		s->tracer_max_ppm = w->tracer_ppm_max;
 	}
-	v = calloc(e->nres - first + 1, sizeof(*v));
+	v = calloc(e->nresults - first + 1, sizeof(*v));
 	if (v)
-		dips(e, first, e->nres, s, v);
+		dips(e, first, e->nresults, s, v);
 	free(v);
 	s->windowed = true;
 	s->first_kept = first;
-	s->pct_error = 1.0 / (2 * HG_SUB);
+	s->pct_error = 1.0 / (2 * HIST_SUB);
 }
 
 /*
@@ -513,17 +514,17 @@ static void summarise_window(const struct engine *e, struct eng_summary *s)
  */
 void summarise_all(const struct engine *e, struct eng_summary *s)
 {
-	if (e->ws && e->chunk0)
+	if (e->window_sums && e->first_chunk)
 		summarise_window(e, s);
 	else
-		summarise_range(e, 0, e->nres, s);
+		summarise_range(e, 0, e->nresults, s);
 }
 
 /* the final judgement, into the steps kept (engine_finish) */
 void mark_tails(struct engine *e, const struct eng_summary *s)
 {
-	for (uint64_t i = first_kept(e); i < e->nres; i++) {
-		struct eng_step *r = RES(e, i);
+	for (uint64_t i = first_kept(e); i < e->nresults; i++) {
+		struct eng_step *r = RESULT(e, i);
 
 		r->tail = s->ncomplete && complete_step(r) && r->duration_ns > s->tail_threshold_ns;
 	}
@@ -539,7 +540,7 @@ void engine_summarise(const struct engine *e, struct eng_summary *s)
 
 void engine_running_summary(const struct engine *e, struct eng_summary *s)
 {
-	summarise_range(e, e->nres > LIVE_WINDOW ? e->nres - LIVE_WINDOW : 0, e->nres, s);
+	summarise_range(e, e->nresults > LIVE_WINDOW ? e->nresults - LIVE_WINDOW : 0, e->nresults, s);
 }
 
 int engine_step_excess(const struct engine *e, const struct eng_step *st,
@@ -576,7 +577,7 @@ int engine_step_excess(const struct engine *e, const struct eng_step *st,
 	return n;
 }
 
-static int itf_cmp(const void *a, const void *b)
+static int interferer_cmp(const void *a, const void *b)
 {
 	const struct eng_interferer *x = a, *y = b;
 
@@ -593,23 +594,23 @@ int engine_interferers(const struct engine *e, struct eng_interferer *out, int m
 	uint32_t n = 0;
 	int k;
 
-	if (!e->itf_n || max <= 0)
+	if (!e->ninterferers || max <= 0)
 		return 0;
-	all = calloc(e->itf_n, sizeof(*all));
+	all = calloc(e->ninterferers, sizeof(*all));
 	if (!all)
 		return 0;
-	for (uint32_t i = 0; i < e->itf_cap; i++) {
-		const struct interf *x = &e->itf[i];
+	for (uint32_t i = 0; i < e->interferers_cap; i++) {
+		const struct interferer *x = &e->interferers[i];
 
 		if (!x->used || !x->ns)
 			continue;
 		all[n].pid = x->pid;
 		memcpy(all[n].comm, x->comm, sizeof(all[n].comm));
 		all[n].ns = x->ns;
-		all[n].own = e->tpid && x->pid == e->tpid;
+		all[n].own = e->target_pid && x->pid == e->target_pid;
 		n++;
 	}
-	qsort(all, n, sizeof(*all), itf_cmp);
+	qsort(all, n, sizeof(*all), interferer_cmp);
 	k = (int)n < max ? (int)n : max;
 	memcpy(out, all, k * sizeof(*all));
 	free(all);
