@@ -34,8 +34,8 @@
  *
  * The rooms, in that order: reorder.c (the window; it hands records to the
  * sweep through e->sweep and knows nothing of what they mean), host.c and
- * gpu.c (the sweep: host events, the GPU timeline), meta_record.c (text records, the
- * capture's clock), threads.c (threads, episodes, runslices), classify.c
+ * gpu.c (the sweep: host events, the GPU timeline), meta.c (text records,
+ * the capture's clock), threads.c (threads, episodes, runslices), classify.c
  * (accumulators, classification, wakeup chains, the thread tracks of the
  * timeline), steps.c (steps, pieces, candidates, interferers, result slots),
  * summary.c (summaries: reading results only). This file: the lifecycle,
@@ -107,7 +107,7 @@ void heap_account(struct engine *e, int64_t d)
 		e->heap_peak = e->heap;
 }
 
-/* heap_grow *p (elements of size sz) to hold at least need; aborts on OOM */
+/* grow *p (elements of size sz) to hold at least need; aborts on OOM */
 void heap_grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t sz)
 {
 	size_t nc;
@@ -256,16 +256,16 @@ void engine_finish(struct engine *e)
 	if (e->complete && e->trailer_ts > end)
 		end = e->trailer_ts;
 	if (e->current_step)
-		end_step(e, max64(end, e->current_step->start), true);
+		step_end(e, max64(end, e->current_step->start), true);
 	account_candidates(e, end);
 	if (e->gap_open) {
 		if (e->current_piece) {
 			e->current_piece->closed = true;
 			e->current_piece = NULL;
 		}
-		commit_ended(e, 0, true);
+		pieces_commit_ended(e, 0, true);
 	}
-	finalize_ready(e);
+	steps_finalize_ready(e);
 	for (int i = 0; i < e->ncandidates; i++)
 		timeline_thread_flush(e, e->candidates[i]);
 	summarise_all(e, &e->final_summary);
@@ -282,8 +282,8 @@ void engine_set_step_cb(struct engine *e, engine_step_cb cb, void *ctx)
 /* the sweep has reached e->now: commit what is ready, finalise the steps that are */
 static void time_moved(struct engine *e)
 {
-	commit_ended(e, e->now, false);
-	finalize_ready(e);
+	pieces_commit_ended(e, e->now, false);
+	steps_finalize_ready(e);
 }
 
 struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
@@ -407,7 +407,7 @@ void engine_free(struct engine *e)
 	}
 	free(e->open_steps);
 	for (uint64_t i = 0; i < e->nchunks; i++) {
-		pools_free(e, e->results[i]);
+		result_pools_free(e, e->results[i]);
 		free(e->results[i]);
 	}
 	free(e->results);

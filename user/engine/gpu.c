@@ -94,7 +94,7 @@ static double p2_median(const struct p2_quantile *p)
 	return p->n ? v[(p->n - 1) / 2] : 0;
 }
 
-void open_gap(struct engine *e, uint64_t t)
+void gpu_gap_open(struct engine *e, uint64_t t)
 {
 	account_candidates(e, t);
 	e->gap_open = true;
@@ -104,7 +104,7 @@ void open_gap(struct engine *e, uint64_t t)
 	}
 }
 
-static void close_gap(struct engine *e, uint64_t t, uint32_t crit)
+static void gpu_gap_close(struct engine *e, uint64_t t, uint32_t crit)
 {
 	account_candidates(e, t);
 	if (e->current_piece) {
@@ -114,12 +114,12 @@ static void close_gap(struct engine *e, uint64_t t, uint32_t crit)
 	while (e->npieces) {
 		struct piece *p = e->pieces[e->pieces_head];
 
-		commit_piece(e, p, crit ? crit : fallback_critical(e, p->step_seq));
+		piece_commit(e, p, crit ? crit : step_fallback_critical(e, p->step_seq));
 		piece_pop(e);
 	}
 	e->current_piece = NULL;
 	e->gap_open = false;
-	finalize_ready(e);
+	steps_finalize_ready(e);
 }
 
 /* the operation issued as corr has started: it is no longer queued */
@@ -208,11 +208,11 @@ static void gpu_op(struct engine *e, const struct sb_gpu *g)
 		const struct string *n = string_find(e, g->name_id);
 
 		if (n && n->kernel)
-			on_mark(e, ENG_SRC_KERNEL, MARK_ONE, e->source_marks[ENG_SRC_KERNEL], s,
+			step_mark(e, ENG_SRC_KERNEL, MARK_ONE, e->source_marks[ENG_SRC_KERNEL], s,
 				crit ? crit : e->last_launch_tid);
 	}
 	if (e->gap_open && s >= e->busy_until)
-		close_gap(e, s, crit);
+		gpu_gap_close(e, s, crit);
 	launch_started(e, g->correlation_id);
 	e->gpu_started = true;
 	if (end > e->busy_until)
@@ -261,10 +261,10 @@ static void gpu_marker(struct engine *e, const struct sb_gpu *g)
 
 	switch (g->sub) {
 	case SB_MARK_STEP_BEGIN:
-		on_mark(e, ENG_SRC_GPU_MARKER, MARK_BEGIN, g->bytes, g->h.ts, g->h.tid);
+		step_mark(e, ENG_SRC_GPU_MARKER, MARK_BEGIN, g->bytes, g->h.ts, g->h.tid);
 		break;
 	case SB_MARK_STEP_END:
-		on_mark(e, ENG_SRC_GPU_MARKER, MARK_END, g->bytes, g->h.ts, g->h.tid);
+		step_mark(e, ENG_SRC_GPU_MARKER, MARK_END, g->bytes, g->h.ts, g->h.tid);
 		break;
 	case SB_MARK_RANGE_PUSH:
 		t = thread_get(e, g->h.tid, e->target_pid);
@@ -276,7 +276,7 @@ static void gpu_marker(struct engine *e, const struct sb_gpu *g)
 		}
 		n = string_find(e, g->name_id);
 		if (n && n->nvtx)
-			on_mark(e, ENG_SRC_NVTX, MARK_BEGIN,
+			step_mark(e, ENG_SRC_NVTX, MARK_BEGIN,
 				marker_number(e, n, g->bytes, ENG_SRC_NVTX), g->h.ts, g->h.tid);
 		break;
 	case SB_MARK_RANGE_POP:
@@ -284,7 +284,7 @@ static void gpu_marker(struct engine *e, const struct sb_gpu *g)
 		if (!t->sink && t->nvtx_n) {
 			n = string_find(e, t->nvtx[--t->nvtx_n]);
 			if (n && n->nvtx)
-				on_mark(e, ENG_SRC_NVTX, MARK_END, 0, g->h.ts, g->h.tid);
+				step_mark(e, ENG_SRC_NVTX, MARK_END, 0, g->h.ts, g->h.tid);
 		}
 		break;
 	}

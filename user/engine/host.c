@@ -120,7 +120,7 @@ static void step_owner_gone(struct engine *e, struct thread *t, uint64_t at)
 	struct open_step *st = e->current_step;
 
 	if (!t->sink && st && st->marker_tid == t->tid && at >= st->start)
-		end_step(e, at, true);
+		step_end(e, at, true);
 }
 
 static void add_overlay(struct thread *t, uint64_t s, uint64_t end, int cause)
@@ -410,7 +410,7 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		key = e->now;
 	/* the GPU went idle somewhere before this instant */
 	if (e->gpu_started && !e->gap_open && key > e->busy_until)
-		open_gap(e, e->busy_until);
+		gpu_gap_open(e, e->busy_until);
 	e->now = key;
 	if (e->current_step && h->pid == e->target_pid && h->type <= SB_EV_KERNEL_LAST) {
 		int cls;
@@ -478,7 +478,7 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		struct thread *t = thread_get(e, h->tid, h->pid);
 
 		own_event(e, t, key, SB_EV_STEP, 0);
-		on_mark(e, s->source == SB_STEP_UPROBE ? ENG_SRC_UPROBE : ENG_SRC_USDT, MARK_ONE,
+		step_mark(e, s->source == SB_STEP_UPROBE ? ENG_SRC_UPROBE : ENG_SRC_USDT, MARK_ONE,
 			s->step, key, h->tid);
 		break;
 	}

@@ -468,20 +468,20 @@ void resolve_sleep(struct engine *e, struct thread *t, const struct sb_wakeup *w
 
 /* ---- steps (steps.c) */
 
-void pools_free(struct engine *e, struct result_chunk *c);
+void result_pools_free(struct engine *e, struct result_chunk *c);
 struct piece *piece_new(struct engine *e, uint64_t step_seq, uint64_t start);
-void commit_piece(struct engine *e, struct piece *p, uint32_t crit_tid);
-uint32_t fallback_critical(struct engine *e, uint64_t step_seq);
+void piece_commit(struct engine *e, struct piece *p, uint32_t crit_tid);
+uint32_t step_fallback_critical(struct engine *e, uint64_t step_seq);
 void piece_pop(struct engine *e);
-void commit_ended(struct engine *e, uint64_t older_than, bool all);
-void finalize_ready(struct engine *e);
-void end_step(struct engine *e, uint64_t t, bool incomplete);
-void on_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, uint32_t tid);
+void pieces_commit_ended(struct engine *e, uint64_t older_than, bool all);
+void steps_finalize_ready(struct engine *e);
+void step_end(struct engine *e, uint64_t t, bool incomplete);
+void step_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, uint32_t tid);
 void candidate_add(struct engine *e, struct thread *t);
 
 /* ---- the GPU (gpu.c) */
 
-void open_gap(struct engine *e, uint64_t t);
+void gpu_gap_open(struct engine *e, uint64_t t);
 void gpu_record(struct engine *e, const struct sb_gpu *g);
 
 /* ---- host events (host.c) */
@@ -490,7 +490,7 @@ void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int e
 		 int cause, int count);
 void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h);
 
-/* ---- text records and the clock (meta_record.c) */
+/* ---- text records and the clock (meta.c) */
 
 bool guard_sampled_in(struct engine *e, uint64_t s, uint64_t end);
 const struct string *string_find(struct engine *e, uint32_t id);

@@ -35,7 +35,7 @@ static const struct eng_blame *blame_store(struct engine *e, struct result_chunk
 	return p;
 }
 
-void pools_free(struct engine *e, struct result_chunk *c)
+void result_pools_free(struct engine *e, struct result_chunk *c)
 {
 	while (c->pool) {
 		struct blame_pool *q = c->pool;
@@ -192,7 +192,7 @@ static bool candidate_of_tid(struct engine *e, uint32_t tid, int *ci)
 }
 
 /* piece p is over: its time goes to the step as crit_tid's */
-void commit_piece(struct engine *e, struct piece *p, uint32_t crit_tid)
+void piece_commit(struct engine *e, struct piece *p, uint32_t crit_tid)
 {
 	struct open_step *st = step_by_seq(e, p->step_seq);
 	uint64_t idle = p->end > p->start ? p->end - p->start : 0, sum = 0;
@@ -246,7 +246,7 @@ void commit_piece(struct engine *e, struct piece *p, uint32_t crit_tid)
 	st->open_pieces--;
 }
 
-uint32_t fallback_critical(struct engine *e, uint64_t step_seq)
+uint32_t step_fallback_critical(struct engine *e, uint64_t step_seq)
 {
 	struct open_step *st = step_by_seq(e, step_seq);
 	int ci;
@@ -268,7 +268,7 @@ void piece_pop(struct engine *e)
 }
 
 /* commit the oldest closed pieces whose step has ended, with the fallback thread */
-void commit_ended(struct engine *e, uint64_t older_than, bool all)
+void pieces_commit_ended(struct engine *e, uint64_t older_than, bool all)
 {
 	while (e->npieces) {
 		struct piece *p = e->pieces[e->pieces_head];
@@ -278,7 +278,7 @@ void commit_ended(struct engine *e, uint64_t older_than, bool all)
 			break;
 		if (!all && st->end + e->lag > older_than)
 			break;
-		commit_piece(e, p, fallback_critical(e, p->step_seq));
+		piece_commit(e, p, step_fallback_critical(e, p->step_seq));
 		piece_pop(e);
 	}
 }
@@ -325,7 +325,7 @@ static struct eng_step *result_slot(struct engine *e)
 			heap_account(e, -(int64_t)sizeof(*c));
 		}
 		c = e->results[0];
-		pools_free(e, c);
+		result_pools_free(e, c);
 		memmove(e->results, e->results + 1, (e->nchunks - 1) * sizeof(*e->results));
 		e->nchunks--;
 		e->first_chunk++;
@@ -349,7 +349,7 @@ static struct eng_step *result_slot(struct engine *e)
 	return RESULT(e, e->nresults);
 }
 
-static void finalize_step(struct engine *e, struct open_step *st)
+static void step_finalize(struct engine *e, struct open_step *st)
 {
 	struct eng_step *r;
 	struct eng_blame tmp[CULPRITS_MAX + ENG_NCAUSE];
@@ -459,21 +459,21 @@ static void open_step_free(struct engine *e, struct open_step *st)
 	heap_account(e, -(int64_t)sizeof(*st));
 }
 
-void finalize_ready(struct engine *e)
+void steps_finalize_ready(struct engine *e)
 {
 	while (e->nopen_steps) {
 		struct open_step *st = e->open_steps[e->open_steps_head];
 
 		if (!st->ended || st->open_pieces)
 			break;
-		finalize_step(e, st);
+		step_finalize(e, st);
 		e->open_steps_head = (e->open_steps_head + 1) % e->open_steps_cap;
 		e->nopen_steps--;
 		open_step_free(e, st);
 	}
 }
 
-void end_step(struct engine *e, uint64_t t, bool incomplete)
+void step_end(struct engine *e, uint64_t t, bool incomplete)
 {
 	struct open_step *st = e->current_step;
 
@@ -491,16 +491,16 @@ void end_step(struct engine *e, uint64_t t, bool incomplete)
 	e->current_step = NULL;
 	/* host-only: no GPU record has come, the marking thread is critical throughout */
 	if (!e->gpu_fed)
-		commit_ended(e, 0, true);
-	finalize_ready(e);
+		pieces_commit_ended(e, 0, true);
+	steps_finalize_ready(e);
 }
 
-static void begin_step(struct engine *e, uint64_t t, uint64_t number, uint32_t tid)
+static void step_begin(struct engine *e, uint64_t t, uint64_t number, uint32_t tid)
 {
 	struct open_step *st;
 
 	if (e->current_step)
-		end_step(e, t, false);
+		step_end(e, t, false);
 	account_candidates(e, t);
 	st = heap_calloc(e, 1, sizeof(*st));
 	st->seq = e->next_seq++;
@@ -543,7 +543,7 @@ static int source_preference(int src)
 	return 9;
 }
 
-void on_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, uint32_t tid)
+void step_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, uint32_t tid)
 {
 	e->source_marks[src]++;
 	if (e->forced_source && src != e->forced_source)
@@ -553,15 +553,15 @@ void on_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, u
 			return;
 		/* a better source turned up: the step in progress was cut by the change */
 		if (e->current_step)
-			end_step(e, t, true);
+			step_end(e, t, true);
 	}
 	e->step_source = src;
 	if (kind == MARK_END) {
 		/* begin/end sources: the time between an end and the next begin is no step's */
-		end_step(e, t, false);
+		step_end(e, t, false);
 		return;
 	}
-	begin_step(e, t, number, tid);
+	step_begin(e, t, number, tid);
 }
 
 void candidate_add(struct engine *e, struct thread *t)

@@ -119,7 +119,7 @@ static struct thread *thread_sink(struct engine *e)
 
 /* a thread not seen before (kept out of line: thread_get is on every record's path) */
 static __attribute__((noinline)) struct thread *thread_new(struct engine *e, uint32_t tid,
-							  uint32_t pid)
+							   uint32_t pid)
 {
 	struct thread *t;
 
