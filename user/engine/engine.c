@@ -330,12 +330,7 @@ struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
 		if (!e->forced_source)
 			e->forced_source = ENG_SRC_KERNEL;
 	}
-	/* the span of the calendar comfortably exceeds the lag */
-	e->nbuckets = 1024;
-	while (((uint64_t)e->nbuckets << BUCKET_SHIFT) < e->lag + (1ull << 30))
-		e->nbuckets *= 2;
-	e->buckets = heap_calloc(e, e->nbuckets, sizeof(*e->buckets));
-	e->bucket_bits = heap_calloc(e, e->nbuckets / 64, sizeof(*e->bucket_bits));
+	reorder_init(e);
 	e->corr = heap_calloc(e, CORR_SLOTS, sizeof(*e->corr));
 	e->clock_lo = UINT64_MAX;
 	if (e->opts.start_ns)
@@ -351,21 +346,7 @@ void engine_free(struct engine *e)
 {
 	if (!e)
 		return;
-	for (uint32_t i = 0; i <= e->nbuckets; i++) {
-		struct bucket_chunk *c = i < e->nbuckets ? e->buckets[i].head : e->free_chunks;
-
-		while (c) {
-			struct bucket_chunk *next = c->next;
-
-			free(c);
-			c = next;
-		}
-	}
-	free(e->buckets);
-	free(e->order);
-	for (size_t i = 0; i < e->noverflow; i++)
-		free(e->overflow[i].rec);
-	free(e->overflow);
+	reorder_free(e);
 	for (uint32_t i = 0; i < e->nthreads; i++) {
 		free(e->threads[i]->ep);
 		free(e->threads[i]->nvtx);
@@ -414,7 +395,6 @@ void engine_free(struct engine *e)
 	free(e->window_sums);
 	free(e->interferers);
 	free(e->sink);
-	free(e->bucket_bits);
 	free(e->target_cmdline);
 	free(e->truncated);
 	for (uint32_t i = 0; i < e->nprobes_missing; i++)

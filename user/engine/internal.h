@@ -256,7 +256,7 @@ struct engine {
 	uint64_t first_ts;
 	bool have_ts;
 
-	/* reorder window */
+	/* the reorder window (reorder.c) */
 	struct bucket *buckets;  /* a calendar: bucket i holds keys i, i + nbuckets, ... */
 	uint32_t nbuckets;
 	uint64_t next_bucket;    /* next bucket index (key >> BUCKET_SHIFT) to sweep */
@@ -439,6 +439,8 @@ char *heap_strndup(struct engine *e, const char *s, size_t n);
 
 /* ---- the reorder window (reorder.c) */
 
+void reorder_init(struct engine *e);
+void reorder_free(struct engine *e);
 void reorder_release(struct engine *e, uint64_t upto);
 void reorder_enqueue(struct engine *e, const struct sb_hdr *h, size_t len);
 

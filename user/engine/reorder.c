@@ -330,3 +330,35 @@ void reorder_enqueue(struct engine *e, const struct sb_hdr *h, size_t len)
 		reorder_release(e, (e->next_bucket + 1) << BUCKET_SHIFT);
 	}
 }
+
+/* the calendar for e->lag (e->sweep and e->time_moved set) */
+void reorder_init(struct engine *e)
+{
+	/* the span of the calendar comfortably exceeds the lag */
+	e->nbuckets = 1024;
+	while (((uint64_t)e->nbuckets << BUCKET_SHIFT) < e->lag + (1ull << 30))
+		e->nbuckets *= 2;
+	e->buckets = heap_calloc(e, e->nbuckets, sizeof(*e->buckets));
+	e->bucket_bits = heap_calloc(e, e->nbuckets / 64, sizeof(*e->bucket_bits));
+}
+
+/* the records still waiting are dropped */
+void reorder_free(struct engine *e)
+{
+	for (uint32_t i = 0; i <= e->nbuckets; i++) {
+		struct bucket_chunk *c = i < e->nbuckets ? e->buckets[i].head : e->free_chunks;
+
+		while (c) {
+			struct bucket_chunk *next = c->next;
+
+			free(c);
+			c = next;
+		}
+	}
+	free(e->buckets);
+	free(e->bucket_bits);
+	free(e->order);
+	for (size_t i = 0; i < e->noverflow; i++)
+		free(e->overflow[i].rec);
+	free(e->overflow);
+}
