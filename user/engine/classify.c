@@ -395,21 +395,21 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 		return;
 	}
 	/* episodes that all ended by s cover none of [s, end]: skip them */
-	hi = w->ep_n;
+	hi = w->nepisodes;
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
 
-		if (w->ep[(w->ep_head + mid) % w->ep_cap].emax <= s)
+		if (w->episodes[(w->episodes_head + mid) % w->episodes_cap].emax <= s)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	for (uint32_t i = lo; i <= w->ep_n && cur < end; i++) {
+	for (uint32_t i = lo; i <= w->nepisodes && cur < end; i++) {
 		struct episode ep;
 		uint64_t x, y;
 
-		if (i < w->ep_n) {
-			ep = w->ep[(w->ep_head + i) % w->ep_cap];
+		if (i < w->nepisodes) {
+			ep = w->episodes[(w->episodes_head + i) % w->episodes_cap];
 		} else if (w->state == TS_RUNNABLE || w->state == TS_SLEEP_S) {
 			/* the episode still open */
 			ep = (struct episode){ .s = w->since, .e = end, .cpu = w->cpu,

@@ -331,7 +331,7 @@ struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
 			e->forced_source = ENG_SRC_KERNEL;
 	}
 	reorder_init(e);
-	e->corr = heap_calloc(e, CORR_SLOTS, sizeof(*e->corr));
+	e->launches = heap_calloc(e, CORR_SLOTS, sizeof(*e->launches));
 	e->clock_lo = UINT64_MAX;
 	if (e->opts.start_ns)
 		clock_saw(e, e->opts.start_ns, true);
@@ -348,16 +348,16 @@ void engine_free(struct engine *e)
 		return;
 	reorder_free(e);
 	for (uint32_t i = 0; i < e->nthreads; i++) {
-		free(e->threads[i]->ep);
+		free(e->threads[i]->episodes);
 		free(e->threads[i]->nvtx);
 		free(e->threads[i]);
 	}
 	free(e->threads);
 	free(e->thread_hash);
-	for (uint32_t i = 0; i < e->ncpu; i++)
-		free(e->cpu[i].v);
-	free(e->cpu);
-	free(e->corr);
+	for (uint32_t i = 0; i < e->ncpus; i++)
+		free(e->cpus[i].slices);
+	free(e->cpus);
+	free(e->launches);
 	free(e->kernel_shapes);
 	free(e->guard_changes);
 	for (uint32_t i = 0; i < e->nstrings; i++)

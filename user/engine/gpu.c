@@ -125,8 +125,8 @@ static void gpu_gap_close(struct engine *e, uint64_t t, uint32_t crit)
 /* the operation issued as corr has started: it is no longer queued */
 static void launch_started(struct engine *e, uint32_t corr)
 {
-	if (corr && e->corr[corr % CORR_SLOTS].corr == corr && e->corr[corr % CORR_SLOTS].queued) {
-		e->corr[corr % CORR_SLOTS].queued = false;
+	if (corr && e->launches[corr % CORR_SLOTS].corr == corr && e->launches[corr % CORR_SLOTS].queued) {
+		e->launches[corr % CORR_SLOTS].queued = false;
 		if (e->gpu_queued)
 			e->gpu_queued--;
 	}
@@ -134,10 +134,10 @@ static void launch_started(struct engine *e, uint32_t corr)
 
 static uint32_t launcher_of(struct engine *e, uint32_t corr)
 {
-	if (!corr || !e->corr)
+	if (!corr || !e->launches)
 		return 0;
-	if (e->corr[corr % CORR_SLOTS].corr == corr)
-		return e->corr[corr % CORR_SLOTS].tid;
+	if (e->launches[corr % CORR_SLOTS].corr == corr)
+		return e->launches[corr % CORR_SLOTS].tid;
 	return 0;
 }
 
@@ -302,8 +302,8 @@ void gpu_record(struct engine *e, const struct sb_gpu *g)
 		gpu_op(e, g);
 		break;
 	case SB_GPU_API:
-		if (g->correlation_id && e->corr) {
-			typeof(e->corr) c = &e->corr[g->correlation_id % CORR_SLOTS];
+		if (g->correlation_id && e->launches) {
+			typeof(e->launches) c = &e->launches[g->correlation_id % CORR_SLOTS];
 
 			/* a slot reused before its operation started: that one is lost */
 			if (c->queued && e->gpu_queued)

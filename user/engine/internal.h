@@ -66,9 +66,9 @@ struct thread {
 	uint16_t cpu;
 	uint64_t since;
 	/* history of off-CPU episodes, a ring */
-	struct episode *ep;
-	uint32_t ep_head, ep_n, ep_cap;
-	uint64_t ep_emax;        /* the largest episode end ever pushed */
+	struct episode *episodes;
+	uint32_t episodes_head, nepisodes, episodes_cap;
+	uint64_t episodes_end_max; /* the largest episode end ever pushed */
 	int candidate;           /* its index in e->candidates; -1: not a candidate */
 	/* candidates only */
 	uint64_t last_cut;       /* its time is accounted up to here */
@@ -148,7 +148,7 @@ struct runslice {
 };
 
 struct cpu_queue {
-	struct runslice *v;
+	struct runslice *slices; /* a ring, in time order */
 	uint32_t head, n, cap;
 };
 
@@ -295,15 +295,16 @@ struct engine {
 	uint64_t episodes, episodes_peak;
 
 	/* CPUs */
-	struct cpu_queue *cpu;
-	uint32_t ncpu;
+	struct cpu_queue *cpus;  /* by CPU number */
+	uint32_t ncpus;
 	uint64_t runslices, runslices_peak;
 
 	/* GPU */
 	bool gpu_fed, gpu_started;
 	uint64_t busy_until;
 	bool gap_open;
-	struct { uint32_t corr, tid; bool queued; } *corr;
+	/* launches by correlation id (mod CORR_SLOTS): who issued it, not started yet */
+	struct { uint32_t corr, tid; bool queued; } *launches;
 	uint64_t gpu_queued;     /* operations launched that have not started on the GPU */
 	uint32_t last_launch_tid;
 	struct kernel_shape *kernel_shapes; /* (name, grid, block): usual duration */

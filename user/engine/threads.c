@@ -61,9 +61,9 @@ static bool thread_forgettable(const struct engine *e, const struct thread *t)
 
 static void thread_release(struct engine *e, struct thread *t)
 {
-	free(t->ep);
-	heap_account(e, -(int64_t)(t->ep_cap * sizeof(*t->ep)));
-	e->episodes -= t->ep_n;
+	free(t->episodes);
+	heap_account(e, -(int64_t)(t->episodes_cap * sizeof(*t->episodes)));
+	e->episodes -= t->nepisodes;
 	free(t->nvtx);
 	heap_account(e, -(int64_t)(t->nvtx_cap * sizeof(*t->nvtx)));
 	free(t);
@@ -168,28 +168,28 @@ void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, 
 	if (end <= s || t->sink)
 		return;
 	/* the history only needs to reach back as far as a wakeup chain looks */
-	while (t->ep_n && t->ep[t->ep_head].e + e->history_ns < e->now) {
-		t->ep_head = (t->ep_head + 1) % t->ep_cap;
-		t->ep_n--;
+	while (t->nepisodes && t->episodes[t->episodes_head].e + e->history_ns < e->now) {
+		t->episodes_head = (t->episodes_head + 1) % t->episodes_cap;
+		t->nepisodes--;
 		e->episodes--;
 	}
-	if (t->ep_n == t->ep_cap) {
-		uint32_t nc = t->ep_cap ? t->ep_cap * 2 : 8;
+	if (t->nepisodes == t->episodes_cap) {
+		uint32_t nc = t->episodes_cap ? t->episodes_cap * 2 : 8;
 		struct episode *n = heap_calloc(e, nc, sizeof(*n));
 
-		for (uint32_t i = 0; i < t->ep_n; i++)
-			n[i] = t->ep[(t->ep_head + i) % t->ep_cap];
-		free(t->ep);
-		heap_account(e, -(int64_t)(t->ep_cap * sizeof(*n)));
-		t->ep = n;
-		t->ep_cap = nc;
-		t->ep_head = 0;
+		for (uint32_t i = 0; i < t->nepisodes; i++)
+			n[i] = t->episodes[(t->episodes_head + i) % t->episodes_cap];
+		free(t->episodes);
+		heap_account(e, -(int64_t)(t->episodes_cap * sizeof(*n)));
+		t->episodes = n;
+		t->episodes_cap = nc;
+		t->episodes_head = 0;
 	}
-	p = &t->ep[(t->ep_head + t->ep_n++) % t->ep_cap];
+	p = &t->episodes[(t->episodes_head + t->nepisodes++) % t->episodes_cap];
 	p->s = s;
 	p->e = end;
-	t->ep_emax = max64(t->ep_emax, end);
-	p->emax = t->ep_emax;
+	t->episodes_end_max = max64(t->episodes_end_max, end);
+	p->emax = t->episodes_end_max;
 	p->kind = kind;
 	p->cpu = cpu;
 	p->wpid = wpid;
@@ -200,33 +200,33 @@ void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, 
 
 static struct cpu_queue *cpu_queue_get(struct engine *e, uint32_t cpu)
 {
-	if (cpu >= e->ncpu) {
-		uint32_t nc = e->ncpu ? e->ncpu : 8;
+	if (cpu >= e->ncpus) {
+		uint32_t nc = e->ncpus ? e->ncpus : 8;
 		struct cpu_queue *n;
 
 		while (nc <= cpu)
 			nc *= 2;
 		n = heap_calloc(e, nc, sizeof(*n));
-		if (e->ncpu)
-			memcpy(n, e->cpu, e->ncpu * sizeof(*n));
-		free(e->cpu);
-		heap_account(e, -(int64_t)(e->ncpu * sizeof(*n)));
-		e->cpu = n;
-		e->ncpu = nc;
+		if (e->ncpus)
+			memcpy(n, e->cpus, e->ncpus * sizeof(*n));
+		free(e->cpus);
+		heap_account(e, -(int64_t)(e->ncpus * sizeof(*n)));
+		e->cpus = n;
+		e->ncpus = nc;
 	}
-	return &e->cpu[cpu];
+	return &e->cpus[cpu];
 }
 
 static struct runslice *cpu_queue_at(struct cpu_queue *q, uint32_t i)
 {
-	return &q->v[(q->head + i) % q->cap];
+	return &q->slices[(q->head + i) % q->cap];
 }
 
 void runslice_push(struct engine *e, uint32_t cpu, const struct runslice *r)
 {
 	struct cpu_queue *q = cpu_queue_get(e, cpu);
 
-	while (q->n && q->v[q->head].e + e->history_ns < e->now) {
+	while (q->n && q->slices[q->head].e + e->history_ns < e->now) {
 		q->head = (q->head + 1) % q->cap;
 		q->n--;
 		e->runslices--;
@@ -237,9 +237,9 @@ void runslice_push(struct engine *e, uint32_t cpu, const struct runslice *r)
 
 		for (uint32_t i = 0; i < q->n; i++)
 			n[i] = *cpu_queue_at(q, i);
-		free(q->v);
+		free(q->slices);
 		heap_account(e, -(int64_t)(q->cap * sizeof(*n)));
-		q->v = n;
+		q->slices = n;
 		q->cap = nc;
 		q->head = 0;
 	}
@@ -259,9 +259,9 @@ uint64_t runslice_cover(struct engine *e, uint16_t cpu, uint64_t a, uint64_t b, 
 	uint32_t lo, hi;
 	uint64_t covered = 0, upto = a;
 
-	if (cpu >= e->ncpu || b <= a)
+	if (cpu >= e->ncpus || b <= a)
 		return 0;
-	q = &e->cpu[cpu];
+	q = &e->cpus[cpu];
 	/* slices on one CPU follow each other: find the first starting at or after a */
 	lo = 0;
 	hi = q->n;
