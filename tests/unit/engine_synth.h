@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "report/report.h"
 #include "format/gpu.h"
 #include "format/trace.h"
 

@@ -35,7 +35,7 @@ static uint64_t run_steps(struct world *w, unsigned n, unsigned at, const struct
 	return S;
 }
 
-static char *render(struct engine *e, int (*fn)(struct engine *, FILE *))
+static char *render(struct engine *e, int (*fn)(const struct engine *, FILE *))
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -1014,7 +1014,7 @@ static void t_same_input_same_bytes(void)
 {
 	struct world w;
 	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_chain };
-	int (*fmt[])(struct engine *, FILE *) = { report_text, report_json, report_jsonl };
+	int (*fmt[])(const struct engine *, FILE *) = { report_text, report_json, report_jsonl };
 
 	world_init(&w);
 	run_steps(&w, 30, 11, &inj, NULL);
@@ -1033,11 +1033,15 @@ static void t_same_input_same_bytes(void)
 		char *pa = NULL, *pb = NULL;
 		size_t la = 0, lb = 0;
 		FILE *fa = open_memstream(&pa, &la), *fb = open_memstream(&pb, &lb);
-		struct engine_opts oa = { .perfetto = fa }, ob = { .perfetto = fb };
+		struct engine_opts oa = { 0 }, ob = { 0 };
+		struct perfetto_stream *sa = perfetto_stream_new(fa, &oa.timeline),
+				       *sb = perfetto_stream_new(fb, &ob.timeline);
 		struct engine *a = run_world(&w, 0, &oa), *b = run_world(&w, 0, &ob);
 
-		report_perfetto(a, fa);
-		report_perfetto(b, fb);
+		report_perfetto(a, sa, fa);
+		report_perfetto(b, sb, fb);
+		perfetto_stream_free(sa);
+		perfetto_stream_free(sb);
 		fclose(fa);
 		fclose(fb);
 		CHECK(la == lb && la > 1000 && !memcmp(pa, pb, la), "perfetto differs (%zu vs %zu)", la,

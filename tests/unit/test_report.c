@@ -171,7 +171,7 @@ static bool write_file(const char *path, const char *data, size_t len)
 	return !fclose(f) && ok;
 }
 
-static char *render(struct engine *e, int (*fn)(struct engine *, FILE *), size_t *len)
+static char *render(struct engine *e, int (*fn)(const struct engine *, FILE *), size_t *len)
 {
 	char *buf = NULL;
 	size_t n = 0;
@@ -386,6 +386,7 @@ static void t_perfetto_tracks(void)
 	struct world w;
 	struct engine *e;
 	struct engine_opts o = { 0 };
+	struct perfetto_stream *ps;
 	char *buf = NULL, msg[512] = "", n[16];
 	size_t len = 0;
 	FILE *f;
@@ -395,10 +396,12 @@ static void t_perfetto_tracks(void)
 	rich_world(&w, 20);
 	f = open_memstream(&buf, &len);
 	REQUIRE(f, "memstream");
-	o.perfetto = f;
+	ps = perfetto_stream_new(f, &o.timeline);
+	REQUIRE(ps, "perfetto stream");
 	e = run(&w, &o);
 	REQUIRE(e, "engine");
-	CHECK(report_perfetto(e, f) == 0, "report_perfetto failed");
+	CHECK(report_perfetto(e, ps, f) == 0, "report_perfetto failed");
+	perfetto_stream_free(ps);
 	fclose(f);
 	REQUIRE(write_file(tpath("p.json"), buf, len), "write");
 	snprintf(n, sizeof(n), "%" PRIu64, engine_nsteps(e));

@@ -12,7 +12,7 @@
 #include "cmd/cmds.h"
 #include "capture/capture_file.h"
 #include "capture/collect.h"
-#include "engine/engine.h"
+#include "report/report.h"
 #include "base/outfile.h"
 #include "capture/target.h"
 #include "format/trace.h"

@@ -10,8 +10,9 @@
 #include <unistd.h>
 
 #include "cmd/cmds.h"
-#include "engine/engine.h"
 #include "base/opts.h"
+#include "engine/engine.h"
+#include "report/report.h"
 #include "base/outfile.h"
 #include "format/trace.h"
 #include "base/util.h"
@@ -137,6 +138,7 @@ int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
 	struct engine_opts eo = *opts;
 	struct sbt_reader *r = NULL;
 	struct engine *e = NULL;
+	struct perfetto_stream *pf = NULL;
 	struct sb_stream out = { 0 };
 	const struct sb_hdr *rec;
 	enum sbt_status st;
@@ -151,8 +153,10 @@ int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
 	}
 	if (sb_stream_open(&out, outp))
 		goto done;
-	if (fmt == FMT_PERFETTO)
-		eo.perfetto = out.f;
+	if (fmt == FMT_PERFETTO && !(pf = perfetto_stream_new(out.f, &eo.timeline))) {
+		sb_err("report: out of memory");
+		goto done;
+	}
 	/* GPU records are judged against the capture's clock, which starts here */
 	eo.start_ns = sbt_header(r)->created_mono_ns;
 	e = engine_new(&eo, err, sizeof(err));
@@ -180,7 +184,7 @@ int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
 	case FMT_TEXT: wr = report_text(e, out.f); break;
 	case FMT_JSON: wr = report_json(e, out.f); break;
 	case FMT_JSONL: wr = report_jsonl(e, out.f); break;
-	default: wr = report_perfetto(e, out.f); break;
+	default: wr = report_perfetto(e, pf, out.f); break;
 	}
 	if (sb_stream_close(&out, wr == 0, "the report"))
 		goto done;
@@ -193,6 +197,7 @@ done:
 	if (out.f)
 		sb_stream_close(&out, false, "the report");
 	engine_free(e);
+	perfetto_stream_free(pf);
 	sbt_close(r);
 	return rc;
 }

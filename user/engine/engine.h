@@ -15,12 +15,12 @@
 #define STEPBLAME_ENGINE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "bpf/events.h"
 
-/* the fixed cause vocabulary (DESIGN.md); eng_cause_name() gives the JSON string */
+/* the fixed cause vocabulary (docs/ARCHITECTURE.md); eng_cause_name() gives the JSON string */
 enum eng_cause {
 	ENG_CPU_WAIT,
 	ENG_MIGRATION,
@@ -39,8 +39,6 @@ enum eng_cause {
 };
 
 const char *eng_cause_name(int cause);
-/* -1 if not a cause name */
-int eng_cause_from_name(const char *name);
 
 enum eng_step_src {
 	ENG_SRC_NONE = 0,
@@ -53,12 +51,45 @@ enum eng_step_src {
 
 const char *eng_step_src_name(int src);
 
+struct eng_who;
+struct eng_step;
+struct eng_gap;
+struct eng_gpu_op;
+
+/*
+ * The timeline, as the sweep draws it, for a writer (a Perfetto document:
+ * report/perfetto.c). Every hook may be NULL; each is given ctx back. Times
+ * are ns, CLOCK_MONOTONIC; the calls come in the order the sweep makes them.
+ */
+struct eng_timeline_hooks {
+	void *ctx;
+	/*
+	 * A candidate thread of process pid in one state over [start, end]: a
+	 * cause name (eng_cause_name) inside GPU idle, else "running",
+	 * "runnable", "sleeping", "disk sleep", "exited" or "unknown". Back to
+	 * back intervals in one state come as one.
+	 */
+	void (*thread_state)(void *ctx, uint32_t pid, uint32_t tid, const char *state,
+			     uint64_t start_ns, uint64_t end_ns);
+	/* who (cpu set) ran on the CPU that thread victim_tid waited for */
+	void (*interferer)(void *ctx, const struct eng_who *who, uint32_t victim_tid,
+			   uint64_t start_ns, uint64_t end_ns);
+	/* a GPU idle gap (or the part of it in one step) committed to its step */
+	void (*gap)(void *ctx, const struct eng_gap *g);
+	/* a step is final (tail as judged so far: the live judgement) */
+	void (*step)(void *ctx, const struct eng_step *s);
+	/* a kernel, copy or memset ran on the GPU */
+	void (*gpu_op)(void *ctx, const struct eng_gpu_op *op);
+	/* an exited thread's state was dropped to make room (eng_limits.threads_forgotten) */
+	void (*thread_forgotten)(void *ctx, uint32_t tid, const char *comm);
+};
+
 struct engine_opts {
 	const char *step_nvtx;   /* POSIX extended regex: NVTX ranges that are steps */
 	const char *step_kernel; /* POSIX extended regex: kernels whose start marks a step */
 	uint64_t lag_ns;         /* how late a record may arrive (GPU batches); 0: 3 s */
 	uint64_t fault_cost_ns;  /* per-fault on-CPU cost; 0: calibrate from the trace */
-	FILE *perfetto;          /* if set, timeline events are streamed here (report_perfetto) */
+	struct eng_timeline_hooks timeline; /* the timeline as it is swept (all NULL: none) */
 	/*
 	 * The capture's clock, against which GPU records (producer data) are
 	 * judged: one whose start or end lies more than ENG_GPU_MARGIN_NS before
@@ -128,7 +159,7 @@ struct eng_step {
 	uint64_t gpu_busy_ns, gpu_idle_ns;
 	bool gpu_timeline;       /* false: host-only, blame covers the whole step */
 	bool incomplete;         /* the capture ended inside it */
-	bool tail;               /* > median + 3 MAD (of the steps seen when judged) */
+	bool tail;               /* > median + 3 MAD (of the steps so far; after engine_finish: all) */
 	uint32_t crit_tid;       /* the thread that carried most of the blamed time */
 	char crit_comm[SB_COMM_LEN + 1];
 	uint64_t cause_ns[ENG_NCAUSE];
@@ -153,6 +184,24 @@ struct eng_excess {
 	struct eng_who who;      /* the step's biggest culprit for that cause */
 };
 
+/* a committed gap (eng_timeline_hooks.gap) */
+struct eng_gap {
+	uint64_t step;           /* the step's number (eng_step.step) */
+	uint32_t critical_tid;   /* 0: none */
+	uint64_t start_ns, end_ns;
+	uint64_t cause_ns[ENG_NCAUSE]; /* the critical thread's time by cause; unknown: the rest */
+};
+
+/* a GPU operation (eng_timeline_hooks.gpu_op) */
+struct eng_gpu_op {
+	uint32_t device, stream;
+	uint16_t kind;           /* enum sb_gpu_kind: SB_GPU_KERNEL, SB_GPU_MEMCPY or SB_GPU_MEMSET */
+	const char *name;        /* the kernel's name; NULL if not known */
+	uint32_t correlation_id;
+	uint32_t launcher_tid;   /* the thread that issued it, 0 if not known */
+	uint64_t start_ns, end_ns;
+};
+
 struct engine;
 
 struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen);
@@ -164,7 +213,10 @@ void engine_feed(struct engine *e, const struct sb_hdr *rec);
 void engine_advance(struct engine *e, uint64_t now_ns);
 /* the trace was cut short (no trailer): why, in one line */
 void engine_set_truncated(struct engine *e, const char *why);
-/* end of input: flush every step; the last one may be incomplete */
+/*
+ * End of input: flush every step (the last one may be incomplete) and judge
+ * them all (engine_summarise). Results are final: the outputs only read them.
+ */
 void engine_finish(struct engine *e);
 
 /*
@@ -224,8 +276,12 @@ struct eng_summary {
 	double pct_error;
 };
 
-/* percentiles, tail flags (written into the steps), dips; after engine_finish */
-void engine_summarise(struct engine *e, struct eng_summary *s);
+/*
+ * Percentiles, tail flags, dips over all steps. After engine_finish (which
+ * judges the tail and sets eng_step.tail): the final summary; before it, the
+ * steps so far, their tail flags left as they are.
+ */
+void engine_summarise(const struct engine *e, struct eng_summary *s);
 /* the step's causes over the medians in s, largest first; returns how many */
 int engine_step_excess(const struct engine *e, const struct eng_step *st,
 		       const struct eng_summary *s, struct eng_excess *out, int max);
@@ -319,22 +375,12 @@ struct engine_stats {
 };
 void engine_stats(const struct engine *e, struct engine_stats *s);
 
-/* ---- outputs (report_*.c); each returns 0 or -errno ---- */
+/* the threads followed now, in the order they were met, with their names ("" if none) */
+void engine_each_thread(const struct engine *e,
+			void (*fn)(void *ctx, uint32_t tid, const char *comm), void *ctx);
 
-int report_text(struct engine *e, FILE *f);
-int report_json(struct engine *e, FILE *f);
-int report_jsonl(struct engine *e, FILE *f);
-/* closes the document opened by opts.perfetto, or writes a steps-only one */
-int report_perfetto(struct engine *e, FILE *f);
-
-/* one step as a compact JSON object plus newline (the JSONL line; attach --json) */
-int report_step_json(struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
-		     FILE *f);
-/* one step as a line of text (attach) */
-int report_step_line(struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
-		     FILE *f);
 /* a summary of the steps seen so far (live: tail judged on them), cheap enough per step */
-void engine_running_summary(struct engine *e, struct eng_summary *s);
+void engine_running_summary(const struct engine *e, struct eng_summary *s);
 
 #define ENG_REPORT_SCHEMA_NAME "stepblame-report"
 #define ENG_REPORT_SCHEMA_VERSION 1

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "report/report.h"
 #include "base/json.h"
 #include "format/costs.h"
 #include "format/trace.h"
@@ -47,7 +47,7 @@ static void culprit(struct jw *w, const struct eng_who *c)
 	jw_obj_end(w);
 }
 
-static void excess_list(struct jw *w, struct engine *e, const struct eng_step *s,
+static void excess_list(struct jw *w, const struct engine *e, const struct eng_step *s,
 			const struct eng_summary *sum)
 {
 	struct eng_excess ex[ENG_NCAUSE];
@@ -67,7 +67,7 @@ static void excess_list(struct jw *w, struct engine *e, const struct eng_step *s
 	jw_arr_end(w);
 }
 
-static void step_obj(struct jw *w, struct engine *e, const struct eng_step *s,
+static void step_obj(struct jw *w, const struct engine *e, const struct eng_step *s,
 		     const struct eng_summary *sum)
 {
 	jw_obj(w);
@@ -134,7 +134,7 @@ static void step_obj(struct jw *w, struct engine *e, const struct eng_step *s,
 	jw_obj_end(w);
 }
 
-int report_step_json(struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
+int report_step_json(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
 		     FILE *f)
 {
 	struct jw w;
@@ -145,11 +145,10 @@ int report_step_json(struct engine *e, const struct eng_step *s, const struct en
 	return ferror(f) ? -EIO : 0;
 }
 
-int report_jsonl(struct engine *e, FILE *f)
+int report_jsonl(const struct engine *e, FILE *f)
 {
 	struct eng_summary sum;
 
-	engine_finish(e);
 	engine_summarise(e, &sum);
 	for (uint64_t i = engine_first_step(e); i < engine_nsteps(e); i++)
 		report_step_json(e, engine_step(e, i), &sum, f);
@@ -178,7 +177,7 @@ static int tail_cmp(const void *a, const void *b)
 }
 
 /* the tracer's own cost and the overhead guard (summary.tracer) */
-static void tracer(struct jw *w, struct engine *e, const struct eng_summary *s)
+static void tracer(struct jw *w, const struct engine *e, const struct eng_summary *s)
 {
 	struct sb_costs c;
 	struct eng_guard g;
@@ -243,7 +242,7 @@ static void tracer(struct jw *w, struct engine *e, const struct eng_summary *s)
 	jw_obj_end(w);
 }
 
-static void summary(struct jw *w, struct engine *e, const struct eng_summary *s)
+static void summary(struct jw *w, const struct engine *e, const struct eng_summary *s)
 {
 	struct eng_capture c;
 	struct eng_fault_model fm;
@@ -398,7 +397,7 @@ static void summary(struct jw *w, struct engine *e, const struct eng_summary *s)
 }
 
 /* what the engine's bounds left out: only when something was */
-static void limits(struct jw *w, struct engine *e)
+static void limits(struct jw *w, const struct engine *e)
 {
 	struct eng_limits l;
 
@@ -426,7 +425,7 @@ static void limits(struct jw *w, struct engine *e)
 	jw_obj_end(w);
 }
 
-static void loss(struct jw *w, struct engine *e)
+static void loss(struct jw *w, const struct engine *e)
 {
 	struct eng_loss l;
 	struct eng_capture c;
@@ -485,14 +484,13 @@ static void loss(struct jw *w, struct engine *e)
 	jw_obj_end(w);
 }
 
-int report_json(struct engine *e, FILE *f)
+int report_json(const struct engine *e, FILE *f)
 {
 	struct eng_summary s;
 	struct eng_target t;
 	struct eng_capture c;
 	struct jw w;
 
-	engine_finish(e);
 	engine_summarise(e, &s);
 	engine_target(e, &t);
 	engine_capture(e, &c);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "report/report.h"
 #include "format/costs.h"
 #include "format/trace.h"
 
@@ -183,7 +183,7 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 	}
 }
 
-int report_step_line(struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
+int report_step_line(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
 		     FILE *f)
 {
 	char d[32], x[32];
@@ -253,7 +253,7 @@ static const char *dip_name(int d)
 	return "unknown";
 }
 
-static void loss_line(struct engine *e, FILE *f)
+static void loss_line(const struct engine *e, FILE *f)
 {
 	struct eng_loss l;
 	char n[32];
@@ -308,7 +308,7 @@ static void loss_line(struct engine *e, FILE *f)
 }
 
 /* what the engine's own bounds left out (only on input far from ordinary) */
-static void limits_lines(struct engine *e, FILE *f)
+static void limits_lines(const struct engine *e, FILE *f)
 {
 	struct eng_limits l;
 	char n[32], t[32];
@@ -358,7 +358,7 @@ static const char *fmt_ppm(char *buf, size_t len, uint64_t ppm)
 }
 
 /* the tracer's own cost, and what the overhead guard did */
-static void tracer_lines(struct engine *e, const struct eng_summary *s, FILE *f)
+static void tracer_lines(const struct engine *e, const struct eng_summary *s, FILE *f)
 {
 	struct sb_costs c;
 	struct eng_guard g;
@@ -417,7 +417,7 @@ static void tracer_lines(struct engine *e, const struct eng_summary *s, FILE *f)
 		s->sampled_steps == 1 ? "" : "s", g.calls_seen, g.calls_estimated);
 }
 
-int report_text(struct engine *e, FILE *f)
+int report_text(const struct engine *e, FILE *f)
 {
 	struct eng_summary s;
 	struct eng_target t;
@@ -428,7 +428,6 @@ int report_text(struct engine *e, FILE *f)
 	uint64_t nsteps;
 	int ni;
 
-	engine_finish(e);
 	engine_summarise(e, &s);
 	engine_target(e, &t);
 	engine_capture(e, &c);

@@ -1,0 +1,491 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Classification (docs/ARCHITECTURE.md, "Blame model"): a candidate thread's
+ * time inside a GPU idle gap becomes (cause, culprit) in the accumulator of
+ * the gap's piece; sleeps wait until the wakeup says who ended them, then
+ * follow the wakeup chain. The thread tracks of the timeline are drawn here.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/internal.h"
+
+#define CHAIN_DEPTH 3
+
+/* overlay priority while on CPU or asleep: the innermost explanation wins */
+static const uint8_t overlay_priority[ENG_NCAUSE] = {
+	[ENG_MEM_RECLAIM] = 7, [ENG_PAGE_FAULT] = 6, [ENG_IO_WAIT] = 5, [ENG_CUDA_SYNC] = 4,
+	[ENG_CUDA_ALLOC] = 4, [ENG_CUDA_API] = 3, [ENG_ALLOC] = 2, [ENG_MIGRATION] = 1,
+};
+
+void accum_reset(struct accum *a)
+{
+	memset(a->ns, 0, sizeof(a->ns));
+	memset(a->count, 0, sizeof(a->count));
+	a->nculprits = 0;
+	a->npending = 0;
+	a->pending_extra = 0;
+}
+
+void accum_free(struct engine *e, struct accum *a)
+{
+	free(a->culprits);
+	heap_account(e, -(int64_t)(a->culprits_cap * sizeof(*a->culprits)));
+	a->culprits = NULL;
+	a->culprits_cap = a->nculprits = 0;
+}
+
+static bool who_same(const struct eng_who *a, const struct eng_who *b)
+{
+	return a->pid == b->pid && a->tid == b->tid && a->via_tid == b->via_tid &&
+	       !strcmp(a->comm, b->comm);
+}
+
+static void accum_culprit(struct engine *e, struct accum *a, int cause, const struct eng_who *w,
+			  uint64_t ns)
+{
+	for (uint32_t i = 0; i < a->nculprits; i++) {
+		if (a->culprits[i].cause == cause && who_same(&a->culprits[i].who, w)) {
+			a->culprits[i].ns += ns;
+			return;
+		}
+	}
+	if (a->nculprits >= CULPRITS_MAX)
+		return; /* the time stays in ns[cause], without a name */
+	heap_grow(e, (void **)&a->culprits, &a->culprits_cap, a->nculprits + 1, sizeof(*a->culprits));
+	a->culprits[a->nculprits].cause = (uint8_t)cause;
+	a->culprits[a->nculprits].who = *w;
+	a->culprits[a->nculprits].ns = ns;
+	a->nculprits++;
+}
+
+static void accum_add(struct engine *e, struct accum *a, int cause, uint64_t ns,
+		      const struct eng_who *w)
+{
+	if (!ns)
+		return;
+	a->ns[cause] += ns;
+	if (w)
+		accum_culprit(e, a, cause, w, ns);
+}
+
+void accum_merge(struct engine *e, struct accum *dst, const struct accum *src)
+{
+	for (int c = 0; c < ENG_NCAUSE; c++)
+		dst->ns[c] += src->ns[c];
+	for (int c = 0; c < ENG_NCOUNT; c++)
+		dst->count[c] += src->count[c];
+	for (uint32_t i = 0; i < src->nculprits; i++)
+		accum_culprit(e, dst, src->culprits[i].cause, &src->culprits[i].who, src->culprits[i].ns);
+}
+
+/* t's track: its slice in one state is extended while the next one follows on */
+void timeline_thread_flush(struct engine *e, struct thread *t)
+{
+	if (t->track_state && t->track_end > t->track_start)
+		e->opts.timeline.thread_state(e->opts.timeline.ctx,
+					      e->target_pid ? e->target_pid : t->pid, t->tid,
+					      t->track_state, t->track_start, t->track_end);
+	t->track_state = NULL;
+}
+
+static void timeline_thread(struct engine *e, struct thread *t, const char *name, uint64_t s,
+			    uint64_t end)
+{
+	if (!e->opts.timeline.thread_state || end <= s)
+		return;
+	if (t->track_state == name && t->track_end == s) {
+		t->track_end = end;
+		return;
+	}
+	timeline_thread_flush(e, t);
+	t->track_state = name;
+	t->track_start = s;
+	t->track_end = end;
+}
+
+static const char *state_name(uint8_t s)
+{
+	switch (s) {
+	case TS_RUNNING: return "running";
+	case TS_RUNNABLE: return "runnable";
+	case TS_SLEEP_S: return "sleeping";
+	case TS_SLEEP_D: return "disk sleep";
+	case TS_DEAD: return "exited";
+	}
+	return "unknown";
+}
+
+struct classify_ctx {
+	struct thread *t;
+	struct accum *a;
+	uint64_t upto;           /* timeline: how far the thread's track is drawn */
+	const struct thread *via;   /* chain: the waker that was preempted */
+	const struct eng_who *dflt;
+};
+
+/* comm: at least SB_COMM_LEN bytes (a NUL in the first 10 differs from the prefix anyway) */
+bool is_stopper(const char *comm)
+{
+	return !memcmp(comm, "migration/", 10);
+}
+
+static void who_of_runslice(struct eng_who *w, const struct runslice *r, uint16_t cpu)
+{
+	memset(w, 0, sizeof(*w));
+	w->pid = r->pid;
+	w->tid = r->tid;
+	comm_copy(w->comm, r->comm);
+	w->cpu = cpu;
+}
+
+static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
+			 uint64_t a, uint64_t b)
+{
+	struct classify_ctx *c = ctx;
+	struct eng_who w;
+	int cause;
+
+	who_of_runslice(&w, r, cpu);
+	/* the wait right after a move is the move's, whoever holds the new CPU */
+	cause = is_stopper(w.comm) || c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
+	accum_add(e, c->a, cause, b - a, is_stopper(w.comm) ? NULL : &w);
+	if (e->opts.timeline.thread_state || e->opts.timeline.interferer) {
+		int gap = c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
+
+		if (a > c->upto)
+			timeline_thread(e, c->t, eng_cause_name(gap), c->upto, a);
+		c->upto = b;
+		if (e->opts.timeline.interferer)
+			e->opts.timeline.interferer(e->opts.timeline.ctx, &w, c->t->tid, a, b);
+		timeline_thread(e, c->t, eng_cause_name(cause), a, b);
+	}
+}
+
+static void classify_runnable(struct engine *e, struct thread *t, struct accum *a, uint64_t s,
+			      uint64_t end)
+{
+	struct classify_ctx c = { .t = t, .a = a, .upto = s };
+	uint64_t cov = runslice_cover(e, t->cpu, s, end, on_preemptor, &c);
+	int cause = t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
+
+	accum_add(e, a, cause, end - s - cov, NULL);
+	if (c.upto < end)
+		timeline_thread(e, t, eng_cause_name(cause), c.upto, end);
+}
+
+/* of t's unexplained on-CPU time [x, y], how much its bursts claim as alloc (used up) */
+static uint64_t burst_take(struct thread *t, uint64_t x, uint64_t y)
+{
+	uint64_t got = 0;
+
+	for (uint32_t i = 0; i < t->nbursts && got < y - x; i++) {
+		struct burst *b = &t->bursts[i];
+		uint64_t lo = max64(x, b->s), hi = min64(y, b->e), take;
+
+		if (hi <= lo || !b->left)
+			continue;
+		take = min64(min64(hi - lo, b->left), y - x - got);
+		b->left -= take;
+		got += take;
+	}
+	return got;
+}
+
+/*
+ * The overlays in force on t over [s, end], fault included; top priority per
+ * sub-interval. a == NULL: outside any gap, only use up the bursts' budgets
+ * (on-CPU time there is their time as much as inside a gap).
+ */
+static void classify_overlays(struct engine *e, struct thread *t, struct accum *a, uint64_t s,
+			      uint64_t end, bool asleep)
+{
+	uint64_t pts[2 * OVERLAYS_MAX + 2 * BURSTS_MAX + 6];
+	struct overlay ov[OVERLAYS_MAX + 1];
+	int nov = 0, np = 0;
+
+	for (uint32_t i = 0; i < t->noverlays; i++)
+		if (t->overlays[i].e > s && t->overlays[i].s < end)
+			ov[nov++] = t->overlays[i];
+	if (t->fault_open) {
+		uint64_t fe = asleep ? end : t->fault_decided ? t->fault_end : t->fault_at + e->fault_cost;
+
+		if (asleep || (fe > s && t->fault_at < end))
+			ov[nov++] = (struct overlay){ .s = asleep ? s : t->fault_at, .e = fe,
+						  .cause = ENG_PAGE_FAULT };
+	}
+	pts[np++] = s;
+	pts[np++] = end;
+	for (int i = 0; i < nov; i++) {
+		if (ov[i].s > s && ov[i].s < end)
+			pts[np++] = ov[i].s;
+		if (ov[i].e > s && ov[i].e < end)
+			pts[np++] = ov[i].e;
+	}
+	for (uint32_t i = 0; !asleep && i < t->nbursts; i++) {
+		if (t->bursts[i].s > s && t->bursts[i].s < end)
+			pts[np++] = t->bursts[i].s;
+		if (t->bursts[i].e > s && t->bursts[i].e < end)
+			pts[np++] = t->bursts[i].e;
+	}
+	for (int i = 1; i < np; i++)
+		for (int j = i; j > 0 && pts[j - 1] > pts[j]; j--) {
+			uint64_t x = pts[j];
+
+			pts[j] = pts[j - 1];
+			pts[j - 1] = x;
+		}
+	for (int i = 0; i + 1 < np; i++) {
+		uint64_t x = pts[i], y = pts[i + 1];
+		int best = -1;
+
+		if (y <= x)
+			continue;
+		for (int k = 0; k < nov; k++)
+			if (ov[k].s <= x && ov[k].e >= y &&
+			    (best < 0 || overlay_priority[ov[k].cause] > overlay_priority[best]))
+				best = ov[k].cause;
+		/*
+		 * Asleep in a synchronisation while the GPU is idle with nothing
+		 * queued: it is no longer waiting for the GPU but for whoever wakes
+		 * it, so the wakeup decides. Without a GPU timeline the sync is all
+		 * we know.
+		 */
+		if (asleep && best == ENG_CUDA_SYNC && e->gpu_fed && !e->gpu_queued)
+			best = -1;
+		/*
+		 * An interruptible sleep inside read/write waits for another task (a
+		 * pipe, a socket: a data loader): the wakeup names it, as for any
+		 * sleep. Disk I/O sleeps uninterruptibly, and stays io_wait.
+		 */
+		if (asleep && best == ENG_IO_WAIT && t->state == TS_SLEEP_S)
+			best = -1;
+		if (!a) {
+			if (best < 0 && !asleep)
+				burst_take(t, x, y);
+			continue;
+		}
+		if (best >= 0) {
+			accum_add(e, a, best, y - x, NULL);
+			timeline_thread(e, t, eng_cause_name(best), x, y);
+		} else if (!asleep) {
+			/* in a burst of fast allocator calls: as much as its calls took is alloc */
+			uint64_t al = burst_take(t, x, y);
+
+			accum_add(e, a, ENG_ALLOC, al, NULL);
+			accum_add(e, a, ENG_HOST_COMPUTE, y - x - al, NULL);
+			if (al)
+				timeline_thread(e, t, eng_cause_name(ENG_ALLOC), x, x + al);
+			if (x + al < y)
+				timeline_thread(e, t, eng_cause_name(ENG_HOST_COMPUTE), x + al, y);
+		} else {
+			/* a plain sleep: why is known at the wakeup */
+			timeline_thread(e, t, state_name(t->state), x, y);
+			if (a->npending && a->pending[a->npending - 1].b == x)
+				a->pending[a->npending - 1].b = y;
+			else if (a->npending < PENDING_MAX)
+				a->pending[a->npending++] = (struct pending_sleep){ x, y };
+			else
+				a->pending_extra += y - x;
+			a->pending_state = t->state;
+		}
+	}
+}
+
+static struct accum *piece_accum(struct piece *p, int cand)
+{
+	return cand >= 0 ? &p->accum[cand] : NULL;
+}
+
+/* attribute t's time from its last cut up to `to` */
+void thread_account(struct engine *e, struct thread *t, uint64_t to)
+{
+	uint64_t s = t->last_cut;
+	struct piece *p = e->gap_open ? e->current_piece : NULL;
+	struct accum *a;
+
+	if (to <= s)
+		return;
+	t->last_cut = to;
+	/* overlays that ended before now are of no further use */
+	for (uint32_t i = 0; i < t->noverlays;) {
+		if (t->overlays[i].e <= s)
+			t->overlays[i] = t->overlays[--t->noverlays];
+		else
+			i++;
+	}
+	for (uint32_t i = 0; i < t->nbursts;) {
+		if (t->bursts[i].e <= s || !t->bursts[i].left)
+			t->bursts[i] = t->bursts[--t->nbursts];
+		else
+			i++;
+	}
+	if (!p) {
+		if (t->state == TS_RUNNING && t->nbursts)
+			classify_overlays(e, t, NULL, s, to, false);
+		timeline_thread(e, t, state_name(t->state), s, to);
+		return;
+	}
+	if (s < p->start) {
+		if (t->state == TS_RUNNING && t->nbursts)
+			classify_overlays(e, t, NULL, s, min64(p->start, to), false);
+		s = p->start;
+	}
+	if (to <= s)
+		return;
+	a = piece_accum(p, t->candidate);
+	switch (t->state) {
+	case TS_RUNNING:
+		classify_overlays(e, t, a, s, to, false);
+		break;
+	case TS_RUNNABLE:
+		classify_runnable(e, t, a, s, to);
+		break;
+	case TS_SLEEP_S:
+	case TS_SLEEP_D:
+		classify_overlays(e, t, a, s, to, true);
+		break;
+	default:
+		accum_add(e, a, ENG_UNKNOWN, to - s, NULL);
+		timeline_thread(e, t, eng_cause_name(ENG_UNKNOWN), s, to);
+		break;
+	}
+}
+
+void account_candidates(struct engine *e, uint64_t t)
+{
+	for (int i = 0; i < e->ncandidates; i++)
+		thread_account(e, e->candidates[i], t);
+}
+
+static void on_chain_preemptor(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
+			       uint64_t a, uint64_t b)
+{
+	struct classify_ctx *c = ctx;
+	struct eng_who w;
+
+	who_of_runslice(&w, r, cpu);
+	if (is_stopper(w.comm)) {
+		accum_add(e, c->a, ENG_BLOCKED, b - a, c->dflt);
+		return;
+	}
+	w.via_pid = c->via->pid;
+	w.via_tid = c->via->tid;
+	memcpy(w.via_comm, c->via->comm, sizeof(w.via_comm));
+	accum_add(e, c->a, ENG_BLOCKED, b - a, &w);
+}
+
+/*
+ * [s, end] of a sleep that `w` ended. Where w (or, a few hops on, the target
+ * thread that woke w) sat runnable and preempted, the preemptor is to blame;
+ * everywhere else the waker itself. Only preemptions travel down the chain: a
+ * waker's own sleeps were often ended from interrupt context, whose "waker" is
+ * whatever happened to run.
+ */
+static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t end,
+			 struct thread *w, const struct eng_who *dflt, const struct thread *victim,
+			 int depth)
+{
+	uint64_t cur = s;
+
+	uint32_t lo = 0, hi;
+
+	if (!w || depth >= CHAIN_DEPTH) {
+		accum_add(e, a, ENG_BLOCKED, end - s, dflt);
+		return;
+	}
+	/* episodes that all ended by s cover none of [s, end]: skip them */
+	hi = w->nepisodes;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (w->episodes[(w->episodes_head + mid) % w->episodes_cap].emax <= s)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (uint32_t i = lo; i <= w->nepisodes && cur < end; i++) {
+		struct episode ep;
+		uint64_t x, y;
+
+		if (i < w->nepisodes) {
+			ep = w->episodes[(w->episodes_head + i) % w->episodes_cap];
+		} else if (w->state == TS_RUNNABLE || w->state == TS_SLEEP_S) {
+			/* the episode still open */
+			ep = (struct episode){ .s = w->since, .e = end, .cpu = w->cpu,
+					       .kind = w->state == TS_RUNNABLE ? EP_RUN : EP_SLEEP_S };
+		} else {
+			break;
+		}
+		x = max64(ep.s, cur);
+		y = min64(ep.e, end);
+		if (y <= x)
+			continue;
+		if (x > cur)
+			accum_add(e, a, ENG_BLOCKED, x - cur, dflt);
+		if (ep.kind == EP_RUN) {
+			struct classify_ctx c = { .a = a, .via = w, .dflt = dflt };
+			uint64_t cov = runslice_cover(e, ep.cpu, x, y, on_chain_preemptor, &c);
+
+			accum_add(e, a, ENG_BLOCKED, y - x - cov, dflt);
+		} else if (ep.kind == EP_SLEEP_S && ep.wpid == e->target_pid && ep.wtid != w->tid &&
+			   ep.wtid != victim->tid) {
+			wakeup_chain(e, a, x, y, thread_find(e, ep.wtid), dflt, victim, depth + 1);
+		} else {
+			accum_add(e, a, ENG_BLOCKED, y - x, dflt);
+		}
+		cur = y;
+	}
+	if (cur < end)
+		accum_add(e, a, ENG_BLOCKED, end - cur, dflt);
+}
+
+/* a plain sleep of candidate t ended; wk: the wakeup record, NULL if none seen */
+void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
+			 const struct sb_wakeup *wk)
+{
+	struct eng_who dflt;
+	struct thread *w = NULL;
+	bool named = false;
+	int cause;
+
+	if (!a->npending && !a->pending_extra)
+		return;
+	if (wk) {
+		memset(&dflt, 0, sizeof(dflt));
+		dflt.pid = wk->waker_pid;
+		dflt.tid = wk->waker_tid;
+		comm_copy(dflt.comm, wk->waker_comm);
+		dflt.cpu = -1;
+		named = wk->waker_pid != 0;
+		if (wk->waker_pid == e->target_pid && wk->waker_tid != t->tid)
+			w = thread_find(e, wk->waker_tid);
+	}
+	if ((wk && is_stopper(dflt.comm)) || t->sleep_migrating)
+		cause = ENG_MIGRATION;
+	else
+		cause = a->pending_state == TS_SLEEP_D ? ENG_IO_WAIT : ENG_BLOCKED;
+	for (uint32_t i = 0; i < a->npending; i++) {
+		uint64_t x = a->pending[i].a, y = a->pending[i].b;
+
+		if (cause == ENG_BLOCKED && named)
+			wakeup_chain(e, a, x, y, w, &dflt, t, 0);
+		else
+			accum_add(e, a, cause, y - x, cause == ENG_IO_WAIT || !named ? NULL : &dflt);
+	}
+	if (a->pending_extra)
+		accum_add(e, a, cause, a->pending_extra, cause == ENG_BLOCKED && named ? &dflt : NULL);
+	a->npending = 0;
+	a->pending_extra = 0;
+}
+
+void resolve_sleep(struct engine *e, struct thread *t, const struct sb_wakeup *wk)
+{
+	if (t->candidate < 0)
+		return;
+	for (uint32_t i = 0; i < e->npieces; i++) {
+		struct piece *p = e->pieces[(e->pieces_head + i) % e->pieces_cap];
+
+		resolve_sleep_accum(e, t, &p->accum[t->candidate], wk);
+	}
+}

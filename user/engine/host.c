@@ -1,0 +1,501 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Host events, swept in time order: scheduler switches, wakeups, migrations,
+ * faults (and their cost calibration), the interval records (reclaim, mmap,
+ * allocator, I/O, CUDA, affinity) that overlay a thread's time with a cause.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/internal.h"
+#include "format/gpu.h"
+
+/*
+ * A burst of fast allocator calls whose calls (fast and slow, probe traps
+ * included) fill at least STORM_NUM/STORM_DEN of its span is an allocation
+ * storm: the pauses between its calls are the loop that drives them (and
+ * whatever interrupted it), so all of the span's on-CPU time that nothing
+ * else explains is alloc. A sparser burst claims only its calls' time.
+ */
+#define STORM_NUM 3
+#define STORM_DEN 4
+/*
+ * Page faults: the kernel gives only the entry. A fault followed by another
+ * fault of the same thread within FAULT_RUN_NS, nothing in between, is taken to
+ * have lasted until it (back-to-back faults: touching fresh memory); those
+ * gaps also calibrate the per-fault cost charged to an isolated fault
+ * (DEFAULT_FAULT_NS until enough of them are seen: engine.c).
+ */
+#define FAULT_RUN_NS 1000000ull
+
+/*
+ * The fault still open on t ends because of an own event at `at` of type ev.
+ * True when the thread went to sleep inside the fault (it stays open).
+ */
+static bool fault_decide(struct engine *e, struct thread *t, uint64_t at, int ev, uint8_t out_state)
+{
+	uint64_t d;
+
+	if (!t->fault_open || t->fault_decided)
+		return false;
+	d = at > t->fault_at ? at - t->fault_at : 0;
+	if (ev == SB_EV_SWITCH_OUT && (out_state == SB_STATE_SLEEP || out_state == SB_STATE_DISK) &&
+	    d < FAULT_RUN_NS) {
+		/* it blocked inside the fault: all of it, and the sleep, are the fault's */
+		t->fault_end = at;
+		t->fault_decided = true;
+		return true;
+	}
+	if (ev == SB_EV_FAULT && d < FAULT_RUN_NS)
+		t->fault_end = at;
+	else
+		t->fault_end = t->fault_at + min64(d, e->fault_cost);
+	t->fault_decided = true;
+	return false;
+}
+
+static void fault_calibrate(struct engine *e, uint64_t gap)
+{
+	int b;
+
+	if (!gap || gap >= FAULT_RUN_NS || e->opts.fault_cost_ns)
+		return;
+	b = (int)(log2((double)gap) * FAULT_HIST_PER_OCTAVE);
+	if (b < 0)
+		b = 0;
+	if (b >= FAULT_HIST_PER_OCTAVE * FAULT_HIST_OCTAVES)
+		b = FAULT_HIST_PER_OCTAVE * FAULT_HIST_OCTAVES - 1;
+	e->fault_hist[b]++;
+	e->fault_samples++;
+	if (e->fault_samples >= FAULT_CALIB_MIN && (e->fault_samples & (e->fault_samples - 1)) == 0) {
+		/* re-estimate at powers of two: the median bucket's geometric middle */
+		uint64_t half = e->fault_samples / 2, run = 0;
+
+		for (b = 0; b < FAULT_HIST_PER_OCTAVE * FAULT_HIST_OCTAVES; b++) {
+			run += e->fault_hist[b];
+			if (run > half)
+				break;
+		}
+		e->fault_cost = (uint64_t)exp2(((double)b + 0.5) / FAULT_HIST_PER_OCTAVE);
+	}
+}
+
+/*
+ * An own event of candidate t at `at`: the time up to it is attributed before
+ * its state changes. Returns the piece accumulator for counting, or NULL.
+ */
+static struct accum *own_event(struct engine *e, struct thread *t, uint64_t at, int ev,
+			       uint8_t out_state)
+{
+	bool blocked = false;
+
+	if (t->candidate < 0) {
+		if (t->state == TS_UNKNOWN && ev != SB_EV_SWITCH_OUT) {
+			t->state = TS_RUNNING;
+			t->since = at;
+		}
+		return NULL;
+	}
+	if (ev != SB_EV_RECLAIM)
+		blocked = fault_decide(e, t, at, ev, out_state);
+	thread_account(e, t, at);
+	/* it did something itself: it was on a CPU */
+	if (t->state == TS_UNKNOWN && ev != SB_EV_SWITCH_OUT) {
+		t->state = TS_RUNNING;
+		t->since = at;
+	}
+	if (t->fault_open && t->fault_decided && !blocked && ev != SB_EV_RECLAIM)
+		t->fault_open = false;
+	if (ev != SB_EV_RECLAIM) {
+		t->last_ev = (uint8_t)ev;
+		t->last_ev_ts = at;
+	}
+	return e->gap_open && e->current_piece ? &e->current_piece->accum[t->candidate] : NULL;
+}
+
+/* the thread that marks steps exited: its step in progress ends there, unfinished */
+static void step_owner_gone(struct engine *e, struct thread *t, uint64_t at)
+{
+	struct open_step *st = e->current_step;
+
+	if (!t->sink && st && st->marker_tid == t->tid && at >= st->start)
+		step_end(e, at, true);
+}
+
+static void add_overlay(struct thread *t, uint64_t s, uint64_t end, int cause)
+{
+	if (end <= s)
+		return;
+	if (t->noverlays == OVERLAYS_MAX) {
+		/* keep the ones that end last */
+		uint32_t k = 0;
+
+		for (uint32_t i = 1; i < t->noverlays; i++)
+			if (t->overlays[i].e < t->overlays[k].e)
+				k = i;
+		t->overlays[k] = t->overlays[--t->noverlays];
+	}
+	t->overlays[t->noverlays++] = (struct overlay){ .s = s, .e = end, .cause = (uint8_t)cause };
+}
+
+static void ev_switch_out(struct engine *e, const struct sb_switch_out *r)
+{
+	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
+	struct accum *a = own_event(e, t, r->h.ts, SB_EV_SWITCH_OUT, r->state);
+
+	if (t->state == TS_RUNNABLE)
+		episode_push(e, t, EP_RUN, t->since, r->h.ts, t->cpu, 0, 0);
+	if (t->fault_open && (r->state == SB_STATE_SLEEP || r->state == SB_STATE_DISK)) {
+		t->fault_blocked = true;
+		e->faults_blocked++;
+		if (a && r->state == SB_STATE_DISK)
+			a->count[ENG_N_MAJOR_FAULTS]++;
+	}
+	switch (r->state) {
+	case SB_STATE_RUNNABLE:
+		t->state = TS_RUNNABLE;
+		if (a)
+			a->count[ENG_N_PREEMPT]++;
+		break;
+	case SB_STATE_SLEEP:
+		t->state = TS_SLEEP_S;
+		if (a)
+			a->count[ENG_N_SLEEPS]++;
+		break;
+	case SB_STATE_DISK:
+		t->state = TS_SLEEP_D;
+		if (a)
+			a->count[ENG_N_SLEEPS]++;
+		break;
+	case SB_STATE_DEAD:
+		t->state = TS_DEAD;
+		step_owner_gone(e, t, r->h.ts);
+		break;
+	default:
+		t->state = TS_UNKNOWN;
+		break;
+	}
+	t->since = r->h.ts;
+	t->cpu = r->h.cpu;
+	t->migrated = false;
+	{
+		char nc[SB_COMM_LEN + 1];
+
+		/* set_cpus_allowed on a running thread: it waits while the stopper moves it */
+		comm_copy(nc, r->next_comm);
+		t->sleep_migrating = t->state != TS_RUNNABLE && is_stopper(nc);
+	}
+}
+
+static void ev_switch_in(struct engine *e, const struct sb_switch_in *r)
+{
+	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
+	uint8_t prev = t->state;
+
+	if (t->candidate >= 0)
+		thread_account(e, t, r->h.ts);
+	if (prev == TS_RUNNABLE)
+		episode_push(e, t, EP_RUN, t->since, r->h.ts, t->cpu, 0, 0);
+	else if (prev == TS_SLEEP_S || prev == TS_SLEEP_D)
+		episode_push(e, t, prev == TS_SLEEP_S ? EP_SLEEP_S : EP_SLEEP_D, t->since, r->h.ts, t->cpu,
+			0, 0);
+	if (prev == TS_SLEEP_S || prev == TS_SLEEP_D)
+		resolve_sleep(e, t, NULL);
+	t->sleep_migrating = false;
+	if (t->fault_open && t->fault_blocked) {
+		/* back from the fault's sleep: what remains is decided at the next event */
+		t->fault_blocked = false;
+		t->fault_decided = false;
+		t->fault_at = r->h.ts;
+	}
+	t->state = TS_RUNNING;
+	t->since = r->h.ts;
+	t->cpu = r->h.cpu;
+	t->migrated = false;
+}
+
+static void ev_wakeup(struct engine *e, const struct sb_wakeup *r)
+{
+	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
+
+	if (t->state != TS_SLEEP_S && t->state != TS_SLEEP_D && t->state != TS_UNKNOWN)
+		return; /* woken before it got off the CPU: it never slept */
+	if (t->candidate >= 0)
+		thread_account(e, t, r->h.ts);
+	if (t->state == TS_SLEEP_S || t->state == TS_SLEEP_D) {
+		episode_push(e, t, t->state == TS_SLEEP_S ? EP_SLEEP_S : EP_SLEEP_D, t->since, r->h.ts,
+			t->cpu, r->waker_pid, r->waker_tid);
+		resolve_sleep(e, t, r);
+	}
+	t->state = TS_RUNNABLE;
+	t->since = r->h.ts;
+	t->cpu = r->h.cpu;
+	{
+		char wc[SB_COMM_LEN + 1];
+
+		comm_copy(wc, r->waker_comm);
+		/* woken by the stopper that moved it: the wait on the new CPU is the move's */
+		t->migrated = is_stopper(wc) || t->sleep_migrating;
+		t->sleep_migrating = false;
+	}
+}
+
+static void ev_migrate(struct engine *e, const struct sb_migrate *r)
+{
+	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
+
+	if (t->state == TS_RUNNABLE) {
+		if (t->candidate >= 0)
+			thread_account(e, t, r->h.ts);
+		episode_push(e, t, EP_RUN, t->since, r->h.ts, t->cpu, 0, 0);
+		t->since = r->h.ts;
+		t->migrated = true;
+	}
+	t->cpu = r->dest_cpu;
+	if (t->candidate >= 0 && e->gap_open && e->current_piece)
+		e->current_piece->accum[t->candidate].count[ENG_N_MIGRATIONS]++;
+}
+
+static void ev_fault(struct engine *e, const struct sb_fault *r)
+{
+	struct thread *t = thread_find(e, r->h.tid);
+	struct accum *a;
+	bool back_to_back;
+
+	if (!t || t->candidate < 0)
+		return;
+	back_to_back = t->last_ev == SB_EV_FAULT && t->fault_open;
+	if (back_to_back && r->h.ts > t->last_ev_ts)
+		fault_calibrate(e, r->h.ts - t->last_ev_ts);
+	a = own_event(e, t, r->h.ts, SB_EV_FAULT, 0);
+	t->fault_open = true;
+	t->fault_decided = false;
+	t->fault_blocked = false;
+	t->fault_at = r->h.ts;
+	if (a) {
+		a->count[ENG_N_FAULTS]++;
+		/* the counter moved since the last fault: that many were major */
+		if (t->major_faults_known && r->maj_flt > t->last_major_faults && !(r->h.flags & SB_FAULT_MINOR))
+			a->count[ENG_N_MAJOR_FAULTS] += (uint32_t)min64(r->maj_flt - t->last_major_faults, 1);
+		else if (r->h.flags & SB_FAULT_MAJOR)
+			a->count[ENG_N_MAJOR_FAULTS]++;
+	}
+	t->last_major_faults = r->maj_flt;
+	t->major_faults_known = true;
+}
+
+void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int ev,
+		 int cause, int count)
+{
+	struct thread *t = thread_find(e, tid);
+	struct accum *a;
+
+	if (!t || t->candidate < 0)
+		return;
+	a = own_event(e, t, s, ev, 0);
+	add_overlay(t, s, end, cause);
+	if (a && count >= 0)
+		a->count[count]++;
+}
+
+/*
+ * A sched_setaffinity() call, swept at its start s. Being moved is done inside
+ * the call: on a CPU, asleep while the stopper moves the thread, runnable on
+ * the new CPU (the moves themselves are counted by their migrate records). A
+ * thread that calls it back to back is busy moving itself: the few
+ * microseconds between the calls (the system call's entry and exit, the loop)
+ * are the moves' too.
+ */
+#define AFF_JOIN_NS 20000
+
+static void ev_affinity(struct engine *e, const struct sb_affinity *r, uint64_t s)
+{
+	struct thread *t = thread_find(e, r->h.tid);
+
+	if (!t || t->candidate < 0)
+		return;
+	if (t->affinity_end && s > t->affinity_end && s - t->affinity_end <= AFF_JOIN_NS)
+		add_overlay(t, t->affinity_end, s, ENG_MIGRATION);
+	ev_interval(e, r->h.tid, s, r->h.ts, SB_EV_AFFINITY, ENG_MIGRATION, -1);
+	t->affinity_end = r->h.ts;
+}
+
+static void add_burst(struct thread *t, uint64_t s, uint64_t end, uint64_t budget)
+{
+	if (end <= s || !budget)
+		return;
+	if (t->nbursts == BURSTS_MAX) {
+		uint32_t k = 0;
+
+		for (uint32_t i = 1; i < t->nbursts; i++)
+			if (t->bursts[i].e < t->bursts[k].e)
+				k = i;
+		t->bursts[k] = t->bursts[--t->nbursts];
+	}
+	t->bursts[t->nbursts++] = (struct burst){ .s = s, .e = end, .left = min64(budget, end - s) };
+}
+
+/* a burst of fast allocator calls, swept at its start s */
+static void ev_alloc_burst(struct engine *e, const struct sb_alloc_burst *r, uint64_t s)
+{
+	struct thread *t = thread_find(e, r->h.tid);
+	uint64_t span = r->h.ts > r->start_ns ? r->h.ts - r->start_ns : 0, budget = r->sum_ns;
+	struct accum *a;
+
+	if (!t || t->candidate < 0)
+		return;
+	a = own_event(e, t, s, SB_EV_ALLOC_BURST, 0);
+	if (span && (r->sum_ns + r->slow_ns) / STORM_NUM >= span / STORM_DEN)
+		budget = span; /* a storm */
+	add_burst(t, s, r->h.ts, budget);
+	if (a)
+		a->count[ENG_N_BURST_ALLOCS] += (uint32_t)min64(r->calls,
+							      UINT32_MAX - a->count[ENG_N_BURST_ALLOCS]);
+}
+
+static void ev_runslice(struct engine *e, const struct sb_runslice *r, uint64_t start)
+{
+	struct runslice x = { .s = start, .e = r->h.ts, .pid = r->h.pid, .tid = r->h.tid };
+	struct thread *t;
+
+	if (x.e <= x.s)
+		return;
+	/*
+	 * A slice of one of the target's threads proves it was on a CPU from its
+	 * start: if its switch-in never arrived, this stands in for it.
+	 */
+	if (e->target_pid && r->h.pid == e->target_pid && (t = thread_find(e, r->h.tid)) &&
+	    (t->state == TS_RUNNABLE || t->state == TS_SLEEP_S || t->state == TS_SLEEP_D ||
+	     t->state == TS_UNKNOWN)) {
+		struct sb_switch_in in = { .h = r->h };
+
+		in.h.type = SB_EV_SWITCH_IN;
+		in.h.ts = start;
+		ev_switch_in(e, &in);
+		e->switch_ins_inferred++;
+	}
+	memcpy(x.comm, r->comm, SB_COMM_LEN);
+	runslice_push(e, r->h.cpu, &x);
+}
+
+static void ev_thread(struct engine *e, const struct sb_thread *r, bool exiting)
+{
+	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
+
+	comm_copy(t->comm, r->comm);
+	if (exiting) {
+		if (t->candidate >= 0)
+			thread_account(e, t, r->h.ts);
+		t->state = TS_DEAD;
+		t->since = r->h.ts;
+		step_owner_gone(e, t, r->h.ts);
+	}
+}
+
+static int cuda_cause(uint32_t fn)
+{
+	switch (fn) {
+	case SB_CU_SYNC: return ENG_CUDA_SYNC;
+	case SB_CU_ALLOC:
+	case SB_CU_FREE: return ENG_CUDA_ALLOC;
+	}
+	return ENG_CUDA_API;
+}
+
+/* one record, in time order; key = the time it takes effect */
+void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
+{
+	if (key < e->now)
+		key = e->now;
+	/* the GPU went idle somewhere before this instant */
+	if (e->gpu_started && !e->gap_open && key > e->busy_until)
+		gpu_gap_open(e, e->busy_until);
+	e->now = key;
+	if (e->current_step && h->pid == e->target_pid && h->type <= SB_EV_KERNEL_LAST) {
+		int cls;
+		uint64_t n = sb_cost_of(h, &cls);
+
+		if (n)
+			e->current_step->events_by_cost[cls] += n;
+	}
+
+	switch (h->type) {
+	case SB_EV_SWITCH_OUT:
+		ev_switch_out(e, (const struct sb_switch_out *)h);
+		break;
+	case SB_EV_SWITCH_IN:
+		ev_switch_in(e, (const struct sb_switch_in *)h);
+		break;
+	case SB_EV_RUNSLICE:
+		ev_runslice(e, (const struct sb_runslice *)h, key);
+		break;
+	case SB_EV_WAKEUP:
+		ev_wakeup(e, (const struct sb_wakeup *)h);
+		break;
+	case SB_EV_MIGRATE:
+		ev_migrate(e, (const struct sb_migrate *)h);
+		break;
+	case SB_EV_FAULT:
+		ev_fault(e, (const struct sb_fault *)h);
+		break;
+	case SB_EV_RECLAIM: {
+		const struct sb_reclaim *r = (const void *)h;
+
+		ev_interval(e, h->tid, key, r->h.ts, SB_EV_RECLAIM, ENG_MEM_RECLAIM,
+			    ENG_N_RECLAIMS);
+		break;
+	}
+	case SB_EV_MMSYS:
+		ev_interval(e, h->tid, key, h->ts, SB_EV_MMSYS, ENG_ALLOC, ENG_N_MMAP);
+		break;
+	case SB_EV_ALLOC:
+		ev_interval(e, h->tid, key, h->ts, SB_EV_ALLOC, ENG_ALLOC, ENG_N_ALLOCS);
+		break;
+	case SB_EV_ALLOC_BURST:
+		ev_alloc_burst(e, (const struct sb_alloc_burst *)h, key);
+		break;
+	case SB_EV_IOSYS:
+		/* on a CPU inside it, or asleep in it uninterruptibly: the I/O's */
+		ev_interval(e, h->tid, key, h->ts, SB_EV_IOSYS, ENG_IO_WAIT, ENG_N_IO);
+		break;
+	case SB_EV_AFFINITY:
+		ev_affinity(e, (const struct sb_affinity *)h, key);
+		break;
+	case SB_EV_CUDA: {
+		const struct sb_cuda *c = (const void *)h;
+		struct thread *t = thread_get(e, h->tid, h->pid);
+
+		if (c->fn == SB_CU_LAUNCH || c->fn == SB_CU_MEMCPY) {
+			candidate_add(e, t);
+			e->last_launch_tid = h->tid;
+		}
+		ev_interval(e, h->tid, key, h->ts, SB_EV_CUDA, cuda_cause(c->fn), ENG_N_CUDA);
+		break;
+	}
+	case SB_EV_STEP: {
+		const struct sb_step *s = (const void *)h;
+		struct thread *t = thread_get(e, h->tid, h->pid);
+
+		own_event(e, t, key, SB_EV_STEP, 0);
+		step_mark(e, s->source == SB_STEP_UPROBE ? ENG_SRC_UPROBE : ENG_SRC_USDT, MARK_ONE,
+			s->step, key, h->tid);
+		break;
+	}
+	case SB_EV_THREAD_NEW:
+		ev_thread(e, (const struct sb_thread *)h, false);
+		break;
+	case SB_EV_THREAD_EXIT:
+		ev_thread(e, (const struct sb_thread *)h, true);
+		break;
+	case SB_EV_RENAME: {
+		const struct sb_rename *r = (const void *)h;
+
+		comm_copy(thread_get(e, h->tid, h->pid)->comm, r->newcomm);
+		break;
+	}
+	case SB_REC_GPU:
+		gpu_record(e, (const struct sb_gpu *)h);
+		break;
+	}
+}

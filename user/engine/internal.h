@@ -1,0 +1,512 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The engine's insides, shared by its rooms (engine.c says how it works, in
+ * order). Not for use outside user/engine/: engine.h is the interface.
+ */
+#ifndef STEPBLAME_ENGINE_INTERNAL_H
+#define STEPBLAME_ENGINE_INTERNAL_H
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "format/costs.h"
+#include "format/gpu.h"
+#include "format/trace.h"
+
+#define BUCKET_SHIFT 20                     /* ~1.05 ms buckets */
+#define CANDIDATES_MAX 16
+#define CULPRITS_MAX 48
+#define PENDING_MAX 8
+#define OVERLAYS_MAX 16
+#define BURSTS_MAX 4
+#define FAULT_CALIB_MIN 64
+#define FAULT_HIST_PER_OCTAVE 16
+#define FAULT_HIST_OCTAVES 21
+#define CORR_SLOTS 65536
+#define RESULTS_PER_CHUNK 1024
+#define BLAME_CHUNK 4096
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+enum thread_state { TS_UNKNOWN, TS_RUNNING, TS_RUNNABLE, TS_SLEEP_S, TS_SLEEP_D, TS_DEAD };
+enum { EP_RUN = 1, EP_SLEEP_S, EP_SLEEP_D };
+
+struct episode {
+	uint64_t s, e;
+	uint64_t emax;           /* the largest e pushed up to this one (lets wakeup_chain() skip) */
+	uint32_t wpid, wtid;     /* sleeps: the waker */
+	uint16_t cpu;
+	uint8_t kind;
+};
+
+struct overlay {
+	uint64_t s, e;
+	uint8_t cause;
+};
+
+/*
+ * A burst of fast allocator calls (sb_alloc_burst): of the thread's on-CPU
+ * time in [s, e] that nothing else explains, up to `left` ns is alloc (the
+ * time the calls took together; for a storm, all of it), taken in time
+ * order, whether a gap is open or not; the rest is host_compute.
+ */
+struct burst {
+	uint64_t s, e, left;
+};
+
+struct thread {
+	uint32_t tid, pid;
+	char comm[SB_COMM_LEN + 1];
+	bool sink;               /* stands for every thread the full table cannot follow */
+	uint8_t state;
+	bool migrated;           /* moved while runnable: the wait that follows is the move's */
+	bool sleep_migrating;    /* the sleep began by handing the CPU to the migration stopper */
+	uint16_t cpu;
+	uint64_t since;
+	/* history of off-CPU episodes, a ring */
+	struct episode *episodes;
+	uint32_t episodes_head, nepisodes, episodes_cap;
+	uint64_t episodes_end_max; /* the largest episode end ever pushed */
+	int candidate;           /* its index in e->candidates; -1: not a candidate */
+	/* candidates only */
+	uint64_t last_cut;       /* its time is accounted up to here */
+	struct overlay overlays[OVERLAYS_MAX];
+	uint32_t noverlays;
+	struct burst bursts[BURSTS_MAX];
+	uint32_t nbursts;
+	/* the page fault it is in: entered at fault_at, ends at fault_end once decided */
+	bool fault_open, fault_decided, fault_blocked;
+	uint64_t fault_at, fault_end;
+	uint64_t last_major_faults; /* the thread's major fault counter at its last fault */
+	bool major_faults_known;
+	uint64_t affinity_end;   /* return of its last sched_setaffinity() */
+	uint8_t last_ev;         /* type of the previous own event */
+	uint64_t last_ev_ts;
+	/* NVTX ranges pushed on this thread */
+	uint32_t *nvtx;
+	uint32_t nvtx_n, nvtx_cap;
+	/* timeline: its slice in one state, being extended */
+	const char *track_state;
+	uint64_t track_start, track_end;
+};
+
+struct culprit {
+	uint8_t cause;
+	struct eng_who who;
+	uint64_t ns;
+};
+
+struct pending_sleep {
+	uint64_t a, b;
+};
+
+struct accum {
+	uint64_t ns[ENG_NCAUSE];
+	uint32_t count[ENG_NCOUNT];
+	struct culprit *culprits;
+	uint32_t nculprits, culprits_cap;
+	/* a sleep not yet explained: its intervals, until the wakeup says why */
+	struct pending_sleep pending[PENDING_MAX];
+	uint32_t npending;
+	uint8_t pending_state;   /* the thread's state in it (TS_SLEEP_S or TS_SLEEP_D) */
+	uint64_t pending_extra;  /* time past the PENDING_MAX intervals */
+};
+
+struct piece {
+	uint64_t step_seq;
+	uint64_t start, end;
+	bool closed;
+	struct accum accum[CANDIDATES_MAX]; /* one per candidate */
+};
+
+struct critical_time {
+	uint32_t tid;
+	uint64_t ns;
+};
+
+struct open_step {
+	uint64_t seq, number;
+	uint64_t start, end;
+	bool ended, incomplete;
+	uint32_t marker_tid;
+	uint32_t open_pieces;
+	uint64_t idle_ns, gpu_slow_ns;
+	struct accum accum;      /* what its committed pieces hold */
+	struct critical_time critical[8];
+	uint32_t ncritical;
+	uint32_t gpu_ops;
+	uint64_t events_by_cost[SB_NCOST]; /* the target's events in it, by cost class */
+	bool sampled;            /* the guard had the allocator probes duty-cycled in it */
+};
+
+struct runslice {
+	uint64_t s, e;
+	uint32_t pid, tid;
+	char comm[SB_COMM_LEN];
+};
+
+struct cpu_queue {
+	struct runslice *slices; /* a ring, in time order */
+	uint32_t head, n, cap;
+};
+
+struct queued {
+	uint64_t key, seq;
+	uint32_t len, pad;
+};
+
+/*
+ * A bucket's records, in chunks of one size: a swept bucket's chunks go on a
+ * free list for the next buckets (no allocation, and they are still in the
+ * cache), so the memory is what the window held at most.
+ */
+#define BUCKET_CHUNK_BYTES 2048
+struct bucket_chunk {
+	struct bucket_chunk *next;
+	uint32_t len, pad;
+	uint8_t data[BUCKET_CHUNK_BYTES - 16];
+};
+
+struct bucket {
+	struct bucket_chunk *head, *tail;
+	uint32_t n;
+};
+
+struct queued_ref {
+	uint64_t key, seq;
+	const struct queued *q;
+};
+
+struct overflow_rec {
+	uint64_t key, seq;
+	void *rec;
+};
+
+struct p2_quantile {
+	int n;
+	double q[5], np[5], dn[5];
+	int pos[5];
+};
+
+struct kernel_shape {
+	uint32_t name_id, grid[3], block[3];
+	bool used;
+	struct p2_quantile median; /* of its duration */
+};
+
+struct string {
+	uint32_t id;
+	uint32_t alloc;          /* bytes of text */
+	char *text;
+	bool nvtx, kernel;
+};
+
+struct interferer {
+	uint32_t pid;
+	char comm[SB_COMM_LEN + 1];
+	uint64_t ns;
+	bool used;
+};
+
+/* a chunk of results, with the blame entries of its steps (freed together) */
+struct blame_pool {
+	struct blame_pool *next;
+	uint32_t used, pad;
+	struct eng_blame b[BLAME_CHUNK];
+};
+
+struct result_chunk {
+	struct eng_step s[RESULTS_PER_CHUNK];
+	struct blame_pool *pool;      /* newest first */
+};
+
+/*
+ * Log histogram: values below HIST_SUB exact, above that HIST_SUB buckets per
+ * octave, so a bucket is at most 1/HIST_SUB of its lower bound wide and its
+ * middle within 1/(2 HIST_SUB) of any value in it.
+ */
+#define HIST_SUB 64
+#define HIST_SHIFT 6               /* log2(HIST_SUB) */
+#define HIST_N (HIST_SUB + (64 - HIST_SHIFT) * HIST_SUB)
+
+struct hist {
+	uint64_t n;
+	uint64_t b[HIST_N];
+};
+
+/* window mode: summaries over every step, the detail of the last ones */
+struct window_sums {
+	uint64_t nsteps, ncomplete;
+	uint64_t min, max;
+	struct hist dur, idle, tracer, tracer_ppm, cause[ENG_NCAUSE];
+	uint64_t cause_total[ENG_NCAUSE];
+	uint64_t busy_total, dur_total, tracer_total, sampled, tracer_ppm_max;
+};
+
+struct engine {
+	struct engine_opts opts;
+	regex_t re_nvtx, re_kernel;
+	bool has_nvtx, has_kernel;
+	uint64_t lag, history_ns; /* how far back thread and CPU histories reach */
+
+	uint64_t records, seq;
+	uint64_t max_ts;
+	uint64_t first_ts;
+	bool have_ts;
+
+	/* the reorder window (reorder.c) */
+	struct bucket *buckets;  /* a calendar: bucket i holds keys i, i + nbuckets, ... */
+	uint32_t nbuckets;
+	uint64_t next_bucket;    /* next bucket index (key >> BUCKET_SHIFT) to sweep */
+	bool window_started;
+	uint64_t queued, queued_peak, queued_bytes, queued_bytes_peak;
+	struct queued_ref *order; /* the bucket being swept, sorted */
+	size_t order_cap;
+	uint64_t *bucket_bits;   /* buckets that hold records */
+	uint64_t frontier_flushes;
+	struct bucket_chunk *free_chunks;
+	struct overflow_rec *overflow; /* records beyond the calendar's span: a heap */
+	size_t noverflow, overflow_cap;
+
+	/*
+	 * The reorder window hands each record on, in time order, to sweep, and
+	 * calls time_moved after each bucket (or run of empty ones) it has swept.
+	 */
+	void (*sweep)(struct engine *e, uint64_t key, const struct sb_hdr *rec);
+	void (*time_moved)(struct engine *e);
+
+	/* sweep */
+	uint64_t now;
+	bool in_release;
+
+	/* threads */
+	struct thread **threads;
+	uint32_t nthreads, threads_cap;
+	uint32_t *thread_hash;   /* index + 1, open addressing */
+	uint32_t thread_hash_cap;
+	struct thread *sink;     /* the table is full: what thread_get gives for a new thread */
+	uint64_t table_misses;   /* since the last reclaim */
+	bool table_reclaimed;    /* any reclaim tried */
+	uint64_t threads_forgotten, thread_records_lost;
+	struct thread *candidates[CANDIDATES_MAX]; /* the threads that can be critical */
+	int ncandidates;
+	uint64_t episodes, episodes_peak;
+
+	/* CPUs */
+	struct cpu_queue *cpus;  /* by CPU number */
+	uint32_t ncpus;
+	uint64_t runslices, runslices_peak;
+
+	/* GPU */
+	bool gpu_fed, gpu_started;
+	uint64_t busy_until;
+	bool gap_open;
+	/* launches by correlation id (mod CORR_SLOTS): who issued it, not started yet */
+	struct { uint32_t corr, tid; bool queued; } *launches;
+	uint64_t gpu_queued;     /* operations launched that have not started on the GPU */
+	uint32_t last_launch_tid;
+	struct kernel_shape *kernel_shapes; /* (name, grid, block): usual duration */
+	uint32_t kernel_shapes_cap, nkernel_shapes;
+	uint64_t kernel_shapes_dropped;
+	uint64_t gpu_max_end;
+	/* the capture's clock: GPU records outside [clock_lo, clock_hi] +- margin are rejected */
+	uint64_t clock_lo, clock_hi; /* clock_lo > clock_hi: nothing known yet */
+	uint64_t gpu_rejected;
+
+	/* strings */
+	struct string *strings;
+	uint32_t nstrings, strings_cap;
+	uint32_t *string_hash;   /* index + 1, open addressing */
+	uint32_t string_hash_cap;
+	uint64_t string_bytes, strings_dropped;
+
+	/* pieces of the open gap, oldest first */
+	struct piece **pieces;   /* a ring */
+	uint32_t pieces_head, npieces, pieces_cap;
+	struct piece *current_piece;
+	struct piece **free_pieces;
+	uint32_t nfree_pieces, free_pieces_cap;
+	uint64_t pieces_live, pieces_peak;
+
+	/* steps */
+	int step_source;         /* the source chosen (enum eng_step_src) */
+	int forced_source;
+	struct open_step **open_steps; /* in flight, oldest first: a ring */
+	uint32_t open_steps_head, nopen_steps, open_steps_cap;
+	struct open_step *current_step;
+	uint64_t next_seq;
+	uint64_t source_marks[ENG_SRC_KERNEL + 1]; /* marks seen, by source */
+	uint64_t steps_flight_peak;
+	struct result_chunk **results; /* in chunks of RESULTS_PER_CHUNK: never moved, no slack */
+	uint64_t nresults, nchunks; /* steps finalised; chunks held */
+	uint64_t results_cap;    /* room in results */
+	uint64_t first_chunk;    /* absolute number of results[0] (window mode drops old chunks) */
+	uint64_t keep_steps;     /* window mode: steps kept in detail at least; 0 all */
+	struct window_sums *window_sums; /* window mode: summaries over all steps */
+	engine_step_cb step_cb;
+	void *step_cb_ctx;
+
+	/* fault model */
+	uint32_t fault_hist[FAULT_HIST_PER_OCTAVE * FAULT_HIST_OCTAVES]; /* back-to-back gaps */
+	uint64_t fault_samples;
+	uint64_t fault_cost;     /* current estimate */
+	uint64_t faults_blocked;
+
+	/* interferers */
+	struct interferer *interferers; /* open addressing by (pid, comm) */
+	uint32_t interferers_cap, ninterferers;
+	uint64_t interferers_folded, interferers_other_ns;
+
+	/* target, capture, loss */
+	uint32_t target_pid;
+	char target_comm[SB_COMM_LEN + 1];
+	char *target_cmdline;
+	bool complete;
+	uint32_t end_reason;
+	uint64_t trailer_ts, trailer_start;
+	char *truncated;
+	struct sb_drops drops;
+	bool have_drops;
+	uint64_t late, malformed;
+	uint64_t switch_ins_inferred; /* from runslices */
+	char **probes_missing;
+	uint32_t nprobes_missing;
+	uint64_t probes_dropped;
+	bool finished;
+	struct eng_summary final_summary; /* engine_finish: over all steps, final */
+
+	/* the tracer's own cost: the model, the guard's mode changes (ts, mode) */
+	struct sb_costs costs;
+	bool costs_given;
+	struct eng_guard guard;
+	struct { uint64_t ts; int mode; } *guard_changes;
+	uint32_t nguard_changes, guard_changes_cap, guard_change_next;
+	int guard_mode_before;   /* the mode before guard_changes[guard_change_next] */
+
+	uint64_t heap, heap_peak;
+};
+
+typedef void (*runslice_fn)(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
+			    uint64_t a, uint64_t b);
+
+enum { MARK_ONE, MARK_BEGIN, MARK_END };
+
+_Static_assert(ENG_MAX_BLAME >= ENG_NCAUSE, "a step must hold one entry per cause");
+
+static inline void comm_copy(char *dst, const char *src)
+{
+	memcpy(dst, src, SB_COMM_LEN);
+	dst[SB_COMM_LEN] = 0;
+}
+
+/* step i (absolute), which must still be held */
+#define RESULT(e, i) \
+	(&(e)->results[(i) / RESULTS_PER_CHUNK - (e)->first_chunk]->s[(i) % RESULTS_PER_CHUNK])
+
+/* the first step still held (window mode drops the oldest) */
+static inline uint64_t first_kept(const struct engine *e)
+{
+	return e->first_chunk * RESULTS_PER_CHUNK;
+}
+
+static inline uint64_t min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+static inline uint32_t hash32(uint32_t x)
+{
+	x ^= x >> 16;
+	x *= 0x7feb352dU;
+	x ^= x >> 15;
+	x *= 0x846ca68bU;
+	x ^= x >> 16;
+	return x;
+}
+
+/* the records the engine takes in: kernel events and the GPU timeline; 0 for others */
+static inline size_t rec_size(unsigned type)
+{
+	return (type > SB_EV_NONE && type <= SB_EV_KERNEL_LAST) || type == SB_REC_GPU ?
+		       sb_type_size(type) : 0;
+}
+
+/* ---- memory (engine.c) */
+
+void heap_account(struct engine *e, int64_t d);
+void heap_grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t sz);
+void *heap_calloc(struct engine *e, size_t n, size_t sz);
+char *heap_strndup(struct engine *e, const char *s, size_t n);
+
+/* ---- the reorder window (reorder.c) */
+
+void reorder_init(struct engine *e);
+void reorder_free(struct engine *e);
+void reorder_release(struct engine *e, uint64_t upto);
+void reorder_enqueue(struct engine *e, const struct sb_hdr *h, size_t len);
+
+/* ---- threads and CPUs (threads.c) */
+
+struct thread *thread_find(const struct engine *e, uint32_t tid);
+struct thread *thread_get(struct engine *e, uint32_t tid, uint32_t pid);
+const char *thread_name_of(const struct engine *e, uint32_t tid);
+void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, uint64_t end,
+		  uint16_t cpu, uint32_t wpid, uint32_t wtid);
+void runslice_push(struct engine *e, uint32_t cpu, const struct runslice *r);
+uint64_t runslice_cover(struct engine *e, uint16_t cpu, uint64_t a, uint64_t b, runslice_fn fn,
+			void *ctx);
+
+/* ---- classification (classify.c) */
+
+void accum_reset(struct accum *a);
+void accum_free(struct engine *e, struct accum *a);
+void accum_merge(struct engine *e, struct accum *dst, const struct accum *src);
+void timeline_thread_flush(struct engine *e, struct thread *t);
+bool is_stopper(const char *comm);
+void thread_account(struct engine *e, struct thread *t, uint64_t to);
+void account_candidates(struct engine *e, uint64_t t);
+void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
+			 const struct sb_wakeup *wk);
+void resolve_sleep(struct engine *e, struct thread *t, const struct sb_wakeup *wk);
+
+/* ---- steps (steps.c) */
+
+void result_pools_free(struct engine *e, struct result_chunk *c);
+struct piece *piece_new(struct engine *e, uint64_t step_seq, uint64_t start);
+void piece_commit(struct engine *e, struct piece *p, uint32_t crit_tid);
+uint32_t step_fallback_critical(struct engine *e, uint64_t step_seq);
+void piece_pop(struct engine *e);
+void pieces_commit_ended(struct engine *e, uint64_t older_than, bool all);
+void steps_finalize_ready(struct engine *e);
+void step_end(struct engine *e, uint64_t t, bool incomplete);
+void step_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, uint32_t tid);
+void candidate_add(struct engine *e, struct thread *t);
+
+/* ---- the GPU (gpu.c) */
+
+void gpu_gap_open(struct engine *e, uint64_t t);
+void gpu_record(struct engine *e, const struct sb_gpu *g);
+
+/* ---- host events (host.c) */
+
+void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int ev,
+		 int cause, int count);
+void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h);
+
+/* ---- text records and the clock (meta.c) */
+
+bool guard_sampled_in(struct engine *e, uint64_t s, uint64_t end);
+const struct string *string_find(struct engine *e, uint32_t id);
+void meta_record(struct engine *e, const struct sb_hdr *h);
+void clock_saw(struct engine *e, uint64_t ts, bool start_too);
+bool gpu_time_ok(struct engine *e, const struct sb_gpu *g);
+
+/* ---- summaries (summary.c) */
+
+void window_sums_add(struct window_sums *w, const struct eng_step *r);
+void window_begin(struct engine *e, uint64_t keep);
+void running_tail(struct engine *e, struct eng_step *r);
+void summarise_all(const struct engine *e, struct eng_summary *s);
+void mark_tails(struct engine *e, const struct eng_summary *s);
+
+#endif

@@ -1,0 +1,582 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Steps: marks from the step sources (docs/ARCHITECTURE.md, "Step sources")
+ * begin and end them; the pieces of GPU idle in each are committed to the
+ * thread that ended the gap, and a step is finalised into a result slot once
+ * all of its pieces are. Also the candidates and the interferer table.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/internal.h"
+#include "base/util.h"
+
+#define INTERFERERS_MAX 65536
+
+/*
+ * A step's blame entries, kept with those of the other steps of its chunk: a
+ * step holds only as many as it has, and they go when the chunk goes.
+ */
+static const struct eng_blame *blame_store(struct engine *e, struct result_chunk *c,
+					   const struct eng_blame *b, uint32_t n)
+{
+	struct eng_blame *p;
+
+	if (!c->pool || c->pool->used + n > BLAME_CHUNK) {
+		struct blame_pool *q = heap_calloc(e, 1, sizeof(*q));
+
+		q->next = c->pool;
+		c->pool = q;
+	}
+	p = &c->pool->b[c->pool->used];
+	memcpy(p, b, n * sizeof(*b));
+	c->pool->used += n;
+	return p;
+}
+
+void result_pools_free(struct engine *e, struct result_chunk *c)
+{
+	while (c->pool) {
+		struct blame_pool *q = c->pool;
+
+		c->pool = q->next;
+		free(q);
+		heap_account(e, -(int64_t)sizeof(*q));
+	}
+}
+
+static struct open_step *step_by_seq(struct engine *e, uint64_t seq)
+{
+	struct open_step *f;
+
+	if (!e->nopen_steps)
+		return NULL;
+	f = e->open_steps[e->open_steps_head];
+	if (seq < f->seq || seq - f->seq >= e->nopen_steps)
+		return NULL;
+	return e->open_steps[(e->open_steps_head + (seq - f->seq)) % e->open_steps_cap];
+}
+
+struct piece *piece_new(struct engine *e, uint64_t step_seq, uint64_t start)
+{
+	struct piece *p;
+
+	if (e->nfree_pieces) {
+		p = e->free_pieces[--e->nfree_pieces];
+	} else {
+		p = heap_calloc(e, 1, sizeof(*p));
+	}
+	p->step_seq = step_seq;
+	p->start = p->end = start;
+	p->closed = false;
+	for (int i = 0; i < e->ncandidates; i++)
+		accum_reset(&p->accum[i]);
+	if (e->npieces == e->pieces_cap) {
+		uint32_t nc = e->pieces_cap ? e->pieces_cap * 2 : 8;
+		struct piece **n = heap_calloc(e, nc, sizeof(*n));
+
+		for (uint32_t i = 0; i < e->npieces; i++)
+			n[i] = e->pieces[(e->pieces_head + i) % e->pieces_cap];
+		free(e->pieces);
+		heap_account(e, -(int64_t)(e->pieces_cap * sizeof(*n)));
+		e->pieces = n;
+		e->pieces_cap = nc;
+		e->pieces_head = 0;
+	}
+	e->pieces[(e->pieces_head + e->npieces++) % e->pieces_cap] = p;
+	if (++e->pieces_live > e->pieces_peak)
+		e->pieces_peak = e->pieces_live;
+	return p;
+}
+
+static void piece_release(struct engine *e, struct piece *p)
+{
+	heap_grow(e, (void **)&e->free_pieces, &e->free_pieces_cap, e->nfree_pieces + 1,
+		  sizeof(*e->free_pieces));
+	e->free_pieces[e->nfree_pieces++] = p;
+	e->pieces_live--;
+}
+
+static struct interferer *interferer_slot(struct engine *e, uint32_t pid, const char *comm)
+{
+	uint32_t h = hash32(pid * 31u + (unsigned char)comm[0] * 7u + (unsigned)strlen(comm));
+
+	for (uint32_t i = h & (e->interferers_cap - 1);; i = (i + 1) & (e->interferers_cap - 1)) {
+		struct interferer *x = &e->interferers[i];
+
+		if (!x->used || (x->pid == pid && !strcmp(x->comm, comm)))
+			return x;
+	}
+}
+
+/* a table of nc slots holding the entries of old[oc] */
+static void interferer_rehash(struct engine *e, struct interferer *old, uint32_t oc, uint32_t nc)
+{
+	e->interferers = heap_calloc(e, nc, sizeof(*e->interferers));
+	e->interferers_cap = nc;
+	for (uint32_t i = 0; i < oc; i++)
+		if (old[i].used)
+			*interferer_slot(e, old[i].pid, old[i].comm) = old[i];
+	free(old);
+	heap_account(e, -(int64_t)(oc * sizeof(*old)));
+}
+
+static int interferer_ns_cmp(const void *a, const void *b)
+{
+	const struct interferer *x = a, *y = b;
+
+	if (x->ns != y->ns)
+		return x->ns > y->ns ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return strcmp(x->comm, y->comm);
+}
+
+/*
+ * INTERFERERS_MAX tasks have taken time: the smaller half are folded into one
+ * remainder (a run of days meets many short-lived tasks); a task folded that
+ * takes time again starts from 0.
+ */
+static void interferers_fold(struct engine *e)
+{
+	struct interferer *all = heap_calloc(e, e->ninterferers, sizeof(*all));
+	uint32_t n = 0, keep = INTERFERERS_MAX / 2;
+
+	for (uint32_t i = 0; i < e->interferers_cap; i++)
+		if (e->interferers[i].used)
+			all[n++] = e->interferers[i];
+	qsort(all, n, sizeof(*all), interferer_ns_cmp);
+	for (uint32_t i = keep; i < n; i++) {
+		e->interferers_other_ns += all[i].ns;
+		e->interferers_folded++;
+	}
+	memset(e->interferers, 0, e->interferers_cap * sizeof(*e->interferers));
+	e->ninterferers = n < keep ? n : keep;
+	for (uint32_t i = 0; i < e->ninterferers; i++)
+		*interferer_slot(e, all[i].pid, all[i].comm) = all[i];
+	free(all);
+	heap_account(e, -(int64_t)(n * sizeof(*all)));
+}
+
+static void interferer_add(struct engine *e, const struct eng_who *w, uint64_t ns)
+{
+	struct interferer *x;
+
+	if (e->interferers_cap) {
+		x = interferer_slot(e, w->pid, w->comm);
+		if (x->used) {
+			x->ns += ns;
+			return;
+		}
+	}
+	if (e->ninterferers >= INTERFERERS_MAX)
+		interferers_fold(e);
+	if ((e->ninterferers + 1) * 2 > e->interferers_cap)
+		interferer_rehash(e, e->interferers, e->interferers_cap,
+				  e->interferers_cap ? e->interferers_cap * 2 : 64);
+	x = interferer_slot(e, w->pid, w->comm);
+	x->used = true;
+	x->pid = w->pid;
+	memcpy(x->comm, w->comm, sizeof(x->comm));
+	x->ns = ns;
+	e->ninterferers++;
+}
+
+static bool candidate_of_tid(struct engine *e, uint32_t tid, int *ci)
+{
+	struct thread *t = tid ? thread_find(e, tid) : NULL;
+
+	*ci = t ? t->candidate : -1;
+	return *ci >= 0;
+}
+
+/* piece p is over: its time goes to the step as crit_tid's */
+void piece_commit(struct engine *e, struct piece *p, uint32_t crit_tid)
+{
+	struct open_step *st = step_by_seq(e, p->step_seq);
+	uint64_t idle = p->end > p->start ? p->end - p->start : 0, sum = 0;
+	int ci;
+	struct accum *a = NULL;
+
+	if (!st)
+		return;
+	if (candidate_of_tid(e, crit_tid, &ci)) {
+		a = &p->accum[ci];
+		if (a->npending || a->pending_extra)
+			resolve_sleep_accum(e, e->candidates[ci], a, NULL);
+		for (int c = 0; c < ENG_NCAUSE; c++)
+			sum += a->ns[c];
+	}
+	if (a) {
+		/* the live set of culprits is what stole the time: count it before merging */
+		for (uint32_t i = 0; i < a->nculprits; i++) {
+			const struct culprit *c = &a->culprits[i];
+
+			if (c->cause == ENG_CPU_WAIT || c->cause == ENG_MIGRATION ||
+			    (c->cause == ENG_BLOCKED && c->who.via_tid))
+				interferer_add(e, &c->who, c->ns);
+		}
+		accum_merge(e, &st->accum, a);
+	}
+	if (idle > sum)
+		st->accum.ns[ENG_UNKNOWN] += idle - sum;
+	st->idle_ns += idle;
+	if (idle && crit_tid) {
+		uint32_t i;
+
+		for (i = 0; i < st->ncritical && st->critical[i].tid != crit_tid; i++)
+			;
+		if (i < st->ncritical) {
+			st->critical[i].ns += idle;
+		} else if (st->ncritical < ARRAY_LEN(st->critical)) {
+			st->critical[st->ncritical].tid = crit_tid;
+			st->critical[st->ncritical++].ns = idle;
+		}
+	}
+	if (e->opts.timeline.gap && idle) {
+		struct eng_gap g = { .step = st->number, .critical_tid = crit_tid,
+				     .start_ns = p->start, .end_ns = p->end };
+
+		for (int c = 0; c < ENG_NCAUSE; c++)
+			g.cause_ns[c] = a ? a->ns[c] : 0;
+		g.cause_ns[ENG_UNKNOWN] += idle > sum ? idle - sum : 0;
+		e->opts.timeline.gap(e->opts.timeline.ctx, &g);
+	}
+	st->open_pieces--;
+}
+
+uint32_t step_fallback_critical(struct engine *e, uint64_t step_seq)
+{
+	struct open_step *st = step_by_seq(e, step_seq);
+	int ci;
+
+	if (st && candidate_of_tid(e, st->marker_tid, &ci))
+		return st->marker_tid;
+	return e->last_launch_tid ? e->last_launch_tid : (st ? st->marker_tid : 0);
+}
+
+void piece_pop(struct engine *e)
+{
+	struct piece *p = e->pieces[e->pieces_head];
+
+	e->pieces_head = (e->pieces_head + 1) % e->pieces_cap;
+	e->npieces--;
+	if (p == e->current_piece)
+		e->current_piece = NULL;
+	piece_release(e, p);
+}
+
+/* commit the oldest closed pieces whose step has ended, with the fallback thread */
+void pieces_commit_ended(struct engine *e, uint64_t older_than, bool all)
+{
+	while (e->npieces) {
+		struct piece *p = e->pieces[e->pieces_head];
+		struct open_step *st = step_by_seq(e, p->step_seq);
+
+		if (!p->closed || !st || !st->ended)
+			break;
+		if (!all && st->end + e->lag > older_than)
+			break;
+		piece_commit(e, p, step_fallback_critical(e, p->step_seq));
+		piece_pop(e);
+	}
+}
+
+static void sort_blame(struct eng_blame *b, uint32_t n)
+{
+	for (uint32_t i = 1; i < n; i++) {
+		for (uint32_t j = i; j > 0; j--) {
+			struct eng_blame *x = &b[j - 1], *y = &b[j];
+			bool swap;
+
+			if (x->ns != y->ns)
+				swap = x->ns < y->ns;
+			else if (x->cause != y->cause)
+				swap = x->cause > y->cause;
+			else if (x->has_who != y->has_who)
+				swap = !x->has_who;
+			else
+				swap = x->who.pid > y->who.pid ||
+				       (x->who.pid == y->who.pid && x->who.tid > y->who.tid);
+			if (!swap)
+				break;
+			struct eng_blame t = *x;
+
+			*x = *y;
+			*y = t;
+		}
+	}
+}
+
+/*
+ * Room for step nres: a new chunk when the last is full. In window mode the
+ * chunks past the window go first, and the last of them takes the new steps.
+ */
+static struct eng_step *result_slot(struct engine *e)
+{
+	struct result_chunk *c = NULL;
+
+	if (e->nresults < (e->first_chunk + e->nchunks) * RESULTS_PER_CHUNK)
+		return RESULT(e, e->nresults);
+	while (e->keep_steps && e->nchunks && (e->nchunks - 1) * RESULTS_PER_CHUNK >= e->keep_steps) {
+		if (c) {
+			free(c);
+			heap_account(e, -(int64_t)sizeof(*c));
+		}
+		c = e->results[0];
+		result_pools_free(e, c);
+		memmove(e->results, e->results + 1, (e->nchunks - 1) * sizeof(*e->results));
+		e->nchunks--;
+		e->first_chunk++;
+	}
+	if (!c) {
+		c = heap_calloc(e, 1, sizeof(*c));
+		if (e->nchunks == e->results_cap) {
+			uint64_t nc = e->results_cap ? 2 * e->results_cap : 16;
+			struct result_chunk **q = realloc(e->results, nc * sizeof(*q));
+
+			if (!q) {
+				sb_err("out of memory in the blame engine");
+				abort();
+			}
+			heap_account(e, (int64_t)((nc - e->results_cap) * sizeof(*q)));
+			e->results = q;
+			e->results_cap = nc;
+		}
+	}
+	e->results[e->nchunks++] = c;
+	return RESULT(e, e->nresults);
+}
+
+static void step_finalize(struct engine *e, struct open_step *st)
+{
+	struct eng_step *r;
+	struct eng_blame tmp[CULPRITS_MAX + ENG_NCAUSE];
+	uint32_t n = 0;
+	uint64_t per_cause_named[ENG_NCAUSE] = { 0 };
+
+	r = result_slot(e);
+	memset(r, 0, sizeof(*r));
+	r->index = e->nresults;
+	r->step = st->number;
+	r->start_ns = st->start;
+	r->end_ns = st->end;
+	r->duration_ns = st->end - st->start;
+	r->incomplete = st->incomplete;
+	r->gpu_timeline = e->gpu_fed;
+	for (int c = 0; c < ENG_NCAUSE; c++)
+		r->cause_ns[c] = st->accum.ns[c];
+	if (r->gpu_timeline) {
+		r->gpu_idle_ns = min64(st->idle_ns, r->duration_ns);
+		r->gpu_busy_ns = r->duration_ns - r->gpu_idle_ns;
+		r->cause_ns[ENG_GPU_SLOW] = min64(st->gpu_slow_ns, r->gpu_busy_ns);
+	}
+	memcpy(r->count, st->accum.count, sizeof(r->count));
+	r->count[ENG_N_GPU_OPS] = st->gpu_ops;
+	for (int c = 0; c < SB_NCOST; c++) {
+		r->tracer_events += st->events_by_cost[c];
+		r->tracer_ns += st->events_by_cost[c] * e->costs.ns[c];
+	}
+	r->alloc_sampled = guard_sampled_in(e, st->start, st->end);
+	for (uint32_t i = 0, best = 0; i < st->ncritical; i++)
+		if (!i || st->critical[i].ns > st->critical[best].ns) {
+			best = i;
+			r->crit_tid = st->critical[i].tid;
+		}
+	if (!r->crit_tid)
+		r->crit_tid = st->marker_tid;
+	snprintf(r->crit_comm, sizeof(r->crit_comm), "%s", thread_name_of(e, r->crit_tid));
+
+	for (uint32_t i = 0; i < st->accum.nculprits; i++) {
+		const struct culprit *c = &st->accum.culprits[i];
+
+		if (!c->ns)
+			continue;
+		tmp[n].cause = c->cause;
+		tmp[n].has_who = true;
+		tmp[n].who = c->who;
+		tmp[n].ns = c->ns;
+		per_cause_named[c->cause] += c->ns;
+		n++;
+	}
+	for (int c = 0; c < ENG_NCAUSE; c++) {
+		if (r->cause_ns[c] > per_cause_named[c]) {
+			memset(&tmp[n], 0, sizeof(tmp[n]));
+			tmp[n].cause = (uint8_t)c;
+			tmp[n].ns = r->cause_ns[c] - per_cause_named[c];
+			n++;
+		}
+	}
+	sort_blame(tmp, n);
+	/* too many: fold the smallest named entries into their cause's unnamed one */
+	while (n > ENG_MAX_BLAME) {
+		int k = -1;
+
+		for (int i = (int)n - 1; i >= 0; i--)
+			if (tmp[i].has_who) {
+				k = i;
+				break;
+			}
+		if (k < 0)
+			break;
+		uint8_t cause = tmp[k].cause;
+		uint64_t ns = tmp[k].ns;
+		uint32_t j;
+
+		memmove(&tmp[k], &tmp[k + 1], (n - k - 1) * sizeof(tmp[0]));
+		n--;
+		for (j = 0; j < n && (tmp[j].cause != cause || tmp[j].has_who); j++)
+			;
+		if (j < n) {
+			tmp[j].ns += ns;
+		} else {
+			memset(&tmp[n], 0, sizeof(tmp[n]));
+			tmp[n].cause = cause;
+			tmp[n].ns = ns;
+			n++;
+		}
+		sort_blame(tmp, n);
+	}
+	r->blame = blame_store(e, e->results[e->nresults / RESULTS_PER_CHUNK - e->first_chunk], tmp, n);
+	r->nblame = n;
+	e->nresults++;
+	if (e->window_sums)
+		window_sums_add(e->window_sums, r);
+	else if (e->nresults > ENG_EXACT_STEPS_MAX)
+		window_begin(e, ENG_REPORT_KEEP_STEPS);
+	running_tail(e, r);
+	if (e->opts.timeline.step)
+		e->opts.timeline.step(e->opts.timeline.ctx, r);
+	if (e->step_cb)
+		e->step_cb(e->step_cb_ctx, r);
+}
+
+static void open_step_free(struct engine *e, struct open_step *st)
+{
+	accum_free(e, &st->accum);
+	free(st);
+	heap_account(e, -(int64_t)sizeof(*st));
+}
+
+void steps_finalize_ready(struct engine *e)
+{
+	while (e->nopen_steps) {
+		struct open_step *st = e->open_steps[e->open_steps_head];
+
+		if (!st->ended || st->open_pieces)
+			break;
+		step_finalize(e, st);
+		e->open_steps_head = (e->open_steps_head + 1) % e->open_steps_cap;
+		e->nopen_steps--;
+		open_step_free(e, st);
+	}
+}
+
+void step_end(struct engine *e, uint64_t t, bool incomplete)
+{
+	struct open_step *st = e->current_step;
+
+	if (!st)
+		return;
+	account_candidates(e, t);
+	if (e->current_piece) {
+		e->current_piece->end = t;
+		e->current_piece->closed = true;
+		e->current_piece = NULL;
+	}
+	st->end = t;
+	st->ended = true;
+	st->incomplete = incomplete;
+	e->current_step = NULL;
+	/* host-only: no GPU record has come, the marking thread is critical throughout */
+	if (!e->gpu_fed)
+		pieces_commit_ended(e, 0, true);
+	steps_finalize_ready(e);
+}
+
+static void step_begin(struct engine *e, uint64_t t, uint64_t number, uint32_t tid)
+{
+	struct open_step *st;
+
+	if (e->current_step)
+		step_end(e, t, false);
+	account_candidates(e, t);
+	st = heap_calloc(e, 1, sizeof(*st));
+	st->seq = e->next_seq++;
+	st->number = number;
+	st->start = t;
+	st->marker_tid = tid;
+	if (e->nopen_steps == e->open_steps_cap) {
+		uint32_t nc = e->open_steps_cap ? e->open_steps_cap * 2 : 16;
+		struct open_step **n = heap_calloc(e, nc, sizeof(*n));
+
+		for (uint32_t i = 0; i < e->nopen_steps; i++)
+			n[i] = e->open_steps[(e->open_steps_head + i) % e->open_steps_cap];
+		free(e->open_steps);
+		heap_account(e, -(int64_t)(e->open_steps_cap * sizeof(*n)));
+		e->open_steps = n;
+		e->open_steps_cap = nc;
+		e->open_steps_head = 0;
+	}
+	e->open_steps[(e->open_steps_head + e->nopen_steps++) % e->open_steps_cap] = st;
+	if (e->nopen_steps > e->steps_flight_peak)
+		e->steps_flight_peak = e->nopen_steps;
+	e->current_step = st;
+	if (tid)
+		candidate_add(e, thread_get(e, tid, e->target_pid));
+	if (e->gap_open) {
+		e->current_piece = piece_new(e, st->seq, t);
+		st->open_pieces++;
+	}
+}
+
+static int source_preference(int src)
+{
+	switch (src) {
+	case ENG_SRC_USDT:
+	case ENG_SRC_UPROBE: return 0;
+	case ENG_SRC_GPU_MARKER: return 1;
+	case ENG_SRC_NVTX: return 2;
+	case ENG_SRC_KERNEL: return 3;
+	}
+	return 9;
+}
+
+void step_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, uint32_t tid)
+{
+	e->source_marks[src]++;
+	if (e->forced_source && src != e->forced_source)
+		return;
+	if (e->step_source && src != e->step_source) {
+		if (source_preference(src) >= source_preference(e->step_source))
+			return;
+		/* a better source turned up: the step in progress was cut by the change */
+		if (e->current_step)
+			step_end(e, t, true);
+	}
+	e->step_source = src;
+	if (kind == MARK_END) {
+		/* begin/end sources: the time between an end and the next begin is no step's */
+		step_end(e, t, false);
+		return;
+	}
+	step_begin(e, t, number, tid);
+}
+
+void candidate_add(struct engine *e, struct thread *t)
+{
+	if (t->candidate >= 0 || e->ncandidates >= CANDIDATES_MAX || t->sink)
+		return;
+	t->candidate = e->ncandidates;
+	e->candidates[e->ncandidates++] = t;
+	for (uint32_t i = 0; i < e->npieces; i++)
+		accum_reset(&e->pieces[(e->pieces_head + i) % e->pieces_cap]->accum[t->candidate]);
+	/* what it has been doing since its last state change counts from now on */
+	t->last_cut = e->now;
+	if (e->gap_open && e->current_piece && t->state != TS_UNKNOWN)
+		t->last_cut = max64(e->current_piece->start, min64(t->since, e->now));
+	t->noverlays = 0;
+	t->nbursts = 0;
+	t->fault_open = false;
+}

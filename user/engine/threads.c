@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Threads and CPUs: the table of the threads followed (bounded: exited ones
+ * are forgotten to make room), each thread's history of off-CPU episodes, and
+ * the runslices of the tasks that ran on each CPU while a target thread waited.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/internal.h"
+
+/*
+ * Bounds on what a trace (or a trainer, live) can make the engine hold: the
+ * threads followed at once, names, kernel shapes, interferers, probe lines,
+ * and the records one reorder bucket may pile up when time stops moving.
+ */
+#define THREADS_MAX 65536
+#define THREADS_RECLAIM_EVERY 4096   /* misses of a full table between two reclaims */
+
+struct thread *thread_find(const struct engine *e, uint32_t tid)
+{
+	uint32_t mask = e->thread_hash_cap - 1;
+
+	if (!e->thread_hash_cap)
+		return NULL;
+	for (uint32_t i = hash32(tid) & mask;; i = (i + 1) & mask) {
+		uint32_t v = e->thread_hash[i];
+
+		if (!v)
+			return NULL;
+		if (e->threads[v - 1]->tid == tid)
+			return e->threads[v - 1];
+	}
+}
+
+static void thread_hash_put(struct engine *e, uint32_t tid, uint32_t idx1)
+{
+	uint32_t mask = e->thread_hash_cap - 1;
+
+	for (uint32_t i = hash32(tid) & mask;; i = (i + 1) & mask) {
+		if (!e->thread_hash[i]) {
+			e->thread_hash[i] = idx1;
+			return;
+		}
+	}
+}
+
+static void thread_hash_rebuild(struct engine *e)
+{
+	memset(e->thread_hash, 0, e->thread_hash_cap * sizeof(uint32_t));
+	for (uint32_t i = 0; i < e->nthreads; i++)
+		thread_hash_put(e, e->threads[i]->tid, i + 1);
+}
+
+/* nothing of it is needed any more: dead long enough, not critical, not the process */
+static bool thread_forgettable(const struct engine *e, const struct thread *t)
+{
+	return t->state == TS_DEAD && t->candidate < 0 && t->tid != e->target_pid && e->now > t->since &&
+	       e->now - t->since > e->history_ns + e->lag;
+}
+
+static void thread_release(struct engine *e, struct thread *t)
+{
+	free(t->episodes);
+	heap_account(e, -(int64_t)(t->episodes_cap * sizeof(*t->episodes)));
+	e->episodes -= t->nepisodes;
+	free(t->nvtx);
+	heap_account(e, -(int64_t)(t->nvtx_cap * sizeof(*t->nvtx)));
+	free(t);
+	heap_account(e, -(int64_t)sizeof(*t));
+}
+
+/*
+ * The table is full: forget the threads that exited long ago (the timeline
+ * is told their names). Tried again only after THREADS_RECLAIM_EVERY more
+ * new threads found it full, so a table of live threads costs nothing per
+ * record. False if there is still no room.
+ */
+static bool thread_table_room(struct engine *e)
+{
+	uint32_t k = 0;
+
+	if (e->table_reclaimed && ++e->table_misses < THREADS_RECLAIM_EVERY)
+		return false;
+	e->table_misses = 0;
+	e->table_reclaimed = true;
+	for (uint32_t i = 0; i < e->nthreads; i++) {
+		struct thread *t = e->threads[i];
+
+		if (!thread_forgettable(e, t)) {
+			e->threads[k++] = t;
+			continue;
+		}
+		if (e->opts.timeline.thread_forgotten && t->comm[0])
+			e->opts.timeline.thread_forgotten(e->opts.timeline.ctx, t->tid, t->comm);
+		thread_release(e, t);
+		e->threads_forgotten++;
+	}
+	if (k < e->nthreads) {
+		e->nthreads = k;
+		thread_hash_rebuild(e);
+	}
+	return e->nthreads < THREADS_MAX;
+}
+
+/* what a thread the table cannot hold is given: followed by nobody, never critical */
+static struct thread *thread_sink(struct engine *e)
+{
+	if (!e->sink) {
+		e->sink = heap_calloc(e, 1, sizeof(*e->sink));
+		e->sink->sink = true;
+		e->sink->candidate = -1;
+		e->sink->tid = UINT32_MAX;
+	}
+	e->sink->state = TS_UNKNOWN;
+	e->thread_records_lost++;
+	return e->sink;
+}
+
+/* a thread not seen before (kept out of line: thread_get is on every record's path) */
+static __attribute__((noinline)) struct thread *thread_new(struct engine *e, uint32_t tid,
+							   uint32_t pid)
+{
+	struct thread *t;
+
+	if (e->nthreads >= THREADS_MAX && !thread_table_room(e))
+		return thread_sink(e);
+	if ((e->nthreads + 1) * 2 > e->thread_hash_cap) {
+		uint32_t nc = e->thread_hash_cap ? e->thread_hash_cap * 2 : 256;
+
+		free(e->thread_hash);
+		heap_account(e, -(int64_t)(e->thread_hash_cap * sizeof(uint32_t)));
+		e->thread_hash = heap_calloc(e, nc, sizeof(uint32_t));
+		e->thread_hash_cap = nc;
+		for (uint32_t i = 0; i < e->nthreads; i++)
+			thread_hash_put(e, e->threads[i]->tid, i + 1);
+	}
+	heap_grow(e, (void **)&e->threads, &e->threads_cap, e->nthreads + 1, sizeof(*e->threads));
+	t = heap_calloc(e, 1, sizeof(*t));
+	t->tid = tid;
+	t->pid = pid ? pid : e->target_pid;
+	t->candidate = -1;
+	t->state = TS_UNKNOWN;
+	e->threads[e->nthreads++] = t;
+	thread_hash_put(e, tid, e->nthreads);
+	return t;
+}
+
+struct thread *thread_get(struct engine *e, uint32_t tid, uint32_t pid)
+{
+	struct thread *t = thread_find(e, tid);
+
+	return t ? t : thread_new(e, tid, pid);
+}
+
+const char *thread_name_of(const struct engine *e, uint32_t tid)
+{
+	struct thread *t = thread_find(e, tid);
+
+	return t && t->comm[0] ? t->comm : "";
+}
+
+void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, uint64_t end,
+		  uint16_t cpu, uint32_t wpid, uint32_t wtid)
+{
+	struct episode *p;
+
+	if (end <= s || t->sink)
+		return;
+	/* the history only needs to reach back as far as a wakeup chain looks */
+	while (t->nepisodes && t->episodes[t->episodes_head].e + e->history_ns < e->now) {
+		t->episodes_head = (t->episodes_head + 1) % t->episodes_cap;
+		t->nepisodes--;
+		e->episodes--;
+	}
+	if (t->nepisodes == t->episodes_cap) {
+		uint32_t nc = t->episodes_cap ? t->episodes_cap * 2 : 8;
+		struct episode *n = heap_calloc(e, nc, sizeof(*n));
+
+		for (uint32_t i = 0; i < t->nepisodes; i++)
+			n[i] = t->episodes[(t->episodes_head + i) % t->episodes_cap];
+		free(t->episodes);
+		heap_account(e, -(int64_t)(t->episodes_cap * sizeof(*n)));
+		t->episodes = n;
+		t->episodes_cap = nc;
+		t->episodes_head = 0;
+	}
+	p = &t->episodes[(t->episodes_head + t->nepisodes++) % t->episodes_cap];
+	p->s = s;
+	p->e = end;
+	t->episodes_end_max = max64(t->episodes_end_max, end);
+	p->emax = t->episodes_end_max;
+	p->kind = kind;
+	p->cpu = cpu;
+	p->wpid = wpid;
+	p->wtid = wtid;
+	if (++e->episodes > e->episodes_peak)
+		e->episodes_peak = e->episodes;
+}
+
+static struct cpu_queue *cpu_queue_get(struct engine *e, uint32_t cpu)
+{
+	if (cpu >= e->ncpus) {
+		uint32_t nc = e->ncpus ? e->ncpus : 8;
+		struct cpu_queue *n;
+
+		while (nc <= cpu)
+			nc *= 2;
+		n = heap_calloc(e, nc, sizeof(*n));
+		if (e->ncpus)
+			memcpy(n, e->cpus, e->ncpus * sizeof(*n));
+		free(e->cpus);
+		heap_account(e, -(int64_t)(e->ncpus * sizeof(*n)));
+		e->cpus = n;
+		e->ncpus = nc;
+	}
+	return &e->cpus[cpu];
+}
+
+static struct runslice *cpu_queue_at(struct cpu_queue *q, uint32_t i)
+{
+	return &q->slices[(q->head + i) % q->cap];
+}
+
+void runslice_push(struct engine *e, uint32_t cpu, const struct runslice *r)
+{
+	struct cpu_queue *q = cpu_queue_get(e, cpu);
+
+	while (q->n && q->slices[q->head].e + e->history_ns < e->now) {
+		q->head = (q->head + 1) % q->cap;
+		q->n--;
+		e->runslices--;
+	}
+	if (q->n == q->cap) {
+		uint32_t nc = q->cap ? q->cap * 2 : 16;
+		struct runslice *n = heap_calloc(e, nc, sizeof(*n));
+
+		for (uint32_t i = 0; i < q->n; i++)
+			n[i] = *cpu_queue_at(q, i);
+		free(q->slices);
+		heap_account(e, -(int64_t)(q->cap * sizeof(*n)));
+		q->slices = n;
+		q->cap = nc;
+		q->head = 0;
+	}
+	*cpu_queue_at(q, q->n++) = *r;
+	if (++e->runslices > e->runslices_peak)
+		e->runslices_peak = e->runslices;
+}
+
+/*
+ * Call fn for the part of every runslice on cpu inside [a, b], without
+ * counting any instant twice; returns the time covered.
+ */
+uint64_t runslice_cover(struct engine *e, uint16_t cpu, uint64_t a, uint64_t b, runslice_fn fn,
+			void *ctx)
+{
+	struct cpu_queue *q;
+	uint32_t lo, hi;
+	uint64_t covered = 0, upto = a;
+
+	if (cpu >= e->ncpus || b <= a)
+		return 0;
+	q = &e->cpus[cpu];
+	/* slices on one CPU follow each other: find the first starting at or after a */
+	lo = 0;
+	hi = q->n;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (cpu_queue_at(q, mid)->s < a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	while (lo > 0 && cpu_queue_at(q, lo - 1)->e > a)
+		lo--;
+	for (uint32_t i = lo; i < q->n; i++) {
+		const struct runslice *r = cpu_queue_at(q, i);
+		uint64_t s = max64(r->s, upto), t = min64(r->e, b);
+
+		if (r->s >= b)
+			break;
+		if (t <= s)
+			continue;
+		fn(e, ctx, r, cpu, s, t);
+		covered += t - s;
+		upto = t;
+	}
+	return covered;
+}
