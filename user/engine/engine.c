@@ -149,25 +149,6 @@ char *heap_strndup(struct engine *e, const char *s, size_t n)
 	return p;
 }
 
-static size_t meta_min(unsigned type)
-{
-	switch (type) {
-	case SB_REC_HOST:
-	case SB_REC_TARGET:
-	case SB_REC_THREAD:
-	case SB_REC_PROBE:
-	case SB_REC_STRING:
-	case SB_REC_NOTE:
-	case SB_REC_COSTS:
-	case SB_REC_GUARD: return sizeof(struct sb_text);
-	case SB_REC_CPU: return sizeof(struct sb_cpu);
-	case SB_REC_ALLOC_STATS: return sizeof(struct sb_alloc_stats);
-	case SB_REC_DROPS: return sizeof(struct sb_drops);
-	case SB_REC_TRAILER: return sizeof(struct sb_trailer);
-	}
-	return 0;
-}
-
 void engine_feed(struct engine *e, const struct sb_hdr *h)
 {
 	size_t len;
@@ -207,7 +188,7 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 			reorder_release(e, e->max_ts - e->lag);
 		return;
 	}
-	len = meta_min(h->type);
+	len = sb_meta_min(h->type);
 	if (!len || h->size < len) {
 		e->malformed++;
 		return;
@@ -445,16 +426,13 @@ void engine_target(const struct engine *e, struct eng_target *t)
 
 void engine_capture(const struct engine *e, struct eng_capture *c)
 {
-	static const char *const reasons[] = { "unknown", "duration", "signal", "target_exit",
-					       "error", "target_credentials" };
-
 	memset(c, 0, sizeof(*c));
 	c->start_ns = e->complete && e->trailer_start ? e->trailer_start : e->first_ts;
 	c->end_ns = e->complete && e->trailer_ts ? e->trailer_ts : e->max_ts;
 	c->complete = e->complete && !e->truncated;
 	c->truncated = e->truncated;
 	if (e->complete)
-		c->end_reason = e->end_reason < ARRAY_LEN(reasons) ? reasons[e->end_reason] : "unknown";
+		c->end_reason = sbt_end_name(e->end_reason);
 	else
 		c->end_reason = "cut_short";
 	c->step_source = e->step_source;

@@ -427,8 +427,7 @@ static inline uint32_t hash32(uint32_t x)
 /* the records the engine takes in: kernel events and the GPU timeline; 0 for others */
 static inline size_t rec_size(unsigned type)
 {
-	return (type > SB_EV_NONE && type <= SB_EV_KERNEL_LAST) || type == SB_REC_GPU ?
-		       sb_type_size(type) : 0;
+	return sb_type_is_engine_input(type) ? sb_type_size(type) : 0;
 }
 
 /* ---- memory (engine.c) */

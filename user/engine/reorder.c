@@ -14,25 +14,6 @@
 
 #define FRONTIER_MAX (1u << 18)
 
-/* when a timed record starts to matter: intervals at their start */
-static uint64_t rec_key(const struct sb_hdr *h)
-{
-	uint64_t s;
-
-	switch (h->type) {
-	case SB_EV_RUNSLICE: s = ((const struct sb_runslice *)h)->start_ns; break;
-	case SB_EV_RECLAIM: s = ((const struct sb_reclaim *)h)->start_ns; break;
-	case SB_EV_MMSYS: s = ((const struct sb_mmsys *)h)->start_ns; break;
-	case SB_EV_ALLOC: s = ((const struct sb_alloc *)h)->start_ns; break;
-	case SB_EV_CUDA: s = ((const struct sb_cuda *)h)->start_ns; break;
-	case SB_EV_ALLOC_BURST: s = ((const struct sb_alloc_burst *)h)->start_ns; break;
-	case SB_EV_IOSYS: s = ((const struct sb_iosys *)h)->start_ns; break;
-	case SB_EV_AFFINITY: s = ((const struct sb_affinity *)h)->start_ns; break;
-	default: return h->ts;
-	}
-	return s && s <= h->ts ? s : h->ts;
-}
-
 static int queued_cmp(const void *a, const void *b)
 {
 	const struct queued_ref *x = a, *y = b;
@@ -300,7 +281,7 @@ void reorder_release(struct engine *e, uint64_t upto)
 
 void reorder_enqueue(struct engine *e, const struct sb_hdr *h, size_t len)
 {
-	uint64_t key = rec_key(h);
+	uint64_t key = sb_rec_start(h); /* intervals matter from their start */
 	bool late = false;
 
 	if (!e->window_started) {
