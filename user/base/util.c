@@ -76,17 +76,6 @@ ssize_t read_small_file(const char *path, char *buf, size_t len)
 	return got;
 }
 
-int read_u64_file(const char *path, uint64_t *out)
-{
-	char buf[64];
-	ssize_t n = read_small_file(path, buf, sizeof(buf));
-
-	if (n < 0)
-		return n;
-	buf[strcspn(buf, "\n")] = 0;
-	return parse_u64(buf, out) ? 0 : -EINVAL;
-}
-
 bool parse_u64(const char *s, uint64_t *out)
 {
 	char *end;

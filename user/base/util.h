@@ -20,8 +20,6 @@ void sb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* whole small file into buf (NUL-terminated, trailing newline kept); bytes or -errno */
 ssize_t read_small_file(const char *path, char *buf, size_t len);
-/* a decimal number from a small file; -errno on failure */
-int read_u64_file(const char *path, uint64_t *out);
 
 /* "30", "30s", "500ms", "2m" -> ns; -1 if malformed */
 int64_t parse_duration_ns(const char *s);
