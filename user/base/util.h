@@ -7,11 +7,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#include "base/clock.h"         /* mono_ns, real_ns */
 
-/* CLOCK_MONOTONIC / CLOCK_REALTIME in ns */
-uint64_t mono_ns(void);
-uint64_t real_ns(void);
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* one line on stderr, prefixed "stepblame: " */
 void sb_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
