@@ -177,6 +177,8 @@ int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops
 
 /* ---- binfile.c ---- */
 
+/* does the ELF file open on fd carry the USDT note provider:name? (read with pread, no mmap) */
+bool elf_has_usdt(int fd, const char *provider, const char *name);
 /*
  * Where each function names[i] starts in the ELF file open on fd, as a file
  * offset (what a uprobe takes): off[i], 0 for those it does not define. A
