@@ -19,7 +19,6 @@
 
 #include "capture/probes_internal.h"
 #include "base/util.h"
-#include "sched.skel.h"
 #include "alloc.skel.h"
 
 /* ---- allocator ---- */

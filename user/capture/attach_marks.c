@@ -13,7 +13,6 @@
 #include <bpf/libbpf.h>
 
 #include "capture/probes_internal.h"
-#include "sched.skel.h"
 #include "marks.skel.h"
 
 /* ---- step marks ---- */
