@@ -132,7 +132,7 @@ $(MARKER_LIB): lib/marker.c include/stepblame.h | $(BUILD)
 test-bin: $(UNIT_BINS) $(BPFT_BINS) $(PROG_BINS) $(CUPTI_TEST_BINS)
 
 # injected into foreign processes: never sanitized, channel producer built in
-$(BUILD)/libstepblame-cupti.so: $(CUPTI_SRCS) $(wildcard cupti/*.h) user/format/channel.c $(wildcard user/format/*.h) bpf/events.h | $(BUILD)
+$(BUILD)/libstepblame-cupti.so: $(CUPTI_SRCS) $(wildcard cupti/*.h) user/format/channel.c $(wildcard user/format/*.h) user/base/clock.h bpf/events.h | $(BUILD)
 	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -fPIC -shared \
 		-fvisibility=hidden -I. -Iuser $(CUPTI_CFLAGS) $(CUPTI_SRCS) user/format/channel.c \
 		$(CUPTI_LIBS) -lpthread -Wl,-soname,libstepblame-cupti.so -o $@

@@ -81,7 +81,7 @@ struct burst {
 
 /*
  * Per-thread totals of fast calls, read by the agent (struct sb_alloc_stats
- * body), and the thread's burst. user/probes.c has the same layout.
+ * body), and the thread's burst. user/capture/attach_alloc.c has the same layout.
  */
 struct alloc_totals {
 	__u64 calls[SB_FN_MAX];

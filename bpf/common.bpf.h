@@ -59,7 +59,7 @@ const volatile bool targ_creds_known = false;
  * (a setuid or setgid program exec'd, setuid() called): nothing of the
  * privileged program may reach the trace. One entry, shared by every family
  * like events and drops; the agent reads it every tick. Mirrored in
- * user/probes.c (struct target_state_v).
+ * user/capture/probes_internal.h (struct target_state_v).
  */
 struct target_state {
 	__u64 stopped;      /* non-zero: the filter turns every target event away */

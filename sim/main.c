@@ -132,7 +132,7 @@ static const struct kname {
 };
 static const struct kname kallreduce = { "nccl_allreduce", { 16, 1, 1 }, { 512, 1, 1 } };
 
-static uint32_t kname_id[ARRAY_LEN(knames)], kallreduce_id;
+static uint32_t kname_id[ARRAY_SIZE(knames)], kallreduce_id;
 static uint32_t id_launch, id_sync, id_memcpy, id_range;
 static pthread_t main_thr, launch_thr;
 static pid_t launcher_tid;
@@ -142,7 +142,7 @@ static uint64_t step_sum_ns, step_max_ns, step_min_ns = UINT64_MAX;
 
 static void intern_names(void)
 {
-	for (size_t i = 0; i < ARRAY_LEN(knames); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(knames); i++)
 		kname_id[i] = sbc_intern(chan, knames[i].name);
 	kallreduce_id = sbc_intern(chan, kallreduce.name);
 	id_launch = sbc_intern(chan, "cudaLaunchKernel");
@@ -263,10 +263,10 @@ static void run_step(uint64_t n, uint64_t *rng)
 		ok = launch(&op, SB_API_MEMCPY, id_memcpy);
 	}
 	for (unsigned k = 0; ok && k < opt.kernels && !stopping(); k++) {
-		const struct kname *kn = &knames[k % ARRAY_LEN(knames)];
+		const struct kname *kn = &knames[k % ARRAY_SIZE(knames)];
 		struct op op = { .kind = OP_KERNEL, .dur_ns = kernel_dur(k, rng) };
 
-		op.name_id = kname_id[k % ARRAY_LEN(knames)];
+		op.name_id = kname_id[k % ARRAY_SIZE(knames)];
 		if (k + 1 == opt.kernels && opt.kernels > 1) {
 			kn = &kallreduce;
 			op.name_id = kallreduce_id;

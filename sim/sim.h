@@ -11,7 +11,7 @@
 
 #include "format/channel.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define SIM_MAX_DUR 16
 #define SIM_MAX_INJECT 64
 #define SIM_STREAM 7   /* CUPTI's usual id for a context's default stream */

@@ -184,8 +184,8 @@ static void t_thread_churn(void)
 
 /*
  * Known bug, reproduced only with STEPBLAME_STRICT=1 (it would fail every run
- * until fixed in bpf/alloc.bpf.c and user/probes.c, files these tests do not
- * own): the kernel keeps per-thread allocator state (alloc_frames,
+ * until fixed in bpf/alloc.bpf.c and user/capture/attach_alloc.c, files these
+ * tests do not own): the kernel keeps per-thread allocator state (alloc_frames,
  * alloc_totals: 16384 entries each) and nothing removes a thread's entries
  * when it exits. So the agent reports every dead thread again each second, and
  * once 16384 threads have called malloc during a capture the allocator calls

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-#include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
@@ -254,12 +253,6 @@ void jw_u64(struct jw *w, uint64_t v)
 	} while (v);
 	memcpy(b + n, d + k, sizeof(d) - k);
 	fwrite(b, 1, n + sizeof(d) - k, w->f);
-}
-
-void jw_i64(struct jw *w, int64_t v)
-{
-	pre(w);
-	fprintf(w->f, "%" PRId64, v);
 }
 
 void jw_bool(struct jw *w, bool v)

@@ -31,7 +31,6 @@ void jw_key(struct jw *w, const char *k);
 void jw_str(struct jw *w, const char *s);
 void jw_strn(struct jw *w, const char *s, size_t n);
 void jw_u64(struct jw *w, uint64_t v);
-void jw_i64(struct jw *w, int64_t v);
 void jw_bool(struct jw *w, bool v);
 void jw_null(struct jw *w);
 /* fixed decimals, so the bytes do not depend on the libc's shortest-repr choice */

@@ -6,28 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/util.h"
-
-static uint64_t clock_ns(clockid_t c)
-{
-	struct timespec ts;
-
-	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-uint64_t mono_ns(void)
-{
-	return clock_ns(CLOCK_MONOTONIC);
-}
-
-uint64_t real_ns(void)
-{
-	return clock_ns(CLOCK_REALTIME);
-}
 
 void sb_err(const char *fmt, ...)
 {
@@ -74,17 +55,6 @@ ssize_t read_small_file(const char *path, char *buf, size_t len)
 	buf[got] = 0;
 	close(fd);
 	return got;
-}
-
-int read_u64_file(const char *path, uint64_t *out)
-{
-	char buf[64];
-	ssize_t n = read_small_file(path, buf, sizeof(buf));
-
-	if (n < 0)
-		return n;
-	buf[strcspn(buf, "\n")] = 0;
-	return parse_u64(buf, out) ? 0 : -EINVAL;
 }
 
 bool parse_u64(const char *s, uint64_t *out)

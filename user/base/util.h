@@ -7,11 +7,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#include "base/clock.h"         /* mono_ns, real_ns */
 
-/* CLOCK_MONOTONIC / CLOCK_REALTIME in ns */
-uint64_t mono_ns(void);
-uint64_t real_ns(void);
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* one line on stderr, prefixed "stepblame: " */
 void sb_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -20,8 +18,6 @@ void sb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* whole small file into buf (NUL-terminated, trailing newline kept); bytes or -errno */
 ssize_t read_small_file(const char *path, char *buf, size_t len);
-/* a decimal number from a small file; -errno on failure */
-int read_u64_file(const char *path, uint64_t *out);
 
 /* "30", "30s", "500ms", "2m" -> ns; -1 if malformed */
 int64_t parse_duration_ns(const char *s);

@@ -144,7 +144,4 @@ void probes_close(struct probes *p);
  */
 int probes_check_privileges(pid_t pid, char *err, size_t errlen);
 
-/* does the ELF file open on fd carry the USDT note provider:name? (read with pread, no mmap) */
-bool elf_has_usdt(int fd, const char *provider, const char *name);
-
 #endif

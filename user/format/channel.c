@@ -29,20 +29,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "format/channel.h"
 #include "format/trace.h"
 
 #define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
 #define STORE(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
 #define ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint32_t fnv1a(const char *s, size_t len)
 {
@@ -255,7 +248,7 @@ struct sbc_producer *sbc_create(const char *producer, unsigned nslots)
 	h->string_size = SBC_STRING_SIZE;
 	h->string_capacity = SBC_STRINGS;
 	h->strings_offset = SBC_HEADER_SIZE + (uint64_t)n * SBC_SLOT_SIZE;
-	h->created_ns = now_ns();
+	h->created_ns = mono_ns();
 	/* the magic last: a reader that sees it sees a complete header */
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	memcpy(h->magic, SBC_MAGIC, sizeof(h->magic));
@@ -305,7 +298,7 @@ bool sbc_active(struct sbc_producer *p)
 	    (pid_t)p->pid != LOAD(&g_self, RELAXED))
 		return false;
 	hb = LOAD(&p->hdr->heartbeat_ns, RELAXED);
-	return now_ns() - hb < SBC_HEARTBEAT_TIMEOUT_NS;
+	return mono_ns() - hb < SBC_HEARTBEAT_TIMEOUT_NS;
 }
 
 static bool name_matches(struct sbc_producer *p, uint64_t key, uint32_t hash, const char *name,
@@ -660,7 +653,7 @@ static bool busy(struct sbc_header *h)
 	uint32_t agent = LOAD(&h->agent_pid, RELAXED);
 
 	return LOAD(&h->control, ACQUIRE) == SBC_CONTROL_ON &&
-	       now_ns() - LOAD(&h->heartbeat_ns, RELAXED) < SBC_HEARTBEAT_TIMEOUT_NS &&
+	       mono_ns() - LOAD(&h->heartbeat_ns, RELAXED) < SBC_HEARTBEAT_TIMEOUT_NS &&
 	       agent != (uint32_t)getpid() && agent_alive(agent);
 }
 
@@ -1041,7 +1034,7 @@ static struct sbc_reader *open_candidate(pid_t pid, pid_t nspid, long uid, bool 
 	printable(r->producer, sizeof(r->producer), hc.producer,
 		  strnlen(hc.producer, sizeof(hc.producer)));
 	snprintf(r->path, sizeof(r->path), "%s", c->path);
-	r->now = now_ns();
+	r->now = mono_ns();
 	bucket_init(&r->deliver, SBC_RECORDS_PER_SEC, r->now);
 	bucket_init(&r->discard, SBC_DISCARDS_PER_SEC, r->now);
 	bucket_init(&r->rescan, SBC_TID_RESCANS_PER_SEC, r->now);
@@ -1181,7 +1174,7 @@ int sbc_set_enabled(struct sbc_reader *r, bool on)
 	r->last_ring = r->last_string = r->last_source = 0;
 	r->delivered = r->budget_drops = r->tid_unmapped = 0;
 	STORE(&h->agent_pid, (uint32_t)getpid(), RELAXED);
-	STORE(&h->heartbeat_ns, now_ns(), RELAXED);
+	STORE(&h->heartbeat_ns, mono_ns(), RELAXED);
 	STORE(&h->control, SBC_CONTROL_ON, RELEASE);
 	r->enabled = true;
 	BUS_END();
@@ -1193,7 +1186,7 @@ void sbc_heartbeat(struct sbc_reader *r)
 	if (!r || !r->enabled || r->broken)
 		return;
 	BUS_BEGIN(r->hdr, r->map_len, &r->broken, );
-	STORE(&r->hdr->heartbeat_ns, now_ns(), RELAXED);
+	STORE(&r->hdr->heartbeat_ns, mono_ns(), RELAXED);
 	BUS_END();
 }
 
@@ -1336,7 +1329,7 @@ static int drain_ring(struct sbc_reader *r, int (*cb)(void *ctx, const struct sb
 
 	if (offset > CLOCK_OFFSET_MAX || offset < -CLOCK_OFFSET_MAX)
 		offset = 0;
-	r->now = now_ns();
+	r->now = mono_ns();
 	bucket_refill(&r->deliver, r->now);
 	bucket_refill(&r->discard, r->now);
 	for (uint32_t n = 0; n < r->cap; n++) {
@@ -1448,7 +1441,7 @@ void sbc_stats(const struct sbc_reader *r, struct sbc_stats *st)
 
 void sbc_set_budget(struct sbc_reader *r, const struct sbc_budget *b)
 {
-	uint64_t now = now_ns();
+	uint64_t now = mono_ns();
 
 	if (!r || !b)
 		return;

@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The allocator family: entry and return probes on malloc, free and the
+ * like in the target's libc (or --alloc-lib), as uprobe_multi links where
+ * the kernel makes them, else perf-event uprobes; the overhead guard's
+ * switch that takes them away and puts them back; the per-thread totals of
+ * fast calls and the flush of idle bursts.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "capture/probes_internal.h"
+#include "base/util.h"
+#include "alloc.skel.h"
+
+/* ---- allocator ---- */
+
+static const struct {
+	const char *sym;
+	const char *prog;
+} alloc_syms[] = {
+	{ "malloc", "malloc_enter" },
+	{ "calloc", "calloc_enter" },
+	{ "realloc", "realloc_enter" },
+	{ "free", "free_enter" },
+	{ "posix_memalign", "posix_memalign_enter" },
+	{ "aligned_alloc", "aligned_alloc_enter" },
+	{ "memalign", "memalign_enter" },
+};
+
+_Static_assert(ARRAY_SIZE(alloc_syms) == ALLOC_NSYMS, "ALLOC_NSYMS is the size of alloc_syms");
+_Static_assert(ALLOC_NSYMS <= ELF_FUNCS_MAX, "elf_func_offsets takes them all");
+
+/*
+ * uprobe_multi links (Linux 6.6). Taking one away removes its breakpoints at
+ * once and then waits out one grace period; a perf-event uprobe waits out its
+ * own under a global mutex, one after the other: 1.3 s for the allocator's 14
+ * links on a 2-vCPU VM, with breakpoints still in for most of it. The
+ * overhead guard takes the allocator probes away and puts them back every
+ * second or so. The uapi headers of older systems lack the attribute.
+ */
+#define SB_TRACE_UPROBE_MULTI 48     /* enum bpf_attach_type */
+#define SB_F_UPROBE_MULTI_RETURN 1u
+
+struct sb_uprobe_multi_attr {        /* union bpf_attr, link_create.uprobe_multi */
+	__u32 prog_fd, target_fd, attach_type, flags;
+	__u64 path, offsets, ref_ctr_offsets, cookies;
+	__u32 cnt, uflags, pid;
+};
+
+/* a uprobe (ret: uretprobe) at off in the file at path for process pid: fd or -errno */
+int uprobe_multi_link(int prog_fd, const char *path, uint64_t off, bool ret, pid_t pid)
+{
+	struct sb_uprobe_multi_attr a;
+	int fd;
+
+	/* padding too: the kernel refuses an attribute with stray bytes past its fields */
+	memset(&a, 0, sizeof(a));
+	a.prog_fd = prog_fd;
+	a.attach_type = SB_TRACE_UPROBE_MULTI;
+	a.path = (uintptr_t)path;
+	a.offsets = (uintptr_t)&off;
+	a.cnt = 1;
+	a.uflags = ret ? SB_F_UPROBE_MULTI_RETURN : 0;
+	a.pid = (__u32)pid;
+	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * Does this kernel make uprobe_multi links? A directory for a file tells
+ * without attaching anything: EBADF where it does, EINVAL where the attach
+ * type is unknown.
+ */
+static bool uprobe_multi_works(struct probes *p)
+{
+	int fd = uprobe_multi_link(bpf_program__fd(p->alloc->progs.malloc_enter), "/", 0, false, 0);
+
+	if (fd >= 0)
+		close(fd);
+	return fd == -EBADF;
+}
+
+static void alink_destroy(struct alink *a)
+{
+	if (a->l)
+		bpf_link__destroy(a->l);
+	else if (a->fd >= 0)
+		close(a->fd);
+	a->l = NULL;
+	a->fd = -1;
+}
+
+/* entry (or return) probe of the allocator's program prog at alloc_syms[i] */
+static int alloc_link(struct probes *p, struct bpf_program *prog, size_t i, const char *path,
+		      bool ret, struct alink *out)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, o, .func_name = alloc_syms[i].sym, .retprobe = ret);
+
+	out->l = NULL;
+	out->fd = -1;
+	if (p->alloc_multi) {
+		if (!p->alloc_off[i])
+			return -ENOENT;
+		out->fd = uprobe_multi_link(bpf_program__fd(prog), path, p->alloc_off[i], ret,
+					    p->o.pid);
+		return out->fd < 0 ? out->fd : 0;
+	}
+	/*
+	 * By its offset where our own parse found it: libbpf then opens nothing
+	 * (the overhead guard attaches again at any time, without our lease)
+	 */
+	if (p->alloc_off[i]) {
+		o.func_name = NULL;
+		out->l = bpf_program__attach_uprobe_opts(prog, p->o.pid, path, p->alloc_off[i], &o);
+	} else {
+		out->l = bpf_program__attach_uprobe_opts(prog, p->o.pid, path, 0, &o);
+	}
+	return out->l ? 0 : errno ? -errno : -EINVAL;
+}
+
+/*
+ * Entry and return probe of alloc_syms[i] in the library at path, kept in
+ * alloc_links; 0 or -errno, with *second telling that the return probe
+ * attached and the entry probe did not.
+ *
+ * The return probe goes first. An entry without its return pushes a frame
+ * that is never popped: a thread that called in the moment between the two
+ * would have frames piled up past MAX_DEPTH (bpf/alloc.bpf.c), and every
+ * later call of it ignored. A return without an entry finds no frame and
+ * is ignored.
+ */
+static int attach_alloc_sym(struct probes *p, size_t i, const char *path, bool *second)
+{
+	struct bpf_object *obj = p->alloc->obj;
+	struct bpf_program *prog = bpf_object__find_program_by_name(obj, alloc_syms[i].prog);
+	struct alink le, lr;
+	int err;
+
+	*second = false;
+	err = alloc_link(p, p->alloc->progs.alloc_return, i, path, true, &lr);
+	if (err)
+		return err;
+	err = alloc_link(p, prog, i, path, false, &le);
+	if (err) {
+		alink_destroy(&lr);
+		*second = true;
+		return err;
+	}
+	/*
+	 * detach_alloc starts with the entry (it goes from the end); its
+	 * threads may finish in any order, which is why re-attaching empties
+	 * the frames first
+	 */
+	p->alloc_links[p->nalloc_links++] = lr;
+	p->alloc_links[p->nalloc_links++] = le;
+	return 0;
+}
+
+/*
+ * The allocator probes on the library open on fd (verified: the file the
+ * target maps), shown as `shown`; a copy of fd is kept open as long as the
+ * probes may be attached again (the overhead guard), and they are attached
+ * through its /proc/self/fd path. fd < 0: path is the user's --alloc-lib.
+ */
+void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
+{
+	char fpath[64];
+	const char *open_path = path;
+	int ok = 0, own = -1;
+
+	if (fd >= 0) {
+		own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		if (own < 0) {
+			add_status(p, "alloc", false, false, "cannot keep %s open: %s", shown,
+				   strerror(errno));
+			return;
+		}
+		fd_path(own, fpath, sizeof(fpath));
+		open_path = fpath;
+	}
+	{
+		int efd = own >= 0 ? own : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+		memset(p->alloc_off, 0, sizeof(p->alloc_off));
+		if (efd >= 0) {
+			const char *names[ALLOC_NSYMS];
+
+			for (size_t i = 0; i < ALLOC_NSYMS; i++)
+				names[i] = alloc_syms[i].sym;
+			elf_func_offsets(efd, names, ALLOC_NSYMS, p->alloc_off);
+			if (efd != own)
+				close(efd);
+		}
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(alloc_syms); i++) {
+		char name[48];
+		bool second;
+		int err = attach_alloc_sym(p, i, open_path, &second);
+
+		snprintf(name, sizeof(name), "alloc:%s", alloc_syms[i].sym);
+		if (err && second)
+			add_status(p, name, false, false, "uretprobe attached, uprobe failed: %s",
+				   strerror(-err));
+		else if (err == -ENOENT || err == -ESRCH)
+			add_status(p, name, false, false, "%s has no %s", shown, alloc_syms[i].sym);
+		else if (err)
+			add_status(p, name, false, false, "uprobe on %s in %s: %s",
+				   alloc_syms[i].sym, shown, uprobe_why(-err));
+		if (err)
+			continue;
+		add_status(p, name, true, false, "uprobe %s", shown);
+		p->alloc_mask |= 1u << i;
+		ok++;
+	}
+	if (ok) {
+		snprintf(p->alloc_path, sizeof(p->alloc_path), "%s", open_path);
+		/* kept open for the path, not for the lease: the target's writers need not wait */
+		if (own >= 0)
+			drop_lease(own);
+		p->alloc_fd = own;
+		p->alloc_attached = true;
+		p->alloc_on = true;
+	} else if (own >= 0) {
+		close(own);
+	}
+}
+
+/*
+ * Destroying a link waits for the kernel's grace periods (no handler may
+ * still be running): tens of ms a link on a 2-vCPU VM, more for perf-event
+ * uprobes. On a thread each, they wait together and the agent not at all:
+ * the threads are reaped before the next attach (or at close), normally long
+ * done. The breakpoints go at the start (a uprobe_multi link's) or one link
+ * after the other (perf-event uprobes, see above).
+ */
+static void *destroy_link(void *arg)
+{
+	struct alink *a = arg;
+
+	alink_destroy(a);
+	free(a);
+	return NULL;
+}
+
+/* destroy a link on a thread of its own; a (copied) is done with either way */
+void destroy_async(struct probes *p, const struct alink *a)
+{
+	struct alink *copy = malloc(sizeof(*copy));
+	pthread_attr_t attr;
+	bool have_attr = !pthread_attr_init(&attr);
+	int err = -1;
+
+	/* the thread only waits in the kernel: a small stack will do */
+	if (have_attr)
+		pthread_attr_setstacksize(&attr, 256 << 10);
+	if (copy && p->ndetach < (int)ARRAY_SIZE(p->detach_threads)) {
+		*copy = *a;
+		err = pthread_create(&p->detach_threads[p->ndetach], have_attr ? &attr : NULL,
+				     destroy_link, copy);
+	}
+	if (have_attr)
+		pthread_attr_destroy(&attr);
+	if (!err) {
+		p->ndetach++;
+		return;
+	}
+	free(copy);
+	if (a->l)
+		bpf_link__destroy(a->l); /* no thread: the slow way */
+	else if (a->fd >= 0)
+		close(a->fd);
+}
+
+void detach_alloc(struct probes *p)
+{
+	while (p->nalloc_links > 0)
+		destroy_async(p, &p->alloc_links[--p->nalloc_links]);
+	p->alloc_on = false;
+}
+
+/* wait for the links being destroyed */
+void reap_detach(struct probes *p)
+{
+	while (p->ndetach > 0)
+		pthread_join(p->detach_threads[--p->ndetach], NULL);
+}
+
+/* empty a hash map (nothing else writes it meanwhile) */
+static void clear_map(int fd)
+{
+	__u32 key;
+
+	/* every pass removes one entry or ends: no endless loop on a failing delete */
+	while (bpf_map_get_next_key(fd, NULL, &key) == 0)
+		if (bpf_map_delete_elem(fd, &key))
+			break;
+}
+
+bool probes_has_alloc(const struct probes *p)
+{
+	return p->alloc && p->alloc_attached;
+}
+
+int probes_alloc_attach(struct probes *p, bool on)
+{
+	int ok = 0, err = -ENOENT;
+
+	if (!probes_has_alloc(p))
+		return -ENOENT;
+	if (on == p->alloc_on)
+		return on ? p->nalloc_links / 2 : 0;
+	if (!on) {
+		detach_alloc(p);
+		return 0;
+	}
+	reap_detach(p);
+	/*
+	 * Calls that were running when the probes went away never saw their
+	 * return: their frames would pair with the returns of later calls.
+	 */
+	clear_map(bpf_map__fd(p->alloc->maps.alloc_frames));
+	for (size_t i = 0; i < ARRAY_SIZE(alloc_syms); i++) {
+		bool second;
+		int e;
+
+		if (!(p->alloc_mask & (1u << i)))
+			continue;
+		e = attach_alloc_sym(p, i, p->alloc_path, &second);
+		if (e)
+			err = e;
+		else
+			ok++;
+	}
+	p->alloc_on = ok > 0;
+	return ok ? ok : err;
+}
+
+static uint64_t or_default(uint64_t v, uint64_t dflt)
+{
+	return v ? v : dflt;
+}
+
+/*
+ * with_flush: load flush_burst too, the program the agent runs to end idle
+ * bursts (BPF_PROG_TYPE_SYSCALL, Linux 5.14+); multi: the uprobe programs
+ * for uprobe_multi links
+ */
+static int open_alloc_once(struct probes *p, bool with_flush, bool multi)
+{
+	struct alloc_bpf *a = alloc_bpf__open();
+	struct bpf_program *prog;
+	int err;
+
+	if (!a)
+		return -errno;
+	SET_TARGET(p, a);
+	a->rodata->alloc_min_ns = p->o.alloc_min_ns;
+	a->rodata->burst_gap_ns = or_default(p->o.burst_gap_ns, BURST_GAP_NS);
+	a->rodata->burst_max_ns = or_default(p->o.burst_max_ns, BURST_MAX_NS);
+	a->rodata->burst_min_ns = or_default(p->o.burst_min_ns, BURST_MIN_NS);
+	a->rodata->burst_min_calls = or_default(p->o.burst_min_calls, BURST_MIN_CALLS);
+	bpf_program__set_autoload(a->progs.flush_burst, with_flush);
+	bpf_object__for_each_program(prog, a->obj)
+		if (multi && prog != a->progs.flush_burst)
+			bpf_program__set_expected_attach_type(prog, SB_TRACE_UPROBE_MULTI);
+	err = reuse_shared(p, a->maps.events, a->maps.drops, a->maps.target_state);
+	if (!err)
+		err = alloc_bpf__load(a);
+	if (err) {
+		alloc_bpf__destroy(a);
+		return err;
+	}
+	p->alloc = a;
+	p->alloc_flush = with_flush;
+	p->alloc_multi = multi;
+	return 0;
+}
+
+static int open_alloc_flush(struct probes *p, bool multi)
+{
+	int err = open_alloc_once(p, true, multi);
+
+	return err ? open_alloc_once(p, false, multi) : 0;
+}
+
+int open_alloc(struct probes *p)
+{
+	/* uprobe_multi links where the kernel makes them, else perf-event uprobes */
+	int err = open_alloc_flush(p, true);
+
+	if (!err && !uprobe_multi_works(p)) {
+		alloc_bpf__destroy(p->alloc);
+		p->alloc = NULL;
+		err = -EOPNOTSUPP;
+	}
+	if (err)
+		err = open_alloc_flush(p, false);
+	if (!err && !p->alloc_flush)
+		add_status(p, "alloc:flush", false, false, "this kernel cannot run the burst "
+			   "flush (BPF syscall programs): a burst of fast allocator calls is "
+			   "recorded only when its thread calls the allocator again");
+	return err;
+}
+
+/* struct alloc_totals of bpf/alloc.bpf.c */
+struct alloc_totals_v {
+	uint64_t calls[SB_FN_MAX];
+	uint64_t ns[SB_FN_MAX];
+	struct {
+		uint64_t first, last, sum_ns, slow_ns, bytes, gap_min;
+		uint32_t cpu, pad;
+		uint64_t calls;
+	} b;
+};
+
+/* struct flush_args of bpf/alloc.bpf.c */
+struct flush_args_v {
+	uint32_t tid, pad;
+	uint64_t min_idle_ns;
+};
+
+/*
+ * End the thread's burst if it has been idle for longer than the gap plus
+ * the longest span: no call of it can still be running then (a call that
+ * long is not fast), so the kernel side never sees the burst change under it.
+ */
+static void flush_idle_burst(const struct probes *p, uint32_t tid, const struct alloc_totals_v *v)
+{
+	struct flush_args_v a = {
+		.tid = tid,
+		.min_idle_ns = or_default(p->o.burst_gap_ns, BURST_GAP_NS) +
+			       or_default(p->o.burst_max_ns, BURST_MAX_NS),
+	};
+	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &a, .ctx_size_in = sizeof(a));
+
+	if (!p->alloc_flush || !v->b.calls)
+		return;
+	bpf_prog_test_run_opts(bpf_program__fd(p->alloc->progs.flush_burst), &o);
+}
+
+static int walk_totals(const struct probes *p,
+		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+				  const uint64_t ns[SB_FN_MAX]),
+		       void *ctx, bool flush)
+{
+	__u32 key, next;
+	struct alloc_totals_v v;
+	int fd, n = 0;
+	__u32 *prev = NULL;
+
+	if (!p->alloc)
+		return 0;
+	if (bpf_map__value_size(p->alloc->maps.alloc_totals) != sizeof(v))
+		return 0; /* cannot happen: the two layouts are kept in step */
+	fd = bpf_map__fd(p->alloc->maps.alloc_totals);
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &v))
+			continue;
+		cb(ctx, key, v.calls, v.ns);
+		if (flush)
+			flush_idle_burst(p, key, &v);
+		n++;
+	}
+	return n;
+}
+
+int probes_alloc_stats(const struct probes *p,
+		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+				  const uint64_t ns[SB_FN_MAX]),
+		       void *ctx)
+{
+	return walk_totals(p, cb, ctx, true);
+}
+
+int probes_alloc_totals(const struct probes *p,
+			void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+				   const uint64_t ns[SB_FN_MAX]),
+			void *ctx)
+{
+	return walk_totals(p, cb, ctx, false);
+}

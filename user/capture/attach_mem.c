@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The memory and I/O family: per-syscall tracepoints where they attach
+ * (tracefs), else the raw sys_enter/sys_exit pair; raw_tp for the rest.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+#include "capture/probes_internal.h"
+#include "base/util.h"
+#include "mem.skel.h"
+
+/* ---- memory ---- */
+
+#define TRACEFS "/sys/kernel/tracing"
+
+/*
+ * Per-syscall tracepoints need tracefs to attach; mount it when we may. If we
+ * may not (or --no-tracefs), the raw sys_enter/sys_exit tracepoints serve.
+ */
+static bool syscall_tracepoints(struct probes *p)
+{
+	static const char *ids[] = {
+		TRACEFS "/events/syscalls/sys_enter_mmap/id",
+		"/sys/kernel/debug/tracing/events/syscalls/sys_enter_mmap/id",
+	};
+
+	if (p->o.no_tracefs)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(ids); i++)
+		if (!access(ids[i], R_OK))
+			return true;
+	if (access(TRACEFS "/trace", F_OK) && !access(TRACEFS, F_OK) &&
+	    !mount("tracefs", TRACEFS, "tracefs", 0, NULL)) {
+		add_status(p, "tracefs", true, false, "mounted at " TRACEFS);
+		return !access(ids[0], R_OK);
+	}
+	return false;
+}
+
+/* "tracepoint/syscalls/sys_enter_mmap" -> "mem:sys_enter_mmap" and so on */
+static void mem_probe_name(const struct bpf_program *prog, char *out, size_t len)
+{
+	const char *sec = bpf_program__section_name(prog);
+	const char *last = strrchr(sec, '/');
+
+	snprintf(out, len, "mem:%s", last ? last + 1 : sec);
+}
+
+/* attach the programs whose section starts with prefix; false (and none kept) on a failure */
+static bool attach_mem_group(struct probes *p, const char *prefix, const char *variant)
+{
+	struct bpf_program *prog;
+	int first = p->nlinks, st = p->nst;
+	char name[48];
+
+	bpf_object__for_each_program(prog, p->mem->obj) {
+		if (strncmp(bpf_program__section_name(prog), prefix, strlen(prefix)))
+			continue;
+		mem_probe_name(prog, name, sizeof(name));
+		if (keep_link(p, bpf_program__attach(prog))) {
+			int err = errno;
+
+			while (p->nlinks > first)
+				bpf_link__destroy(p->links[--p->nlinks]);
+			p->nst = st;
+			add_status(p, name, false, false, "%s refused (%s): the raw "
+				   "sys_enter/sys_exit pair serves instead", variant,
+				   strerror(err));
+			return false;
+		}
+		add_status(p, name, true, false, "%s", variant);
+	}
+	return true;
+}
+
+void open_mem(struct probes *p, const struct btf *vmlinux)
+{
+	struct bpf_program *prog;
+	struct mem_bpf *m = mem_bpf__open();
+	bool tp = syscall_tracepoints(p);
+	char name[48];
+	int err;
+
+	if (!m) {
+		add_status(p, "mem", false, false, "open failed: %s", strerror(errno));
+		return;
+	}
+	SET_TARGET(p, m);
+	m->rodata->io_min_ns = p->o.io_min_ns ? p->o.io_min_ns : IO_MIN_NS;
+	/* both syscall variants load; one is attached */
+	bpf_object__for_each_program(prog, m->obj) {
+		const char *sec = bpf_program__section_name(prog);
+
+		if (!strncmp(sec, "tracepoint/syscalls/", 20)) {
+			bpf_program__set_autoload(prog, tp);
+		} else if (strncmp(sec, "raw_tp/sys_e", 12) &&
+			   !tp_exists(vmlinux, strchr(sec, '/') + 1)) {
+			bpf_program__set_autoload(prog, false);
+			mem_probe_name(prog, name, sizeof(name));
+			add_status(p, name, false, false, "no such tracepoint on this kernel");
+		}
+	}
+	err = reuse_shared(p, m->maps.events, m->maps.drops, m->maps.target_state);
+	if (!err)
+		err = mem_bpf__load(m);
+	if (err) {
+		add_status(p, "mem", false, false, "load failed: %s", strerror(-err));
+		mem_bpf__destroy(m);
+		return;
+	}
+	p->mem = m;
+	bpf_object__for_each_program(prog, m->obj) {
+		const char *sec = bpf_program__section_name(prog);
+
+		if (!bpf_program__autoload(prog) || !strncmp(sec, "tracepoint/syscalls/", 20) ||
+		    !strncmp(sec, "raw_tp/sys_e", 12))
+			continue;
+		mem_probe_name(prog, name, sizeof(name));
+		err = keep_link(p, bpf_program__attach(prog));
+		add_status(p, name, !err, false, "%s", err ? strerror(-err) : "raw_tp");
+	}
+	/* per-syscall tracepoints where they attach, else the raw sys_enter/sys_exit pair */
+	if (!tp || !attach_mem_group(p, "tracepoint/syscalls/", "tracepoint"))
+		attach_mem_group(p, "raw_tp/sys_e", "raw_tp");
+}
