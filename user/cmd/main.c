@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "cmd/cmds.h"
 
 #define STEPBLAME_VERSION "0.1.0"
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
 		printf("stepblame %s\n", STEPBLAME_VERSION);
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(cmds); i++)
 		if (!strcmp(argv[1], cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);
 	fprintf(stderr, "stepblame: unknown command '%s' (see stepblame --help)\n", argv[1]);

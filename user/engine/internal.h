@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "engine/engine.h"
 #include "format/costs.h"
 #include "format/gpu.h"
@@ -28,7 +29,6 @@
 #define CORR_SLOTS 65536
 #define RESULTS_PER_CHUNK 1024
 #define BLAME_CHUNK 4096
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 enum thread_state { TS_UNKNOWN, TS_RUNNING, TS_RUNNABLE, TS_SLEEP_S, TS_SLEEP_D, TS_DEAD };
 enum { EP_RUN = 1, EP_SLEEP_S, EP_SLEEP_D };

@@ -229,7 +229,7 @@ void piece_commit(struct engine *e, struct piece *p, uint32_t crit_tid)
 			;
 		if (i < st->ncritical) {
 			st->critical[i].ns += idle;
-		} else if (st->ncritical < ARRAY_LEN(st->critical)) {
+		} else if (st->ncritical < ARRAY_SIZE(st->critical)) {
 			st->critical[st->ncritical].tid = crit_tid;
 			st->critical[st->ncritical++].ns = idle;
 		}

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "report/report.h"
 #include "base/json.h"
 #include "format/gpu.h"
@@ -18,7 +19,6 @@
 #define PF_STEPS_PID 1073741824u   /* beyond any Linux pid */
 #define PF_GPU_PID (PF_STEPS_PID + 16)
 #define GONE_MAX (1u << 20)        /* names of forgotten threads kept */
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 struct gone_thread {
 	uint32_t tid;
@@ -265,7 +265,7 @@ int report_perfetto(const struct engine *e, const struct perfetto_stream *p, FIL
 			pf_meta(f, &first, "thread_name", t.pid, p->gone[i].tid, p->gone[i].comm);
 		engine_each_thread(e, thread_name, &tn);
 	}
-	ni = engine_interferers(e, itf, ARRAY_LEN(itf));
+	ni = engine_interferers(e, itf, ARRAY_SIZE(itf));
 	for (int i = 0; i < ni; i++)
 		if (!itf[i].own)
 			pf_meta(f, &first, "process_name", itf[i].pid, -1, itf[i].comm);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "report/report.h"
 #include "format/costs.h"
 #include "format/trace.h"
@@ -22,7 +23,7 @@ static const char *fmt_ns(char *buf, size_t len, uint64_t ns)
 		{ 1000000000ull, "s" }, { 1000000ull, "ms" }, { 1000ull, "µs" },
 	};
 
-	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(u); i++) {
 		if (ns >= u[i].div) {
 			double v = (double)ns / (double)u[i].div;
 
