@@ -382,7 +382,4 @@ void engine_each_thread(const struct engine *e,
 /* a summary of the steps seen so far (live: tail judged on them), cheap enough per step */
 void engine_running_summary(const struct engine *e, struct eng_summary *s);
 
-#define ENG_REPORT_SCHEMA_NAME "stepblame-report"
-#define ENG_REPORT_SCHEMA_VERSION 1
-
 #endif

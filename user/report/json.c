@@ -499,9 +499,9 @@ int report_json(const struct engine *e, FILE *f)
 	jw_key(&w, "schema");
 	jw_obj(&w);
 	jw_key(&w, "name");
-	jw_str(&w, ENG_REPORT_SCHEMA_NAME);
+	jw_str(&w, REPORT_SCHEMA_NAME);
 	jw_key(&w, "version");
-	jw_u64(&w, ENG_REPORT_SCHEMA_VERSION);
+	jw_u64(&w, REPORT_SCHEMA_VERSION);
 	jw_obj_end(&w);
 	jw_key(&w, "target");
 	jw_obj(&w);

@@ -10,6 +10,10 @@
 
 #include "engine/engine.h"
 
+/* the JSON report's "schema" and "schema_version" (schemas/report.md) */
+#define REPORT_SCHEMA_NAME "stepblame-report"
+#define REPORT_SCHEMA_VERSION 1
+
 int report_text(const struct engine *e, FILE *f);
 int report_json(const struct engine *e, FILE *f);
 int report_jsonl(const struct engine *e, FILE *f);
