@@ -48,8 +48,14 @@ static void random_suffix(char out[7])
 	out[6] = 0;
 }
 
-int sb_owner_may_write(const struct sb_owner *u, int dirfd, const char *dirpath,
-		       const char *name)
+/*
+ * Could owner create or replace name in the directory dirfd (and write
+ * it)? Decided in a child process that takes owner's uid, gid and groups,
+ * and must reach dirfd's directory itself by dirpath.
+ * 0, or an errno (EACCES, EPERM, ...) saying why not.
+ */
+static int sb_owner_may_write(const struct sb_owner *u, int dirfd, const char *dirpath,
+			      const char *name)
 {
 	pid_t pid;
 	int status;

@@ -47,14 +47,6 @@ int sb_out_commit(struct sb_out *o, bool sync);
 /* close; unlink the temporary unless keep (then it is left for the user) */
 void sb_out_abandon(struct sb_out *o, bool keep);
 
-/*
- * Could owner create or replace name in the directory dirfd (and write
- * it)? Decided in a child process that takes owner's uid, gid and groups,
- * and must reach dirfd's directory itself by dirpath.
- * 0, or an errno (EACCES, EPERM, ...) saying why not.
- */
-int sb_owner_may_write(const struct sb_owner *owner, int dirfd, const char *dirpath,
-		       const char *name);
 
 /*
  * A stdio stream onto an output: standard output for NULL or "-", else a
