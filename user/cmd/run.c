@@ -86,11 +86,39 @@ static const struct opt run_options[] = {
 	{ 0 }
 };
 
+/* the capture options run passes on, named from their table so that none is forgotten */
+static void run_help_capture_options(FILE *f)
+{
+	int col = 22;
+
+	fputs("  ...                 and the options of `stepblame record` (see its --help):\n", f);
+	fprintf(f, "%*s", col, "");
+	for (const struct opt *o = collect_options; o->name; o++) {
+		char name[40];
+		int len;
+
+		/* listed by record's help, not described above, and not the target or output */
+		if (!o->help || !(o->list & COLLECT_RECORD) || opts_find_long(run_options, o->name) ||
+		    o->key == 'p' || o->key == 'o')
+			continue;
+		if (o->key < 256)
+			len = snprintf(name, sizeof(name), "-%c", o->key);
+		else
+			len = snprintf(name, sizeof(name), "--%s", o->name);
+		if (col > 22 && col + 2 + len > 79) {
+			fprintf(f, ",\n%*s", 22, "");
+			col = 22;
+		} else if (col > 22) {
+			fputs(", ", f);
+			col += 2;
+		}
+		fputs(name, f);
+		col += len;
+	}
+	fputs("\n\n", f);
+}
+
 static const char run_usage_tail[] =
-"  ...                 and the options of `stepblame record` (see its --help):\n"
-"                      --no-alloc, --alloc-lib, --alloc-min-ns, --step-uprobe,\n"
-"                      --no-cuda, --no-gpu, --agent-cpu, --ring-mb, -q, -v\n"
-"\n"
 "Where the collector is looked for: $STEPBLAME_COLLECTOR, then " COLLECTOR_SO "\n"
 "next to the stepblame binary, then ../lib/ and ../lib/stepblame/ from it. It is\n"
 "built by `make` when a CUDA toolkit with CUPTI is found (CUDA_HOME or\n"
@@ -712,6 +740,7 @@ int cmd_run(int argc, char **argv)
 	if (i == -2) {
 		fputs(run_usage, stdout);
 		opts_help(stdout, run_options, 22, 0);
+		run_help_capture_options(stdout);
 		fputs(run_usage_tail, stdout);
 		free(kept);
 		return 0;
