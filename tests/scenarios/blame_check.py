@@ -130,13 +130,15 @@ def accuracy(name, report, truth, skips):
         # migrate: a migration's wait stays the migration's, keep below). An
         # engine that puts the injected time on a wrong cause keeps it in the
         # excess and out of the attributed time, and fails (the selftest mode
-        # shows it); one that puts it on a task that is not the culprit loses
-        # the culprit check where there is one, and a step that other tasks
-        # dominate is skipped, never passed.
+        # shows it). One that puts it on cpu_wait behind an outside task at
+        # most turns the step into a SKIP (over half the excess is then other
+        # tasks'), never a PASS, and loses the culprit check where there is
+        # one (hog, stall); blame_quiet checks that every task named as a
+        # culprit really ran.
         allowed = {t.get("culprit_pid", -1)}
         keep = ("migration",) if kind == "migrate" else ()
         inside = [b for b in s["blame"] if not is_third_party(b, target, allowed, keep)]
-        other = sum(b["ns"] for b in s["blame"] if is_third_party(b, target, allowed, keep))
+        other = third_party(s, target, allowed, keep)
         excess = s["duration_ns"] - p50
         noise = summ["tail_threshold_ns"] - p50
         if "culprit_pid" in t:
