@@ -394,6 +394,45 @@ static void t_alloc_burst(void)
 	free_cap(c);
 }
 
+/*
+ * The first free of the capture unmaps 4 MiB of touched pages: a slow call.
+ * With no faster free seen before it, it is judged against alloc_min_ns
+ * alone, and recorded as a slow call of its own, not as a "burst" of one
+ * call that its latency alone makes big enough to keep.
+ */
+static void t_first_call_slow(void)
+{
+	uint64_t alloc_min = 10000;
+	struct cap *c;
+	size_t slow_frees = 0, bursts = 0;
+
+	TRACE_OR_SKIP(c, "bigfree", "4096", "sleep", "1500");
+	uint32_t tid = tid_named(c, "sbw-main");
+
+	REQUIRE(tid, "no rename to sbw-main seen");
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_alloc *a = (const void *)c->recs[i];
+		const struct sb_alloc_burst *b = (const void *)c->recs[i];
+
+		if (a->h.type == SB_EV_ALLOC && a->h.tid == tid && a->fn == SB_FN_FREE) {
+			CHECK(a->floor_ns == 0, "the first free has a floor of %u ns", a->floor_ns);
+			CHECK(a->h.ts - a->start_ns >= alloc_min, "a free of %llu ns recorded as slow",
+			      (unsigned long long)(a->h.ts - a->start_ns));
+			slow_frees++;
+		}
+		if (b->h.type == SB_EV_ALLOC_BURST && b->h.tid == tid) {
+			fprintf(stderr, "  burst %llu..%llu calls %llu sum %llu bytes %llu\n",
+				(unsigned long long)b->start_ns, (unsigned long long)b->h.ts,
+				(unsigned long long)b->calls, (unsigned long long)b->sum_ns,
+				(unsigned long long)b->bytes);
+			bursts++;
+		}
+	}
+	CHECK(slow_frees == 1, "%zu slow frees of sbw-main, want 1 (the unmapping one)", slow_frees);
+	CHECK(bursts == 0, "%zu allocator bursts of sbw-main, which made two calls", bursts);
+	free_cap(c);
+}
+
 static bool var_tmp_on_tmpfs(void)
 {
 	struct statfs s;
@@ -593,6 +632,7 @@ int main(void)
 	RUN(t_migrations);
 	RUN(t_faults_and_mmap);
 	RUN(t_alloc_burst);
+	RUN(t_first_call_slow);
 	RUN(t_iosys);
 	RUN(t_sleep_steps_thread);
 	RUN(t_preemption_culprit);
