@@ -226,10 +226,17 @@ static __always_inline int leave(__u64 ret)
 	__u32 key = fn; /* fn itself must stay in a register: the verifier bounds it there */
 	__u64 *fl = bpf_map_lookup_elem(&alloc_floor, &key), floor = fl ? *fl : 0;
 
-	if (fl && (floor == 0 || lat < floor)) {
+	/*
+	 * Judged against the fastest call seen before this one: the first call
+	 * of a function has no floor yet (0), and is fast only under
+	 * alloc_min_ns. Taking its own latency as the floor would make it fast
+	 * however long it took (a preempted call, a new thread's first malloc
+	 * setting up its arena, a free that unmaps), and such a call alone
+	 * passes burst_min_ns: a "burst" of one slow call. A later call that
+	 * sets a new floor is faster than the old one, and fast either way.
+	 */
+	if (fl && (floor == 0 || lat < floor))
 		*fl = lat;
-		floor = lat;
-	}
 	/* alloc_min_ns == 0: every call is an event */
 	if (alloc_min_ns && lat < alloc_min_ns + floor) {
 		struct alloc_totals *t = bpf_map_lookup_elem(&alloc_totals, &tid);

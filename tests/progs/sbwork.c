@@ -19,6 +19,8 @@
  *                           calls as the probes let through: the overhead guard's target)
  *   sbwork write KB         one write() of KB KiB to a new file in $SBWORK_DIR (else
  *                           /var/tmp) on fd 77, fsync(77), close, then unlink it
+ *   sbwork bigfree KB       malloc(KB KiB) (mapped on its own), touch every page, free:
+ *                           the free unmaps them, a slow call
  * Arguments are processed in order; several may be given.
  */
 #include <errno.h>
@@ -176,6 +178,15 @@ static void *work(void *arg)
 			close(77);
 			unlink(path);
 			free(buf);
+		} else if (!strcmp(what, "bigfree")) {
+			size_t len = (size_t)n << 10;
+			char *m = malloc(len);
+
+			if (!m)
+				exit(8);
+			memset(m, 1, len);
+			sink += (uintptr_t)m[len - 1];
+			free(m);
 		} else if (!strcmp(what, "spin")) {
 			uint64_t end = now_ms() + n;
 

@@ -3,9 +3,13 @@
 # known steps and writes down what it did (--truth); stepblame records the run
 # and its report must put >= 90% of each injected step's excess over the median
 # step on the injected cause, name the culprit where there is one, and come out
-# byte-identical when made twice. Time that other tasks on the machine took
-# (named by the report and seen running in the trace) is not the injection's
-# and is left out of the excess; a step that other load dominates is skipped.
+# byte-identical when made twice. Time the report puts on other tasks on the
+# machine (cpu_wait behind them, or a waker they preempted) is not the
+# injection's: it is left out of both the excess and the attributed time, the
+# rest is held to the same bar, and a step that other load dominates is
+# skipped. The same check run on a copy of the report whose injected time is
+# put on a wrong cause must fail (blame_check.py selftest): the deduction
+# cannot pass a wrong answer.
 #
 # A kind out of the build's reach (alloc under ASan: see `known` below) prints
 # SKIP with the measured figure and why when it misses the bar; every other kind
@@ -69,3 +73,4 @@ if grep -q __asan_init "$SIMTRAINER" 2>/dev/null; then
 	known+=("alloc=this simtrainer is built with ASan, whose allocator replaces libc's malloc: the allocator probes cannot see the storm (measure with a plain build)")
 fi
 python3 "$(dirname "$0")/blame_check.py" accuracy $T "$tmp/r1.json" "$tmp/truth.jsonl" "${known[@]}"
+python3 "$(dirname "$0")/blame_check.py" selftest $T "$tmp/r1.json" "$tmp/truth.jsonl"
