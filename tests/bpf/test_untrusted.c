@@ -17,6 +17,7 @@
  *    and goes on working: nothing after the change is recorded.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
@@ -92,12 +93,13 @@ static void rm_dir(const char *dir)
  */
 static pid_t spawn(char *const argv[], uid_t uid, int *go, int *out)
 {
-	int in[2], o[2];
+	int in[2], o[2], ex[2];
 	pid_t pid;
+	char c;
 
 	if (pipe(in))
 		return -1;
-	if (pipe(o)) {
+	if (pipe(o) || pipe2(ex, O_CLOEXEC)) {
 		close(in[0]);
 		close(in[1]);
 		return -1;
@@ -110,6 +112,7 @@ static pid_t spawn(char *const argv[], uid_t uid, int *go, int *out)
 		close(in[1]);
 		close(o[0]);
 		close(o[1]);
+		close(ex[0]);
 		if (uid && (setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(uid, uid, uid)))
 			_exit(126);
 		execv(argv[0], argv);
@@ -117,6 +120,15 @@ static pid_t spawn(char *const argv[], uid_t uid, int *go, int *out)
 	}
 	close(in[0]);
 	close(o[1]);
+	close(ex[1]);
+	/*
+	 * Returns once the child has taken uid and exec'd (the close-on-exec
+	 * pipe reads end-of-file): a capture started earlier would see the
+	 * target change credentials under it, and rightly stop recording.
+	 */
+	while (read(ex[0], &c, 1) < 0 && errno == EINTR)
+		;
+	close(ex[0]);
 	*go = in[1];
 	*out = o[0];
 	return pid;
@@ -359,7 +371,9 @@ static void exec_case(bool setuid_bit)
 	}
 	look(c, pid, last_t(out), &a);
 	/* what it did before the exec is recorded either way */
-	CHECK(a.faults_before >= 64, "%zu faults before the exec", a.faults_before);
+	CHECK(a.faults_before >= 64, "%zu faults before the exec (%zu after, %zu allocator calls "
+	      "before; drops %" PRIu64 ")", a.faults_before, a.faults_after, a.allocs_before,
+	      c->res.drops_total);
 	CHECK(a.allocs_before >= 8, "%zu allocator calls before the exec", a.allocs_before);
 	if (setuid_bit) {
 		CHECK(a.note, "no note saying the recording stopped");
