@@ -270,6 +270,36 @@ static void t_major_fault(void)
 	world_free(&w);
 }
 
+/* a fault that sleeps in D for 5 ms while the kernel's major-fault counter stays put */
+static void inj_sleeping_minor_fault(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_fault(w, at, T_LAUNCHER, 0, 1000);
+	w_switch_out(w, at + 2 * US, T_LAUNCHER, T_CPU, SB_STATE_DISK);
+	w_wakeup(w, at + len, T_LAUNCHER, T_CPU, 0, 0, "swapper/0");
+	w_switch_in(w, at + len + 10 * US, T_LAUNCHER, T_CPU);
+	w_fault(w, at + len + 20 * MS, T_LAUNCHER, 0, 1001);
+}
+
+static void t_sleeping_fault_is_not_major(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = 30 * MS, .gpu = GPU, .len = 5 * MS, .inj = inj_sleeping_minor_fault };
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t pf;
+
+	s = injected_step(&w, &inj, &e);
+	REQUIRE(s, "engine or step 1");
+	pf = blame_of(s, ENG_PAGE_FAULT, 0);
+	/* the sleep is still the fault's time */
+	CHECK(pf >= 5 * MS && pf <= 5 * MS + 20 * US, "page_fault %" PRIu64, pf);
+	CHECK(s->count[ENG_N_FAULTS] == 2 && s->count[ENG_N_MAJOR_FAULTS] == 0,
+	      "faults %u major %u: maj_flt never moved", s->count[ENG_N_FAULTS],
+	      s->count[ENG_N_MAJOR_FAULTS]);
+	engine_free(e);
+	world_free(&w);
+}
+
 /* an ordinary fault, 5 ms of work, then a disk sleep that has nothing to do with it */
 static void inj_fault_then_io(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
@@ -1191,6 +1221,7 @@ int main(void)
 	RUN(t_wakeup_chain);
 	RUN(t_fault_storm);
 	RUN(t_major_fault);
+	RUN(t_sleeping_fault_is_not_major);
 	RUN(t_io_wait);
 	RUN(t_alloc_burst);
 	RUN(t_iosys);

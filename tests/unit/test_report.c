@@ -238,6 +238,67 @@ static void t_text_escapes_names(void)
 	world_free(&w);
 }
 
+/* preempted for len by pid 902 "other" */
+static void inj_other(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice(w, at, at + len, T_CPU, 902, 902, "other");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+/*
+ * Ten consecutive steps preempted by one task are one episode, listed even
+ * when more than ten single tail steps are longer than each of them; the
+ * single steps still get their own lines, and a run broken by a step of
+ * another cause is two episodes.
+ */
+static void t_text_tail_episodes(void)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sopt run10 = { .pre = 5 * MS, .gpu = 80 * MS, .len = 20 * MS, .inj = inj_preempt };
+	struct sopt big = { .pre = 5 * MS, .gpu = 80 * MS, .len = 60 * MS, .inj = inj_other };
+	uint64_t S = 10 * SEC;
+	struct world w;
+	struct engine *e;
+	char *text, *ep;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 120; k++) {
+		const struct sopt *o = &plain;
+
+		if (k >= 20 && k < 30)
+			o = &run10;
+		else if (k == 40 || k == 41)
+			o = &run10;
+		else if (k >= 50 && k < 62 && k % 2 == 0)
+			o = &big;
+		S = std_step(&w, S, k, o);
+	}
+	w_step(&w, S, T_LAUNCHER, 120);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	text = render(e, report_text, NULL);
+	REQUIRE(text, "render");
+	ep = strstr(text, "steps 20-29 (10 steps, +");
+	CHECK(ep, "no episode for steps 20-29:\n%s", text);
+	CHECK(ep && strstr(ep, "cpu_wait +200 ms in all — launcher[101] preempted by noisy[900]"),
+	      "the episode's cause: %.160s", ep ? ep : "(absent)");
+	CHECK(strstr(text, "steps 40-41 (2 steps"), "no episode for steps 40-41");
+	/* the six 60 ms steps are not consecutive: one line each, longest first */
+	for (unsigned k = 50; k < 62; k += 2) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "  step %u: ", k);
+		CHECK(strstr(text, want), "no line for step %u", k);
+	}
+	CHECK(!strstr(text, "more single steps"), "lines left out with only 6 single steps");
+	CHECK(ep && ep < strstr(text, "  step 50: "), "the episode of 10 x 20 ms (200 ms over the "
+	      "median in all) is not listed before the 60 ms step:\n%s", text);
+	free(text);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_json_validates(void)
 {
 	struct world w;
@@ -562,6 +623,7 @@ int main(void)
 	}
 	RUN(t_json_validates);
 	RUN(t_text_escapes_names);
+	RUN(t_text_tail_episodes);
 	RUN(t_schema_rejects);
 	RUN(t_window_json_validates);
 	RUN(t_limits_json_validates);

@@ -312,6 +312,15 @@ int cmd_attach(int argc, char **argv)
 	collect_signals();
 	rc = collect_run(&o, live_sink, l, &res);
 	if (!rc) {
+		/* the capture ended as a file's would: say how, as its trailer does */
+		struct sb_trailer end = {
+			.h = { .type = SB_REC_TRAILER, .size = sizeof(end), .ts = res.end_ns },
+			.drops_total = res.drops_total,
+			.start_ns = res.start_ns,
+			.end_reason = res.end_reason,
+		};
+
+		engine_feed(l->eng, &end.h);
 		engine_finish(l->eng);
 		if (!o.quiet)
 			fprintf(stderr, "stepblame: detached after %.1f s (%s); %" PRIu64

@@ -147,10 +147,13 @@ static void ev_switch_out(struct engine *e, const struct sb_switch_out *r)
 	if (t->state == TS_RUNNABLE)
 		episode_push(e, t, EP_RUN, t->since, r->h.ts, t->cpu, 0, 0);
 	if (t->fault_open && (r->state == SB_STATE_SLEEP || r->state == SB_STATE_DISK)) {
+		/*
+		 * A fault that sleeps is not thereby major (it may wait on a page
+		 * lock, or on reclaim): major is the kernel's word, counted from
+		 * its maj_flt counter at the thread's next fault (ev_fault).
+		 */
 		t->fault_blocked = true;
 		e->faults_blocked++;
-		if (a && r->state == SB_STATE_DISK)
-			a->count[ENG_N_MAJOR_FAULTS]++;
 	}
 	switch (r->state) {
 	case SB_STATE_RUNNABLE:

@@ -233,14 +233,83 @@ int report_step_line(const struct engine *e, const struct eng_step *s, const str
 	return ferror(f) ? -EIO : 0;
 }
 
-static int over_cmp(const void *a, const void *b)
-{
-	const struct eng_step *x = *(const struct eng_step *const *)a;
-	const struct eng_step *y = *(const struct eng_step *const *)b;
+/*
+ * An episode: consecutive tail steps whose largest excess has the same cause
+ * and culprit (a ten-step loader stall, a hog that stayed): one line, so that
+ * it is not lost behind a single longer step.
+ */
+struct episode {
+	const struct eng_step *first, *last, *longest;
+	uint64_t nsteps;
+	uint64_t over_ns;        /* the steps' time over the median, summed */
+	uint64_t cause_ns;       /* the top cause's excess, summed */
+	struct eng_excess top;   /* the top cause (of the first step) */
+};
 
-	if (x->duration_ns != y->duration_ns)
-		return x->duration_ns > y->duration_ns ? -1 : 1;
-	return x->index < y->index ? -1 : 1;
+static bool same_top(const struct eng_excess *a, const struct eng_excess *b)
+{
+	if (a->cause != b->cause || a->has_who != b->has_who)
+		return false;
+	return !a->has_who || (a->who.pid == b->who.pid && a->who.tid == b->who.tid &&
+			       a->who.via_tid == b->who.via_tid);
+}
+
+static int episode_cmp(const void *a, const void *b)
+{
+	const struct episode *x = a, *y = b;
+
+	if (x->over_ns != y->over_ns)
+		return x->over_ns > y->over_ns ? -1 : 1;
+	return x->first->index < y->first->index ? -1 : 1;
+}
+
+/* the tail steps in order, grouped; returns how many episodes (0 on no memory) */
+static uint64_t episodes_of(const struct engine *e, const struct eng_summary *s,
+			    struct episode *ep, uint64_t max)
+{
+	uint64_t n = 0, prev = UINT64_MAX;
+
+	for (uint64_t i = engine_first_step(e); i < engine_nsteps(e); i++) {
+		const struct eng_step *st = engine_step(e, i);
+		struct eng_excess ex[ENG_NCAUSE];
+		uint64_t over;
+		int k;
+
+		if (!st->tail)
+			continue;
+		k = engine_step_excess(e, st, s, ex, ENG_NCAUSE);
+		if (k <= 0)
+			ex[0] = (struct eng_excess){ .cause = ENG_UNKNOWN };
+		over = st->duration_ns > s->p50 ? st->duration_ns - s->p50 : 0;
+		if (n && prev + 1 == i && same_top(&ep[n - 1].top, &ex[0])) {
+			struct episode *p = &ep[n - 1];
+
+			p->last = st;
+			p->nsteps++;
+			p->over_ns += over;
+			p->cause_ns += k > 0 ? ex[0].ns : 0;
+			if (st->duration_ns > p->longest->duration_ns)
+				p->longest = st;
+		} else if (n < max) {
+			ep[n++] = (struct episode){ .first = st, .last = st, .longest = st, .nsteps = 1,
+						    .over_ns = over, .cause_ns = k > 0 ? ex[0].ns : 0,
+						    .top = ex[0] };
+		}
+		prev = i;
+	}
+	return n;
+}
+
+static void episode_line(const struct episode *p, FILE *f)
+{
+	char a[32], b[32];
+
+	fprintf(f, "steps %" PRIu64 "-%" PRIu64 " (%" PRIu64 " steps, +%s over median in all): "
+		"%s +%s in all", p->first->step, p->last->step, p->nsteps,
+		fmt_ns(a, sizeof(a), p->over_ns), eng_cause_name(p->top.cause),
+		fmt_ns(b, sizeof(b), p->cause_ns));
+	cause_phrase(f, p->longest, p->top.cause, &p->top.who, p->top.has_who);
+	fputs("  [tail]\n", f);
 }
 
 static const char *dip_name(int d)
@@ -486,28 +555,33 @@ int report_text(const struct engine *e, FILE *f)
 		fprintf(f, "GPU busy    %.1f%% of step time\n", 100 * s.gpu_busy_share);
 
 	if (s.ntail) {
-		const struct eng_step **tl = calloc(s.ntail, sizeof(*tl));
-		uint64_t k = 0;
+		struct episode *ep = calloc(s.ntail, sizeof(*ep));
+		uint64_t k = ep ? episodes_of(e, &s, ep, s.ntail) : 0, single = 0, hidden = 0;
 
-		fprintf(f, "Tail        %s%s step%s over median + 3·MAD (%s), longest first%s:\n",
+		fprintf(f, "Tail        %s%s step%s over median + 3·MAD (%s), longest first%s%s:\n",
 			s.windowed ? "about " : "", fmt_count(a, sizeof(a), s.ntail),
 			s.ntail == 1 ? "" : "s", fmt_ns(b, sizeof(b), s.tail_threshold_ns),
-			s.windowed ? " among the steps kept" : "");
-		if (tl) {
-			for (uint64_t i = engine_first_step(e); i < nsteps; i++)
-				if (engine_step(e, i)->tail && k < s.ntail)
-					tl[k++] = engine_step(e, i);
-			qsort(tl, k, sizeof(*tl), over_cmp);
-			for (uint64_t i = 0; i < k && i < MAX_TAIL_LINES; i++) {
-				fputs("  ", f);
-				report_step_line(e, tl[i], &s, f);
+			s.windowed ? " among the steps kept" : "",
+			s.ntail > 1 ? "; consecutive steps with the same top cause and culprit "
+				      "as one episode" : "");
+		if (k)
+			qsort(ep, k, sizeof(*ep), episode_cmp);
+		/* every episode; single steps up to MAX_TAIL_LINES */
+		for (uint64_t i = 0; i < k; i++) {
+			if (ep[i].nsteps == 1 && single++ >= MAX_TAIL_LINES) {
+				hidden++;
+				continue;
 			}
-			if (k > MAX_TAIL_LINES)
-				fprintf(f, "  ... and %" PRIu64 " more (--format json lists %s)\n",
-					k - MAX_TAIL_LINES,
-					s.windowed ? "those of the steps kept" : "them all");
-			free(tl);
+			fputs("  ", f);
+			if (ep[i].nsteps == 1)
+				report_step_line(e, ep[i].first, &s, f);
+			else
+				episode_line(&ep[i], f);
 		}
+		if (hidden)
+			fprintf(f, "  ... and %" PRIu64 " more single steps (--format json lists %s)\n",
+				hidden, s.windowed ? "those of the steps kept" : "them all");
+		free(ep);
 	} else if (s.ncomplete) {
 		fprintf(f, "Tail        no step over median + 3·MAD (%s)\n",
 			fmt_ns(b, sizeof(b), s.tail_threshold_ns));
