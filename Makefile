@@ -20,12 +20,15 @@ SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 else
 BUILD    ?= build
 SANFLAGS :=
+# the engine is one streaming pass in several files (docs/ARCHITECTURE.md): link-time
+# optimisation inlines across them again (bench/RESULTS.md, section 9)
+LTOFLAGS ?= -flto=auto
 endif
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
-	    -D_GNU_SOURCE -I$(BUILD) -I. -Iuser -Iinclude $(SANFLAGS)
-LDFLAGS  += $(SANFLAGS)
+	    -D_GNU_SOURCE -I$(BUILD) -I. -Iuser -Iinclude $(SANFLAGS) $(LTOFLAGS)
+LDFLAGS  += $(SANFLAGS) $(LTOFLAGS)
 LIBS     := -lbpf -lelf -lz -lm -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(BUILD) -Ibpf -Wall \
 	      -I/usr/include/$(shell gcc -print-multiarch 2>/dev/null) \

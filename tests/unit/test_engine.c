@@ -1125,7 +1125,7 @@ static void lr_gpu(struct longrun *l, const struct sb_gpu *g)
 static void t_bounded_memory(void)
 {
 	struct longrun *l = calloc(1, sizeof(*l));
-	struct engine_stats at1, at5;
+	struct engine_stats at1 = { 0 }, at5 = { 0 };
 	uint64_t S = 10 * SEC, step = 0, corr = 0;
 	bool have1 = false;
 
