@@ -45,6 +45,16 @@ static inline void test_skip(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* remove a test's temporary directory and what it holds (a name mkdtemp made) */
+static inline void test_rm_tree(const char *dir)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd))
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
 /* a whole file, NUL-terminated (*len bytes, len may be NULL); NULL if unreadable */
 static inline char *test_slurp(const char *path, size_t *len)
 {

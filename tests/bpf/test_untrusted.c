@@ -336,9 +336,34 @@ static int run_changer(const char *dir, char *const args[], uid_t uid, struct ca
 	return 0;
 }
 
+/*
+ * run_changer, then dir is removed and the records are looked at; false
+ * (the case has failed, and nothing is left to free) if sbexec could not
+ * run or the capture did not start
+ */
+static bool changer_case(const char *dir, char *const args[], uid_t uid, struct cap **cp,
+			 pid_t *pidp, struct after *a)
+{
+	char out[512];
+
+	if (run_changer(dir, args, uid, cp, pidp, out, sizeof(out))) {
+		rm_dir(dir);
+		CHECK(0, "cannot run sbexec%s", uid ? " as nobody" : "");
+		return false;
+	}
+	rm_dir(dir);
+	if ((*cp)->rc || !last_t(out)) {
+		CHECK(0, "capture failed to start (%d), or sbexec printed no time: '%s'", (*cp)->rc, out);
+		free_cap(*cp);
+		return false;
+	}
+	look(*cp, *pidp, last_t(out), a);
+	return true;
+}
+
 static void exec_case(bool setuid_bit)
 {
-	char dbuf[128], prog[600], out[512];
+	char dbuf[128], prog[600];
 	const char *dir;
 	struct after a;
 	struct cap *c = NULL;
@@ -358,18 +383,9 @@ static void exec_case(bool setuid_bit)
 	{
 		char *args[] = { "exec", prog, "faults", "300", "malloc", "20", NULL };
 
-		if (run_changer(dir, args, NOBODY, &c, &pid, out, sizeof(out))) {
-			rm_dir(dir);
-			REQUIRE(0, "cannot run sbexec as nobody");
-		}
+		if (!changer_case(dir, args, NOBODY, &c, &pid, &a))
+			return;
 	}
-	rm_dir(dir);
-	if (c->rc || !last_t(out)) {
-		CHECK(0, "capture failed to start (%d), or sbexec printed no time: '%s'", c->rc, out);
-		free_cap(c);
-		return;
-	}
-	look(c, pid, last_t(out), &a);
 	/* what it did before the exec is recorded either way */
 	CHECK(a.faults_before >= 64, "%zu faults before the exec (%zu after, %zu allocator calls "
 	      "before; drops %" PRIu64 ")", a.faults_before, a.faults_after, a.allocs_before,
@@ -408,7 +424,7 @@ static void t_plain_exec_recorded(void)
 
 static void t_setuid_call_stops(void)
 {
-	char dbuf[128], out[512];
+	char dbuf[128];
 	const char *dir;
 	struct after a;
 	struct cap *c = NULL;
@@ -421,18 +437,9 @@ static void t_setuid_call_stops(void)
 	{
 		char *args[] = { "setuid", "65534", NULL };
 
-		if (run_changer(dir, args, 0, &c, &pid, out, sizeof(out))) {
-			rm_dir(dir);
-			REQUIRE(0, "cannot run sbexec");
-		}
+		if (!changer_case(dir, args, 0, &c, &pid, &a))
+			return;
 	}
-	rm_dir(dir);
-	if (c->rc || !last_t(out)) {
-		CHECK(0, "capture failed to start (%d), or sbexec printed no time: '%s'", c->rc, out);
-		free_cap(c);
-		return;
-	}
-	look(c, pid, last_t(out), &a);
 	CHECK(a.faults_before >= 64, "%zu faults before setresuid", a.faults_before);
 	CHECK(a.note, "no note saying the recording stopped");
 	CHECK(!a.note || (memmem(a.note->text, a.note->len, "uid 0 -> 65534", 14) &&

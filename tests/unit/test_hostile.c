@@ -768,12 +768,6 @@ int main(int argc, char **argv)
 	RUN(t_report_window);
 	RUN(t_many_interferers_and_probes);
 	RUN(t_many_threads_and_names);
-	{
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", dir);
-	}
+	test_rm_tree(dir);
 	return test_summary();
 }

@@ -633,12 +633,6 @@ int main(void)
 	RUN(t_report_cut_short);
 	RUN(t_report_errors);
 	RUN(t_report_help);
-	{
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", dir);
-	}
+	test_rm_tree(dir);
 	return test_summary();
 }
