@@ -100,7 +100,7 @@ deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev systemtap-sdt-dev \
-		libclang-rt-dev pkg-config python3
+		libclang-rt-dev pkg-config python3 python3-torch
 
 $(BUILD) $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs $(BUILD)/tests/cupti:
 	@mkdir -p $@

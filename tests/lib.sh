@@ -16,3 +16,12 @@ need_sim() { # name: $SIMTRAINER and a stepblame that records ($STEPBLAME); test
 	fi
 	return 0
 }
+need_torch() { # name: Debian's python3-torch for /usr/bin/python3; in CI its absence fails
+	if /usr/bin/python3 -c 'import torch' 2>/dev/null; then return 0; fi
+	if [ -n "${STEPBLAME_REQUIRE_BPF:-}" ]; then
+		fail "$1" "/usr/bin/python3 cannot import torch: install python3-torch (sudo make deps)"
+	else
+		skip "$1" "/usr/bin/python3 cannot import torch: install python3-torch (sudo make deps)"
+	fi
+	return 1
+}

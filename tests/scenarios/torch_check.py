@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Scores a stepblame JSON report of tests/progs/torch_trainer.py against what
+the trainer measured itself (its truth file). Prints PASS/FAIL lines.
+
+    torch_check.py REPORT.json TRUTH.jsonl [NAME]
+
+Time the report gives to other processes (tasks outside the trainer that took
+its CPU, named as culprits) is real interference on a busy machine: a check on
+an injected cause deducts it from what the injection is expected to explain.
+"""
+import json, statistics, sys
+
+rep = json.load(open(sys.argv[1]))
+lines = [json.loads(l) for l in open(sys.argv[2])]
+T = sys.argv[3] if len(sys.argv) > 3 else "torch_real"
+head, truth = lines[0], {r["step"]: r for r in lines[1:]}
+pid, tid, workers = head["pid"], head["tid"], set(head["workers"])
+steps = {s["step"]: s for s in rep["steps"] if not s["incomplete"]}
+MS = 1e6
+
+
+def out(ok, name, why):
+    print(("PASS %s_%s" % (T, name)) if ok else ("FAIL %s_%s: %s" % (T, name, why)))
+
+
+def cause_ns(s, causes):
+    return sum(b["ns"] for b in s["blame"] if b["cause"] in causes)
+
+
+def outside(s, causes=None):
+    """time in s given to culprits outside the trainer's process tree"""
+    return sum(b["ns"] for b in s["blame"] if "culprit" in b and (causes is None or b["cause"] in causes)
+               and b["culprit"]["pid"] not in (pid,) and b["culprit"]["pid"] not in workers)
+
+
+def injected(step, kind):
+    return [i for i in truth[step]["inject"] if i["kind"] == kind] if step in truth else []
+
+
+# every step the trainer ran is in the report, complete, blamed on its marking thread
+missing = [n for n in truth if n not in steps]
+out(len(missing) <= 1, "steps", "steps missing or incomplete in the report: %s" % missing[:10])
+
+# cpu_wait (with the waits that follow a move) is the kernel's run delay of the
+# marking thread: per step, and over the run
+diffs, tot_r, tot_k = [], 0, 0
+for n, t in truth.items():
+    s = steps.get(n)
+    if not s:
+        continue
+    mine = cause_ns(s, ("cpu_wait", "migration"))
+    # migration also holds the thread's own sched_setaffinity calls: on a CPU, not a run
+    # queue. A step that writes a checkpoint is left out: there the kernel charges
+    # preemptions more run delay than the thread spent off its CPU between its own
+    # switch events (docs/ARCHITECTURE.md, "cpu_wait and the kernel's run delay")
+    if injected(n, "migrate") or injected(n, "ckpt"):
+        continue
+    k = t["run_delay_ns"]
+    tot_r += mine
+    tot_k += k
+    if abs(mine - k) > max(2 * MS, 0.10 * k):
+        diffs.append("step %d: %.1f vs %.1f ms" % (n, mine / MS, k / MS))
+out(len(diffs) <= max(1, len(truth) // 20), "cpu_wait_schedstat",
+    "cpu_wait+migration differs from the kernel's run delay (schedstat) in %d steps: %s" % (len(diffs), diffs[:6]))
+out(tot_k == 0 or abs(tot_r - tot_k) <= 0.03 * tot_k + 2 * MS, "cpu_wait_schedstat_total",
+    "cpu_wait+migration %.1f ms vs run delay %.1f ms over the run" % (tot_r / MS, tot_k / MS))
+
+# the hog: named in every hog step but the first and last (where it starts and
+# stops), for at least half of the run delay that other outsiders do not explain
+hog = sorted(n for n in truth if injected(n, "hog"))
+named = []
+for n in hog[1:-1]:
+    s = steps.get(n)
+    if not s:
+        continue
+    hog_ns = sum(b["ns"] for b in s["blame"] if "culprit" in b and b["culprit"].get("comm") == "noisy-hog")
+    others = outside(s, ("cpu_wait", "migration")) - hog_ns
+    left = truth[n]["run_delay_ns"] - others
+    if hog_ns < 0.5 * left - 1 * MS:
+        named.append("step %d: noisy-hog %.1f ms of the %.1f ms run delay other outsiders leave" % (n, hog_ns / MS, left / MS))
+out(hog and not named, "hog_named", "; ".join(named) or "no hog steps")
+
+
+# the slow loader: over the steps around the slow batches, the time in
+# next(loader) beyond the usual is blocked on a loader worker (or, where an
+# outsider preempted the worker, on that outsider via the worker)
+def on_worker(b):
+    c = b.get("culprit", {})
+    return c.get("pid") in workers or c.get("via", {}).get("pid") in workers
+
+
+usual_next = statistics.median(t["next_ns"] for t in truth.values())
+slow = [n for n in truth if any(n - 6 <= k <= n + 1 for k in slow_items)] if (slow_items := head.get("slow_items")) else []
+want = sum(max(0, truth[n]["next_ns"] - usual_next) for n in slow)
+got = sum(b["ns"] for n in slow if n in steps for b in steps[n]["blame"] if b["cause"] == "blocked" and on_worker(b))
+out(slow and want > 100 * MS and got >= 0.8 * want, "loader_stall",
+    "steps %s: %.1f ms blocked on loader workers, %.1f ms more than usual in next(loader)" %
+    (slow[:1] + slow[-1:], got / MS, want / MS))
+
+# the fresh tensor: its faults
+bad = []
+for n in truth:
+    for i in injected(n, "tensor"):
+        s = steps.get(n)
+        want = i["end_ns"] - i["start_ns"]
+        pf = cause_ns(s, ("page_fault", "mem_reclaim")) if s else 0
+        if pf < 0.5 * (want - outside(s)):
+            bad.append("step %d: page_fault %.1f of %.1f ms in the injection" % (n, pf / MS, want / MS))
+out(not bad, "tensor_faults", "; ".join(bad))
+
+# the checkpoint: the fsync is io_wait
+bad = []
+for n in truth:
+    for i in injected(n, "ckpt"):
+        s = steps.get(n)
+        want = i["end_ns"] - i["save_end_ns"]
+        io = cause_ns(s, ("io_wait",)) if s else 0
+        if io < 0.9 * (want - outside(s)):
+            bad.append("step %d: io_wait %.1f ms, fsync took %.1f ms" % (n, io / MS, want / MS))
+out(not bad, "ckpt_io", "; ".join(bad))
+
+# the tracer never makes a clean step a tail step
+inj_steps = {n for n in truth if truth[n]["inject"]} | set(slow) | set(hog)
+tails = [n for n, s in steps.items() if s["tail"]]
+bad = []
+for n in tails:
+    s = steps.get(n)
+    if not s or n in inj_steps or n - 1 in inj_steps:
+        continue
+    top = max(s["blame"], key=lambda b: b["ns"]) if s["blame"] else None
+    if top and top["cause"] in ("alloc", "tracer"):
+        bad.append("step %d (%s %.1f ms)" % (n, top["cause"], top["ns"] / MS))
+out(not bad, "no_tracer_tails", "clean steps in the tail because of the tracer's allocator probes: %s" % bad)
