@@ -316,6 +316,36 @@ static void t_fault_then_sleep_is_not_the_faults(void)
 	world_free(&w);
 }
 
+/*
+ * A fault, then 100 us later an interruptible sleep (the thread waits on a pipe
+ * for a loader worker): the sleep is the wait's, not the fault's.
+ */
+static void inj_fault_then_wait(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_fault(w, at, T_LAUNCHER, 0, 1000);
+	w_switch_out(w, at + 100 * US, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	w_wakeup(w, at + 100 * US + len, T_LAUNCHER, T_CPU, T_PID, T_LOADER, "loader");
+	w_switch_in(w, at + 100 * US + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_fault_then_wait_is_blocked(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = 10 * MS, .gpu = GPU, .len = 30 * MS, .inj = inj_fault_then_wait };
+	struct engine *e;
+	const struct eng_step *s;
+
+	s = injected_step(&w, &inj, &e);
+	REQUIRE(s, "engine or step 1");
+	CHECK(blame_of(s, ENG_BLOCKED, 0) >= 30 * MS && blame_of(s, ENG_BLOCKED, 0) <= 30 * MS + 10 * US,
+	      "blocked %" PRIu64,
+	      blame_of(s, ENG_BLOCKED, 0));
+	CHECK(blame_of(s, ENG_PAGE_FAULT, 0) <= 100 * US, "page_fault %" PRIu64,
+	      blame_of(s, ENG_PAGE_FAULT, 0));
+	engine_free(e);
+	world_free(&w);
+}
+
 static void inj_io(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
 	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_DISK);
@@ -1218,6 +1248,7 @@ int main(void)
 	RUN(t_setaffinity);
 	RUN(t_tracer_cost);
 	RUN(t_fault_then_sleep_is_not_the_faults);
+	RUN(t_fault_then_wait_is_blocked);
 	RUN(t_alloc_mmap_reclaim);
 	RUN(t_migration);
 	RUN(t_host_only);

@@ -40,8 +40,12 @@ static bool fault_decide(struct engine *e, struct thread *t, uint64_t at, int ev
 	if (!t->fault_open || t->fault_decided)
 		return false;
 	d = at > t->fault_at ? at - t->fault_at : 0;
-	if (ev == SB_EV_SWITCH_OUT && (out_state == SB_STATE_SLEEP || out_state == SB_STATE_DISK) &&
-	    d < FAULT_RUN_NS) {
+	/*
+	 * A fault sleeps uninterruptibly (a page lock, the mmap lock, reading the
+	 * page, reclaim); an interruptible sleep right after a fault is the thread's
+	 * next wait (a pipe, a socket, a futex), judged by its wakeup like any sleep.
+	 */
+	if (ev == SB_EV_SWITCH_OUT && out_state == SB_STATE_DISK && d < FAULT_RUN_NS) {
 		/* it blocked inside the fault: all of it, and the sleep, are the fault's */
 		t->fault_end = at;
 		t->fault_decided = true;
@@ -146,7 +150,7 @@ static void ev_switch_out(struct engine *e, const struct sb_switch_out *r)
 
 	if (t->state == TS_RUNNABLE)
 		episode_push(e, t, EP_RUN, t->since, r->h.ts, t->cpu, 0, 0);
-	if (t->fault_open && (r->state == SB_STATE_SLEEP || r->state == SB_STATE_DISK)) {
+	if (t->fault_open && r->state == SB_STATE_DISK) {
 		/*
 		 * A fault that sleeps is not thereby major (it may wait on a page
 		 * lock, or on reclaim): major is the kernel's word, counted from
