@@ -97,10 +97,10 @@ static int put_text(struct capture *c, uint16_t type, uint32_t id, uint32_t pid,
  * A followed descendant's main thread: what /proc says of it (its command
  * line: a multiprocessing child says so there), as a thread record.
  */
-static int put_process(struct capture *c, pid_t pid, pid_t ppid)
+static int put_process(struct capture *c, pid_t pid, pid_t ppid, const char *comm_seen)
 {
 	static char text[8192];
-	size_t n = process_facts(pid, ppid, text, sizeof(text));
+	size_t n = process_facts(pid, ppid, comm_seen, text, sizeof(text));
 
 	return put_text(c, SB_REC_THREAD, 0, pid, pid, text, n);
 }
@@ -134,12 +134,15 @@ static int ring_cb(void *ctx, void *data, size_t size)
 		const struct sb_thread *t = data;
 
 		if (t->parent_pid && t->parent_pid != h->pid && h->tid == h->pid)
-			return put_process(c, (pid_t)h->pid, (pid_t)t->parent_pid) ? -ECANCELED : 0;
-	} else if (h->type == SB_EV_RENAME && h->tid == h->pid && h->pid != (uint32_t)c->o->probe.pid) {
+			return put_process(c, (pid_t)h->pid, (pid_t)t->parent_pid, t->comm) ?
+			       -ECANCELED : 0;
+	} else if (h->type == SB_EV_RENAME && h->tid == h->pid && h->pid != (uint32_t)c->o->probe.pid &&
+		   h->size >= sizeof(struct sb_rename)) {
+		const struct sb_rename *r = data;
 		pid_t ppid = parent_of((pid_t)h->pid);
 
 		if (ppid)
-			return put_process(c, (pid_t)h->pid, ppid) ? -ECANCELED : 0;
+			return put_process(c, (pid_t)h->pid, ppid, r->newcomm) ? -ECANCELED : 0;
 	}
 	return 0;
 }
@@ -237,7 +240,7 @@ static int follow_existing(void *ctx, pid_t pid, pid_t ppid)
 		return 1;
 	}
 	c->children_followed++;
-	put_process(c, pid, ppid);
+	put_process(c, pid, ppid, NULL);
 	target_threads(pid, put_child_thread, &k);
 	return 0;
 }
@@ -780,7 +783,8 @@ const struct opt collect_options[] = {
 	{ "no-children", OPT_NO_CHILDREN, NULL,
 	  "trace the target process alone; by default the processes it\n"
 	  "forks or spawns (DataLoader workers) are followed too, with\n"
-	  "their descendants, including those started after attach", COLLECT_RECORD },
+	  "their descendants, including those started after attach",
+	  COLLECT_RECORD | COLLECT_ATTACH },
 	{ "agent-cpu", OPT_AGENT_CPU, "N|none",
 	  "pin the agent (default: a CPU the target may not use, if any)", COLLECT_RECORD },
 	{ "ring-mb", OPT_RING, "N", "ring buffer size in MiB, power of two (default 64)",

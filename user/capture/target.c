@@ -389,7 +389,7 @@ int target_descendants(pid_t root, int (*cb)(void *ctx, pid_t pid, pid_t ppid), 
 	return found;
 }
 
-size_t process_facts(pid_t pid, pid_t ppid, char *buf, size_t len)
+size_t process_facts(pid_t pid, pid_t ppid, const char *comm_seen, char *buf, size_t len)
 {
 	char path[64], comm[64] = "", cmd[2048] = "";
 	char ecomm[4 * sizeof(comm)], ecmd[4 * sizeof(cmd)];
@@ -398,6 +398,9 @@ size_t process_facts(pid_t pid, pid_t ppid, char *buf, size_t len)
 
 	buf[0] = 0;
 	thread_comm(pid, pid, comm, sizeof(comm));
+	/* gone already (a short-lived child): the comm the kernel record carried */
+	if (!comm[0] && comm_seen)
+		snprintf(comm, sizeof(comm), "%.16s", comm_seen);
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
 	n = read_small_file(path, cmd, sizeof(cmd));
 	for (ssize_t i = 0; i < n; i++)
@@ -413,6 +416,8 @@ size_t process_facts(pid_t pid, pid_t ppid, char *buf, size_t len)
 	off = n > 0 && (size_t)n < len ? (size_t)n : len;
 	sb_escape(ecmd, sizeof(ecmd), cmd, sizeof(cmd));
 	kv(buf, len, &off, "ppid", "%d", (int)ppid);
-	kv(buf, len, &off, "cmdline", "%s", ecmd);
+	/* a zombie's is empty: not said rather than said empty */
+	if (ecmd[0])
+		kv(buf, len, &off, "cmdline", "%s", ecmd);
 	return off < len ? off : len - 1;
 }
