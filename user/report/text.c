@@ -164,7 +164,14 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 	switch (cause) {
 	case ENG_CPU_WAIT:
 		if (has_who) {
+			char pn[128], c2[128];
+
 			who_str(a, sizeof(a), w->comm, w->pid == target_pid ? w->tid : w->pid);
+			/* a thread of one of the trainer's child processes: by its role */
+			if (cur_engine && w->pid != target_pid &&
+			    engine_process_name(cur_engine, w->pid, pn, sizeof(pn)))
+				snprintf(a, sizeof(a), "%s (pid %" PRIu32 ")", clean(c2, sizeof(c2), pn),
+					 w->pid);
 			fprintf(f, " — %s preempted by %s", crit, a);
 			if (w->cpu >= 0)
 				fprintf(f, " on CPU %d", w->cpu);
