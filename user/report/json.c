@@ -33,7 +33,7 @@ static void process_keys(struct jw *w, const struct engine *e, uint32_t pid)
 }
 
 /* blocked, on a followed waker: what it did meanwhile */
-static void waker_activity(struct jw *w, const struct eng_act *a)
+static void waker_activity(struct jw *w, const struct engine *e, const struct eng_act *a)
 {
 	uint64_t total = 0;
 
@@ -59,6 +59,7 @@ static void waker_activity(struct jw *w, const struct eng_act *a)
 		jw_u64(w, a->by_tid);
 		jw_key(w, "comm");
 		comm_val(w, a->by_comm);
+		process_keys(w, e, a->by_pid);
 		jw_obj_end(w);
 	}
 	if (a->on_max && a->on_tid) {
@@ -70,6 +71,7 @@ static void waker_activity(struct jw *w, const struct eng_act *a)
 		jw_u64(w, a->on_tid);
 		jw_key(w, "comm");
 		comm_val(w, a->on_comm);
+		process_keys(w, e, a->on_pid);
 		jw_obj_end(w);
 	}
 	jw_obj_end(w);
@@ -86,7 +88,7 @@ static void culprit(struct jw *w, const struct engine *e, const struct eng_who *
 	jw_key(w, "comm");
 	comm_val(w, c->comm);
 	process_keys(w, e, c->pid);
-	waker_activity(w, &c->act);
+	waker_activity(w, e, &c->act);
 	if (c->cpu >= 0) {
 		jw_key(w, "cpu");
 		jw_u64(w, (uint64_t)c->cpu);

@@ -108,6 +108,21 @@ static void who_str(char *buf, size_t len, const char *comm, uint32_t id)
 }
 
 /*
+ * the main thread of one of the trainer's child processes, by its role:
+ * "child process 2 of python3[29216] (pid 29242)"; false for other tasks
+ */
+static bool proc_str(char *buf, size_t len, uint32_t pid, uint32_t tid)
+{
+	char pn[128], c[128];
+
+	if (!cur_engine || pid == target_pid || tid != pid ||
+	    !engine_process_name(cur_engine, pid, pn, sizeof(pn)))
+		return false;
+	snprintf(buf, len, "%s (pid %" PRIu32 ")", clean(c, sizeof(c), pn), pid);
+	return true;
+}
+
+/*
  * blocked on a followed waker: what it did during the waits, its parts of at
  * least 1% (", which was on CPU 70 ms, preempted by stress-ng-cpu[812] 5 ms")
  */
@@ -121,7 +136,7 @@ static void act_phrase(FILE *f, const struct eng_act *a)
 	if (!total)
 		return;
 	for (int k = 0; k < ENG_NACT; k++) {
-		char d[32], n[64];
+		char d[32], n[160];
 
 		if (!a->ns[k] || a->ns[k] * 100 < total)
 			continue;
@@ -132,7 +147,9 @@ static void act_phrase(FILE *f, const struct eng_act *a)
 			break;
 		case ENG_ACT_PREEMPTED:
 			fputs("preempted", f);
-			if (a->by_max)
+			if (a->by_max && proc_str(n, sizeof(n), a->by_pid, a->by_tid))
+				fprintf(f, " by %s", n);
+			else if (a->by_max)
 				fprintf(f, " by %s", (who_str(n, sizeof(n), a->by_comm,
 							       a->by_pid == target_pid ? a->by_tid : a->by_pid), n));
 			break;
@@ -143,7 +160,9 @@ static void act_phrase(FILE *f, const struct eng_act *a)
 			fputs("in I/O", f);
 			break;
 		case ENG_ACT_BLOCKED:
-			if (a->on_max && a->on_tid)
+			if (a->on_max && a->on_tid && proc_str(n, sizeof(n), a->on_pid, a->on_tid))
+				fprintf(f, "itself blocked on %s", n);
+			else if (a->on_max && a->on_tid)
 				fprintf(f, "itself blocked on %s", (who_str(n, sizeof(n), a->on_comm[0] ?
 									 a->on_comm : "thread", a->on_tid), n));
 			else
