@@ -80,6 +80,37 @@ struct {
 	__type(value, struct target_state);
 } target_state SEC(".maps");
 
+/*
+ * The target's descendants (SECURITY.md, "Child processes"): with
+ * follow_children set, every process forked by a followed one is followed
+ * too, from its fork to the exit of its last thread. The agent adds the
+ * descendants it finds at attach. Shared by every family like events.
+ */
+const volatile bool follow_children = false;
+
+struct followed_proc {
+	__u32 parent;       /* the tgid it was forked by */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096); /* descendants at once; a fork past it is counted in drops */
+	__type(key, __u32);
+	__type(value, struct followed_proc);
+} followed SEC(".maps");
+
+/*
+ * Non-zero once any descendant was followed: until then the filter never
+ * looks in followed (an array lookup is a load, a hash lookup hashes).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} follow_any SEC(".maps");
+
 static __always_inline bool target_stopped(void)
 {
 	__u32 zero = 0;
@@ -192,18 +223,45 @@ static __always_inline bool current_creds_same(__u32 how, bool with_caps)
 			same = false;
 	if (with_caps && (cap & ~targ_cap_prm))
 		same = false;
-	if (!same)
-		stop_target(how, ids, cap);
+	if (!same) {
+		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+		/*
+		 * A descendant is no longer followed; the target itself stops
+		 * the recording (SECURITY.md, "Child processes")
+		 */
+		if (tgid != targ_tgid)
+			bpf_map_delete_elem(&followed, &tgid);
+		else
+			stop_target(how, ids, cap);
+	}
 	return same;
+}
+
+static __always_inline bool is_followed_child(__u32 tgid)
+{
+	__u32 zero = 0;
+	__u64 *any;
+
+	if (!follow_children)
+		return false;
+	any = bpf_map_lookup_elem(&follow_any, &zero);
+	if (!any || !*any)
+		return false;
+	return bpf_map_lookup_elem(&followed, &tgid) != NULL;
 }
 
 /*
  * The target filter. The tgid comes first: other processes' events pay for
- * nothing else. A target whose recording stopped is no target.
+ * nothing else but, when children are followed and one ever was, a lookup
+ * in followed (bench/RESULTS.md). A target whose recording stopped is no
+ * target, and none of its descendants are.
  */
 static __always_inline bool is_target_tgid(__u32 tgid)
 {
-	return tgid == targ_tgid && !target_stopped();
+	if (tgid == targ_tgid)
+		return !target_stopped();
+	return is_followed_child(tgid) && !target_stopped();
 }
 
 /*

@@ -291,7 +291,7 @@ struct sb_step {
 struct sb_thread {
 	struct sb_hdr h;       /* THREAD_NEW / THREAD_EXIT: the thread */
 	__u32 parent_tid;      /* THREAD_NEW: creating thread */
-	__u32 pad;
+	__u32 parent_pid;      /* THREAD_NEW: the creating thread's process (0 in older traces) */
 	char comm[SB_COMM_LEN];
 };
 

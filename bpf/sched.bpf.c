@@ -217,7 +217,9 @@ static __always_inline int on_waking(struct task_struct *p)
 
 static __always_inline int on_wakeup(struct task_struct *p, __u8 is_new)
 {
-	if (!is_target_tgid(BPF_CORE_READ(p, tgid)))
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	if (!is_target_tgid(tgid))
 		return 0;
 	__u32 tid = BPF_CORE_READ(p, pid);
 	__u32 cpu = task_cpu(p);
@@ -243,7 +245,7 @@ static __always_inline int on_wakeup(struct task_struct *p, __u8 is_new)
 		e->waker_cpu = e->h.cpu;
 		bpf_get_current_comm(&e->waker_comm, sizeof(e->waker_comm));
 	}
-	e->h.pid = targ_tgid;
+	e->h.pid = tgid;
 	e->h.tid = tid;
 	e->h.cpu = cpu;
 	e->h.ts = now;
@@ -255,7 +257,9 @@ static __always_inline int on_wakeup(struct task_struct *p, __u8 is_new)
 
 static __always_inline int on_migrate(struct task_struct *p, int dest)
 {
-	if (!is_target_tgid(BPF_CORE_READ(p, tgid)))
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	if (!is_target_tgid(tgid))
 		return 0;
 	__u32 tid = BPF_CORE_READ(p, pid);
 	__u32 orig = task_cpu(p), dcpu = dest;
@@ -274,7 +278,7 @@ static __always_inline int on_migrate(struct task_struct *p, int dest)
 	__u16 *on = bpf_map_lookup_elem(&cpu_node, &orig);
 	__u16 *dn = bpf_map_lookup_elem(&cpu_node, &dcpu);
 
-	e->h.pid = targ_tgid;
+	e->h.pid = tgid;
 	e->h.tid = tid;
 	e->orig_cpu = orig;
 	e->dest_cpu = dcpu;
@@ -284,19 +288,40 @@ static __always_inline int on_migrate(struct task_struct *p, int dest)
 	return 0;
 }
 
+/*
+ * A new thread of a followed process, or a new process forked by one (then
+ * followed too when follow_children is set). Runs in the parent's context.
+ */
 static __always_inline int on_fork(struct task_struct *parent, struct task_struct *child)
 {
-	/* a new thread of the target; a forked child process has its own tgid */
-	if (!is_target_tgid(BPF_CORE_READ(child, tgid)))
+	__u32 ctgid = BPF_CORE_READ(child, tgid), ptgid = BPF_CORE_READ(parent, tgid);
+
+	if (ctgid != ptgid) {
+		struct followed_proc f = { .parent = ptgid };
+		__u32 zero = 0;
+		__u64 *any;
+
+		if (!follow_children || !is_target_tgid(ptgid) ||
+		    !current_creds_same(SB_STOP_CRED, false))
+			return 0;
+		if (bpf_map_update_elem(&followed, &ctgid, &f, BPF_NOEXIST)) {
+			count_drop(SB_DROP_MAPFULL);
+			return 0;
+		}
+		any = bpf_map_lookup_elem(&follow_any, &zero);
+		if (any && !*any)
+			*any = 1;
+	} else if (!is_target_tgid(ctgid)) {
 		return 0;
+	}
 	struct sb_thread *e = reserve(SB_EV_THREAD_NEW, sizeof(*e));
 
 	if (!e)
 		return 0;
-	e->h.pid = targ_tgid;
+	e->h.pid = ctgid;
 	e->h.tid = BPF_CORE_READ(child, pid);
 	e->parent_tid = BPF_CORE_READ(parent, pid);
-	e->pad = 0;
+	e->parent_pid = ptgid;
 	BPF_CORE_READ_STR_INTO(&e->comm, child, comm);
 	submit(e);
 	return 0;
@@ -304,9 +329,13 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 
 static __always_inline int on_exit(struct task_struct *p)
 {
-	if (!is_target_tgid(BPF_CORE_READ(p, tgid)))
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	if (!is_target_tgid(tgid))
 		return 0;
 	__u32 tid = BPF_CORE_READ(p, pid);
+	/* the process's last thread (signal->live is counted down before this tracepoint) */
+	bool last = BPF_CORE_READ(p, signal, live.counter) == 0;
 	struct waiting *w = bpf_map_lookup_elem(&waiting, &tid);
 
 	if (w) {
@@ -314,14 +343,17 @@ static __always_inline int on_exit(struct task_struct *p)
 		bpf_map_delete_elem(&waiting, &tid);
 	}
 	bpf_map_delete_elem(&wakers, &tid);
+	/* a descendant whose last thread exits is followed no more (its tgid may be reused) */
+	if (last && tgid != targ_tgid)
+		bpf_map_delete_elem(&followed, &tgid);
 	struct sb_thread *e = reserve(SB_EV_THREAD_EXIT, sizeof(*e));
 
 	if (!e)
 		return 0;
-	e->h.pid = targ_tgid;
+	e->h.pid = tgid;
 	e->h.tid = tid;
 	e->parent_tid = 0;
-	e->pad = 0;
+	e->parent_pid = 0;
 	BPF_CORE_READ_STR_INTO(&e->comm, p, comm);
 	submit(e);
 	return 0;
@@ -329,13 +361,15 @@ static __always_inline int on_exit(struct task_struct *p)
 
 static __always_inline int on_rename(struct task_struct *p, const char *comm)
 {
-	if (!is_target_tgid(BPF_CORE_READ(p, tgid)))
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	if (!is_target_tgid(tgid))
 		return 0;
 	struct sb_rename *e = reserve(SB_EV_RENAME, sizeof(*e));
 
 	if (!e)
 		return 0;
-	e->h.pid = targ_tgid;
+	e->h.pid = tgid;
 	e->h.tid = BPF_CORE_READ(p, pid);
 	BPF_CORE_READ_STR_INTO(&e->oldcomm, p, comm);
 	bpf_probe_read_kernel_str(&e->newcomm, sizeof(e->newcomm), comm);
@@ -346,7 +380,8 @@ static __always_inline int on_rename(struct task_struct *p, const char *comm)
 /*
  * The target exec'd: current is p, with the credentials of the new program.
  * A setuid or setgid program (or one with file capabilities) stops the
- * recording here, before any of its instructions runs.
+ * recording here, before any of its instructions runs; in a followed
+ * descendant it ends the following of that process (common.bpf.h).
  */
 static __always_inline int on_exec(struct task_struct *p)
 {

@@ -15,6 +15,11 @@
  *    recorded as before.
  *  - setuid_call_stops: a target running as root calls setresuid(nobody)
  *    and goes on working: nothing after the change is recorded.
+ *  - child_setuid_exec_unfollowed: a child process of a target running as
+ *    nobody execs a setuid-root program that faults pages and calls malloc:
+ *    nothing of it is recorded, not even its exit, while the target goes on
+ *    being recorded; child_plain_exec_followed: with a plain program the
+ *    child's work and exit are recorded.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -452,11 +457,91 @@ static void t_setuid_call_stops(void)
 	free_cap(c);
 }
 
+/* sbexec fork-exec: the child (pid after "C ") execs a copy of sbwork, setuid or not */
+static void child_exec_case(bool setuid_bit)
+{
+	char dbuf[128], prog[600], out[512];
+	const char *dir, *cl;
+	struct cap *c = NULL;
+	size_t child_user = 0, child_exit = 0, parent_after = 0;
+	uint64_t t;
+	pid_t pid, child;
+
+	NEED_BPF();
+	REQUIRE(!access(prog_path("sbexec"), X_OK) && !access(prog_path("sbwork"), X_OK),
+		"no %s or sbwork (make test-bin)", prog_path("sbexec"));
+	dir = suid_dir(dbuf, sizeof(dbuf));
+	if (!dir)
+		SKIP("no file system here honours set-user-ID bits (all nosuid)");
+	snprintf(prog, sizeof(prog), "%s/sbwork", dir);
+	if (copy_file(prog_path("sbwork"), prog, setuid_bit ? 04755 : 0755)) {
+		rm_dir(dir);
+		REQUIRE(0, "cannot copy sbwork to %s: %s", dir, strerror(errno));
+	}
+	{
+		char *args[] = { "fork-exec", prog, "faults", "300", "malloc", "20", NULL };
+		int r = run_changer(dir, args, NOBODY, &c, &pid, out, sizeof(out));
+
+		rm_dir(dir);
+		REQUIRE(!r, "cannot run sbexec as nobody");
+	}
+	cl = strstr(out, "C ");
+	t = last_t(out);
+	if (c->rc || !cl || !t) {
+		CHECK(0, "capture failed to start (%d), or sbexec printed no child or time: '%s'",
+		      c->rc, out);
+		free_cap(c);
+		return;
+	}
+	child = (pid_t)atoi(cl + 2);
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_hdr *h = c->recs[i];
+		bool user = h->type == SB_EV_FAULT || h->type == SB_EV_ALLOC ||
+			    h->type == SB_EV_MMSYS || h->type == SB_EV_ALLOC_BURST;
+
+		if (h->type > SB_EV_KERNEL_MAX)
+			continue;
+		if (h->pid == (uint32_t)child && user && h->ts > t)
+			child_user++;
+		if (h->pid == (uint32_t)child && h->type == SB_EV_THREAD_EXIT)
+			child_exit++;
+		if (h->pid == (uint32_t)pid && h->type == SB_EV_FAULT && h->ts > t)
+			parent_after++;
+	}
+	/* the target itself is recorded throughout: 256 faults after its child exited */
+	CHECK(parent_after >= 256, "%zu faults of the target after its child's exec", parent_after);
+	CHECK(!find_text(c, SB_REC_NOTE, "recording stopped"), "the recording stopped");
+	CHECK(c->res.end_reason != SBT_END_CREDENTIALS, "ended by a change of credentials");
+	if (setuid_bit) {
+		CHECK(child_user == 0, "%zu faults/allocator/mmap events of the setuid child",
+		      child_user);
+		CHECK(child_exit == 0, "the setuid child's exit recorded");
+	} else {
+		/* sbwork faults 300 pages after the exec */
+		CHECK(child_user >= 300, "%zu events of the child after a plain exec", child_user);
+		/* sbwork works on a thread of its own: two exits */
+		CHECK(child_exit >= 1, "%zu exits of the child recorded", child_exit);
+	}
+	free_cap(c);
+}
+
+static void t_child_setuid_exec_unfollowed(void)
+{
+	child_exec_case(true);
+}
+
+static void t_child_plain_exec_followed(void)
+{
+	child_exec_case(false);
+}
+
 int main(void)
 {
 	RUN(t_many_files_bounded);
 	RUN(t_setuid_exec_stops);
 	RUN(t_plain_exec_recorded);
 	RUN(t_setuid_call_stops);
+	RUN(t_child_setuid_exec_unfollowed);
+	RUN(t_child_plain_exec_followed);
 	return test_summary();
 }

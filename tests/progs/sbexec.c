@@ -9,7 +9,12 @@
  *   sbexec exec PATH [ARGS...]   execv(PATH, ARGS): a setuid program, or a plain one
  *   sbexec setuid UID            setresuid(UID, UID, UID), then touches 256 fresh
  *                                pages and makes 16 malloc(654321) calls
+ *   sbexec fork-exec PATH [ARGS...]  a child process does exec's part (it prints the
+ *                                time, then execs); the parent prints "C <child pid>\n",
+ *                                waits for it, then touches 256 fresh pages and makes
+ *                                16 malloc(654321) calls
  */
+#include <sys/wait.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,13 +58,32 @@ int main(int argc, char **argv)
 	uid_t uid = 0;
 	int n;
 
-	if (argc < 3 || (strcmp(argv[1], "exec") && strcmp(argv[1], "setuid"))) {
-		fprintf(stderr, "usage: sbexec exec PATH [ARGS...] | sbexec setuid UID\n");
+	if (argc < 3 || (strcmp(argv[1], "exec") && strcmp(argv[1], "setuid") &&
+			 strcmp(argv[1], "fork-exec"))) {
+		fprintf(stderr, "usage: sbexec exec PATH [ARGS...] | sbexec setuid UID | "
+			"sbexec fork-exec PATH [ARGS...]\n");
 		return 2;
 	}
 	if (read(0, &go, 1) != 1)
 		return 1;
 	work(64, 8, 123456);
+	if (!strcmp(argv[1], "fork-exec")) {
+		pid_t child = fork();
+
+		if (child < 0)
+			return 3;
+		if (child == 0) {
+			argv[1] = "exec";
+			goto child;
+		}
+		n = snprintf(line, sizeof(line), "C %d\n", (int)child);
+		if (write(1, line, n) != n)
+			return 3;
+		waitpid(child, NULL, 0);
+		work(256, 16, 654321);
+		return 0;
+	}
+child:
 	/* everything used after the time is taken runs once before: no fault, no lazy binding */
 	if (!strcmp(argv[1], "exec")) {
 		char *none[] = { "/nonexistent/sbexec", NULL };

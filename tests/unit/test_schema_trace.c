@@ -45,7 +45,7 @@ static struct field {
 	F(sb_alloc, h), F(sb_alloc, start_ns), F(sb_alloc, size), F(sb_alloc, ptr),
 	F(sb_alloc, fn), F(sb_alloc, floor_ns),
 	F(sb_step, h), F(sb_step, step), F(sb_step, source), F(sb_step, pad),
-	F(sb_thread, h), F(sb_thread, parent_tid), F(sb_thread, pad), F(sb_thread, comm),
+	F(sb_thread, h), F(sb_thread, parent_tid), F(sb_thread, parent_pid), F(sb_thread, comm),
 	F(sb_rename, h), F(sb_rename, oldcomm), F(sb_rename, newcomm),
 	F(sb_cuda, h), F(sb_cuda, start_ns), F(sb_cuda, fn), F(sb_cuda, sym),
 	F(sb_alloc_burst, h), F(sb_alloc_burst, start_ns), F(sb_alloc_burst, calls),

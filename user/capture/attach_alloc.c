@@ -373,7 +373,8 @@ static int open_alloc_once(struct probes *p, bool with_flush, bool multi)
 	bpf_object__for_each_program(prog, a->obj)
 		if (multi && prog != a->progs.flush_burst)
 			bpf_program__set_expected_attach_type(prog, SB_TRACE_UPROBE_MULTI);
-	err = reuse_shared(p, a->maps.events, a->maps.drops, a->maps.target_state);
+	err = reuse_shared(p, a->maps.events, a->maps.drops, a->maps.target_state,
+			   a->maps.followed, a->maps.follow_any);
 	if (!err)
 		err = alloc_bpf__load(a);
 	if (err) {

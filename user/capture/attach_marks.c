@@ -25,7 +25,8 @@ int open_marks(struct probes *p)
 	if (!m)
 		return -errno;
 	SET_TARGET(p, m);
-	err = reuse_shared(p, m->maps.events, m->maps.drops, m->maps.target_state);
+	err = reuse_shared(p, m->maps.events, m->maps.drops, m->maps.target_state,
+			   m->maps.followed, m->maps.follow_any);
 	if (!err)
 		err = marks_bpf__load(m);
 	if (err) {

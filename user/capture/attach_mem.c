@@ -106,7 +106,8 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 			add_status(p, name, false, false, "no such tracepoint on this kernel");
 		}
 	}
-	err = reuse_shared(p, m->maps.events, m->maps.drops, m->maps.target_state);
+	err = reuse_shared(p, m->maps.events, m->maps.drops, m->maps.target_state,
+			   m->maps.followed, m->maps.follow_any);
 	if (!err)
 		err = mem_bpf__load(m);
 	if (err) {

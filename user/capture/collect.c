@@ -61,6 +61,7 @@ struct capture {
 	bool target_stopped;         /* the capture ended because the kernel stopped recording the
 	                                target (its credentials changed) */
 	bool chan_broken;            /* its producer cut the channel file short under us */
+	int children_followed;       /* descendants found at attach and followed */
 	/* one buffer for every record the agent builds itself */
 	union {
 		struct sb_hdr h;
@@ -92,6 +93,33 @@ static int put_text(struct capture *c, uint16_t type, uint32_t id, uint32_t pid,
 	return put(c, &c->buf.h);
 }
 
+/*
+ * A followed descendant's main thread: what /proc says of it (its command
+ * line: a multiprocessing child says so there), as a thread record.
+ */
+static int put_process(struct capture *c, pid_t pid, pid_t ppid, const char *comm_seen)
+{
+	static char text[8192];
+	size_t n = process_facts(pid, ppid, comm_seen, text, sizeof(text));
+
+	return put_text(c, SB_REC_THREAD, 0, pid, pid, text, n);
+}
+
+/* the parent process of pid, from /proc; 0 if gone */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	int ppid = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_small_file(path, buf, sizeof(buf)) < 0)
+		return 0;
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return ppid;
+}
+
 static int ring_cb(void *ctx, void *data, size_t size)
 {
 	struct capture *c = ctx;
@@ -99,7 +127,24 @@ static int ring_cb(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(*h) || h->size > size)
 		return 0;
-	return put(c, h) ? -ECANCELED : 0;
+	if (put(c, h))
+		return -ECANCELED;
+	/* a descendant forked, or its main thread renamed (an exec): its command line */
+	if (h->type == SB_EV_THREAD_NEW && h->size >= sizeof(struct sb_thread)) {
+		const struct sb_thread *t = data;
+
+		if (t->parent_pid && t->parent_pid != h->pid && h->tid == h->pid)
+			return put_process(c, (pid_t)h->pid, (pid_t)t->parent_pid, t->comm) ?
+			       -ECANCELED : 0;
+	} else if (h->type == SB_EV_RENAME && h->tid == h->pid && h->pid != (uint32_t)c->o->probe.pid &&
+		   h->size >= sizeof(struct sb_rename)) {
+		const struct sb_rename *r = data;
+		pid_t ppid = parent_of((pid_t)h->pid);
+
+		if (ppid)
+			return put_process(c, (pid_t)h->pid, ppid, r->newcomm) ? -ECANCELED : 0;
+	}
+	return 0;
 }
 
 static int chan_cb(void *ctx, const struct sb_hdr *rec)
@@ -157,6 +202,49 @@ static int put_thread(void *ctx, pid_t tid)
 	return 0;
 }
 
+struct put_child {
+	struct capture *c;
+	pid_t pid;
+};
+
+/* the threads of a descendant other than its main one: their comm, like the target's */
+static int put_child_thread(void *ctx, pid_t tid)
+{
+	struct put_child *k = ctx;
+	char comm[64], esc[4 * sizeof(comm)];
+
+	if (tid == k->pid)
+		return 0;
+	thread_comm(k->pid, tid, comm, sizeof(comm));
+	sb_escape(esc, sizeof(esc), comm, sizeof(comm));
+	put_text(k->c, SB_REC_THREAD, 0, k->pid, tid, esc, strlen(esc));
+	return 0;
+}
+
+static void note(struct capture *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* a descendant found at attach: followed unless its credentials differ (then not its children) */
+static int follow_existing(void *ctx, pid_t pid, pid_t ppid)
+{
+	struct capture *c = ctx;
+	struct put_child k = { c, pid };
+	int err = probes_follow(c->probes, pid, ppid);
+
+	if (err) {
+		if (err == -EPERM)
+			note(c, "process %d (a descendant of the target) runs with other credentials: "
+			     "not followed, nor its children", (int)pid);
+		else if (err != -ENOENT)
+			note(c, "process %d (a descendant of the target) not followed: %s", (int)pid,
+			     strerror(-err));
+		return 1;
+	}
+	c->children_followed++;
+	put_process(c, pid, ppid, NULL);
+	target_threads(pid, put_child_thread, &k);
+	return 0;
+}
+
 static void put_preamble(struct capture *c)
 {
 	static char text[8192];
@@ -175,8 +263,13 @@ static void put_preamble(struct capture *c)
 		put(c, &r.h);
 	}
 	n = target_facts(c->o->probe.pid, text, sizeof(text), &uid);
+	if (n + 32 < sizeof(text))
+		n += snprintf(text + n, sizeof(text) - n, "ppid=%d\nfollow_children=%d\n",
+			      (int)parent_of(c->o->probe.pid), !c->o->probe.no_children);
 	put_text(c, SB_REC_TARGET, 0, c->o->probe.pid, c->o->probe.pid, text, n);
 	target_threads(c->o->probe.pid, put_thread, c);
+	if (!c->o->probe.no_children)
+		target_descendants(c->o->probe.pid, follow_existing, c);
 }
 
 /* the statuses not written yet: at start, and those of libraries attached later */
@@ -636,7 +729,8 @@ out:
 /* ---- option parsing shared by record, attach, run ---- */
 
 enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AGENT_CPU,
-       OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD };
+       OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD,
+       OPT_NO_CHILDREN };
 
 /* "1", "0.5", "2%" -> ppm; false unless a plain number from 0 to 100 */
 static bool parse_pct_ppm(const char *s, uint64_t *ppm)
@@ -686,6 +780,11 @@ const struct opt collect_options[] = {
 	{ "no-tracefs", OPT_NO_TRACEFS, NULL,
 	  "raw tracepoints only; by default tracefs is mounted if needed\n"
 	  "so the mmap-family probes fire only on those system calls", COLLECT_RECORD },
+	{ "no-children", OPT_NO_CHILDREN, NULL,
+	  "trace the target process alone; by default the processes it\n"
+	  "forks or spawns (DataLoader workers) are followed too, with\n"
+	  "their descendants, including those started after attach",
+	  COLLECT_RECORD | COLLECT_ATTACH },
 	{ "agent-cpu", OPT_AGENT_CPU, "N|none",
 	  "pin the agent (default: a CPU the target may not use, if any)", COLLECT_RECORD },
 	{ "ring-mb", OPT_RING, "N", "ring buffer size in MiB, power of two (default 64)",
@@ -805,6 +904,9 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			break;
 		case OPT_NO_GPU:
 			o->no_gpu = true;
+			break;
+		case OPT_NO_CHILDREN:
+			o->probe.no_children = true;
 			break;
 		case OPT_MAX_OVERHEAD:
 			if (!parse_pct_ppm(optarg, &o->max_overhead_ppm)) {

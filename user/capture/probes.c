@@ -146,9 +146,12 @@ void probes_scan_counters(struct probes_scan_counters *out)
 	out->deferred = __atomic_load_n(&n_deferred, __ATOMIC_RELAXED);
 }
 
-/* the maps every family shares: the ring buffer, the drop counters, the target's state */
+/*
+ * the maps every family shares: the ring buffer, the drop counters, the target's state,
+ * the descendants followed
+ */
 int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops,
-			struct bpf_map *state)
+			struct bpf_map *state, struct bpf_map *followed, struct bpf_map *follow_any)
 {
 	int err = bpf_map__reuse_fd(events, bpf_map__fd(p->sched->maps.events));
 
@@ -156,6 +159,10 @@ int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops
 		err = bpf_map__reuse_fd(drops, bpf_map__fd(p->sched->maps.drops));
 	if (!err)
 		err = bpf_map__reuse_fd(state, bpf_map__fd(p->sched->maps.target_state));
+	if (!err)
+		err = bpf_map__reuse_fd(followed, bpf_map__fd(p->sched->maps.followed));
+	if (!err)
+		err = bpf_map__reuse_fd(follow_any, bpf_map__fd(p->sched->maps.follow_any));
 	return err;
 }
 
@@ -351,6 +358,25 @@ static void check_creds_again(struct probes *p)
 	v.cap_prm = cap;
 	v.stop_ns = mono_ns();
 	bpf_map_update_elem(bpf_map__fd(p->sched->maps.target_state), &zero, &v, BPF_ANY);
+}
+
+int probes_follow(struct probes *p, pid_t pid, pid_t ppid)
+{
+	struct { __u32 parent, pad; } f = { .parent = (__u32)ppid };
+	uint32_t ids[8];
+	uint64_t cap, one = 1;
+	__u32 key = (__u32)pid, zero = 0;
+
+	if (p->o.no_children)
+		return -ENOENT;
+	/* a descendant with other credentials than the target's is not followed (SECURITY.md) */
+	if (!p->creds_known || !read_creds(pid, ids, &cap) || memcmp(ids, p->ids, sizeof(ids)) ||
+	    (cap & ~p->cap_prm))
+		return -EPERM;
+	if (bpf_map_update_elem(bpf_map__fd(p->sched->maps.followed), &key, &f, BPF_NOEXIST))
+		return errno == EEXIST ? 0 : -errno;
+	bpf_map_update_elem(bpf_map__fd(p->sched->maps.follow_any), &zero, &one, BPF_ANY);
+	return 0;
 }
 
 bool probes_stopped(const struct probes *p, struct probes_stop *s)

@@ -32,6 +32,7 @@ struct probe_opts {
 	bool no_cuda;               /* do not probe the CUDA driver */
 	bool no_tracefs;            /* never use (or mount) tracefs: raw tracepoints only */
 	bool verbose;               /* libbpf's own messages */
+	bool no_children;           /* --no-children: the target process alone, not its descendants */
 };
 
 /* one line per probe, for the trace file and the user */
@@ -79,6 +80,12 @@ struct probes_stop {
 };
 /* has it stopped? then *s says how (once the kernel has written it all: else false until then) */
 bool probes_stopped(const struct probes *p, struct probes_stop *s);
+/*
+ * Follow pid, a descendant of the target found in /proc, forked by ppid: 0,
+ * -ENOENT under --no-children, -EPERM when its credentials are not the
+ * target's (SECURITY.md), or another -errno (the kernel's table full).
+ */
+int probes_follow(struct probes *p, pid_t pid, pid_t ppid);
 
 /* what looking at the target's mapped files cost this process so far (tests, -v) */
 struct probes_scan_counters {

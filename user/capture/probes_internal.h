@@ -152,6 +152,7 @@ struct probes {
 		memcpy((void *)(skel)->rodata->targ_ids, (p)->ids, sizeof((p)->ids)); \
 		(skel)->rodata->targ_cap_prm = (p)->cap_prm; \
 		(skel)->rodata->targ_creds_known = (p)->creds_known; \
+		(skel)->rodata->follow_children = !(p)->o.no_children; \
 	} while (0)
 /* a mapping of a file in the target, from one line of /proc/PID/maps */
 struct mapping {
@@ -171,9 +172,12 @@ void add_status(struct probes *p, const char *name, bool ok, bool essential,
 int keep_link(struct probes *p, struct bpf_link *l);
 /* why a uprobe did not attach, in words a user can act on */
 const char *uprobe_why(int err);
-/* the maps every family shares with the scheduler's: ring buffer, drop counters, target state */
+/*
+ * the maps every family shares with the scheduler's: ring buffer, drop counters, target
+ * state, the descendants followed
+ */
 int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops,
-		 struct bpf_map *state);
+		 struct bpf_map *state, struct bpf_map *followed, struct bpf_map *follow_any);
 
 /* ---- binfile.c ---- */
 

@@ -335,3 +335,89 @@ size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid)
 	   (unsigned long long)target_start_time(pid));
 	return off < len ? off : len - 1;
 }
+
+int target_descendants(pid_t root, int (*cb)(void *ctx, pid_t pid, pid_t ppid), void *ctx)
+{
+	enum { MAXP = 1 << 16 };
+	struct { pid_t pid, ppid; } *all = malloc(MAXP * sizeof(*all));
+	pid_t *queue = malloc(MAXP * sizeof(*queue));
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+	int n = 0, found = 0, qh = 0, qt = 0;
+
+	if (!all || !queue || !d) {
+		free(all);
+		free(queue);
+		if (d)
+			closedir(d);
+		return -ENOMEM;
+	}
+	while ((de = readdir(d)) && n < MAXP) {
+		char path[64], buf[512], *p;
+		uint64_t pid;
+		int ppid;
+
+		if (!parse_u64(de->d_name, &pid) || pid > 0x3fffffff)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		if (read_small_file(path, buf, sizeof(buf)) < 0)
+			continue;
+		/* comm may hold spaces and parentheses: the fields start after the last ')' */
+		p = strrchr(buf, ')');
+		if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1 || ppid <= 0)
+			continue;
+		all[n].pid = (pid_t)pid;
+		all[n].ppid = ppid;
+		n++;
+	}
+	closedir(d);
+	/* breadth first from root: parents are given before their children */
+	queue[qt++] = root;
+	while (qh < qt) {
+		pid_t parent = queue[qh++];
+
+		for (int i = 0; i < n; i++) {
+			if (all[i].ppid != parent || all[i].pid == root)
+				continue;
+			found++;
+			if (cb(ctx, all[i].pid, parent) == 0 && qt < MAXP)
+				queue[qt++] = all[i].pid;
+		}
+	}
+	free(all);
+	free(queue);
+	return found;
+}
+
+size_t process_facts(pid_t pid, pid_t ppid, const char *comm_seen, char *buf, size_t len)
+{
+	char path[64], comm[64] = "", cmd[2048] = "";
+	char ecomm[4 * sizeof(comm)], ecmd[4 * sizeof(cmd)];
+	size_t off = 0;
+	ssize_t n;
+
+	buf[0] = 0;
+	thread_comm(pid, pid, comm, sizeof(comm));
+	/* gone already (a short-lived child): the comm the kernel record carried */
+	if (!comm[0] && comm_seen)
+		snprintf(comm, sizeof(comm), "%.16s", comm_seen);
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	n = read_small_file(path, cmd, sizeof(cmd));
+	for (ssize_t i = 0; i < n; i++)
+		if (cmd[i] == 0 || cmd[i] == '\n')
+			cmd[i] = ' ';
+	while (n > 0 && cmd[n - 1] == ' ')
+		cmd[--n] = 0;
+	if (n < 0)
+		cmd[0] = 0;
+	/* the first line is the comm, as in every thread record */
+	sb_escape(ecomm, sizeof(ecomm), comm, sizeof(comm));
+	n = snprintf(buf, len, "%s\n", ecomm);
+	off = n > 0 && (size_t)n < len ? (size_t)n : len;
+	sb_escape(ecmd, sizeof(ecmd), cmd, sizeof(cmd));
+	kv(buf, len, &off, "ppid", "%d", (int)ppid);
+	/* a zombie's is empty: not said rather than said empty */
+	if (ecmd[0])
+		kv(buf, len, &off, "cmdline", "%s", ecmd);
+	return off < len ? off : len - 1;
+}

@@ -29,6 +29,17 @@ size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid);
  * an escape or a character in two. Returns the length written.
  */
 size_t sb_escape(char *dst, size_t len, const char *src, size_t n);
+/*
+ * cb(ctx, pid, ppid) for every descendant of root in /proc, parents before their
+ * children; a non-zero return leaves that one's children out. Count, or -errno.
+ */
+int target_descendants(pid_t root, int (*cb)(void *ctx, pid_t pid, pid_t ppid), void *ctx);
+/*
+ * The text of a thread record (schemas/trace.md) for the main thread of a
+ * followed descendant: its comm (comm_seen, if given, when /proc no longer has
+ * it), then ppid= and cmdline= lines (no cmdline= when it has none, a zombie's); length.
+ */
+size_t process_facts(pid_t pid, pid_t ppid, const char *comm_seen, char *buf, size_t len);
 int cpu_node(int cpu);
 bool cpu_online(int cpu);
 

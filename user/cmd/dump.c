@@ -711,6 +711,9 @@ static void print_sb_thread(const struct sb_hdr *h)
 
 	if (h->type == SB_EV_THREAD_NEW || json)
 		f_u("parent_tid", e->parent_tid);
+	/* older traces leave it 0: printed only when said */
+	if (e->parent_pid)
+		f_u("parent_pid", e->parent_pid);
 	f_comm("comm", e->comm);
 }
 

@@ -41,12 +41,32 @@ static bool who_same(const struct eng_who *a, const struct eng_who *b)
 	       !strcmp(a->comm, b->comm);
 }
 
+/* what a waker did, added up: the named preemptor and sleep are those of the longest piece */
+static void act_merge(struct eng_act *d, const struct eng_act *s)
+{
+	for (int k = 0; k < ENG_NACT; k++)
+		d->ns[k] += s->ns[k];
+	if (s->by_max > d->by_max) {
+		d->by_max = s->by_max;
+		d->by_pid = s->by_pid;
+		d->by_tid = s->by_tid;
+		memcpy(d->by_comm, s->by_comm, sizeof(d->by_comm));
+	}
+	if (s->on_max > d->on_max) {
+		d->on_max = s->on_max;
+		d->on_pid = s->on_pid;
+		d->on_tid = s->on_tid;
+		memcpy(d->on_comm, s->on_comm, sizeof(d->on_comm));
+	}
+}
+
 static void accum_culprit(struct engine *e, struct accum *a, int cause, const struct eng_who *w,
 			  uint64_t ns)
 {
 	for (uint32_t i = 0; i < a->nculprits; i++) {
 		if (a->culprits[i].cause == cause && who_same(&a->culprits[i].who, w)) {
 			a->culprits[i].ns += ns;
+			act_merge(&a->culprits[i].who.act, &w->act);
 			return;
 		}
 	}
@@ -122,6 +142,7 @@ struct classify_ctx {
 	uint64_t upto;           /* timeline: how far the thread's track is drawn */
 	const struct thread *via;   /* chain: the waker that was preempted */
 	const struct eng_who *dflt;
+	struct eng_act *act;        /* chain: what the first waker did, NULL past it */
 };
 
 /* comm: at least SB_COMM_LEN bytes (a NUL in the first 10 differs from the prefix anyway) */
@@ -365,6 +386,15 @@ static void on_chain_preemptor(struct engine *e, void *ctx, const struct runslic
 	struct eng_who w;
 
 	who_of_runslice(&w, r, cpu);
+	if (c->act) {
+		c->act->ns[ENG_ACT_PREEMPTED] += b - a;
+		if (b - a > c->act->by_max) {
+			c->act->by_max = b - a;
+			c->act->by_pid = w.pid;
+			c->act->by_tid = w.tid;
+			memcpy(c->act->by_comm, w.comm, sizeof(c->act->by_comm));
+		}
+	}
 	if (is_stopper(w.comm)) {
 		accum_add(e, c->a, ENG_BLOCKED, b - a, c->dflt);
 		return;
@@ -376,15 +406,49 @@ static void on_chain_preemptor(struct engine *e, void *ctx, const struct runslic
 }
 
 /*
- * [s, end] of a sleep that `w` ended. Where w (or, a few hops on, the target
- * thread that woke w) sat runnable and preempted, the preemptor is to blame;
- * everywhere else the waker itself. Only preemptions travel down the chain: a
- * waker's own sleeps were often ended from interrupt context, whose "waker" is
- * whatever happened to run.
+ * The thread that woke a sleep, when it is followed (a thread of the target
+ * or of one of its descendants, seen in the trace) and not the sleeper.
+ */
+static struct thread *followed_waker(struct engine *e, uint32_t pid, uint32_t tid,
+				     const struct thread *sleeper)
+{
+	struct thread *w;
+
+	if (!pid || tid == sleeper->tid)
+		return NULL;
+	w = thread_find(e, tid);
+	return w && !w->sink && w->pid == pid ? w : NULL;
+}
+
+static void act_blocked_on(struct engine *e, struct eng_act *act, const struct episode *ep,
+			   uint64_t ns)
+{
+	const struct thread *by;
+
+	act->ns[ENG_ACT_BLOCKED] += ns;
+	if (ns <= act->on_max)
+		return;
+	act->on_max = ns;
+	act->on_pid = ep->wpid;
+	act->on_tid = ep->wtid;
+	memset(act->on_comm, 0, sizeof(act->on_comm));
+	by = ep->wtid ? thread_find(e, ep->wtid) : NULL;
+	if (by && by->pid == ep->wpid)
+		memcpy(act->on_comm, by->comm, sizeof(act->on_comm));
+}
+
+/*
+ * [s, end] of a sleep that `w` ended. Where w (or, a few hops on, the
+ * followed thread that woke w) sat runnable and preempted, the preemptor is
+ * to blame; everywhere else the waker itself. Only preemptions travel down
+ * the chain: a waker's own sleeps were often ended from interrupt context,
+ * whose "waker" is whatever happened to run. act (the first hop only): what
+ * w did meanwhile, from its off-CPU episodes; the time between them it was
+ * on a CPU.
  */
 static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t end,
 			 struct thread *w, const struct eng_who *dflt, const struct thread *victim,
-			 int depth)
+			 int depth, struct eng_act *act)
 {
 	uint64_t cur = s;
 
@@ -410,10 +474,12 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 
 		if (i < w->nepisodes) {
 			ep = w->episodes[(w->episodes_head + i) % w->episodes_cap];
-		} else if (w->state == TS_RUNNABLE || w->state == TS_SLEEP_S) {
+		} else if (w->state == TS_RUNNABLE || w->state == TS_SLEEP_S ||
+			   (act && w->state == TS_SLEEP_D)) {
 			/* the episode still open */
 			ep = (struct episode){ .s = w->since, .e = end, .cpu = w->cpu,
-					       .kind = w->state == TS_RUNNABLE ? EP_RUN : EP_SLEEP_S };
+					       .kind = w->state == TS_RUNNABLE ? EP_RUN :
+						       w->state == TS_SLEEP_S ? EP_SLEEP_S : EP_SLEEP_D };
 		} else {
 			break;
 		}
@@ -421,23 +487,42 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 		y = min64(ep.e, end);
 		if (y <= x)
 			continue;
-		if (x > cur)
+		if (x > cur) {
 			accum_add(e, a, ENG_BLOCKED, x - cur, dflt);
+			if (act)
+				act->ns[ENG_ACT_ON_CPU] += x - cur;
+		}
 		if (ep.kind == EP_RUN) {
-			struct classify_ctx c = { .a = a, .via = w, .dflt = dflt };
+			struct classify_ctx c = { .a = a, .via = w, .dflt = dflt, .act = act };
 			uint64_t cov = runslice_cover(e, ep.cpu, x, y, on_chain_preemptor, &c);
 
 			accum_add(e, a, ENG_BLOCKED, y - x - cov, dflt);
-		} else if (ep.kind == EP_SLEEP_S && ep.wpid == e->target_pid && ep.wtid != w->tid &&
-			   ep.wtid != victim->tid) {
-			wakeup_chain(e, a, x, y, thread_find(e, ep.wtid), dflt, victim, depth + 1);
+			if (act)
+				act->ns[ENG_ACT_RUNNABLE] += y - x - cov;
+		} else if (ep.kind == EP_SLEEP_S &&
+			   followed_waker(e, ep.wpid, ep.wtid, w) && ep.wtid != victim->tid) {
+			if (act)
+				act_blocked_on(e, act, &ep, y - x);
+			wakeup_chain(e, a, x, y, thread_find(e, ep.wtid), dflt, victim, depth + 1, NULL);
 		} else {
 			accum_add(e, a, ENG_BLOCKED, y - x, dflt);
+			/*
+			 * a sleep that no followed thread ended: a timer, a socket,
+			 * the interrupt's "waker" is whoever ran: asleep, on nobody named
+			 */
+			if (act && ep.kind == EP_SLEEP_D)
+				act->ns[ENG_ACT_IO] += y - x;
+			else if (act && ep.kind == EP_SLEEP_S)
+				act->ns[ENG_ACT_BLOCKED] += y - x;
 		}
 		cur = y;
 	}
-	if (cur < end)
+	if (cur < end) {
 		accum_add(e, a, ENG_BLOCKED, end - cur, dflt);
+		/* past its last episode: on a CPU since, if it is running */
+		if (act && w->state == TS_RUNNING)
+			act->ns[ENG_ACT_ON_CPU] += end - cur;
+	}
 }
 
 /* a plain sleep of candidate t ended; wk: the wakeup record, NULL if none seen */
@@ -458,8 +543,7 @@ void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
 		comm_copy(dflt.comm, wk->waker_comm);
 		dflt.cpu = -1;
 		named = wk->waker_pid != 0;
-		if (wk->waker_pid == e->target_pid && wk->waker_tid != t->tid)
-			w = thread_find(e, wk->waker_tid);
+		w = followed_waker(e, wk->waker_pid, wk->waker_tid, t);
 	}
 	if ((wk && is_stopper(dflt.comm)) || t->sleep_migrating)
 		cause = ENG_MIGRATION;
@@ -468,10 +552,20 @@ void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
 	for (uint32_t i = 0; i < a->npending; i++) {
 		uint64_t x = a->pending[i].a, y = a->pending[i].b;
 
-		if (cause == ENG_BLOCKED && named)
-			wakeup_chain(e, a, x, y, w, &dflt, t, 0);
-		else
+		if (cause == ENG_BLOCKED && named) {
+			struct eng_act act;
+
+			memset(&act, 0, sizeof(act));
+			wakeup_chain(e, a, x, y, w, &dflt, t, 0, w ? &act : NULL);
+			/* what the waker did rides on its own culprit entry */
+			if (w) {
+				dflt.act = act;
+				accum_culprit(e, a, ENG_BLOCKED, &dflt, 0);
+				memset(&dflt.act, 0, sizeof(dflt.act));
+			}
+		} else {
 			accum_add(e, a, cause, y - x, cause == ENG_IO_WAIT || !named ? NULL : &dflt);
+		}
 	}
 	if (a->pending_extra)
 		accum_add(e, a, cause, a->pending_extra, cause == ENG_BLOCKED && named ? &dflt : NULL);

@@ -78,6 +78,14 @@ static const char *const count_names[ENG_NCOUNT] = {
 	[ENG_N_GPU_OPS] = "gpu_ops",
 };
 
+const char *eng_act_name(int k)
+{
+	static const char *const names[ENG_NACT] = { "on_cpu", "preempted", "runnable", "io",
+						     "blocked" };
+
+	return k >= 0 && k < ENG_NACT ? names[k] : "unknown";
+}
+
 const char *eng_cause_name(int c)
 {
 	return c >= 0 && c < ENG_NCAUSE ? cause_names[c] : "unknown";
@@ -377,6 +385,7 @@ void engine_free(struct engine *e)
 	free(e->interferers);
 	free(e->sink);
 	free(e->target_cmdline);
+	procs_free(e);
 	free(e->truncated);
 	for (uint32_t i = 0; i < e->nprobes_missing; i++)
 		free(e->probes_missing[i]);

@@ -116,12 +116,38 @@ struct engine_opts {
 #define ENG_REPORT_KEEP_STEPS 65536
 
 /* who a blame entry points at */
+/*
+ * blocked, on a waker that is a followed thread (of the target or of one of
+ * its descendants): what the waker was doing during the waits blamed on it
+ * (docs/ARCHITECTURE.md, "Blame model"). The times cover every wait it
+ * ended, the parts blamed on its preemptors included.
+ */
+enum eng_act_kind {
+	ENG_ACT_ON_CPU,          /* running its own code */
+	ENG_ACT_PREEMPTED,       /* runnable, another task on its CPU */
+	ENG_ACT_RUNNABLE,        /* runnable, nothing seen on its CPU (wakeup latency) */
+	ENG_ACT_IO,              /* in uninterruptible sleep (disk, page cache) */
+	ENG_ACT_BLOCKED,         /* itself asleep, waiting for another task */
+	ENG_NACT,
+};
+const char *eng_act_name(int k); /* "on_cpu", "preempted", "runnable", "io", "blocked" */
+
+struct eng_act {
+	uint64_t ns[ENG_NACT];
+	uint64_t by_max, on_max; /* the longest single piece behind by_* / on_* */
+	uint32_t by_pid, by_tid; /* preempted: by whom (the longest piece) */
+	char by_comm[SB_COMM_LEN + 1];
+	uint32_t on_pid, on_tid; /* blocked: on whom (the longest wait), 0: not known */
+	char on_comm[SB_COMM_LEN + 1];
+};
+
 struct eng_who {
 	uint32_t pid, tid;
 	char comm[SB_COMM_LEN + 1];
 	int32_t cpu;             /* where it ran (cpu_wait), -1 if not known */
 	uint32_t via_pid, via_tid; /* blocked: the waker through which it was reached, 0 none */
 	char via_comm[SB_COMM_LEN + 1];
+	struct eng_act act;      /* blocked, the waker itself: what it did meanwhile; all 0: not known */
 };
 
 struct eng_blame {
@@ -294,6 +320,18 @@ struct eng_target {
 	const char *cmdline;     /* "" if unknown */
 };
 void engine_target(const struct engine *e, struct eng_target *t);
+
+/*
+ * A followed process other than the target, named by its role where the
+ * trace says it (schemas/report.md, "Processes"): "multiprocessing child 2
+ * of python3[29216]" (its command line is a multiprocessing spawn child's),
+ * "child process 1 of python3[29216]" (forked, nothing better known; the
+ * number counts the children of that parent in the order they were seen).
+ * False (buf "") for the target and processes the trace does not describe.
+ */
+bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t len);
+/* the parent of a followed process; 0 if not known */
+uint32_t engine_process_parent(const struct engine *e, uint32_t pid);
 
 struct eng_capture {
 	uint64_t start_ns, end_ns;

@@ -391,6 +391,9 @@ static void ev_thread(struct engine *e, const struct sb_thread *r, bool exiting)
 	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
 
 	comm_copy(t->comm, r->comm);
+	/* a new process forked by a followed one */
+	if (!exiting && r->parent_pid && r->parent_pid != r->h.pid)
+		proc_note(e, r->h.pid, r->parent_pid, NULL, 0);
 	if (exiting) {
 		if (t->candidate >= 0)
 			thread_account(e, t, r->h.ts);

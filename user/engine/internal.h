@@ -92,6 +92,13 @@ struct thread {
 	uint64_t track_start, track_end;
 };
 
+/* a followed process other than the target (engine_process_name) */
+struct proc {
+	uint32_t pid, ppid;
+	uint32_t order;          /* 1 + the children of ppid seen before it */
+	char *cmdline;           /* NULL: not said */
+};
+
 struct culprit {
 	uint8_t cause;
 	struct eng_who who;
@@ -363,6 +370,9 @@ struct engine {
 	uint32_t target_pid;
 	char target_comm[SB_COMM_LEN + 1];
 	char *target_cmdline;
+	/* the followed processes other than the target, as thread records described them */
+	struct proc *procs;
+	uint32_t nprocs, procs_cap;
 	bool complete;
 	uint32_t end_reason;
 	uint64_t trailer_ts, trailer_start;
@@ -448,6 +458,8 @@ void reorder_enqueue(struct engine *e, const struct sb_hdr *h, size_t len);
 
 struct thread *thread_find(const struct engine *e, uint32_t tid);
 struct thread *thread_get(struct engine *e, uint32_t tid, uint32_t pid);
+void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n);
+void procs_free(struct engine *e);
 const char *thread_name_of(const struct engine *e, uint32_t tid);
 void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, uint64_t end,
 		  uint16_t cpu, uint32_t wpid, uint32_t wtid);

@@ -182,6 +182,19 @@ void meta_record(struct engine *e, const struct sb_hdr *h)
 		memset(t->comm, 0, sizeof(t->comm));
 		memcpy(t->comm, s, n < SB_COMM_LEN ? n : SB_COMM_LEN);
 		t->comm[strcspn(t->comm, "\n")] = 0;
+		/* a descendant's main thread: its parent and command line follow the comm */
+		const char *nl = memchr(s, '\n', n);
+		size_t kn = nl ? n - (size_t)(nl + 1 - s) : 0;
+
+		/* the keys start after the comm's line (a comm may hold '=') */
+		if (nl && h->pid == h->tid && h->pid != e->target_pid &&
+		    kv_get(nl + 1, kn, "ppid", buf, sizeof(buf))) {
+			char cmd[1024];
+			bool has_cmd = kv_get(nl + 1, kn, "cmdline", cmd, sizeof(cmd));
+
+			proc_note(e, h->pid, (uint32_t)strtoul(buf, NULL, 10), has_cmd ? cmd : NULL,
+				  has_cmd ? strlen(cmd) : 0);
+		}
 		break;
 	}
 	case SB_REC_COSTS:

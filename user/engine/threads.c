@@ -289,3 +289,108 @@ uint64_t runslice_cover(struct engine *e, uint16_t cpu, uint64_t a, uint64_t b, 
 	}
 	return covered;
 }
+
+/* ---- the followed processes other than the target ---- */
+
+#define PROCS_MAX 4096  /* as many as the kernel side follows at once */
+
+static struct proc *proc_find(const struct engine *e, uint32_t pid)
+{
+	for (uint32_t i = 0; i < e->nprocs; i++)
+		if (e->procs[i].pid == pid)
+			return &e->procs[i];
+	return NULL;
+}
+
+/*
+ * A process other than the target was described (a thread record of its
+ * main thread, or its thread_new): its parent, and its command line when
+ * cmd is not NULL. The first description fixes its place among its
+ * parent's children; a later one with another parent is a reused PID.
+ */
+void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n)
+{
+	struct proc *p;
+
+	if (!pid || pid == e->target_pid || !ppid)
+		return;
+	p = proc_find(e, pid);
+	if (p && p->ppid != ppid) {
+		p->ppid = 0; /* a reused PID: counted anew below */
+	} else if (!p) {
+		if (e->nprocs >= PROCS_MAX)
+			return;
+		heap_grow(e, (void **)&e->procs, &e->procs_cap, e->nprocs + 1, sizeof(*e->procs));
+		p = &e->procs[e->nprocs++];
+		memset(p, 0, sizeof(*p));
+		p->pid = pid;
+	}
+	if (!p->ppid) {
+		uint32_t order = 1;
+
+		for (uint32_t i = 0; i < e->nprocs; i++)
+			if (e->procs[i].ppid == ppid && &e->procs[i] != p)
+				order++;
+		p->ppid = ppid;
+		p->order = order;
+	}
+	if (cmd) {
+		if (p->cmdline) {
+			heap_account(e, -(int64_t)(strlen(p->cmdline) + 1));
+			free(p->cmdline);
+		}
+		p->cmdline = heap_strndup(e, cmd, n);
+	}
+}
+
+void procs_free(struct engine *e)
+{
+	for (uint32_t i = 0; i < e->nprocs; i++)
+		free(e->procs[i].cmdline);
+	free(e->procs);
+	e->procs = NULL;
+	e->nprocs = e->procs_cap = 0;
+}
+
+uint32_t engine_process_parent(const struct engine *e, uint32_t pid)
+{
+	const struct proc *p = proc_find(e, pid);
+
+	return p ? p->ppid : 0;
+}
+
+/* the comm of a process: its main thread's, the target's */
+static const char *proc_comm(const struct engine *e, uint32_t pid)
+{
+	const char *c = thread_name_of(e, pid);
+
+	if (!c[0] && pid == e->target_pid)
+		c = e->target_comm;
+	return c[0] ? c : "process";
+}
+
+bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t len)
+{
+	const struct proc *p = pid != e->target_pid ? proc_find(e, pid) : NULL;
+	const char *cmd, *role = "child process";
+
+	if (len)
+		buf[0] = 0;
+	if (!p || !p->ppid)
+		return false;
+	cmd = p->cmdline ? p->cmdline : "";
+	/* what Python's multiprocessing puts on the command line of the processes it starts */
+	if (strstr(cmd, "from multiprocessing.spawn import spawn_main") ||
+	    strstr(cmd, "--multiprocessing-fork"))
+		role = "multiprocessing child";
+	else if (strstr(cmd, "from multiprocessing.forkserver import main"))
+		role = "multiprocessing forkserver";
+	else if (strstr(cmd, "from multiprocessing.resource_tracker import main"))
+		role = "multiprocessing resource tracker";
+	if (!strcmp(role, "multiprocessing forkserver") ||
+	    !strcmp(role, "multiprocessing resource tracker"))
+		snprintf(buf, len, "%s of %s[%u]", role, proc_comm(e, p->ppid), p->ppid);
+	else
+		snprintf(buf, len, "%s %u of %s[%u]", role, p->order, proc_comm(e, p->ppid), p->ppid);
+	return true;
+}

@@ -19,7 +19,65 @@ static void comm_val(struct jw *w, const char *comm)
 	jw_strn(w, comm, strnlen(comm, SB_COMM_LEN));
 }
 
-static void culprit(struct jw *w, const struct eng_who *c)
+/* a followed process other than the target: its role and parent (schemas/report.md) */
+static void process_keys(struct jw *w, const struct engine *e, uint32_t pid)
+{
+	char name[128];
+
+	if (!engine_process_name(e, pid, name, sizeof(name)))
+		return;
+	jw_key(w, "process");
+	jw_str(w, name);
+	jw_key(w, "ppid");
+	jw_u64(w, engine_process_parent(e, pid));
+}
+
+/* blocked, on a followed waker: what it did meanwhile */
+static void waker_activity(struct jw *w, const struct engine *e, const struct eng_act *a)
+{
+	uint64_t total = 0;
+
+	for (int k = 0; k < ENG_NACT; k++)
+		total += a->ns[k];
+	if (!total)
+		return;
+	jw_key(w, "waker_activity");
+	jw_obj(w);
+	for (int k = 0; k < ENG_NACT; k++) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "%s_ns", eng_act_name(k));
+		jw_key(w, key);
+		jw_u64(w, a->ns[k]);
+	}
+	if (a->by_max) {
+		jw_key(w, "preempted_by");
+		jw_obj(w);
+		jw_key(w, "pid");
+		jw_u64(w, a->by_pid);
+		jw_key(w, "tid");
+		jw_u64(w, a->by_tid);
+		jw_key(w, "comm");
+		comm_val(w, a->by_comm);
+		process_keys(w, e, a->by_pid);
+		jw_obj_end(w);
+	}
+	if (a->on_max && a->on_tid) {
+		jw_key(w, "blocked_on");
+		jw_obj(w);
+		jw_key(w, "pid");
+		jw_u64(w, a->on_pid);
+		jw_key(w, "tid");
+		jw_u64(w, a->on_tid);
+		jw_key(w, "comm");
+		comm_val(w, a->on_comm);
+		process_keys(w, e, a->on_pid);
+		jw_obj_end(w);
+	}
+	jw_obj_end(w);
+}
+
+static void culprit(struct jw *w, const struct engine *e, const struct eng_who *c)
 {
 	jw_key(w, "culprit");
 	jw_obj(w);
@@ -29,6 +87,8 @@ static void culprit(struct jw *w, const struct eng_who *c)
 	jw_u64(w, c->tid);
 	jw_key(w, "comm");
 	comm_val(w, c->comm);
+	process_keys(w, e, c->pid);
+	waker_activity(w, e, &c->act);
 	if (c->cpu >= 0) {
 		jw_key(w, "cpu");
 		jw_u64(w, (uint64_t)c->cpu);
@@ -42,6 +102,7 @@ static void culprit(struct jw *w, const struct eng_who *c)
 		jw_u64(w, c->via_tid);
 		jw_key(w, "comm");
 		comm_val(w, c->via_comm);
+		process_keys(w, e, c->via_pid);
 		jw_obj_end(w);
 	}
 	jw_obj_end(w);
@@ -61,7 +122,7 @@ static void excess_list(struct jw *w, const struct engine *e, const struct eng_s
 		jw_key(w, "ns");
 		jw_u64(w, ex[i].ns);
 		if (ex[i].has_who)
-			culprit(w, &ex[i].who);
+			culprit(w, e, &ex[i].who);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
@@ -107,7 +168,7 @@ static void step_obj(struct jw *w, const struct engine *e, const struct eng_step
 		jw_key(w, "ns");
 		jw_u64(w, s->blame[i].ns);
 		if (s->blame[i].has_who)
-			culprit(w, &s->blame[i].who);
+			culprit(w, e, &s->blame[i].who);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

@@ -97,6 +97,8 @@ static const char *clean(char *buf, size_t len, const char *s)
 
 /* the traced process: its own threads are named by tid, other tasks by pid */
 static uint32_t target_pid;
+/* the report's engine: names the followed processes other than the target */
+static const struct engine *cur_engine;
 
 static void who_str(char *buf, size_t len, const char *comm, uint32_t id)
 {
@@ -105,17 +107,90 @@ static void who_str(char *buf, size_t len, const char *comm, uint32_t id)
 	snprintf(buf, len, "%s[%" PRIu32 "]", clean(c, sizeof(c), comm), id);
 }
 
+/*
+ * the main thread of one of the trainer's child processes, by its role:
+ * "child process 2 of python3[29216] (pid 29242)"; false for other tasks
+ */
+static bool proc_str(char *buf, size_t len, uint32_t pid, uint32_t tid)
+{
+	char pn[128], c[128];
+
+	if (!cur_engine || pid == target_pid || tid != pid ||
+	    !engine_process_name(cur_engine, pid, pn, sizeof(pn)))
+		return false;
+	snprintf(buf, len, "%s (pid %" PRIu32 ")", clean(c, sizeof(c), pn), pid);
+	return true;
+}
+
+/*
+ * blocked on a followed waker: what it did during the waits, its parts of at
+ * least 1% (", which was on CPU 70 ms, preempted by stress-ng-cpu[812] 5 ms")
+ */
+static void act_phrase(FILE *f, const struct eng_act *a)
+{
+	uint64_t total = 0;
+	int shown = 0;
+
+	for (int k = 0; k < ENG_NACT; k++)
+		total += a->ns[k];
+	if (!total)
+		return;
+	for (int k = 0; k < ENG_NACT; k++) {
+		char d[32], n[160];
+
+		if (!a->ns[k] || a->ns[k] * 100 < total)
+			continue;
+		fputs(shown++ ? ", " : ", which was ", f);
+		switch (k) {
+		case ENG_ACT_ON_CPU:
+			fputs("on CPU", f);
+			break;
+		case ENG_ACT_PREEMPTED:
+			fputs("preempted", f);
+			if (a->by_max && proc_str(n, sizeof(n), a->by_pid, a->by_tid))
+				fprintf(f, " by %s", n);
+			else if (a->by_max)
+				fprintf(f, " by %s", (who_str(n, sizeof(n), a->by_comm,
+							       a->by_pid == target_pid ? a->by_tid : a->by_pid), n));
+			break;
+		case ENG_ACT_RUNNABLE:
+			fputs("waiting for a CPU", f);
+			break;
+		case ENG_ACT_IO:
+			fputs("in I/O", f);
+			break;
+		case ENG_ACT_BLOCKED:
+			if (a->on_max && a->on_tid && proc_str(n, sizeof(n), a->on_pid, a->on_tid))
+				fprintf(f, "itself blocked on %s", n);
+			else if (a->on_max && a->on_tid)
+				fprintf(f, "itself blocked on %s", (who_str(n, sizeof(n), a->on_comm[0] ?
+									 a->on_comm : "thread", a->on_tid), n));
+			else
+				fputs("asleep", f);
+			break;
+		}
+		fprintf(f, " %s", fmt_ns(d, sizeof(d), a->ns[k]));
+	}
+}
+
 /* what a cause with its culprit looks like after the "+x ms" */
 static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w,
 			 bool has_who)
 {
-	char crit[64], a[64], b[64], n1[32], n2[32];
+	char crit[64], a[160], b[160], n1[32], n2[32];
 
 	who_str(crit, sizeof(crit), s->crit_comm[0] ? s->crit_comm : "thread", s->crit_tid);
 	switch (cause) {
 	case ENG_CPU_WAIT:
 		if (has_who) {
+			char pn[128], c2[128];
+
 			who_str(a, sizeof(a), w->comm, w->pid == target_pid ? w->tid : w->pid);
+			/* a thread of one of the trainer's child processes: by its role */
+			if (cur_engine && w->pid != target_pid &&
+			    engine_process_name(cur_engine, w->pid, pn, sizeof(pn)))
+				snprintf(a, sizeof(a), "%s (pid %" PRIu32 ")", clean(c2, sizeof(c2), pn),
+					 w->pid);
 			fprintf(f, " — %s preempted by %s", crit, a);
 			if (w->cpu >= 0)
 				fprintf(f, " on CPU %d", w->cpu);
@@ -125,14 +200,31 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 		break;
 	case ENG_BLOCKED:
 		if (has_who && w->via_tid) {
+			char pn[128], c2[128];
+
 			who_str(a, sizeof(a), w->via_comm, w->via_tid);
+			if (cur_engine && w->via_pid != target_pid &&
+			    engine_process_name(cur_engine, w->via_pid, pn, sizeof(pn)))
+				snprintf(a, sizeof(a), "%s (pid %" PRIu32 ")", clean(c2, sizeof(c2), pn),
+					 w->via_pid);
 			who_str(b, sizeof(b), w->comm, w->pid == target_pid ? w->tid : w->pid);
 			fprintf(f, " — %s waited for %s, itself preempted by %s", crit, a, b);
 			if (w->cpu >= 0)
 				fprintf(f, " on CPU %d", w->cpu);
 		} else if (has_who) {
+			char pn[128];
+
 			who_str(a, sizeof(a), w->comm, w->tid ? w->tid : w->pid);
-			fprintf(f, " — %s waited for %s", crit, a);
+			if (cur_engine && w->pid != target_pid &&
+			    engine_process_name(cur_engine, w->pid, pn, sizeof(pn))) {
+				fprintf(f, " — %s waited for %s (pid %" PRIu32 ")", crit,
+					clean(b, sizeof(b), pn), w->pid);
+				if (w->tid && w->tid != w->pid)
+					fprintf(f, " thread %s", a);
+			} else {
+				fprintf(f, " — %s waited for %s", crit, a);
+			}
+			act_phrase(f, &w->act);
 		} else {
 			fprintf(f, " — %s asleep", crit);
 		}
@@ -194,6 +286,7 @@ int report_step_line(const struct engine *e, const struct eng_step *s, const str
 
 	engine_target(e, &tg);
 	target_pid = tg.pid;
+	cur_engine = e;
 
 	fprintf(f, "step %" PRIu64 ": %s", s->step, fmt_ns(d, sizeof(d), s->duration_ns));
 	/* next to the step time: how much of it the tracer may have taken */
@@ -500,6 +593,7 @@ int report_text(const struct engine *e, FILE *f)
 
 	engine_summarise(e, &s);
 	engine_target(e, &t);
+	cur_engine = e;
 	engine_capture(e, &c);
 	engine_fault_model(e, &fm);
 	nsteps = engine_nsteps(e);

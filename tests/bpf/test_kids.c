@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The target's process tree, for real: tests/progs/sbkids forks workers that
+ * feed its main thread through a pipe, some before the tracer attaches and
+ * some after; Python's multiprocessing spawns children. Root only.
+ *
+ *  - children_followed: the workers' own scheduler records are there (those
+ *    found at attach and those forked after), each with a thread record
+ *    naming its parent; their wakeups of the main thread name them.
+ *  - no_children: with --no-children nothing of the workers is recorded as a
+ *    followed thread.
+ *  - chain_into_child: one worker spins on its CPU before each write: the
+ *    main thread's blocked time is blamed on "child process 1 of
+ *    kids-main[PID]", which was on a CPU for most of it (what a CPU hog
+ *    beside the test takes is preemption, counted apart).
+ *  - spawn_named: the children of multiprocessing's spawn method are named
+ *    "multiprocessing child N" from their command line.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "test.h"
+#include "capture.h"
+#include "capture/collect.h"
+#include "engine/engine.h"
+#include "report/report.h"
+#include "base/util.h"
+
+/* start argv with stdin on a pipe (*go); the child waits for a byte there */
+static pid_t spawn_go(char *const argv[], int *go)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[0], 0);
+		close(p[0]);
+		close(p[1]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[0]);
+	*go = p[1];
+	return pid;
+}
+
+/* capture argv from before its go byte until it exits; NULL if it could not run */
+static struct cap *trace_tree(char *const argv[], bool no_children, pid_t *target)
+{
+	struct cap *c = calloc(1, sizeof(*c));
+	pthread_t t;
+	int go, status;
+	pid_t pid;
+
+	if (!c)
+		abort();
+	pid = spawn_go(argv, &go);
+	if (pid < 0) {
+		free(c);
+		return NULL;
+	}
+	/* the workers forked before the go byte are there when the capture starts */
+	usleep(200000);
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	c->o.probe.pid = pid;
+	c->o.probe.ring_bytes = 16 << 20;
+	c->o.probe.wake_bytes = 64 << 10;
+	c->o.probe.no_children = no_children;
+	c->o.probe.no_alloc = true;
+	c->o.duration_ns = 60000000000ll;
+	c->o.agent_cpu = -2;
+	c->o.quiet = true;
+	c->o.no_gpu = true;
+	cap_start(c, &t);
+	if (write(go, "g", 1) != 1)
+		kill(pid, SIGKILL);
+	close(go);
+	waitpid(pid, &status, 0);
+	pthread_join(t, NULL);
+	*target = pid;
+	return c;
+}
+
+/* the thread record of process pid's main thread holding needle; NULL if none */
+static const struct sb_text *thread_text(struct cap *c, uint32_t pid, const char *needle)
+{
+	const struct sb_text *found = NULL;
+
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_text *t = (const void *)c->recs[i];
+
+		if (t->h.type == SB_REC_THREAD && t->h.pid == pid && t->h.tid == pid &&
+		    memmem(t->text, t->len, needle, strlen(needle)))
+			found = t;
+	}
+	return found;
+}
+
+/* the processes other than target whose own scheduler records were captured */
+static int recorded_procs(struct cap *c, uint32_t target, uint32_t *out, int max)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_hdr *h = c->recs[i];
+		bool own = h->type == SB_EV_SWITCH_IN || h->type == SB_EV_SWITCH_OUT ||
+			   h->type == SB_EV_THREAD_NEW || h->type == SB_EV_THREAD_EXIT ||
+			   h->type == SB_EV_WAKEUP || h->type == SB_EV_FAULT;
+		int k;
+
+		if (!own || h->pid == target)
+			continue;
+		for (k = 0; k < n && out[k] != h->pid; k++)
+			;
+		if (k == n && n < max)
+			out[n++] = h->pid;
+	}
+	return n;
+}
+
+static struct engine *feed(struct cap *c)
+{
+	struct engine_opts o = { 0 };
+	char err[256];
+	struct engine *e = engine_new(&o, err, sizeof(err));
+
+	if (!e)
+		return NULL;
+	for (size_t i = 0; i < c->n; i++)
+		engine_feed(e, c->recs[i]);
+	engine_finish(e);
+	return e;
+}
+
+#define KIDS_OR_SKIP() \
+	do { \
+		NEED_BPF(); \
+		REQUIRE(!access(prog_path("sbkids"), X_OK), "no %s (make test-bin)", \
+			prog_path("sbkids")); \
+	} while (0)
+
+static void t_children_followed(void)
+{
+	/* workers that live about 240 ms: the agent reads their command line while they do */
+	char *argv[] = { (char *)prog_path("sbkids"), "1", "2", "4", "30", "30", NULL };
+	uint32_t procs[16], wakers[16];
+	int np, nw = 0, news = 0;
+	struct cap *c;
+	pid_t pid;
+
+	KIDS_OR_SKIP();
+	c = trace_tree(argv, false, &pid);
+	REQUIRE(c && c->rc == 0, "capture failed to start");
+	np = recorded_procs(c, (uint32_t)pid, procs, 16);
+	CHECK(np == 3, "%d worker processes recorded, 3 forked", np);
+	for (int i = 0; i < np; i++) {
+		char needle[32];
+
+		snprintf(needle, sizeof(needle), "ppid=%d\n", (int)pid);
+		CHECK(thread_text(c, procs[i], needle), "no thread record of process %u with %s",
+		      procs[i], needle);
+		CHECK(thread_text(c, procs[i], "cmdline=") &&
+		      thread_text(c, procs[i], "sbkids 1 2 4 30 30"),
+		      "no command line in the thread record of process %u", procs[i]);
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_hdr *h = c->recs[i];
+
+		if (h->type == SB_EV_THREAD_NEW) {
+			const struct sb_thread *t = (const void *)h;
+
+			if (t->parent_pid == (uint32_t)pid && h->pid != (uint32_t)pid) {
+				news++;
+				CHECK(h->tid == h->pid, "a new process's first thread %u of %u", h->tid,
+				      h->pid);
+			}
+		}
+		if (h->type == SB_EV_WAKEUP && h->pid == (uint32_t)pid) {
+			const struct sb_wakeup *w = (const void *)h;
+			int k;
+
+			for (k = 0; k < nw && wakers[k] != w->waker_pid; k++)
+				;
+			if (k == nw && nw < 16 && w->waker_pid != (uint32_t)pid)
+				wakers[nw++] = w->waker_pid;
+		}
+	}
+	/* one worker was there at attach: found in /proc, not forked under the probes */
+	CHECK(news == 2, "%d thread_new records of new processes, 2 forked after attach", news);
+	{
+		int named = 0;
+
+		for (int k = 0; k < nw; k++)
+			for (int i = 0; i < np; i++)
+				named += wakers[k] == procs[i];
+		CHECK(named >= 2, "wakeups of kids-main name %d of the workers as wakers", named);
+	}
+	free_cap(c);
+}
+
+static void t_no_children(void)
+{
+	char *argv[] = { (char *)prog_path("sbkids"), "1", "2", "4", "5", "5", NULL };
+	uint32_t procs[16];
+	struct cap *c;
+	pid_t pid;
+	size_t own = 0, threads = 0;
+
+	KIDS_OR_SKIP();
+	c = trace_tree(argv, true, &pid);
+	REQUIRE(c && c->rc == 0, "capture failed to start");
+	CHECK(recorded_procs(c, (uint32_t)pid, procs, 16) == 0,
+	      "scheduler records of process %u under --no-children", procs[0]);
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_hdr *h = c->recs[i];
+
+		own += h->pid == (uint32_t)pid && h->type == SB_EV_SWITCH_IN;
+		threads += h->type == SB_REC_THREAD && h->pid != (uint32_t)pid;
+	}
+	/* the target itself still is */
+	CHECK(own > 0, "no switch_in of the target");
+	CHECK(threads == 0, "%zu thread records of other processes", threads);
+	free_cap(c);
+}
+
+static void t_chain_into_child(void)
+{
+	/* one worker forked after attach: 6 rounds of 60 ms on its CPU, then a byte */
+	char *argv[] = { (char *)prog_path("sbkids"), "0", "1", "6", "60", "0", NULL };
+	struct eng_act sum = { 0 };
+	struct engine *e;
+	struct cap *c;
+	char name[128], want[64], *text = NULL;
+	size_t textlen = 0;
+	uint32_t worker = 0;
+	pid_t pid;
+
+	KIDS_OR_SKIP();
+	c = trace_tree(argv, false, &pid);
+	REQUIRE(c && c->rc == 0, "capture failed to start");
+	{
+		uint32_t procs[4];
+
+		REQUIRE(recorded_procs(c, (uint32_t)pid, procs, 4) == 1, "the worker not recorded");
+		worker = procs[0];
+	}
+	e = feed(c);
+	REQUIRE(e, "engine_new failed");
+	snprintf(want, sizeof(want), "child process 1 of kids-main[%d]", (int)pid);
+	CHECK(engine_process_name(e, worker, name, sizeof(name)) && !strcmp(name, want),
+	      "worker %u named '%s', want '%s'", worker, name, want);
+	for (uint64_t i = engine_first_step(e); i < engine_nsteps(e); i++) {
+		const struct eng_step *s = engine_step(e, i);
+
+		for (uint32_t b = 0; b < s->nblame; b++) {
+			const struct eng_blame *x = &s->blame[b];
+
+			if (x->cause != ENG_BLOCKED || !x->has_who || x->who.pid != worker ||
+			    x->who.via_tid)
+				continue;
+			for (int k = 0; k < ENG_NACT; k++)
+				sum.ns[k] += x->who.act.ns[k];
+		}
+	}
+	/*
+	 * 5 complete steps, each a wait for 60 ms of the worker's CPU time: what
+	 * it did then was being on a CPU, or preempted (the machine is busy);
+	 * never asleep or in I/O for more than a sliver.
+	 */
+	uint64_t cpu = sum.ns[ENG_ACT_ON_CPU], other = sum.ns[ENG_ACT_BLOCKED] + sum.ns[ENG_ACT_IO];
+
+	CHECK(cpu >= 5 * 30000000ull, "the worker on CPU %llu ns during the waits, want most of "
+	      "5 x 60 ms (preempted %llu, runnable %llu, asleep %llu, io %llu)",
+	      (unsigned long long)cpu, (unsigned long long)sum.ns[ENG_ACT_PREEMPTED],
+	      (unsigned long long)sum.ns[ENG_ACT_RUNNABLE],
+	      (unsigned long long)sum.ns[ENG_ACT_BLOCKED], (unsigned long long)sum.ns[ENG_ACT_IO]);
+	CHECK(other * 10 < cpu, "the worker asleep or in I/O %llu ns, on CPU %llu ns",
+	      (unsigned long long)other, (unsigned long long)cpu);
+	/*
+	 * The text report says it on a tail line whose top culprit is the
+	 * worker itself (under a CPU hog, the hog that preempted the worker
+	 * may be the top culprit instead: "itself preempted by")
+	 */
+	{
+		FILE *f = open_memstream(&text, &textlen);
+		char pidpart[160];
+
+		report_text(e, f);
+		fclose(f);
+		snprintf(pidpart, sizeof(pidpart), "waited for %s (pid %u), which was ", want, worker);
+		for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+			size_t len = strcspn(l, "\n");
+			char *w = memmem(l, len, "waited for ", 11);
+
+			if (!w || !memmem(l, len, "blocked +", 9) ||
+			    memmem(l, len, "itself preempted by", 19))
+				continue;
+			CHECK(memmem(l, len, pidpart, strlen(pidpart)) &&
+			      memmem(l, len, "on CPU", 6), "a blocked tail line: %.*s", (int)len, l);
+		}
+	}
+	free(text);
+	engine_free(e);
+	free_cap(c);
+}
+
+static void t_spawn_named(void)
+{
+	static const char script[] =
+		"import multiprocessing as mp, sys, time\n"
+		"if __name__ == '__main__':\n"
+		"    sys.stdin.read(1)\n"
+		"    ctx = mp.get_context('spawn')\n"
+		"    ps = [ctx.Process(target=time.sleep, args=(0.3,)) for i in range(2)]\n"
+		"    [p.start() for p in ps]\n"
+		"    [p.join() for p in ps]\n";
+	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, NULL };
+	struct engine *e;
+	struct cap *c;
+	pid_t pid;
+	int spawned = 0, named = 0;
+
+	NEED_BPF();
+	if (access(argv[0], X_OK))
+		SKIP("no %s", argv[0]);
+	c = trace_tree(argv, false, &pid);
+	REQUIRE(c && c->rc == 0, "capture failed to start");
+	e = feed(c);
+	REQUIRE(e, "engine_new failed");
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_text *t = (const void *)c->recs[i];
+		char name[128];
+
+		if (t->h.type != SB_REC_THREAD || t->h.pid == (uint32_t)pid || t->h.pid != t->h.tid ||
+		    !memmem(t->text, t->len, "spawn_main", 10))
+			continue;
+		spawned++;
+		if (engine_process_name(e, t->h.pid, name, sizeof(name)) &&
+		    !strncmp(name, "multiprocessing child ", 22))
+			named++;
+		else
+			CHECK(0, "spawned process %u named '%s'", t->h.pid, name);
+	}
+	/* a thread record per exec of each child; both children seen */
+	CHECK(spawned >= 2, "%d thread records with a spawn_main command line", spawned);
+	CHECK(named == spawned, "%d of %d named as multiprocessing children", named, spawned);
+	engine_free(e);
+	free_cap(c);
+}
+
+int main(void)
+{
+	RUN(t_children_followed);
+	RUN(t_no_children);
+	RUN(t_chain_into_child);
+	RUN(t_spawn_named);
+	return test_summary();
+}

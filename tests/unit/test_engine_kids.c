@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Child processes in the engine, on synthetic record streams whose answer
+ * is known by construction (engine_synth.h describes the standard step):
+ * the naming of followed processes by role, and the wakeup chain that says
+ * what a followed waker, in the trainer or in a child, did while the
+ * launcher waited for it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "test.h"
+#include "engine_synth.h"
+
+#define PRE (5 * MS)
+#define GPU (80 * MS)
+#define KID 200       /* a worker process forked by the trainer (T_PID) */
+#define KID2 300      /* another, spawned */
+
+static uint64_t run_steps(struct world *w, unsigned n, unsigned at, const struct sopt *inj)
+{
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	uint64_t S = 10 * SEC;
+
+	for (unsigned k = 0; k < n; k++)
+		S = std_step(w, S, k, k == at && inj ? inj : &plain);
+	w_step(w, S, T_LAUNCHER, n);
+	return S;
+}
+
+static struct engine *run_world(struct world *w)
+{
+	struct engine *e = new_engine(NULL);
+
+	if (!e)
+		return NULL;
+	world_feed(e, w, 0);
+	engine_finish(e);
+	return e;
+}
+
+/* a thread record of process pid (its thread tid), as the recorder writes one */
+static void w_thread_of(struct world *w, uint32_t pid, uint32_t tid, const char *text)
+{
+	uint8_t buf[512] = { 0 };
+	struct sb_text *t = (struct sb_text *)buf;
+	size_t len = strlen(text);
+
+	hdr(&t->h, SB_REC_THREAD, (sizeof(*t) + len + 7) & ~7ul, 0, pid, tid, 0);
+	t->len = (uint32_t)len;
+	memcpy(t->text, text, len);
+	st_put(&w->meta, t);
+}
+
+/* records of a thread of another process than the target */
+static void k_switch_out(struct world *w, uint64_t ts, uint32_t pid, uint32_t tid, unsigned cpu,
+			 unsigned state)
+{
+	struct sb_switch_out r = { 0 };
+
+	hdr(&r.h, SB_EV_SWITCH_OUT, sizeof(r), ts, pid, tid, cpu);
+	r.state = (uint8_t)state;
+	w_comm(r.next_comm, "swapper");
+	st_put(&w->host, &r);
+}
+
+static void k_switch_in(struct world *w, uint64_t ts, uint32_t pid, uint32_t tid, unsigned cpu)
+{
+	struct sb_switch_in r = { 0 };
+
+	hdr(&r.h, SB_EV_SWITCH_IN, sizeof(r), ts, pid, tid, cpu);
+	st_put(&w->host, &r);
+}
+
+static void k_wakeup(struct world *w, uint64_t ts, uint32_t pid, uint32_t tid, unsigned cpu,
+		     uint32_t wpid, uint32_t wtid, const char *wcomm)
+{
+	struct sb_wakeup r = { 0 };
+
+	hdr(&r.h, SB_EV_WAKEUP, sizeof(r), ts, pid, tid, cpu);
+	r.waker_pid = wpid;
+	r.waker_tid = wtid;
+	w_comm(r.waker_comm, wcomm);
+	st_put(&w->host, &r);
+}
+
+static void k_fork(struct world *w, uint64_t ts, uint32_t pid, uint32_t ppid, const char *comm)
+{
+	struct sb_thread r = { 0 };
+
+	hdr(&r.h, SB_EV_THREAD_NEW, sizeof(r), ts, pid, pid, 0);
+	r.parent_tid = ppid;
+	r.parent_pid = ppid;
+	w_comm(r.comm, comm);
+	st_put(&w->host, &r);
+}
+
+/* the launcher's blocked culprit entry for thread tid itself (not via it); NULL if none */
+static const struct eng_blame *waker_entry(const struct eng_step *s, uint32_t tid)
+{
+	for (uint32_t i = 0; i < s->nblame; i++)
+		if (s->blame[i].cause == ENG_BLOCKED && s->blame[i].has_who &&
+		    s->blame[i].who.tid == tid && !s->blame[i].who.via_tid)
+			return &s->blame[i];
+	return NULL;
+}
+
+/*
+ * The launcher sleeps len; the worker (process KID, on CPU 2 since before)
+ * computes 20 ms, is preempted 5 ms by hogZ, computes 2 ms, sleeps 3 ms
+ * (a timer: woken by the idle task), computes 1 ms, is in D 2 ms, computes
+ * the rest and writes the pipe, waking the launcher 5 us before the end.
+ */
+static void inj_kid(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	k_switch_in(w, at - 1 * MS, KID, KID, 2);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	k_switch_out(w, at + 20 * MS, KID, KID, 2, SB_STATE_RUNNABLE);
+	w_runslice(w, at + 20 * MS, at + 25 * MS, 2, 888, 889, "hogZ");
+	k_switch_in(w, at + 25 * MS, KID, KID, 2);
+	k_switch_out(w, at + 27 * MS, KID, KID, 2, SB_STATE_SLEEP);
+	k_wakeup(w, at + 30 * MS, KID, KID, 2, 0, 0, "swapper/2");
+	k_switch_in(w, at + 30 * MS, KID, KID, 2);
+	k_switch_out(w, at + 31 * MS, KID, KID, 2, SB_STATE_DISK);
+	k_wakeup(w, at + 33 * MS, KID, KID, 2, 0, 0, "swapper/2");
+	k_switch_in(w, at + 33 * MS, KID, KID, 2);
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, KID, KID, "worker");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_chain_into_child(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 40 * MS, .inj = inj_kid };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+	char name[128];
+
+	world_init(&w);
+	w_thread_of(&w, KID, KID, "worker\nppid=100\ncmdline=python train.py\n");
+	k_fork(&w, 9 * SEC, KID, T_PID, "trainer");
+	run_steps(&w, 4, 1, &inj);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	CHECK(engine_process_name(e, KID, name, sizeof(name)) &&
+	      !strcmp(name, "child process 1 of trainer[100]"), "the worker named '%s'", name);
+	CHECK(engine_process_parent(e, KID) == T_PID, "parent %u", engine_process_parent(e, KID));
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	/* hogZ took 5 ms from the worker: blamed through it, as before */
+	CHECK(blame_of(s, ENG_BLOCKED, 888) == 5 * MS, "blocked by hogZ %" PRIu64,
+	      blame_of(s, ENG_BLOCKED, 888));
+	b = waker_entry(s, KID);
+	REQUIRE(b, "no blocked entry for the worker");
+	CHECK(b->who.pid == KID, "the worker's pid %u", b->who.pid);
+	CHECK(b->ns == 35 * MS - 5 * US, "blocked on the worker %" PRIu64, b->ns);
+	/* what it did over the 40 ms - 5 us of the launcher's sleep */
+	CHECK(b->who.act.ns[ENG_ACT_ON_CPU] == 30 * MS - 5 * US, "on CPU %" PRIu64,
+	      b->who.act.ns[ENG_ACT_ON_CPU]);
+	CHECK(b->who.act.ns[ENG_ACT_PREEMPTED] == 5 * MS, "preempted %" PRIu64,
+	      b->who.act.ns[ENG_ACT_PREEMPTED]);
+	CHECK(b->who.act.by_pid == 888 && !strcmp(b->who.act.by_comm, "hogZ"),
+	      "preempted by %u %s", b->who.act.by_pid, b->who.act.by_comm);
+	CHECK(b->who.act.ns[ENG_ACT_BLOCKED] == 3 * MS, "asleep %" PRIu64,
+	      b->who.act.ns[ENG_ACT_BLOCKED]);
+	/* a timer woke it: nobody to name */
+	CHECK(!b->who.act.on_tid, "blocked on %u", b->who.act.on_tid);
+	CHECK(b->who.act.ns[ENG_ACT_IO] == 2 * MS, "in I/O %" PRIu64, b->who.act.ns[ENG_ACT_IO]);
+	CHECK(b->who.act.ns[ENG_ACT_RUNNABLE] == 0, "runnable %" PRIu64,
+	      b->who.act.ns[ENG_ACT_RUNNABLE]);
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
+ * The worker (KID) itself waits 10 ms for another child (KID2), preempted
+ * there 4 ms by hogQ: the chain goes on into KID2, and the worker was
+ * "itself blocked on" KID2.
+ */
+static void inj_two_kids(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	k_switch_in(w, at - 1 * MS, KID, KID, 2);
+	k_switch_in(w, at - 1 * MS, KID2, KID2 + 1, 3);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	k_switch_out(w, at + 10 * MS, KID, KID, 2, SB_STATE_SLEEP);
+	k_switch_out(w, at + 12 * MS, KID2, KID2 + 1, 3, SB_STATE_RUNNABLE);
+	w_runslice(w, at + 12 * MS, at + 16 * MS, 3, 777, 779, "hogQ");
+	k_switch_in(w, at + 16 * MS, KID2, KID2 + 1, 3);
+	k_wakeup(w, at + 20 * MS, KID, KID, 2, KID2, KID2 + 1, "pt_loader");
+	k_switch_in(w, at + 20 * MS, KID, KID, 2);
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, KID, KID, "worker");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_chain_through_two_children(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 40 * MS, .inj = inj_two_kids };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+	bool via = false;
+
+	world_init(&w);
+	w_thread_of(&w, KID, KID, "worker\nppid=100\ncmdline=python train.py\n");
+	w_thread_of(&w, KID2, KID2, "python3\nppid=100\ncmdline=/usr/bin/python3 -c from "
+		    "multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, "
+		    "pipe_handle=7) --multiprocessing-fork\n");
+	w_thread_of(&w, KID2, KID2 + 1, "pt_loader");
+	run_steps(&w, 4, 1, &inj);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	/* the chain: KID asleep on KID2, KID2 preempted by hogQ 4 ms */
+	CHECK(blame_of(s, ENG_BLOCKED, 777) == 4 * MS, "blocked by hogQ %" PRIu64,
+	      blame_of(s, ENG_BLOCKED, 777));
+	for (uint32_t i = 0; i < s->nblame; i++)
+		if (s->blame[i].has_who && s->blame[i].who.pid == 777)
+			via = s->blame[i].who.via_pid == KID2 && s->blame[i].who.via_tid == KID2 + 1;
+	CHECK(via, "hogQ reached through the second child's thread");
+	b = waker_entry(s, KID);
+	REQUIRE(b, "no blocked entry for the worker");
+	CHECK(b->who.act.ns[ENG_ACT_ON_CPU] == 30 * MS - 5 * US, "on CPU %" PRIu64,
+	      b->who.act.ns[ENG_ACT_ON_CPU]);
+	CHECK(b->who.act.ns[ENG_ACT_BLOCKED] == 10 * MS, "blocked %" PRIu64,
+	      b->who.act.ns[ENG_ACT_BLOCKED]);
+	CHECK(b->who.act.on_pid == KID2 && b->who.act.on_tid == KID2 + 1 &&
+	      !strcmp(b->who.act.on_comm, "pt_loader"), "blocked on %u/%u %s", b->who.act.on_pid,
+	      b->who.act.on_tid, b->who.act.on_comm);
+	{
+		char name[128];
+
+		CHECK(engine_process_name(e, KID2, name, sizeof(name)) &&
+		      !strcmp(name, "multiprocessing child 2 of trainer[100]"), "KID2 named '%s'",
+		      name);
+	}
+	engine_free(e);
+	world_free(&w);
+}
+
+/* a waker in the trainer itself gets the same account (the loader of test_engine's chain) */
+static void inj_loader(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	w_switch_in(w, at - 1 * MS, T_LOADER, 2);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	w_switch_out(w, at + 5 * MS, T_LOADER, 2, SB_STATE_RUNNABLE);
+	w_runslice(w, at + 5 * MS, at + 35 * MS, 2, 777, 778, "hogY");
+	w_switch_in(w, at + 35 * MS, T_LOADER, 2);
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, T_PID, T_LOADER, "loader");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_same_process_waker(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 40 * MS, .inj = inj_loader };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+	char name[128];
+
+	world_init(&w);
+	run_steps(&w, 4, 1, &inj);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	b = waker_entry(s, T_LOADER);
+	REQUIRE(b, "no blocked entry for the loader");
+	CHECK(b->who.act.ns[ENG_ACT_ON_CPU] == 10 * MS - 5 * US, "on CPU %" PRIu64,
+	      b->who.act.ns[ENG_ACT_ON_CPU]);
+	CHECK(b->who.act.ns[ENG_ACT_PREEMPTED] == 30 * MS && b->who.act.by_pid == 777,
+	      "preempted %" PRIu64 " by %u", b->who.act.ns[ENG_ACT_PREEMPTED], b->who.act.by_pid);
+	/* the trainer is no child of anybody */
+	CHECK(!engine_process_name(e, T_PID, name, sizeof(name)) && !name[0], "target named '%s'",
+	      name);
+	engine_free(e);
+	world_free(&w);
+}
+
+/* a waker that is no followed thread: no account of what it did (nothing is known) */
+static void inj_stranger(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, 4242, 4242, "sshd");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_stranger_waker(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 40 * MS, .inj = inj_stranger };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+
+	world_init(&w);
+	run_steps(&w, 4, 1, &inj);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	b = waker_entry(s, 4242);
+	REQUIRE(b, "no blocked entry for sshd");
+	for (int k = 0; k < ENG_NACT; k++)
+		CHECK(!b->who.act.ns[k], "%s %" PRIu64 " for a waker not followed", eng_act_name(k),
+		      b->who.act.ns[k]);
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
+ * Names: from the command line, by order among the parent's children; a
+ * reused PID with another parent counts anew; a comm that looks like a key
+ * is a comm.
+ */
+static void t_process_names(void)
+{
+	struct world w;
+	struct engine *e;
+	char name[128];
+
+	world_init(&w);
+	w_thread_of(&w, 201, 201, "python3\nppid=100\ncmdline=python3 -c from multiprocessing."
+		    "forkserver import main; main(8, 9, ['__main__'])\n");
+	w_thread_of(&w, 202, 202, "python3\nppid=201\ncmdline=python3 -c from multiprocessing."
+		    "forkserver import main; main(8, 9, ['__main__'])\n");
+	w_thread_of(&w, 203, 203, "python3\nppid=100\ncmdline=python3 -c from multiprocessing."
+		    "resource_tracker import main;main(5)\n");
+	w_thread_of(&w, 204, 204, "ppid=100");
+	w_thread_of(&w, 205, 205, "worker\nppid=100\n");
+	/* 205 exits; its PID comes back as a child of 203 */
+	w_thread_of(&w, 205, 205, "worker2\nppid=203\ncmdline=/bin/sh -c true\n");
+	run_steps(&w, 3, 0, NULL);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	CHECK(engine_process_name(e, 201, name, sizeof(name)) &&
+	      !strcmp(name, "multiprocessing forkserver of trainer[100]"), "201 '%s'", name);
+	/* the forkserver's child: named after the forkserver's main thread */
+	CHECK(engine_process_name(e, 202, name, sizeof(name)) &&
+	      !strcmp(name, "multiprocessing forkserver of python3[201]"), "202 '%s'", name);
+	CHECK(engine_process_name(e, 203, name, sizeof(name)) &&
+	      !strcmp(name, "multiprocessing resource tracker of trainer[100]"), "203 '%s'", name);
+	CHECK(!engine_process_name(e, 204, name, sizeof(name)), "204 '%s'", name);
+	CHECK(engine_process_name(e, 205, name, sizeof(name)) &&
+	      !strcmp(name, "child process 1 of python3[203]"), "205 '%s'", name);
+	engine_free(e);
+	world_free(&w);
+}
+
+int main(void)
+{
+	RUN(t_chain_into_child);
+	RUN(t_chain_through_two_children);
+	RUN(t_same_process_waker);
+	RUN(t_stranger_waker);
+	RUN(t_process_names);
+	return test_summary();
+}
