@@ -97,6 +97,22 @@ out(slow and want > 100 * MS and got >= 0.8 * want, "loader_stall",
     "steps %s: %.1f ms blocked on loader workers, %.1f ms more than usual in next(loader)" %
     (slow[:1] + slow[-1:], got / MS, want / MS))
 
+# the chain goes on into the worker: named by its role, and what it did meanwhile
+bad = []
+for n in slow:
+    s = steps.get(n)
+    waits = [b for b in s["blame"] if b["cause"] == "blocked" and b.get("culprit", {}).get("pid") in workers] if s else []
+    if not waits:
+        continue
+    b = max(waits, key=lambda b: b["ns"])
+    if b["ns"] < 50 * MS:
+        continue
+    c, act = b["culprit"], b["culprit"].get("waker_activity", {})
+    told = sum(act.get(k, 0) for k in ("on_cpu_ns", "preempted_ns", "runnable_ns", "io_ns", "blocked_ns"))
+    if "process" not in c or not c["process"] or c["process"].startswith("python3[") or told < 0.9 * b["ns"]:
+        bad.append("step %d: %s blocked on %s, activity %.1f of %.1f ms" % (n, c.get("comm"), c.get("process"), told / MS, b["ns"] / MS))
+out(not bad, "loader_chain", "; ".join(bad))
+
 # the fresh tensor: its faults
 bad = []
 for n in truth:
