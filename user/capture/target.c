@@ -11,7 +11,14 @@
 #include <unistd.h>
 
 #include "capture/target.h"
+#include "base/timedread.h"
 #include "base/util.h"
+
+/*
+ * /proc/PID/cmdline reads the process's memory, which the process can make a
+ * read wait on (base/timedread.h): never longer than this
+ */
+#define CMDLINE_TIMEOUT_MS 200
 
 /* length of the UTF-8 character at s (n bytes there), 0 if malformed or a C1 control */
 static size_t utf8_char(const unsigned char *s, size_t n)
@@ -311,7 +318,7 @@ size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid)
 	*uid = (uid_t)-1;
 	thread_comm(pid, pid, comm, sizeof(comm));
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	n = read_small_file(path, cmd, sizeof(cmd));
+	n = read_small_file_timed(path, cmd, sizeof(cmd), CMDLINE_TIMEOUT_MS);
 	for (ssize_t i = 0; i < n; i++)
 		if (cmd[i] == 0 || cmd[i] == '\n')
 			cmd[i] = ' ';
@@ -402,7 +409,7 @@ size_t process_facts(pid_t pid, pid_t ppid, const char *comm_seen, char *buf, si
 	if (!comm[0] && comm_seen)
 		snprintf(comm, sizeof(comm), "%.16s", comm_seen);
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	n = read_small_file(path, cmd, sizeof(cmd));
+	n = read_small_file_timed(path, cmd, sizeof(cmd), CMDLINE_TIMEOUT_MS);
 	for (ssize_t i = 0; i < n; i++)
 		if (cmd[i] == 0 || cmd[i] == '\n')
 			cmd[i] = ' ';
