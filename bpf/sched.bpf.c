@@ -106,6 +106,12 @@ static __always_inline __u8 classify(bool preempt, __u32 st)
 		return SB_STATE_SLEEP;
 	if (st & (0x0004 | 0x0008)) /* __TASK_STOPPED, __TASK_TRACED */
 		return SB_STATE_STOPPED;
+	/*
+	 * TASK_WAKING: it blocked, and a wakeup already under way on another CPU
+	 * changed its state before the switch was traced; the wakeup follows
+	 */
+	if (st & 0x0200)
+		return SB_STATE_SLEEP;
 	return SB_STATE_OTHER;
 }
 
