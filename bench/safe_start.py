@@ -30,7 +30,7 @@ min..max. For traced runs it also reads the report (JSON) of the run's trace:
 tail steps, those whose top excess is alloc, and the alloc and tracer totals.
 
 Environment: STEPBLAME (build/stepblame), SAFE_BASE (none), SAFE_ROUNDS (5),
-SAFE_STEPS (40), SAFE_FIRST (10), BENCH_CPU, AGENT_CPU, BENCH_OUT (build/bench),
+SAFE_STEPS (80), SAFE_FIRST (10), BENCH_CPU, AGENT_CPU, BENCH_OUT (build/bench),
 PYTHON (/usr/bin/python3, with torch).
 """
 import json
@@ -44,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SB = os.path.abspath(os.environ.get("STEPBLAME", "build/stepblame"))
 BASE = os.environ.get("SAFE_BASE", "")
 ROUNDS = int(os.environ.get("SAFE_ROUNDS", "5"))
-STEPS = int(os.environ.get("SAFE_STEPS", "40"))
+STEPS = int(os.environ.get("SAFE_STEPS", "80"))
 FIRST = int(os.environ.get("SAFE_FIRST", "10"))
 CPU = os.environ.get("BENCH_CPU", "1")
 AGENT = os.environ.get("AGENT_CPU", "0")
@@ -126,6 +126,12 @@ def main():
             if offset is None:
                 offset = res[name][2]
         u = res["untraced"][0]
+        short = [n for n, _, _ in vs if len(res[n][0]) < FIRST]
+        if short:
+            # the loop ended before the attach was done: a round without a comparison
+            print("round %d: skipped, under %d steps after attach in %s" % (
+                r + 1, FIRST, ", ".join(short)), file=sys.stderr)
+            continue
         for name, _, _ in vs:
             t, rep, _ = res[name]
             for k in (0, 1):
