@@ -17,6 +17,10 @@
  *   sbwork burst N          N malloc(64) + free in a tight loop (a burst of fast calls)
  *   sbwork churn MS         malloc(64) + free in a tight loop for MS milliseconds (as many
  *                           calls as the probes let through: the overhead guard's target)
+ *   sbwork stepchurn S      S steps (USDT stepblame:step marks, numbered 2000..), each
+ *                           4 ms on the CPU then 2000 malloc(64) + free pairs: a trainer
+ *                           whose steps end in allocator storms, the time of a call all
+ *                           the probes' own
  *   sbwork write KB         one write() of KB KiB to a new file in $SBWORK_DIR (else
  *                           /var/tmp) on fd 77, fsync(77), close, then unlink it
  *   sbwork bigfree KB       malloc(KB KiB) (mapped on its own), touch every page, free:
@@ -130,6 +134,22 @@ static void *work(void *arg)
 				uint64_t step = 1000 + k;
 
 				STAP_PROBE1(stepblame, step, step);
+			}
+		} else if (!strcmp(what, "stepchurn")) {
+			for (long k = 0; k <= n; k++) {
+				uint64_t step = 2000 + k;
+
+				uint64_t end = now_ms() + 4;
+
+				STAP_PROBE1(stepblame, step, step);
+				while (k < n && now_ms() < end)
+					sink++;
+				for (int j = 0; k < n && j < 2000; j++) {
+					void *p = malloc(64);
+
+					sink += (uintptr_t)p;
+					free(p);
+				}
 			}
 		} else if (!strcmp(what, "thread")) {
 			pthread_t t;

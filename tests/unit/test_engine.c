@@ -399,6 +399,8 @@ static void t_alloc_mmap_reclaim(void)
 	uint64_t S = 10 * SEC;
 
 	world_init(&w);
+	/* an allocator call's probes cost 100 ns: the slow call's first 100 ns are tracer */
+	w_text(&w, SB_REC_COSTS, 0, T_PID, "alloc_call_ns=100\n");
 	S = std_step(&w, S, 0, &plain);
 	S = std_step(&w, S, 1, &a);
 	S = std_step(&w, S, 2, &m);
@@ -408,11 +410,12 @@ static void t_alloc_mmap_reclaim(void)
 	e = run_world(&w, 0, NULL);
 	REQUIRE(e, "engine");
 	s = step_no(e, 1);
-	CHECK(s && blame_of(s, ENG_ALLOC, 0) == 5 * MS && s->count[ENG_N_ALLOCS] == 1,
-	      "slow malloc: alloc %" PRIu64, s ? blame_of(s, ENG_ALLOC, 0) : 0);
+	CHECK(s && blame_of(s, ENG_ALLOC, 0) == 5 * MS - 100 && blame_of(s, ENG_TRACER, 0) == 100 &&
+	      s->count[ENG_N_ALLOCS] == 1, "slow malloc: alloc %" PRIu64 " tracer %" PRIu64,
+	      s ? blame_of(s, ENG_ALLOC, 0) : 0, s ? blame_of(s, ENG_TRACER, 0) : 0);
 	s = step_no(e, 2);
-	CHECK(s && blame_of(s, ENG_ALLOC, 0) == 3 * MS && s->count[ENG_N_MMAP] == 1,
-	      "munmap: alloc %" PRIu64, s ? blame_of(s, ENG_ALLOC, 0) : 0);
+	CHECK(s && blame_of(s, ENG_ALLOC, 0) == 3 * MS && s->count[ENG_N_MMAP] == 1 &&
+	      !blame_of(s, ENG_TRACER, 0), "munmap: alloc %" PRIu64, s ? blame_of(s, ENG_ALLOC, 0) : 0);
 	s = step_no(e, 3);
 	CHECK(s && blame_of(s, ENG_MEM_RECLAIM, 0) == 4 * MS && blame_of(s, ENG_ALLOC, 0) == 4 * MS &&
 	      s->count[ENG_N_RECLAIMS] == 1,
@@ -473,6 +476,8 @@ static void t_alloc_burst(void)
 	uint64_t S = 10 * SEC, S2;
 
 	world_init(&w);
+	/* 100 ns a call: a burst of 5000 calls holds 500 us of probes */
+	w_text(&w, SB_REC_COSTS, 0, T_PID, "alloc_call_ns=100\n");
 	S = std_step(&w, S, 0, &plain);
 	S = std_step(&w, S, 1, &b);
 	S2 = S;
@@ -490,8 +495,12 @@ static void t_alloc_burst(void)
 	 * the on-CPU time that nothing else explains, in time order: everything but
 	 * the slow call and the preemption, until it is used up
 	 */
-	CHECK(blame_of(s, ENG_ALLOC, 0) == len / 8 + len / 2, "alloc %" PRIu64 ", want %" PRIu64,
-	      blame_of(s, ENG_ALLOC, 0), len / 8 + len / 2);
+	CHECK(blame_of(s, ENG_ALLOC, 0) + blame_of(s, ENG_TRACER, 0) == len / 8 + len / 2,
+	      "alloc %" PRIu64 " + tracer %" PRIu64 ", want %" PRIu64, blame_of(s, ENG_ALLOC, 0),
+	      blame_of(s, ENG_TRACER, 0), len / 8 + len / 2);
+	/* the probes: the burst's 5000 calls and the slow call, 100 ns each */
+	CHECK(blame_of(s, ENG_TRACER, 0) == 5001 * 100, "tracer %" PRIu64 ", want %u",
+	      blame_of(s, ENG_TRACER, 0), 5001 * 100);
 	CHECK(blame_of(s, ENG_CPU_WAIT, 900) == len / 4, "cpu_wait %" PRIu64,
 	      blame_of(s, ENG_CPU_WAIT, 900));
 	CHECK(blame_of(s, ENG_HOST_COMPUTE, 0) == PRE + 1 * MS - 10 * US + len / 8,
@@ -508,8 +517,14 @@ static void t_alloc_burst(void)
 	{
 		uint64_t tl = S2 + PRE, at = tl + 1 * MS, ke = tl + 20 * US + GPU;
 
-		CHECK(blame_of(s, ENG_ALLOC, 0) == sum - (ke - at), "alloc %" PRIu64 ", want %" PRIu64,
-		      blame_of(s, ENG_ALLOC, 0), sum - (ke - at));
+		/* the probes' 900 us go with the calls, in proportion: most in the idle part */
+		uint64_t tr = 900 * US - 900 * US * (ke - at) / sum;
+
+		CHECK(blame_of(s, ENG_ALLOC, 0) + blame_of(s, ENG_TRACER, 0) == sum - (ke - at),
+		      "alloc %" PRIu64 " + tracer %" PRIu64 ", want %" PRIu64,
+		      blame_of(s, ENG_ALLOC, 0), blame_of(s, ENG_TRACER, 0), sum - (ke - at));
+		CHECK(blame_of(s, ENG_TRACER, 0) + 100 >= tr && blame_of(s, ENG_TRACER, 0) <= tr + 100,
+		      "tracer %" PRIu64 ", want %" PRIu64, blame_of(s, ENG_TRACER, 0), tr);
 		CHECK(blame_of(s, ENG_HOST_COMPUTE, 0) >= at + 120 * MS - ke - (sum - (ke - at)),
 		      "host_compute %" PRIu64, blame_of(s, ENG_HOST_COMPUTE, 0));
 	}
@@ -518,8 +533,10 @@ static void t_alloc_burst(void)
 	/* the storm: all of it but the preemption (len/16) is alloc */
 	s = step_no(e, 4);
 	REQUIRE(s, "step 4");
-	CHECK(blame_of(s, ENG_ALLOC, 0) == len - len / 16, "storm: alloc %" PRIu64 ", want %" PRIu64,
-	      blame_of(s, ENG_ALLOC, 0), len - len / 16);
+	CHECK(blame_of(s, ENG_ALLOC, 0) == len - len / 16 - 5001 * 100 &&
+	      blame_of(s, ENG_TRACER, 0) == 5001 * 100, "storm: alloc %" PRIu64 " tracer %" PRIu64
+	      ", want %" PRIu64, blame_of(s, ENG_ALLOC, 0), blame_of(s, ENG_TRACER, 0),
+	      len - len / 16 - 5001 * 100);
 	CHECK(blame_of(s, ENG_HOST_COMPUTE, 0) == PRE + 1 * MS - 10 * US, "storm: host_compute %"
 	      PRIu64, blame_of(s, ENG_HOST_COMPUTE, 0));
 	engine_free(e);
@@ -883,6 +900,75 @@ static int u64cmp(const void *a, const void *b)
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+/* a storm of allocator calls whose probes, 10 us a call, take all of its time */
+static void inj_tracer_storm(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_burst(w, at, at + len, T_LAUNCHER, 5000, len, 0);
+}
+
+/* a user's slow allocator call, as long */
+static void inj_slow_malloc(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_interval(w, SB_EV_ALLOC, at, at + len, T_LAUNCHER, SB_FN_MALLOC);
+}
+
+/*
+ * Two steps 30 ms longer than the others: one only because of the probes
+ * (tracer), one because of a slow allocator call. Only the second is a tail
+ * step; the first names no tracer time in its excess.
+ */
+static void t_tracer_is_never_the_tail(void)
+{
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct sopt tr = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_tracer_storm };
+	struct sopt user = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_slow_malloc };
+	struct eng_excess ex[ENG_NCAUSE];
+	struct eng_summary sum;
+	uint64_t S = 10 * SEC;
+	struct world w;
+
+	world_init(&w);
+	w_text(&w, SB_REC_COSTS, 0, T_PID, "alloc_call_ns=10000\n");
+	for (unsigned k = 0; k < 40; k++) {
+		struct sopt o = k == 12 ? tr : k == 23 ? user : plain;
+
+		o.pre = PRE + (k % 7) * 50 * US;
+		S = std_step(&w, S, k, &o);
+	}
+	w_step(&w, S, T_LAUNCHER, 40);
+	{
+		struct engine *e = run_world(&w, 0, NULL);
+		const struct eng_step *s;
+		int nx;
+
+		REQUIRE(e, "engine");
+		engine_summarise(e, &sum);
+		CHECK(sum.ntail == 1, "%" PRIu64 " tail steps, want 1", sum.ntail);
+		CHECK(sum.cause_total[ENG_TRACER] >= 30 * MS, "tracer total %" PRIu64,
+		      sum.cause_total[ENG_TRACER]);
+		s = step_no(e, 12);
+		REQUIRE(s, "step 12");
+		CHECK(blame_of(s, ENG_TRACER, 0) == 30 * MS && !blame_of(s, ENG_ALLOC, 0),
+		      "probe storm: tracer %" PRIu64 " alloc %" PRIu64, blame_of(s, ENG_TRACER, 0),
+		      blame_of(s, ENG_ALLOC, 0));
+		CHECK(!s->tail, "a step slow only because of the probes is a tail step");
+		nx = engine_step_excess(e, s, &sum, ex, ENG_NCAUSE);
+		for (int i = 0; i < nx; i++)
+			CHECK(ex[i].cause != ENG_TRACER, "tracer in the excess of step 12");
+		s = step_no(e, 23);
+		REQUIRE(s, "step 23");
+		CHECK(s->tail, "the slow allocator call's step is not a tail step");
+		CHECK(blame_of(s, ENG_ALLOC, 0) == 30 * MS - 10 * US &&
+		      blame_of(s, ENG_TRACER, 0) == 10 * US, "slow call: alloc %" PRIu64 " tracer %"
+		      PRIu64, blame_of(s, ENG_ALLOC, 0), blame_of(s, ENG_TRACER, 0));
+		nx = engine_step_excess(e, s, &sum, ex, ENG_NCAUSE);
+		CHECK(nx >= 1 && ex[0].cause == ENG_ALLOC, "step 23's top excess: %s",
+		      nx ? eng_cause_name(ex[0].cause) : "none");
+		engine_free(e);
+	}
+	world_free(&w);
 }
 
 static void t_tail_and_percentiles(void)
@@ -1256,6 +1342,7 @@ int main(void)
 	RUN(t_gpu_records_late);
 	RUN(t_records_past_the_window_are_counted);
 	RUN(t_tail_and_percentiles);
+	RUN(t_tracer_is_never_the_tail);
 	RUN(t_periodic_dips);
 	RUN(t_gpu_slow);
 	RUN(t_incomplete_last_step);

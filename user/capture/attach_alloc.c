@@ -230,6 +230,9 @@ void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
 		p->alloc_fd = own;
 		p->alloc_attached = true;
 		p->alloc_on = true;
+		/* the guard attaches them for its first window (capture/guard.h) */
+		if (p->o.alloc_start_off)
+			detach_alloc(p);
 	} else if (own >= 0) {
 		close(own);
 	}

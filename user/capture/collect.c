@@ -447,6 +447,11 @@ static void guard_did(struct capture *c, int flags)
 		put_guard(c);
 	pct(est, sizeof(est), g->estimate_ppm);
 	pct(lim, sizeof(lim), g->limit_ppm);
+	if (flags & GUARD_START)
+		note(c, "overhead guard: allocator probes start duty-cycled to %s of the time (limit "
+		     "%s: what fits it whatever the target's rate of calls), attached throughout once "
+		     "measured under half the limit; allocator events are a sample until then",
+		     pct(duty, sizeof(duty), g->duty_ppm), lim);
 	if ((flags & GUARD_CHANGED) && g->mode == SB_GUARD_SAMPLED)
 		note(c, "overhead guard: allocator probes estimated at %s of step time on thread %u "
 		     "(limit %s): duty-cycled to %s of the time, allocator events are a sample from "
@@ -458,7 +463,8 @@ static void guard_did(struct capture *c, int flags)
 		     "allocator events are complete from here on", lim, est);
 	/* a target that exited meanwhile is said so by the capture's end */
 	if ((flags & GUARD_FAILED) && target_alive(c->o->probe.pid)) {
-		put_guard(c);
+		if (!(flags & GUARD_RECORD))
+			put_guard(c);
 		note(c, "overhead guard: cannot attach the allocator probes again (%s): no allocator "
 		     "events from here on", guard_error(c->guard));
 	}
@@ -575,7 +581,13 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	}
 	start_ticks = target_start_time(pid);
 	pin_agent(o, o->quiet);
-	c->probes = probes_open(&o->probe, err, sizeof(err));
+	{
+		struct probe_opts po = o->probe;
+
+		/* with a limit, the allocator probes start off: the guard's safe start */
+		po.alloc_start_off = o->max_overhead_ppm > 0;
+		c->probes = probes_open(&po, err, sizeof(err));
+	}
 	if (!c->probes) {
 		sb_err("%s", err);
 		goto out;

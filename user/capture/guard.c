@@ -282,16 +282,10 @@ static uint64_t extrapolate(const struct wsum *w, uint64_t detached_ns)
  * most of the next storm. A window is at least MIN_ATTACHED_NS, enough calls to
  * estimate from; the period stretches to keep the share.
  */
-static void plan(struct guard *g)
+static void set_duty(struct guard *g, uint64_t est)
 {
-	uint64_t est = 0, duty;
+	uint64_t duty = est ? (uint64_t)((double)g->st.limit_ppm * PPM / est) : DUTY_MAX;
 
-	memmove(g->recent + 1, g->recent, sizeof(g->recent) - sizeof(g->recent[0]));
-	g->recent[0] = g->st.estimate_ppm;
-	for (int i = 0; i < LOW_WINDOWS; i++)
-		if (g->recent[i] > est)
-			est = g->recent[i];
-	duty = est ? (uint64_t)((double)g->st.limit_ppm * PPM / est) : DUTY_MAX;
 	if (duty < DUTY_MIN)
 		duty = DUTY_MIN;
 	if (duty > DUTY_MAX)
@@ -303,6 +297,20 @@ static void plan(struct guard *g)
 	g->st.period_ns = g->attach_ns / duty * PPM;
 }
 
+static void plan(struct guard *g)
+{
+	uint64_t est = 0;
+
+	memmove(g->recent + 1, g->recent, sizeof(g->recent) - sizeof(g->recent[0]));
+	g->recent[0] = g->st.estimate_ppm;
+	for (int i = 0; i < LOW_WINDOWS; i++)
+		if (g->recent[i] > est)
+			est = g->recent[i];
+	set_duty(g, est);
+}
+
+static int sampled_attach(struct guard *g);
+
 /*
  * The probes would not attach again: off for good. Mostly the target has
  * just exited (the capture ends with it); the caller tells.
@@ -312,17 +320,38 @@ static int failed(struct guard *g, int err)
 	snprintf(g->err, sizeof(g->err), "%s", strerror(-err));
 	g->dead = true;
 	g->on = false;
+	g->st.reason = SB_GUARD_R_FAILED;
 	return GUARD_FAILED;
 }
 
+/*
+ * The allocator probes are found. Guard off (limit 0): they are on already
+ * (the capture leaves them on), the guard measures them throughout. Else the
+ * safe start: they are off (probe_opts.alloc_start_off) and go on sampled,
+ * at the duty that fits the limit should the busiest thread spend all its
+ * time in them, the first window now; they widen to full as any sampled
+ * probes do, once windows measure them under half the limit.
+ */
 static int start(struct guard *g, uint64_t now)
 {
+	int err;
+
 	g->started = true;
-	g->on = true;
-	window_begin(g);
-	g->win_start = now;
-	g->due = now + WINDOW_NS;
-	return GUARD_RECORD;
+	g->st.reason = SB_GUARD_R_START;
+	if (!g->st.limit_ppm) {
+		g->on = true;
+		window_begin(g);
+		g->win_start = now;
+		g->due = now + WINDOW_NS;
+		return GUARD_RECORD;
+	}
+	g->st.mode = SB_GUARD_SAMPLED;
+	set_duty(g, PPM);
+	g->cycle_start = now;
+	err = sampled_attach(g);
+	if (err)
+		return err | GUARD_RECORD;
+	return GUARD_RECORD | GUARD_START;
 }
 
 /* full: a second is over */
@@ -344,6 +373,7 @@ static int full_window_end(struct guard *g, void (*drain)(void *ctx), void *ctx)
 	probes_alloc_attach(g->p, false);
 	g->on = false;
 	g->st.mode = SB_GUARD_SAMPLED;
+	g->st.reason = SB_GUARD_R_OVER;
 	plan(g);
 	g->cycle_start = w.end;
 	g->due = w.end + g->st.period_ns - g->attach_ns;
@@ -379,6 +409,7 @@ static int sampled_window_end(struct guard *g, void (*drain)(void *ctx), void *c
 		g->low = 0;
 		memset(g->recent, 0, sizeof(g->recent));
 		g->st.mode = SB_GUARD_FULL;
+		g->st.reason = SB_GUARD_R_UNDER;
 		g->st.duty_ppm = PPM;
 		g->st.period_ns = 0;
 		g->win_start = w.end;
@@ -387,6 +418,7 @@ static int sampled_window_end(struct guard *g, void (*drain)(void *ctx), void *c
 	}
 	probes_alloc_attach(g->p, false);
 	g->on = false;
+	g->st.reason = SB_GUARD_R_WINDOW;
 	if (!g->low) {
 		plan(g);
 	} else if (2 * g->attach_ns <= g->st.period_ns / 2) {
@@ -422,6 +454,7 @@ int guard_finish(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *
 
 	if (!g->started)
 		return 0;
+	g->st.reason = SB_GUARD_R_END;
 	if (!g->on) {
 		/* cut in a detached part (or off for good): its calls at the last window's rate */
 		if (now > g->cycle_start)

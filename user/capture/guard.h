@@ -5,6 +5,13 @@
  * thread pays an uprobe and a uretprobe (15 us on a slow VM): a thread that
  * calls malloc 60000 times a second would spend most of its time in them.
  *
+ * Safe start: with a limit, the allocator probes are not left attached by
+ * the capture (probe_opts.alloc_start_off); the guard starts them sampled
+ * (below), at duty = the limit, what fits it even were the busiest thread
+ * to spend all its time in them, and widens them to full only once windows
+ * measure them under half the limit. No window runs them unmeasured above
+ * the limit. With the guard off (limit 0) they are attached throughout.
+ *
  * While the allocator probes are attached throughout (mode full), the guard
  * counts each thread's calls every 200 ms: the fast ones from the kernel's
  * per-thread totals, the slow ones as their records pass. Its estimate is the
@@ -37,6 +44,7 @@ enum {
 	GUARD_CHANGED = 2, /* the mode changed: say so (a note, and on stderr) */
 	GUARD_FAILED = 4,  /* the allocator probes could not be attached again: guard_error();
 			    * the guard does nothing more (guard_finish still counts) */
+	GUARD_START = 8,   /* the safe start: the probes go on sampled (say so: a note) */
 };
 
 /*

@@ -33,6 +33,11 @@ struct probe_opts {
 	bool no_tracefs;            /* never use (or mount) tracefs: raw tracepoints only */
 	bool verbose;               /* libbpf's own messages */
 	bool no_children;           /* --no-children: the target process alone, not its descendants */
+	/*
+	 * The allocator probes are detached again as soon as they are found to
+	 * attach: the overhead guard attaches them (capture/guard.h, safe start).
+	 */
+	bool alloc_start_off;
 };
 
 /* one line per probe, for the trace file and the user */

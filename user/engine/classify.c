@@ -195,20 +195,33 @@ static void classify_runnable(struct engine *e, struct thread *t, struct accum *
 		timeline_thread(e, t, eng_cause_name(cause), c.upto, end);
 }
 
-/* of t's unexplained on-CPU time [x, y], how much its bursts claim as alloc (used up) */
-static uint64_t burst_take(struct thread *t, uint64_t x, uint64_t y)
+/*
+ * Of t's unexplained on-CPU time [x, y], how much its bursts claim as alloc
+ * (used up); *tracer: how much of that is the probes' own cost, at the share
+ * they have of the calls' own time (a storm's pauses are alloc too: its
+ * tracer time is used up before the rest of its span).
+ */
+static uint64_t burst_take(struct thread *t, uint64_t x, uint64_t y, uint64_t *tracer)
 {
 	uint64_t got = 0;
 
+	*tracer = 0;
 	for (uint32_t i = 0; i < t->nbursts && got < y - x; i++) {
 		struct burst *b = &t->bursts[i];
-		uint64_t lo = max64(x, b->s), hi = min64(y, b->e), take;
+		uint64_t lo = max64(x, b->s), hi = min64(y, b->e), take, tr;
 
 		if (hi <= lo || !b->left)
 			continue;
 		take = min64(min64(hi - lo, b->left), y - x - got);
+		if (take == b->left || !b->calls_ns)
+			tr = b->tracer;
+		else
+			tr = min64(b->tracer, (uint64_t)((unsigned __int128)b->tracer_all * take /
+							 b->calls_ns));
+		b->tracer -= tr;
 		b->left -= take;
 		got += take;
+		*tracer += tr;
 	}
 	return got;
 }
@@ -257,15 +270,27 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 			pts[j - 1] = x;
 		}
 	for (int i = 0; i + 1 < np; i++) {
-		uint64_t x = pts[i], y = pts[i + 1];
+		uint64_t x = pts[i], y = pts[i + 1], tr;
 		int best = -1;
 
 		if (y <= x)
 			continue;
-		for (int k = 0; k < nov; k++)
-			if (ov[k].s <= x && ov[k].e >= y &&
-			    (best < 0 || overlay_priority[ov[k].cause] > overlay_priority[best]))
+		bool trap = false;
+
+		for (int k = 0; k < nov; k++) {
+			if (ov[k].s > x || ov[k].e < y)
+				continue;
+			if (ov[k].cause == ENG_TRACER)
+				trap = true;
+			else if (best < 0 || overlay_priority[ov[k].cause] > overlay_priority[best])
 				best = ov[k].cause;
+		}
+		/*
+		 * The probes of an allocator call (host.c): their time is taken
+		 * out of the call's, not out of a fault or reclaim inside it.
+		 */
+		if (trap && !asleep && (best < 0 || best == ENG_ALLOC || best == ENG_MIGRATION))
+			best = ENG_TRACER;
 		/*
 		 * Asleep in a synchronisation while the GPU is idle with nothing
 		 * queued: it is no longer waiting for the GPU but for whoever wakes
@@ -283,20 +308,26 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 			best = -1;
 		if (!a) {
 			if (best < 0 && !asleep)
-				burst_take(t, x, y);
+				burst_take(t, x, y, &tr);
 			continue;
 		}
 		if (best >= 0) {
 			accum_add(e, a, best, y - x, NULL);
 			timeline_thread(e, t, eng_cause_name(best), x, y);
 		} else if (!asleep) {
-			/* in a burst of fast allocator calls: as much as its calls took is alloc */
-			uint64_t al = burst_take(t, x, y);
+			/*
+			 * In a burst of fast allocator calls: as much as its calls
+			 * took is alloc, less the probes' own cost, which is tracer.
+			 */
+			uint64_t al = burst_take(t, x, y, &tr);
 
-			accum_add(e, a, ENG_ALLOC, al, NULL);
+			accum_add(e, a, ENG_TRACER, tr, NULL);
+			accum_add(e, a, ENG_ALLOC, al - tr, NULL);
 			accum_add(e, a, ENG_HOST_COMPUTE, y - x - al, NULL);
-			if (al)
-				timeline_thread(e, t, eng_cause_name(ENG_ALLOC), x, x + al);
+			if (tr)
+				timeline_thread(e, t, eng_cause_name(ENG_TRACER), x, x + tr);
+			if (al > tr)
+				timeline_thread(e, t, eng_cause_name(ENG_ALLOC), x + tr, x + al);
 			if (x + al < y)
 				timeline_thread(e, t, eng_cause_name(ENG_HOST_COMPUTE), x + al, y);
 		} else {

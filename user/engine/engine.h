@@ -35,6 +35,11 @@ enum eng_cause {
 	ENG_HOST_COMPUTE,
 	ENG_GPU_SLOW,
 	ENG_UNKNOWN,
+	/*
+	 * The tracer's own probes (docs/ARCHITECTURE.md, "Blame model"): never
+	 * a user's problem, left out of the tail judgement and its causes.
+	 */
+	ENG_TRACER,
 	ENG_NCAUSE,
 };
 

@@ -328,7 +328,23 @@ static void ev_affinity(struct engine *e, const struct sb_affinity *r, uint64_t 
 	t->affinity_end = r->h.ts;
 }
 
-static void add_burst(struct thread *t, uint64_t s, uint64_t end, uint64_t budget)
+/*
+ * An allocator call recorded on its own, [s, end]: of it, the cost of its
+ * uprobe and uretprobe (the cost model) is the tracer's, drawn at its start,
+ * where the entry trap is; the rest stays alloc.
+ */
+static void ev_alloc_tracer(struct engine *e, uint32_t tid, uint64_t s, uint64_t end)
+{
+	struct thread *t = thread_find(e, tid);
+	uint64_t c = e->costs.ns[SB_COST_ALLOC_CALL];
+
+	if (!t || t->candidate < 0 || end <= s)
+		return;
+	add_overlay(t, s, s + min64(c, end - s), ENG_TRACER);
+}
+
+static void add_burst(struct thread *t, uint64_t s, uint64_t end, uint64_t budget,
+		      uint64_t calls_ns, uint64_t tracer)
 {
 	if (end <= s || !budget)
 		return;
@@ -340,7 +356,12 @@ static void add_burst(struct thread *t, uint64_t s, uint64_t end, uint64_t budge
 				k = i;
 		t->bursts[k] = t->bursts[--t->nbursts];
 	}
-	t->bursts[t->nbursts++] = (struct burst){ .s = s, .e = end, .left = min64(budget, end - s) };
+	budget = min64(budget, end - s);
+	calls_ns = min64(calls_ns, budget);
+	tracer = min64(tracer, calls_ns);
+	t->bursts[t->nbursts++] = (struct burst){ .s = s, .e = end, .left = budget,
+						  .tracer = tracer, .tracer_all = tracer,
+						  .calls_ns = calls_ns };
 }
 
 /* a burst of fast allocator calls, swept at its start s */
@@ -355,7 +376,11 @@ static void ev_alloc_burst(struct engine *e, const struct sb_alloc_burst *r, uin
 	a = own_event(e, t, s, SB_EV_ALLOC_BURST, 0);
 	if (span && (r->sum_ns + r->slow_ns) / STORM_NUM >= span / STORM_DEN)
 		budget = span; /* a storm */
-	add_burst(t, s, r->h.ts, budget);
+	/* its calls' probes: the cost model's per call, the calls the probes counted */
+	add_burst(t, s, r->h.ts, budget, r->sum_ns,
+		  r->calls > UINT64_MAX / (e->costs.ns[SB_COST_ALLOC_CALL] + 1)
+			  ? UINT64_MAX
+			  : r->calls * e->costs.ns[SB_COST_ALLOC_CALL]);
 	if (a)
 		a->count[ENG_N_BURST_ALLOCS] += (uint32_t)min64(r->calls,
 							      UINT32_MAX - a->count[ENG_N_BURST_ALLOCS]);
@@ -461,6 +486,7 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		break;
 	case SB_EV_ALLOC:
 		ev_interval(e, h->tid, key, h->ts, SB_EV_ALLOC, ENG_ALLOC, ENG_N_ALLOCS);
+		ev_alloc_tracer(e, h->tid, key, h->ts);
 		break;
 	case SB_EV_ALLOC_BURST:
 		ev_alloc_burst(e, (const struct sb_alloc_burst *)h, key);

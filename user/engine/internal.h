@@ -54,6 +54,8 @@ struct overlay {
  */
 struct burst {
 	uint64_t s, e, left;
+	uint64_t tracer;         /* of left, the probes' own cost: its calls x the cost of one */
+	uint64_t tracer_all, calls_ns; /* tracer at first, and the calls' own time (sum_ns) */
 };
 
 struct thread {
@@ -248,6 +250,7 @@ struct window_sums {
 	uint64_t nsteps, ncomplete;
 	uint64_t min, max;
 	struct hist dur, idle, tracer, tracer_ppm, cause[ENG_NCAUSE];
+	struct hist judged;       /* duration less the tracer time blamed: the tail judgement */
 	uint64_t cause_total[ENG_NCAUSE];
 	uint64_t busy_total, dur_total, tracer_total, sampled, tracer_ppm_max;
 };

@@ -109,6 +109,18 @@ static uint64_t hist_above(const struct hist *h, uint64_t thr)
 	return n;
 }
 
+/*
+ * What the tail judgement weighs (docs/ARCHITECTURE.md, "Blame model"): the
+ * step's duration less the tracer time blamed in it, so that a step slow only
+ * because of the probes is never a tail step.
+ */
+static uint64_t judged_ns(const struct eng_step *r)
+{
+	uint64_t tr = r->cause_ns[ENG_TRACER];
+
+	return r->duration_ns > tr ? r->duration_ns - tr : 0;
+}
+
 static uint64_t step_ppm(const struct eng_step *r)
 {
 	return r->duration_ns ? r->tracer_ns * 1000000 / r->duration_ns : 0;
@@ -132,6 +144,7 @@ void window_sums_add(struct window_sums *w, const struct eng_step *r)
 		w->min = r->duration_ns;
 	w->max = max64(w->max, r->duration_ns);
 	hist_add(&w->dur, r->duration_ns);
+	hist_add(&w->judged, judged_ns(r));
 	hist_add(&w->idle, r->gpu_idle_ns);
 	hist_add(&w->tracer, r->tracer_ns);
 	hist_add(&w->tracer_ppm, step_ppm(r));
@@ -434,7 +447,7 @@ static void summarise_range(const struct engine *e, uint64_t first, uint64_t las
 
 		s->tracer_total_ns += r->tracer_ns;
 		s->sampled_steps += r->alloc_sampled;
-		s->ntail += n && complete_step(r) && r->duration_ns > s->tail_threshold_ns;
+		s->ntail += n && complete_step(r) && judged_ns(r) > s->tail_threshold_ns;
 	}
 	dips(e, first, last, s, v);
 	free(v);
@@ -456,7 +469,7 @@ void running_tail(struct engine *e, struct eng_step *r)
 		return;
 	med = median_of(v, n);
 	mad = mad_of(v, n, med);
-	r->tail = r->duration_ns > tail_threshold(med, mad);
+	r->tail = judged_ns(r) > tail_threshold(med, mad);
 }
 
 /*
@@ -490,7 +503,7 @@ static void summarise_window(const struct engine *e, struct eng_summary *s)
 		s->p99_over_p50 = s->p50 ? (double)s->p99 / (double)s->p50 : 0;
 		s->mad = hist_mad(&w->dur, s->p50);
 		s->tail_threshold_ns = tail_threshold(s->p50, s->mad);
-		s->ntail = hist_above(&w->dur, s->tail_threshold_ns);
+		s->ntail = hist_above(&w->judged, s->tail_threshold_ns);
 		for (int c = 0; c < ENG_NCAUSE; c++)
 			s->cause_median[c] = hist_percentile(&w->cause[c], 50, 100);
 		s->idle_median = hist_percentile(&w->idle, 50, 100);
@@ -526,7 +539,7 @@ void mark_tails(struct engine *e, const struct eng_summary *s)
 	for (uint64_t i = first_kept(e); i < e->nresults; i++) {
 		struct eng_step *r = RESULT(e, i);
 
-		r->tail = s->ncomplete && complete_step(r) && r->duration_ns > s->tail_threshold_ns;
+		r->tail = s->ncomplete && complete_step(r) && judged_ns(r) > s->tail_threshold_ns;
 	}
 }
 
@@ -552,7 +565,8 @@ int engine_step_excess(const struct engine *e, const struct eng_step *st,
 	for (int c = 0; c < ENG_NCAUSE && n < max; c++) {
 		uint64_t med = s->cause_median[c];
 
-		if (st->cause_ns[c] <= med)
+		/* the tracer's own time explains no step (docs/ARCHITECTURE.md, "Blame model") */
+		if (c == ENG_TRACER || st->cause_ns[c] <= med)
 			continue;
 		memset(&out[n], 0, sizeof(out[n]));
 		out[n].cause = (uint8_t)c;

@@ -104,6 +104,17 @@ const char *sb_guard_mode_name(int mode)
 	return mode == SB_GUARD_SAMPLED ? "sampled" : "full";
 }
 
+static const char *const guard_reason_names[SB_GUARD_NREASON] = {
+	[SB_GUARD_R_NONE] = "", [SB_GUARD_R_START] = "start", [SB_GUARD_R_WINDOW] = "window",
+	[SB_GUARD_R_OVER] = "over_limit", [SB_GUARD_R_UNDER] = "under_limit",
+	[SB_GUARD_R_END] = "end", [SB_GUARD_R_FAILED] = "failed",
+};
+
+const char *sb_guard_reason_name(int reason)
+{
+	return reason > 0 && reason < SB_GUARD_NREASON ? guard_reason_names[reason] : "";
+}
+
 size_t sb_guard_format(const struct sb_guard *g, char *buf, size_t cap)
 {
 	int n = snprintf(buf, cap,
@@ -113,6 +124,13 @@ size_t sb_guard_format(const struct sb_guard *g, char *buf, size_t cap)
 			 sb_guard_mode_name(g->mode), g->limit_ppm, g->estimate_ppm, g->duty_ppm,
 			 g->period_ns, g->calls_seen, g->calls_estimated);
 
+	if (n > 0 && (size_t)n < cap && g->reason > 0 && g->reason < SB_GUARD_NREASON) {
+		int m = snprintf(buf + n, cap - (size_t)n, "reason=%s\n",
+				 guard_reason_names[g->reason]);
+
+		if (m > 0)
+			n += m;
+	}
 	return n > 0 ? (size_t)n : 0;
 }
 
@@ -129,6 +147,10 @@ bool sb_guard_parse(struct sb_guard *g, const char *s, size_t n)
 		g->k = strtoull(buf, NULL, 10);
 	U(limit_ppm) U(estimate_ppm) U(duty_ppm) U(period_ns) U(calls_seen) U(calls_estimated)
 #undef U
+	if (kv_get(s, n, "reason", buf, sizeof(buf)))
+		for (int r = 1; r < SB_GUARD_NREASON; r++)
+			if (!strcmp(buf, guard_reason_names[r]))
+				g->reason = r;
 	return true;
 }
 

@@ -52,6 +52,17 @@ void sb_costs_parse(struct sb_costs *c, const char *s, size_t n);
 uint64_t sb_cost_of(const struct sb_hdr *h, int *cls);
 
 enum sb_guard_mode { SB_GUARD_FULL = 0, SB_GUARD_SAMPLED = 1 };
+/* why a guard record was written (its key `reason`, schemas/trace.md) */
+enum sb_guard_reason {
+	SB_GUARD_R_NONE = 0,   /* not said (traces from before the key) */
+	SB_GUARD_R_START,      /* the capture starts: the allocator probes are found */
+	SB_GUARD_R_WINDOW,     /* sampled: an attached window ended, the mode stays */
+	SB_GUARD_R_OVER,       /* full -> sampled: over the limit */
+	SB_GUARD_R_UNDER,      /* sampled -> full: under half the limit */
+	SB_GUARD_R_END,        /* the capture ends */
+	SB_GUARD_R_FAILED,     /* the probes would not attach again */
+	SB_GUARD_NREASON,
+};
 
 struct sb_guard {
 	int mode;                /* enum sb_guard_mode */
@@ -61,12 +72,15 @@ struct sb_guard {
 	uint64_t period_ns;      /* one attach/detach cycle while sampled */
 	uint64_t calls_seen;     /* allocator calls counted while attached, cumulative */
 	uint64_t calls_estimated;/* the same extrapolated over the detached time, cumulative */
+	int reason;              /* enum sb_guard_reason */
 };
 
 size_t sb_guard_format(const struct sb_guard *g, char *buf, size_t cap);
 /* false if the text has no mode */
 bool sb_guard_parse(struct sb_guard *g, const char *s, size_t n);
 const char *sb_guard_mode_name(int mode);
+/* "start", "window", ...; "" for SB_GUARD_R_NONE */
+const char *sb_guard_reason_name(int reason);
 
 /* value of key in key=value lines, copied into buf (NUL-terminated) */
 bool kv_get(const char *s, size_t n, const char *key, char *buf, size_t len);

@@ -273,6 +273,9 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 	case ENG_GPU_SLOW:
 		fputs(" — kernels slower than their median", f);
 		break;
+	case ENG_TRACER:
+		fputs(" — stepblame's own probes", f);
+		break;
 	}
 }
 
@@ -652,9 +655,10 @@ int report_text(const struct engine *e, FILE *f)
 		struct episode *ep = calloc(s.ntail, sizeof(*ep));
 		uint64_t k = ep ? episodes_of(e, &s, ep, s.ntail) : 0, single = 0, hidden = 0;
 
-		fprintf(f, "Tail        %s%s step%s over median + 3·MAD (%s), longest first%s%s:\n",
+		fprintf(f, "Tail        %s%s step%s over median + 3·MAD (%s)%s, longest first%s%s:\n",
 			s.windowed ? "about " : "", fmt_count(a, sizeof(a), s.ntail),
 			s.ntail == 1 ? "" : "s", fmt_ns(b, sizeof(b), s.tail_threshold_ns),
+			s.cause_total[ENG_TRACER] ? " less the tracer's own time" : "",
 			s.windowed ? " among the steps kept" : "",
 			s.ntail > 1 ? "; consecutive steps with the same top cause and culprit "
 				      "as one episode" : "");
@@ -677,8 +681,9 @@ int report_text(const struct engine *e, FILE *f)
 				hidden, s.windowed ? "those of the steps kept" : "them all");
 		free(ep);
 	} else if (s.ncomplete) {
-		fprintf(f, "Tail        no step over median + 3·MAD (%s)\n",
-			fmt_ns(b, sizeof(b), s.tail_threshold_ns));
+		fprintf(f, "Tail        no step over median + 3·MAD (%s)%s\n",
+			fmt_ns(b, sizeof(b), s.tail_threshold_ns),
+			s.cause_total[ENG_TRACER] ? " less the tracer's own time" : "");
 	}
 
 	{
