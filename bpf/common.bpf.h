@@ -256,4 +256,74 @@ static __always_inline void submit(void *rec)
 	bpf_ringbuf_submit(rec, flags);
 }
 
+/*
+ * User stacks at the events that make tail steps (docs/ARCHITECTURE.md,
+ * "Stacks"). One per thread per stack_gap_ns at most (stack_fault_gap_ns for
+ * page faults, which come in bursts), so a burst costs one capture, not one
+ * per event. The table is per probe family; an entry is a few bytes per
+ * thread and the LRU forgets threads that stopped.
+ */
+const volatile bool stacks_on = false;
+const volatile __u64 stack_gap_ns = 100000;
+const volatile __u64 stack_fault_gap_ns = 1000000;
+
+struct stack_next {
+	__u64 other;           /* no stack of a non-fault event before this time */
+	__u64 fault;           /* no fault stack before this time */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct stack_next);
+} stack_rate SEC(".maps");
+
+/*
+ * Emit the current thread's user stack for the event of type ev_type that
+ * was just submitted with timestamp ev_ts (start: its start, or ev_ts).
+ * bpf_get_stack follows frame pointers only (docs/ARCHITECTURE.md, "Stacks").
+ */
+static __always_inline void emit_stack(void *ctx, __u32 ev_type, __u64 start, __u64 ev_ts)
+{
+	if (!stacks_on)
+		return;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct stack_next *n = bpf_map_lookup_elem(&stack_rate, &tid);
+	bool fault = ev_type == SB_EV_FAULT;
+
+	if (n && ev_ts < (fault ? n->fault : n->other))
+		return;
+	struct sb_stack *st = reserve(SB_EV_STACK, sizeof(*st));
+
+	if (!st)
+		return;
+	long got = bpf_get_stack(ctx, st->ip, sizeof(st->ip), BPF_F_USER_STACK);
+
+	if (got < 0)
+		got = 0;
+	st->h.ts = ev_ts;
+	st->ev_start_ns = start;
+	st->ev_type = ev_type;
+	st->nframes = (__u32)got / 8;
+	if (st->nframes >= SB_STACK_MAX)
+		st->h.flags = SB_STACK_TRUNCATED;
+	/* frames past nframes are uninitialised ring memory: clear them */
+	for (__u32 i = 0; i < SB_STACK_MAX; i++)
+		if (i >= st->nframes)
+			st->ip[i] = 0;
+	submit(st);
+	if (n) {
+		if (fault)
+			n->fault = ev_ts + stack_fault_gap_ns;
+		else
+			n->other = ev_ts + stack_gap_ns;
+	} else {
+		struct stack_next v = { .other = fault ? 0 : ev_ts + stack_gap_ns,
+					.fault = fault ? ev_ts + stack_fault_gap_ns : 0 };
+
+		bpf_map_update_elem(&stack_rate, &tid, &v, BPF_ANY);
+	}
+}
+
 #endif /* STEPBLAME_COMMON_BPF_H */
