@@ -111,9 +111,10 @@ void stackmaps_saw(struct stackmaps *s, const struct sb_hdr *h)
 		for (uint32_t i = 0; i < n; i++) {
 			const struct range *r = find(s, st->ip[i]);
 
+			/* outside every mapping known: new code, perhaps a JIT's */
 			if (!r)
 				s->stale = true;
-			else if (!r->file)
+			if (!r || !r->file)
 				jit_add(s, st->ip[i]);
 		}
 	} else if (h->type == SB_EV_MMSYS && h->size >= sizeof(struct sb_mmsys)) {
