@@ -41,7 +41,7 @@ fi
 out=$(python3 - "$tmp/report.json" "$tmp/report.txt" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-hot = d.get("stacks", {}).get("hot", [])
+hot = [h["stack"] for h in d.get("stacks", {}).get("hot", [])]
 def funcs(h):
     return [f["function"] for f in h["frames"]]
 def has(event, fn, module=None):

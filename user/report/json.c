@@ -141,7 +141,10 @@ static void hot_stacks(struct jw *w, const struct engine *e, struct symbols *sym
 		jw_u64(w, h[i].count);
 		jw_key(w, "total_ns");
 		jw_u64(w, h[i].total_ns);
+		jw_key(w, "stack");
+		jw_obj(w);
 		stack_obj(w, sym, &h[i].s);
+		jw_obj_end(w);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

@@ -267,12 +267,13 @@ int sym_step_stacks(const struct engine *e, const struct eng_step *st, struct en
 	if (!all)
 		return 0;
 	n = engine_stacks(e, st->crit_tid, st->start_ns, st->end_ns, all, ENG_STACKS_MAX);
-	/* selection of the max longest, stable: the earlier one first among equals */
+	/* the max longest, kept sorted; the earlier one first among equals */
 	for (int i = 0; i < n; i++) {
-		int j = k < max ? k++ : max - 1;
+		int j;
 
-		if (k == max && j == max - 1 && dur(&all[i]) <= dur(&out[j]))
+		if (k == max && dur(&all[i]) <= dur(&out[max - 1]))
 			continue;
+		j = k < max ? k++ : max - 1;
 		while (j > 0 && dur(&out[j - 1]) < dur(&all[i])) {
 			out[j] = out[j - 1];
 			j--;
