@@ -36,8 +36,8 @@ void sb_costs_default(struct sb_costs *c)
 	c->ns[SB_COST_ALLOC_CALL] = 14850;
 	c->ns[SB_COST_UPROBE] = 7400;
 	c->ns[SB_COST_CUDA_CALL] = 14850;
-	/* bench/RESULTS.md, "stack capture" */
-	c->ns[SB_COST_STACK] = 1000;
+	/* bench/RESULTS.md, "Stack capture" */
+	c->ns[SB_COST_STACK] = 2900;
 }
 
 size_t sb_costs_format(const struct sb_costs *c, char *buf, size_t cap)
