@@ -7,6 +7,7 @@
  *   arena_reserve:   maps 256 MiB, touches every page (a fault burst), unmaps
  *                    it (a slow munmap);
  *   buffer_grow:     mallocs 64 MiB a few times (slow allocator calls);
+ *   wait_for_loader: sleeps 30 ms three times (long off-CPU waits);
  *   jit_region_run:  copies a function's code into an anonymous executable
  *                    mapping, writes /tmp/perf-PID.map naming it
  *                    "jit_hot_loop", and runs it doing fsyncs: a slow iosys
@@ -72,6 +73,17 @@ __attribute__((noinline)) void buffer_grow(void)
 		p[0] = 1;
 		free((void *)p);
 	}
+}
+
+static __attribute__((noinline)) void nap(void)
+{
+	usleep(30000);
+}
+
+__attribute__((noinline)) void wait_for_loader(void)
+{
+	for (int i = 0; i < 3; i++)
+		nap();
 }
 
 /* the code copied into the JIT region: calls back through a pointer (no relocations) */
@@ -141,6 +153,7 @@ int main(int argc, char **argv)
 	checkpoint_save();
 	arena_reserve();
 	buffer_grow();
+	wait_for_loader();
 	jit_region_run();
 	unlink(path);
 	printf("done\n");

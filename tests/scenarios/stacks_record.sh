@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # User stacks, real probes on a real program (tests/progs/sbstack, built with
 # frame pointers): its slow fsync, fault burst and slow mallocs come from
-# functions with known names, and its JIT-like code region is named in its own
+# functions with known names, as do its long sleeps, and its JIT-like code region is named in its own
 # /tmp/perf-PID.map. The report's stacks for those events name those functions.
 set -u
 . "$(dirname "$0")/../lib.sh"
@@ -56,7 +56,8 @@ bad = []
 # fsync is a leaf without a frame in libc: its caller's frame is skipped, the
 # caller's caller (checkpoint_save, via flush_to_disk) is there
 for ev, fn, mod in (("iosys", "checkpoint_save", None), ("fault", "arena_reserve", None),
-                    ("alloc", "buffer_grow", None), ("iosys", "jit_hot_loop", "[jit]"),
+                    ("alloc", "buffer_grow", None), ("off_cpu", "wait_for_loader", None),
+                    ("iosys", "jit_hot_loop", "[jit]"),
                     ("iosys", "jit_region_run", None)):
     if not has(ev, fn, mod):
         bad.append("%s stack without %s%s" % (ev, fn, " in " + mod if mod else ""))

@@ -74,7 +74,7 @@ static void stack_obj(struct jw *w, struct symbols *sym, const struct eng_stack 
 	char hex[24];
 
 	jw_key(w, "event");
-	jw_str(w, sb_type_name(st->ev_type));
+	jw_str(w, sym_event_name(st->ev_type));
 	jw_key(w, "tid");
 	jw_u64(w, st->tid);
 	jw_key(w, "start_ns");
@@ -129,13 +129,13 @@ static void step_stacks(struct jw *w, const struct engine *e, const struct eng_s
 static void hot_stacks(struct jw *w, const struct engine *e, struct symbols *sym)
 {
 	struct sym_hot h[SYM_HOT_STACKS];
-	int n = sym_hot_stacks(e, h, SYM_HOT_STACKS);
 
 	jw_key(w, "stacks");
 	jw_obj(w);
 	jw_key(w, "hot");
 	jw_arr(w);
-	for (int i = 0; i < n; i++) {
+	for (int k = 0; k < SYM_NKINDS; k++)
+	for (int i = 0, n = sym_hot_stacks(e, sym_kinds[k], h, SYM_HOT_STACKS); i < n; i++) {
 		jw_obj(w);
 		jw_key(w, "count");
 		jw_u64(w, h[i].count);

@@ -17,6 +17,7 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
+#include "format/trace.h"
 #include "report/symbols.h"
 
 struct module {
@@ -66,6 +67,11 @@ void symbols_free(struct symbols *s)
 			dwfl_end(s->mods[i].dwfl);
 	free(s->mods);
 	free(s);
+}
+
+const char *sym_event_name(unsigned ev_type)
+{
+	return ev_type == SB_EV_SWITCH_IN ? "off_cpu" : sb_type_name(ev_type);
 }
 
 const char *sym_base(const char *path)
@@ -206,6 +212,20 @@ void symbols_frame(struct symbols *s, const struct eng_stack *st, uint32_t i,
 	struct module *md;
 
 	*f = (struct sym_frame){ .addr = addr };
+	if (s && engine_nmappings(s->e) > s->n) {
+		/* mappings recorded since (a live capture): add them */
+		uint32_t n = engine_nmappings(s->e);
+		struct module *m = realloc(s->mods, n * sizeof(*m));
+
+		if (m) {
+			memset(m + s->n, 0, (n - s->n) * sizeof(*m));
+			/* the engine's table may have moved as it grew */
+			for (uint32_t k = 0; k < n; k++)
+				m[k].m = engine_mapping(s->e, k);
+			s->mods = m;
+			s->n = n;
+		}
+	}
 	md = s ? find_module(s, look, st->ts) : NULL;
 	if (!md) {
 		j = s ? find_jit(s->e, look) : NULL;
@@ -310,7 +330,10 @@ static uint64_t stack_hash(const struct eng_stack *s)
 	return h;
 }
 
-int sym_hot_stacks(const struct engine *e, struct sym_hot *out, int max)
+const unsigned sym_kinds[SYM_NKINDS] = { SB_EV_IOSYS, SB_EV_MMSYS, SB_EV_ALLOC, SB_EV_FAULT,
+					   SB_EV_SWITCH_IN };
+
+int sym_hot_stacks(const struct engine *e, unsigned ev_type, struct sym_hot *out, int max)
 {
 	struct eng_stack *all = malloc(ENG_STACKS_MAX * sizeof(*all));
 	size_t tcap = 2 * ENG_STACKS_MAX;
@@ -330,6 +353,8 @@ int sym_hot_stacks(const struct engine *e, struct sym_hot *out, int max)
 		size_t slot = stack_hash(&all[i]) % tcap;
 		int j;
 
+		if (ev_type && all[i].ev_type != ev_type)
+			continue;
 		while ((j = table[slot]) >= 0 && !same_stack(&h[j].s, &all[i]))
 			slot = (slot + 1) % tcap;
 		if (j < 0) {

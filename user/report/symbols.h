@@ -35,6 +35,8 @@ void symbols_frame(struct symbols *s, const struct eng_stack *st, uint32_t i,
 		   struct sym_frame *f);
 /* "func+0x12 (module)", "[module+0xoff]" or "0xaddr" into buf */
 const char *sym_frame_text(const struct sym_frame *f, char *buf, size_t len);
+/* the event a stack belongs to: its record type's name, "off_cpu" for a wait ending at a switch_in */
+const char *sym_event_name(unsigned ev_type);
 /* the base name of a path */
 const char *sym_base(const char *path);
 
@@ -43,7 +45,7 @@ const char *sym_base(const char *path);
 /* ---- which stacks a report shows ---- */
 
 #define SYM_STEP_STACKS 3    /* per step: the critical thread's longest events */
-#define SYM_HOT_STACKS 10    /* per capture: the distinct stacks with most event time */
+#define SYM_HOT_STACKS 5     /* per capture and event kind: the distinct stacks with most event time */
 
 /* the stacks of step st's critical thread, longest event first; how many (<= max) */
 int sym_step_stacks(const struct engine *e, const struct eng_step *st, struct eng_stack *out,
@@ -54,7 +56,13 @@ struct sym_hot {
 	uint64_t count, total_ns;
 };
 
-/* the distinct stacks (event type and frames) by summed event time; how many (<= max) */
-int sym_hot_stacks(const struct engine *e, struct sym_hot *out, int max);
+/*
+ * The distinct stacks (event type and frames) of events of type ev_type (0:
+ * any) by summed event time, then by count; how many (<= max)
+ */
+int sym_hot_stacks(const struct engine *e, unsigned ev_type, struct sym_hot *out, int max);
+/* the event types stacks are taken at, in the order the outputs list them */
+#define SYM_NKINDS 5
+extern const unsigned sym_kinds[SYM_NKINDS];
 /* does the trace hold any stack? (the outputs add their stack fields only then) */
 bool sym_any(const struct engine *e);

@@ -498,7 +498,7 @@ static void stack_text(struct symbols *sym, const struct eng_stack *st, FILE *f)
 	char d[32], fr[512];
 	uint32_t n = st->nframes < STACK_TEXT_FRAMES ? st->nframes : STACK_TEXT_FRAMES;
 
-	fprintf(f, "%s %s, tid %u: ", sb_type_name(st->ev_type),
+	fprintf(f, "%s %s, tid %u: ", sym_event_name(st->ev_type),
 		fmt_ns(d, sizeof(d), st->ts - st->start_ns), st->tid);
 	if (!st->nframes)
 		fputs("(no user frames)", f);
@@ -525,19 +525,18 @@ static void step_stack_line(const struct engine *e, struct symbols *sym,
 	stack_text(sym, &one, f);
 }
 
-/* the capture's stacks with most event time */
+/* for each kind of event, the stack with most event time over the capture */
 static void stacks_lines(const struct engine *e, struct symbols *sym, FILE *f)
 {
-	struct sym_hot h[3];
+	struct sym_hot h[1];
 	char t[32];
-	int n;
 
 	if (!sym)
 		return;
-	n = sym_hot_stacks(e, h, 3);
-	fputs("Stacks      where the target's slow calls and faults were, most time first "
-	      "(--format json lists more):\n", f);
-	for (int i = 0; i < n; i++) {
+	fputs("Stacks      where the target's slow calls, faults and long waits were: the stack "
+	      "with most time of each (--format json lists more):\n", f);
+	for (int k = 0; k < SYM_NKINDS; k++)
+	for (int i = 0, n = sym_hot_stacks(e, sym_kinds[k], h, 1); i < n; i++) {
 		fprintf(f, "  %" PRIu64 " x, %s in all, longest ", h[i].count,
 			fmt_ns(t, sizeof(t), h[i].total_ns));
 		stack_text(sym, &h[i].s, f);
