@@ -507,6 +507,20 @@ static void t_json_stacks(void)
 		CHECK(pycheck("jsonl", tpath("s.jsonl"), tpath("s.json"), msg, sizeof(msg)) == 0,
 		      "jsonl: %s", msg);
 	free(json);
+	/* Perfetto (without a stream: from the results): a slice per stacked event */
+	{
+		char *buf = NULL;
+		size_t n = 0;
+		FILE *f = open_memstream(&buf, &n);
+
+		REQUIRE(f, "memstream");
+		CHECK(report_perfetto(e, NULL, f) == 0, "report_perfetto failed");
+		fclose(f);
+		CHECK(buf && strstr(buf, "\"name\":\"mmsys\",\"cat\":\"stack\"") &&
+		      strstr(buf, "\"stack\":\"arena_reserve+0x4 (sbstack) < jit_hot_loop+0x10 "
+			     "([jit])"), "no stack slices in the Perfetto output");
+		free(buf);
+	}
 	engine_free(e);
 	world_free(&w);
 }
