@@ -205,7 +205,8 @@ static void scan_line(struct scan_ctx *c, const char *line)
 	if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &off, &maj, &min,
 		   &ino, &n) < 7 || !n || perms[2] != 'x')
 		return;
-	if (known(c->s, start, end))
+	/* full: a target mapping more than RANGES_MAX pieces of code gets no more records */
+	if (known(c->s, start, end) || c->s->n >= RANGES_MAX)
 		return;
 	p = line + n;
 	while (*p == ' ')
