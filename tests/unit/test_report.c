@@ -442,6 +442,17 @@ static void stack_world(struct world *w, const char *prog, const struct elfinfo 
 		st.ip[4] = 0x1234;                      /* nothing covers it */
 		/* appended past n; h->b is read afresh each time (st_put may move it) */
 		st_put(&w->host, &st);
+		/* three CPU samples after it: two in checkpoint_save, one in main */
+		for (int k = 0; k < 3; k++) {
+			struct sb_stack sm = { .ev_type = SB_EV_STACK, .nframes = 2 };
+
+			hdr(&sm.h, SB_EV_STACK, sizeof(sm), r->ts + (uint64_t)(k + 1) * MS, T_PID,
+			    r->tid, r->cpu);
+			sm.ev_start_ns = sm.h.ts;
+			sm.ip[0] = LOAD_BIAS + (k < 2 ? in->fn[0] + 2 : in->fn[2] + 3);
+			sm.ip[1] = LOAD_BIAS + in->fn[2] + 8;
+			st_put(&w->host, &sm);
+		}
 	}
 }
 
@@ -493,11 +504,15 @@ static void t_json_stacks(void)
 	CHECK(strstr(text, "where mmsys 30.0 ms, tid 101: arena_reserve+0x4 (sbstack) < "
 		      "jit_hot_loop+0x10 ([jit]) < [sbstack+0x"), "no where-line (%s)", tpath("s.txt"));
 	CHECK(strstr(text, "Stacks      ") && strstr(text, " x, "), "no Stacks section:\n%s", text);
+	CHECK(strstr(text, "      on CPU  2 of 3 samples of tid 101 in checkpoint_save+0x2 (sbstack)"),
+	      "no on-CPU line (%s)", tpath("s.txt"));
 	free(text);
 	json = render(e, report_json, &len);
 	REQUIRE(json && write_file(tpath("s.json"), json, len), "write");
 	CHECK(strstr(json, "\"function\": \"arena_reserve\""), "JSON names no arena_reserve");
 	CHECK(strstr(json, "\"hot\": ["), "JSON has no hot stacks");
+	CHECK(strstr(json, "\"cpu_samples\": {\n") && strstr(json, "\"samples\": 2,"),
+	      "JSON has no cpu_samples with 2 in the top function");
 	if (have_python)
 		CHECK(pycheck("doc", tpath("s.json"), NULL, msg, sizeof(msg)) == 0, "schema: %s", msg);
 	free(json);

@@ -116,6 +116,10 @@ static void step_stacks(struct jw *w, const struct engine *e, const struct eng_s
 	struct eng_stack st[SYM_STEP_STACKS];
 	int n = sym_step_stacks(e, s, st, SYM_STEP_STACKS);
 
+	struct sym_frame top;
+	int ns, ntop;
+	char hex[24];
+
 	jw_key(w, "stacks");
 	jw_arr(w);
 	for (int i = 0; i < n; i++) {
@@ -124,6 +128,34 @@ static void step_stacks(struct jw *w, const struct engine *e, const struct eng_s
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
+	ns = sym_step_samples(e, sym, s, &top, &ntop);
+	jw_key(w, "cpu_samples");
+	jw_obj(w);
+	jw_key(w, "count");
+	jw_u64(w, (uint64_t)ns);
+	jw_key(w, "top");
+	if (!ns) {
+		jw_null(w);
+	} else {
+		jw_obj(w);
+		jw_key(w, "samples");
+		jw_u64(w, (uint64_t)ntop);
+		jw_key(w, "addr");
+		snprintf(hex, sizeof(hex), "0x%" PRIx64, top.addr);
+		jw_str(w, hex);
+		jw_key(w, "module");
+		if (top.module)
+			jw_str(w, top.module);
+		else
+			jw_null(w);
+		jw_key(w, "function");
+		if (top.func)
+			jw_str(w, top.func);
+		else
+			jw_null(w);
+		jw_obj_end(w);
+	}
+	jw_obj_end(w);
 }
 
 static void hot_stacks(struct jw *w, const struct engine *e, struct symbols *sym)

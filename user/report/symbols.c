@@ -71,6 +71,8 @@ void symbols_free(struct symbols *s)
 
 const char *sym_event_name(unsigned ev_type)
 {
+	if (ev_type == SB_EV_STACK)
+		return "cpu_sample";
 	return ev_type == SB_EV_SWITCH_IN ? "off_cpu" : sb_type_name(ev_type);
 }
 
@@ -287,6 +289,15 @@ int sym_step_stacks(const struct engine *e, const struct eng_step *st, struct en
 	if (!all)
 		return 0;
 	n = engine_stacks(e, st->crit_tid, st->start_ns, st->end_ns, all, ENG_STACKS_MAX);
+	/* CPU samples are not events: sym_step_samples reads them */
+	{
+		int m = 0;
+
+		for (int i = 0; i < n; i++)
+			if (all[i].ev_type != SB_EV_STACK)
+				all[m++] = all[i];
+		n = m;
+	}
 	/* the max longest, kept sorted; the earlier one first among equals */
 	for (int i = 0; i < n; i++) {
 		int j;
@@ -301,6 +312,45 @@ int sym_step_stacks(const struct engine *e, const struct eng_step *st, struct en
 		out[j] = all[i];
 	}
 	free(all);
+	return k;
+}
+
+#define SAMPLES_MAX 2048
+
+int sym_step_samples(const struct engine *e, struct symbols *sym, const struct eng_step *st,
+		     struct sym_frame *top, int *ntop)
+{
+	struct eng_stack *all;
+	struct sym_frame *leaf;
+	int n, k = 0;
+
+	*ntop = 0;
+	if (!st->crit_tid || !sym)
+		return 0;
+	all = malloc(ENG_STACKS_MAX * sizeof(*all));
+	leaf = malloc(ENG_STACKS_MAX * sizeof(*leaf));
+	n = all && leaf ? engine_stacks(e, st->crit_tid, st->start_ns, st->end_ns, all,
+					ENG_STACKS_MAX) : 0;
+	/* the first SAMPLES_MAX of the step: the comparison below is quadratic */
+	for (int i = 0; i < n && k < SAMPLES_MAX; i++)
+		if (all[i].ev_type == SB_EV_STACK && all[i].nframes)
+			symbols_frame(sym, &all[i], 0, &leaf[k++]);
+	/* the most frequent; the first seen among equals */
+	for (int i = 0; i < k; i++) {
+		int c = 0;
+
+		for (int j = 0; j < k; j++)
+			c += leaf[i].func && leaf[j].func ? !strcmp(leaf[i].func, leaf[j].func) &&
+							     leaf[i].module == leaf[j].module
+							   : !leaf[i].func && !leaf[j].func &&
+							     leaf[i].addr == leaf[j].addr;
+		if (c > *ntop) {
+			*ntop = c;
+			*top = leaf[i];
+		}
+	}
+	free(all);
+	free(leaf);
 	return k;
 }
 

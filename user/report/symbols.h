@@ -64,5 +64,12 @@ int sym_hot_stacks(const struct engine *e, unsigned ev_type, struct sym_hot *out
 /* the event types stacks are taken at, in the order the outputs list them */
 #define SYM_NKINDS 5
 extern const unsigned sym_kinds[SYM_NKINDS];
+/*
+ * The CPU samples (stack records of ev_type SB_EV_STACK) of step st's critical
+ * thread: how many, and in *top the innermost frame most of them share, *ntop
+ * of them (compared by function, else by address). 0 when none.
+ */
+int sym_step_samples(const struct engine *e, struct symbols *sym, const struct eng_step *st,
+		     struct sym_frame *top, int *ntop);
 /* does the trace hold any stack? (the outputs add their stack fields only then) */
 bool sym_any(const struct engine *e);

@@ -518,11 +518,20 @@ static void step_stack_line(const struct engine *e, struct symbols *sym,
 			    const struct eng_step *st, FILE *f)
 {
 	struct eng_stack one;
+	struct sym_frame top;
+	char fr[512];
+	int n, ntop;
 
-	if (!sym || sym_step_stacks(e, st, &one, 1) < 1)
+	if (!sym)
 		return;
-	fputs("      where ", f);
-	stack_text(sym, &one, f);
+	if (sym_step_stacks(e, st, &one, 1) == 1) {
+		fputs("      where ", f);
+		stack_text(sym, &one, f);
+	}
+	/* on CPU in its own code: where the samples of the step found it */
+	if (st->cause_ns[ENG_HOST_COMPUTE] && (n = sym_step_samples(e, sym, st, &top, &ntop)) > 0)
+		fprintf(f, "      on CPU  %d of %d samples of tid %u in %s\n", ntop, n, st->crit_tid,
+			sym_frame_text(&top, fr, sizeof(fr)));
 }
 
 /* for each kind of event, the stack with most event time over the capture */
