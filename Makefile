@@ -29,7 +29,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	    -D_GNU_SOURCE -I$(BUILD) -I. -Iuser -Iinclude $(SANFLAGS) $(LTOFLAGS)
 LDFLAGS  += $(SANFLAGS) $(LTOFLAGS)
-LIBS     := -lbpf -lelf -lz -lm -lpthread
+LIBS     := -lbpf -ldw -lelf -lz -lm -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(BUILD) -Ibpf -Wall \
 	      -I/usr/include/$(shell gcc -print-multiarch 2>/dev/null) \
 	      -Wno-unused-variable -Wno-unused-function
@@ -83,6 +83,7 @@ check-deps:
 	command -v llvm-strip >/dev/null || missing="$$missing llvm"; \
 	[ -f /usr/include/bpf/libbpf.h ] || missing="$$missing libbpf-dev"; \
 	[ -f /usr/include/libelf.h ] || missing="$$missing libelf-dev"; \
+	[ -f /usr/include/elfutils/libdwfl.h ] || missing="$$missing libdw-dev"; \
 	[ -f /usr/include/zlib.h ] || missing="$$missing zlib1g-dev"; \
 	[ -f /usr/include/$$(gcc -print-multiarch 2>/dev/null)/sys/sdt.h ] || [ -f /usr/include/sys/sdt.h ] || missing="$$missing systemtap-sdt-dev"; \
 	if [ -n "$$missing" ]; then \
@@ -99,7 +100,7 @@ deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root (sudo make deps)"; exit 1; fi
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-		make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev systemtap-sdt-dev \
+		make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev systemtap-sdt-dev \
 		libclang-rt-dev pkg-config python3 python3-torch
 
 $(BUILD) $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs $(BUILD)/tests/cupti:
@@ -144,8 +145,11 @@ $(BUILD)/tests/cupti/%: tests/cupti/%.c $(CUPTI_SRCS) $(wildcard cupti/*.h) $(LI
 	$(CC) $(CFLAGS) $(CUPTI_CFLAGS) -Itests -Icupti $< $(CUPTI_SRCS) $(LIB_OBJS) $(LDFLAGS) \
 		$(CUPTI_LIBS) $(LIBS) -o $@
 
+# the user-stack tests' target unwinds by frame pointers
+$(BUILD)/tests/progs/sbstack: PROG_CFLAGS := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
+
 $(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard include/*.h) | $(BUILD)/tests/progs
-	$(CC) -O1 -g -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -Iinclude $< -lpthread -o $@
+	$(CC) -O1 -g -std=gnu11 -Wall -Wextra -D_GNU_SOURCE $(PROG_CFLAGS) -Iinclude $< -lpthread -o $@
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(wildcard tests/*.h) | $(BUILD)/tests/unit
 	$(CC) $(CFLAGS) -Itests $< $(LIB_OBJS) $(LDFLAGS) $(LIBS) -o $@

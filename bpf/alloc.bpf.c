@@ -204,7 +204,7 @@ static __always_inline int enter(__u32 fn, __u64 size, __u64 ptr)
 	return 0;
 }
 
-static __always_inline int leave(__u64 ret)
+static __always_inline int leave(void *ctx, __u64 ret)
 {
 	if (!current_is_target())
 		return 0;
@@ -297,6 +297,7 @@ static __always_inline int leave(__u64 ret)
 	e->fn = fn;
 	e->floor_ns = floor > 0xffffffff ? 0xffffffff : floor;
 	submit(e);
+	emit_stack(ctx, SB_EV_ALLOC, start, now);
 	return 0;
 }
 
@@ -346,7 +347,7 @@ int BPF_KPROBE(memalign_enter, __u64 align, __u64 size)
 SEC("uretprobe")
 int BPF_KRETPROBE(alloc_return, __u64 ret)
 {
-	return leave(ret);
+	return leave(ctx, ret);
 }
 
 /*

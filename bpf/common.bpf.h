@@ -314,4 +314,158 @@ static __always_inline void submit(void *rec)
 	bpf_ringbuf_submit(rec, flags);
 }
 
+/*
+ * User stacks at the events that make tail steps (docs/ARCHITECTURE.md,
+ * "Stacks"). One per thread per stack_gap_ns at most (stack_fault_gap_ns for
+ * page faults, which come in bursts), so a burst costs one capture, not one
+ * per event. The table is per probe family; an entry is a few bytes per
+ * thread and the LRU forgets threads that stopped.
+ */
+const volatile bool stacks_on = false;
+const volatile __u64 stack_gap_ns = 100000;
+const volatile __u64 stack_fault_gap_ns = 1000000;
+
+struct stack_next {
+	__u64 other;           /* no stack of a non-fault event before this time */
+	__u64 fault;           /* no fault stack before this time */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct stack_next);
+} stack_rate SEC(".maps");
+
+/*
+ * Emit the current thread's user stack for the event of type ev_type that
+ * was just submitted with timestamp ev_ts (start: its start, or ev_ts).
+ * bpf_get_stack follows frame pointers only (docs/ARCHITECTURE.md, "Stacks").
+ */
+static __always_inline void emit_stack(void *ctx, __u32 ev_type, __u64 start, __u64 ev_ts)
+{
+	if (!stacks_on)
+		return;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct stack_next *n = bpf_map_lookup_elem(&stack_rate, &tid);
+	bool fault = ev_type == SB_EV_FAULT;
+
+	if (n && ev_ts < (fault ? n->fault : n->other))
+		return;
+	struct sb_stack *st = reserve(SB_EV_STACK, sizeof(*st));
+
+	if (!st)
+		return;
+	long got = bpf_get_stack(ctx, st->ip, sizeof(st->ip), BPF_F_USER_STACK);
+
+	if (got < 0)
+		got = 0;
+	st->h.ts = ev_ts;
+	st->ev_start_ns = start;
+	st->ev_type = ev_type;
+	st->nframes = (__u32)got / 8;
+	if (st->nframes >= SB_STACK_MAX)
+		st->h.flags = SB_STACK_TRUNCATED;
+	/* frames past nframes are uninitialised ring memory: clear them */
+	for (__u32 i = 0; i < SB_STACK_MAX; i++)
+		if (i >= st->nframes)
+			st->ip[i] = 0;
+	submit(st);
+	if (n) {
+		if (fault)
+			n->fault = ev_ts + stack_fault_gap_ns;
+		else
+			n->other = ev_ts + stack_gap_ns;
+	} else {
+		struct stack_next v = { .other = fault ? 0 : ev_ts + stack_gap_ns,
+					.fault = fault ? ev_ts + stack_fault_gap_ns : 0 };
+
+		bpf_map_update_elem(&stack_rate, &tid, &v, BPF_ANY);
+	}
+}
+
+/*
+ * Long off-CPU waits. Whether a wait is long is known only at switch-in, when
+ * the thread is not the current task and its user stack cannot be read; so
+ * the stack is taken at the switch-out into sleep (the current task then),
+ * kept per thread, and emitted at the switch-in if the wait lasted
+ * offcpu_min_ns or more. A capture costs whether or not it is emitted: at
+ * most one per thread per sleep_stack_gap_ns (docs/ARCHITECTURE.md, "Stacks").
+ */
+const volatile __u64 offcpu_min_ns = 1000000;
+const volatile __u64 sleep_stack_gap_ns = 1000000;
+
+struct sleep_stash {
+	__u64 last_out;        /* the thread's last switch-out */
+	__u64 cap_out;         /* the switch-out the stack was taken at, 0: none pending */
+	__u64 next_cap;        /* no capture before this time */
+	__u32 nframes;
+	__u32 pad;
+	__u64 ip[SB_STACK_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct sleep_stash);
+} sleep_stacks SEC(".maps");
+
+/* a target thread (the current task) leaves its CPU at now; sleeping: in S or D */
+static __always_inline void sleep_stack_out(void *ctx, __u32 tid, __u64 now, bool sleeping)
+{
+	if (!stacks_on)
+		return;
+	struct sleep_stash *v = bpf_map_lookup_elem(&sleep_stacks, &tid);
+
+	if (!v) {
+		static const struct sleep_stash empty = {};
+
+		if (!sleeping)
+			return;
+		bpf_map_update_elem(&sleep_stacks, &tid, &empty, BPF_ANY);
+		v = bpf_map_lookup_elem(&sleep_stacks, &tid);
+		if (!v)
+			return;
+	}
+	v->last_out = now;
+	v->cap_out = 0;
+	if (!sleeping || now < v->next_cap)
+		return;
+	long got = bpf_get_stack(ctx, v->ip, sizeof(v->ip), BPF_F_USER_STACK);
+
+	v->nframes = got > 0 ? (__u32)got / 8 : 0;
+	v->cap_out = now;
+	v->next_cap = now + sleep_stack_gap_ns;
+}
+
+/* a target thread gets a CPU at now: its stack if the wait since a captured sleep was long */
+static __always_inline void sleep_stack_in(__u32 pid, __u32 tid, __u64 now)
+{
+	if (!stacks_on)
+		return;
+	struct sleep_stash *v = bpf_map_lookup_elem(&sleep_stacks, &tid);
+
+	if (!v || !v->cap_out || v->cap_out != v->last_out || now - v->cap_out < offcpu_min_ns)
+		return;
+	__u64 out = v->cap_out;
+
+	v->cap_out = 0;
+	struct sb_stack *st = reserve(SB_EV_STACK, sizeof(*st));
+
+	if (!st)
+		return;
+	st->h.pid = pid;
+	st->h.tid = tid;
+	st->h.ts = now;
+	st->ev_start_ns = out;
+	st->ev_type = SB_EV_SWITCH_IN;
+	st->nframes = v->nframes < SB_STACK_MAX ? v->nframes : SB_STACK_MAX;
+	if (st->nframes >= SB_STACK_MAX)
+		st->h.flags = SB_STACK_TRUNCATED;
+	for (__u32 i = 0; i < SB_STACK_MAX; i++)
+		st->ip[i] = i < st->nframes ? v->ip[i] : 0;
+	submit(st);
+}
+
 #endif /* STEPBLAME_COMMON_BPF_H */

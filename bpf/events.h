@@ -60,6 +60,7 @@
 	X(SB_EV_ALLOC_BURST,  15, "alloc_burst", sb_alloc_burst, start_ns, ALLOC_CALL, KERNEL)  /* a run of fast allocator calls on one thread: costs its calls */ \
 	X(SB_EV_IOSYS,        16, "iosys",       sb_iosys,       start_ns, SYSCALL,    KERNEL)  /* blocking I/O syscall slower than io_min_ns, with latency */ \
 	X(SB_EV_AFFINITY,     17, "affinity",    sb_affinity,    start_ns, SYSCALL,    KERNEL)  /* sched_setaffinity call of a target thread, with latency */ \
+	X(SB_EV_STACK,        18, "stack",       sb_stack,       none,     STACK,      KERNEL)  /* user stack of the thread at one event of it (ts = that event's) */ \
 	/* written by the agent into trace files */ \
 	X(SB_REC_HOST,        32, "host",        sb_text,        none,     NONE,       TEXT)    /* host facts */ \
 	X(SB_REC_CPU,         33, "cpu",         sb_cpu,         none,     NONE,       META)    /* one CPU: number and NUMA node */ \
@@ -73,6 +74,8 @@
 	X(SB_REC_NOTE,        41, "note",        sb_text,        none,     NONE,       TEXT)    /* free text: what happened during capture */ \
 	X(SB_REC_COSTS,       42, "costs",       sb_text,        none,     NONE,       TEXT)    /* the tracer's per-event costs, key=value (user/format/costs.h) */ \
 	X(SB_REC_GUARD,       43, "guard",       sb_text,        none,     NONE,       TEXT)    /* the overhead guard's state, key=value, at each change */ \
+	X(SB_REC_MAPPING,     44, "mapping",     sb_text,        none,     NONE,       TEXT)    /* an executable mapping of the target, key=value */ \
+	X(SB_REC_PERFMAP,     45, "perfmap",     sb_text,        none,     NONE,       TEXT)    /* symbols of JIT code from the target's /tmp/perf-PID.map */ \
 	X(SB_REC_TRAILER,     63, "trailer",     sb_trailer,     none,     NONE,       TRAILER) /* last record of a complete file */
 
 /* the kind column */
@@ -90,10 +93,10 @@ enum sb_rec_kind {
 enum sb_type {
 	SB_EV_NONE = 0,
 	SB_RECORD_TYPES(SB_TYPE_ENUM_)
-	SB_EV_KERNEL_LAST = SB_EV_AFFINITY, /* the highest kernel type defined */
+	SB_EV_KERNEL_LAST = SB_EV_STACK, /* the highest kernel type defined */
 	SB_EV_KERNEL_MAX = 31,
 	SB_REC_FIRST = SB_REC_HOST,         /* the agent's types: SB_REC_FIRST..SB_REC_LAST, */
-	SB_REC_LAST = SB_REC_GUARD,         /* and the trailer */
+	SB_REC_LAST = SB_REC_PERFMAP,        /* and the trailer */
 	SB_TYPE_MAX = 64,
 };
 
@@ -309,6 +312,26 @@ struct sb_cuda {
 	__u64 start_ns;
 	__u32 fn;              /* enum sb_cuda_fn */
 	__u32 sym;             /* index of the probed symbol (agent's table) */
+};
+
+/* deepest user stack a stack record holds */
+#define SB_STACK_MAX 32
+
+#define SB_STACK_TRUNCATED 0x1 /* h.flags: the stack was SB_STACK_MAX frames or deeper */
+
+/*
+ * The user-space stack of a thread at an event of it (bpf/common.bpf.h,
+ * emit_stack): emitted right after that event's record, with the same tid and
+ * h.ts, so (tid, ev_type, h.ts) names the event. ip[0] is the innermost frame:
+ * the faulting instruction, the system call's return address, or the
+ * allocator's caller. Frames come from the frame-pointer chain only.
+ */
+struct sb_stack {
+	struct sb_hdr h;       /* the thread; ts = the event's h.ts */
+	__u64 ev_start_ns;     /* the event's start (an interval), or its ts */
+	__u32 ev_type;         /* enum sb_type of the event */
+	__u32 nframes;         /* ip[0..nframes) are valid, at most SB_STACK_MAX */
+	__u64 ip[SB_STACK_MAX];
 };
 
 /* ---- records only the agent writes ---- */

@@ -19,6 +19,8 @@
 
 /* I/O calls faster than this are not recorded; set by the agent */
 const volatile __u64 io_min_ns = 50000;
+/* mmap-family calls at least this slow get a user stack (when stacks are on) */
+const volatile __u64 stack_mm_min_ns = 50000;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -108,7 +110,10 @@ int BPF_PROG(raw_fault, unsigned long address, struct pt_regs *regs, unsigned lo
 	e->error_code = error_code;
 	e->maj_flt = BPF_CORE_READ(t, maj_flt);
 	e->min_flt = BPF_CORE_READ(t, min_flt);
+	__u64 ts = e->h.ts;
+
 	submit(e);
+	emit_stack(ctx, SB_EV_FAULT, ts, ts);
 	return 0;
 }
 
@@ -254,7 +259,7 @@ static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3)
 	return 0;
 }
 
-static __always_inline void io_exit(const struct mm_call *c, long ret)
+static __always_inline void io_exit(void *ctx, const struct mm_call *c, long ret)
 {
 	__u64 now = bpf_ktime_get_ns();
 
@@ -271,6 +276,7 @@ static __always_inline void io_exit(const struct mm_call *c, long ret)
 	e->call = c->call & ~IO_CALL;
 	e->fd = (__s32)c->addr;
 	submit(e);
+	emit_stack(ctx, SB_EV_IOSYS, c->start, now);
 }
 
 /* every call is recorded: they are rare, and each may move a thread */
@@ -288,7 +294,7 @@ static __always_inline void aff_exit(const struct mm_call *c, long ret)
 	submit(e);
 }
 
-static __always_inline int mm_exit(long ret)
+static __always_inline int mm_exit(void *ctx, long ret)
 {
 	if (!current_is_target())
 		return 0;
@@ -303,7 +309,7 @@ static __always_inline int mm_exit(long ret)
 		return 0;
 	}
 	if (c->call & IO_CALL) {
-		io_exit(c, ret);
+		io_exit(ctx, c, ret);
 		bpf_map_delete_elem(&mm_calls, &tid);
 		return 0;
 	}
@@ -316,7 +322,12 @@ static __always_inline int mm_exit(long ret)
 		e->ret = ret;
 		e->call = c->call;
 		e->arg = c->arg;
+		__u64 ts = e->h.ts;
+
 		submit(e);
+		/* only the slow ones: every mmap-family call is recorded */
+		if (ts - c->start >= stack_mm_min_ns)
+			emit_stack(ctx, SB_EV_MMSYS, c->start, ts);
 	}
 	bpf_map_delete_elem(&mm_calls, &tid);
 	return 0;
@@ -344,7 +355,7 @@ int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
 SEC("raw_tp/sys_exit")
 int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
 {
-	return mm_exit(ret);
+	return mm_exit(ctx, ret);
 }
 
 /*
@@ -363,7 +374,7 @@ int tp_enter_##name(struct trace_event_raw_sys_enter *ctx) \
 SEC("tracepoint/syscalls/sys_exit_" #name) \
 int tp_exit_##name(struct trace_event_raw_sys_exit *ctx) \
 { \
-	return mm_exit(ctx->ret); \
+	return mm_exit(ctx, ctx->ret); \
 }
 
 MM_TP(mmap, SB_SYS_MMAP, 6)

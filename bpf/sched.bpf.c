@@ -119,7 +119,7 @@ static __always_inline __u8 classify(bool preempt, __u32 st)
  * Runs on every context switch of the machine, so the ids come in already
  * read: tp_btf reads them directly, raw_tp through bpf_probe_read.
  */
-static __always_inline int on_switch(bool preempt, struct task_struct *prev,
+static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
 				     struct task_struct *next, __u32 prev_tgid, __u32 prev_tid,
 				     __u32 next_tgid, __u32 next_tid)
 {
@@ -176,6 +176,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 		}
 		if (s == SB_STATE_RUNNABLE)
 			start_waiting(prev_tid, cpu, now, SB_WAIT_PREEMPTED);
+		sleep_stack_out(ctx, prev_tid, now, s == SB_STATE_SLEEP || s == SB_STATE_DISK);
 	}
 
 	if (is_target_tgid(next_tgid)) {
@@ -203,6 +204,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 			__builtin_memset(in->pad, 0, sizeof(in->pad));
 			submit(in);
 		}
+		sleep_stack_in(next_tgid, next_tid, now);
 	}
 	return 0;
 }
@@ -401,7 +403,7 @@ static __always_inline int on_exec(struct task_struct *p)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(btf_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(preempt, prev, next, prev->tgid, prev->pid, next->tgid, next->pid);
+	return on_switch(ctx, preempt, prev, next, prev->tgid, prev->pid, next->tgid, next->pid);
 }
 
 SEC("tp_btf/sched_waking")
@@ -456,7 +458,7 @@ int BPF_PROG(btf_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm
 SEC("raw_tp/sched_switch")
 int BPF_PROG(raw_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(preempt, prev, next, BPF_CORE_READ(prev, tgid), BPF_CORE_READ(prev, pid),
+	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ(prev, tgid), BPF_CORE_READ(prev, pid),
 			 BPF_CORE_READ(next, tgid), BPF_CORE_READ(next, pid));
 }
 

@@ -48,6 +48,9 @@ static int mem_sink_count(void *ctx, const struct sb_hdr *r)
 
 
 /* run sbthreads MODE N under a capture until it exits; NULL if it cannot run */
+/* --no-children for the next trace_threads */
+static bool no_children;
+
 static struct cap *trace_threads(const char *mode, const char *n, pid_t *child)
 {
 	struct cap *c = calloc(1, sizeof(*c));
@@ -77,6 +80,7 @@ static struct cap *trace_threads(const char *mode, const char *n, pid_t *child)
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
 	c->o.probe.pid = pid;
+	c->o.probe.no_children = no_children;
 	c->o.probe.ring_bytes = 64 << 20;
 	c->o.probe.wake_bytes = 256 << 10;
 	c->o.probe.alloc_min_ns = 10000;
@@ -214,7 +218,10 @@ static void t_dead_threads_alloc_state(void)
 	      "they exited (never freed)", (unsigned long long)stale);
 }
 
-/* nothing about the forked children: their own events, threads, steps, allocations */
+/*
+ * With --no-children, nothing about the forked children: their own events,
+ * threads, steps, allocations (test_kids: what is recorded of them by default)
+ */
 static void t_fork_children_untraced(void)
 {
 	struct cap *c;
@@ -224,7 +231,9 @@ static void t_fork_children_untraced(void)
 	const char *p;
 
 	NEED_BPF();
+	no_children = true;
 	c = trace_threads("fork", "3", &pid);
+	no_children = false;
 	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path("sbthreads"));
 	REQUIRE(c->rc == 0, "capture failed to start");
 	p = strstr(c->out, "child_pids=");

@@ -15,9 +15,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <elfutils/libdwelf.h>
+#include <gelf.h>
+
 #include "test.h"
 #include "cmd/cmds.h"
 #include "engine_synth.h"
+#include "report/symbols.h"
 
 static const char checker_py[] =
 "import json, re, sys\n"
@@ -315,6 +319,223 @@ static void t_json_validates(void)
 	REQUIRE(json && write_file(tpath("r.json"), json, len), "write");
 	CHECK(pycheck("doc", tpath("r.json"), NULL, msg, sizeof(msg)) == 0, "schema: %s", msg);
 	free(json);
+	engine_free(e);
+	world_free(&w);
+}
+
+/* ---- user stacks: symbolised from a real binary, in JSON that validates ---- */
+
+struct elfinfo {
+	char build_id[96];
+	uint64_t text_vaddr, text_off, text_end;  /* the executable PT_LOAD */
+	uint64_t fn[3];                           /* checkpoint_save, arena_reserve, main */
+};
+
+/* what the test needs of the ELF file at path, read with libelf */
+static bool elf_info(const char *path, struct elfinfo *in)
+{
+	static const char *const names[3] = { "checkpoint_save", "arena_reserve", "main" };
+	int fd = open(path, O_RDONLY);
+	Elf *elf;
+	Elf_Scn *scn = NULL;
+	size_t nph;
+	const void *id;
+	ssize_t n;
+
+	memset(in, 0, sizeof(*in));
+	if (fd < 0)
+		return false;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_getphdrnum(elf, &nph)) {
+		close(fd);
+		return false;
+	}
+	n = dwelf_elf_gnu_build_id(elf, &id);
+	for (ssize_t i = 0; i < n && i < 40; i++)
+		snprintf(in->build_id + 2 * i, 3, "%02x", ((const unsigned char *)id)[i]);
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
+			in->text_vaddr = ph.p_vaddr & ~0xfffull;
+			in->text_off = ph.p_offset & ~0xfffull;
+			in->text_end = (ph.p_vaddr + ph.p_memsz + 0xfff) & ~0xfffull;
+		}
+	}
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *nm;
+
+			if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+			    !(nm = elf_strptr(elf, sh.sh_link, sym.st_name)))
+				continue;
+			for (int k = 0; k < 3; k++)
+				if (!strcmp(nm, names[k]))
+					in->fn[k] = sym.st_value;
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	return in->build_id[0] && in->text_end && in->fn[0] && in->fn[1] && in->fn[2];
+}
+
+#define LOAD_BIAS 0x555555000000ull
+#define OLD_BIAS 0x7f0000000000ull   /* a mapping of the same file with another build id */
+#define JIT_AT 0x7e0000001000ull
+
+/*
+ * Steps of which every ninth has a 30 ms munmap of the launcher (tail steps,
+ * alloc), with a stack for each; mapping and perfmap records.
+ */
+static void stack_world(struct world *w, const char *prog, const struct elfinfo *in)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	char text[1024];
+	const struct stream *h;
+	uint64_t S = 10 * SEC;
+
+	world_init(w);
+	for (unsigned k = 0; k < 40; k++) {
+		struct sopt o = plain;
+
+		if (k % 9 == 7) {
+			o.pre = 40 * MS;
+			w_interval(w, SB_EV_MMSYS, S + 2 * MS, S + 32 * MS, T_LAUNCHER, SB_SYS_MUNMAP);
+		}
+		S = std_step(w, S, k, &o);
+	}
+	w_step(w, S, T_LAUNCHER, 40);
+	snprintf(text, sizeof(text), "start=0x%llx\nend=0x%llx\noffset=0x%llx\nbuild_id=%s\n"
+		 "deleted=0\npath=%s\n", (unsigned long long)(LOAD_BIAS + in->text_vaddr),
+		 (unsigned long long)(LOAD_BIAS + in->text_end), (unsigned long long)in->text_off,
+		 in->build_id, prog);
+	w_text(w, SB_REC_MAPPING, 0, 0, text);
+	snprintf(text, sizeof(text), "start=0x%llx\nend=0x%llx\noffset=0x%llx\nbuild_id=00ff\n"
+		 "deleted=0\npath=%s\n", (unsigned long long)(OLD_BIAS + in->text_vaddr),
+		 (unsigned long long)(OLD_BIAS + in->text_end), (unsigned long long)in->text_off, prog);
+	w_text(w, SB_REC_MAPPING, 0, 0, text);
+	snprintf(text, sizeof(text), "%llx 40 jit_hot_loop\n", (unsigned long long)JIT_AT);
+	w_text(w, SB_REC_PERFMAP, 0, 0, text);
+	/* a stack for every slow munmap rich_world made */
+	h = &w->host;
+	for (size_t off = 0, n = h->len; off < n;) {
+		const struct sb_hdr *r = (const void *)(h->b + off);
+
+		off += r->size;
+		if (r->type != SB_EV_MMSYS)
+			continue;
+		struct sb_stack st = { .ev_start_ns = ((const struct sb_mmsys *)r)->start_ns,
+				       .ev_type = SB_EV_MMSYS, .nframes = 5 };
+
+		hdr(&st.h, SB_EV_STACK, sizeof(st), r->ts, T_PID, r->tid, r->cpu);
+		st.ip[0] = LOAD_BIAS + in->fn[1] + 4;   /* in arena_reserve */
+		st.ip[1] = JIT_AT + 0x10;               /* JIT code */
+		st.ip[2] = OLD_BIAS + in->fn[0] + 6;    /* the other build id: no name */
+		st.ip[3] = LOAD_BIAS + in->fn[2] + 8;   /* main, a return address */
+		st.ip[4] = 0x1234;                      /* nothing covers it */
+		/* appended past n; h->b is read afresh each time (st_put may move it) */
+		st_put(&w->host, &st);
+		/* three CPU samples after it: two in checkpoint_save, one in main */
+		for (int k = 0; k < 3; k++) {
+			struct sb_stack sm = { .ev_type = SB_EV_STACK, .nframes = 2 };
+
+			hdr(&sm.h, SB_EV_STACK, sizeof(sm), r->ts + (uint64_t)(k + 1) * MS, T_PID,
+			    r->tid, r->cpu);
+			sm.ev_start_ns = sm.h.ts;
+			sm.ip[0] = LOAD_BIAS + (k < 2 ? in->fn[0] + 2 : in->fn[2] + 3);
+			sm.ip[1] = LOAD_BIAS + in->fn[2] + 8;
+			st_put(&w->host, &sm);
+		}
+	}
+}
+
+static void t_json_stacks(void)
+{
+	struct world w;
+	struct engine *e;
+	struct elfinfo in;
+	char prog[512], *json, *text, msg[512] = "";
+	const char *b = getenv("BUILD");
+	size_t len;
+	struct symbols *sym;
+	struct eng_stack st[4];
+	struct sym_frame f;
+	int n;
+
+	snprintf(prog, sizeof(prog), "%s/%s/tests/progs/sbstack", getcwd(msg, 256) ? msg : ".",
+		 b ? b : "build");
+	if (!elf_info(prog, &in))
+		SKIP("no %s with symbols and a build id", prog);
+	stack_world(&w, prog, &in);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	/* the symboliser on its own */
+	n = engine_stacks(e, T_LAUNCHER, 0, UINT64_MAX, st, 4);
+	REQUIRE(n >= 1, "no stacks kept");
+	sym = symbols_new(e);
+	REQUIRE(sym, "symbols");
+	symbols_frame(sym, &st[0], 0, &f);
+	CHECK(f.func && !strcmp(f.func, "arena_reserve") && f.off == 4 && f.module &&
+	      !strcmp(f.module, prog), "frame 0: %s+%" PRIu64 " in %s", f.func ? f.func : "?",
+	      f.off, f.module ? f.module : "?");
+	symbols_frame(sym, &st[0], 1, &f);
+	CHECK(f.func && !strcmp(f.func, "jit_hot_loop") && f.module && !strcmp(f.module, "[jit]") &&
+	      f.off == 0x10, "frame 1: %s in %s", f.func ? f.func : "?", f.module ? f.module : "?");
+	symbols_frame(sym, &st[0], 2, &f);
+	CHECK(!f.func && f.module && f.off == in.text_off + in.fn[0] + 6 - in.text_vaddr,
+	      "frame 2 (build id differs): %s, offset 0x%" PRIx64, f.func ? f.func : "(none)", f.off);
+	symbols_frame(sym, &st[0], 3, &f);
+	CHECK(f.func && !strcmp(f.func, "main") && f.off == 8, "frame 3: %s+%" PRIu64,
+	      f.func ? f.func : "?", f.off);
+	symbols_frame(sym, &st[0], 4, &f);
+	CHECK(!f.func && !f.module && f.addr == 0x1234, "frame 4: %s", f.func ? f.func : "(none)");
+	symbols_free(sym);
+	/* the outputs */
+	text = render(e, report_text, NULL);
+	REQUIRE(text, "render");
+	write_file(tpath("s.txt"), text, strlen(text));
+	CHECK(strstr(text, "where mmsys 30.0 ms, tid 101: arena_reserve+0x4 (sbstack) < "
+		      "jit_hot_loop+0x10 ([jit]) < [sbstack+0x"), "no where-line (%s)", tpath("s.txt"));
+	CHECK(strstr(text, "Stacks      ") && strstr(text, " x, "), "no Stacks section:\n%s", text);
+	CHECK(strstr(text, "      on CPU  2 of 3 samples of tid 101 in checkpoint_save+0x2 (sbstack)"),
+	      "no on-CPU line (%s)", tpath("s.txt"));
+	free(text);
+	json = render(e, report_json, &len);
+	REQUIRE(json && write_file(tpath("s.json"), json, len), "write");
+	CHECK(strstr(json, "\"function\": \"arena_reserve\""), "JSON names no arena_reserve");
+	CHECK(strstr(json, "\"hot\": ["), "JSON has no hot stacks");
+	CHECK(strstr(json, "\"cpu_samples\": {\n") && strstr(json, "\"samples\": 2,"),
+	      "JSON has no cpu_samples with 2 in the top function");
+	if (have_python)
+		CHECK(pycheck("doc", tpath("s.json"), NULL, msg, sizeof(msg)) == 0, "schema: %s", msg);
+	free(json);
+	json = render(e, report_jsonl, &len);
+	REQUIRE(json && write_file(tpath("s.jsonl"), json, len), "write");
+	if (have_python)
+		CHECK(pycheck("jsonl", tpath("s.jsonl"), tpath("s.json"), msg, sizeof(msg)) == 0,
+		      "jsonl: %s", msg);
+	free(json);
+	/* Perfetto (without a stream: from the results): a slice per stacked event */
+	{
+		char *buf = NULL;
+		size_t n = 0;
+		FILE *f = open_memstream(&buf, &n);
+
+		REQUIRE(f, "memstream");
+		CHECK(report_perfetto(e, NULL, f) == 0, "report_perfetto failed");
+		fclose(f);
+		CHECK(buf && strstr(buf, "\"name\":\"mmsys\",\"cat\":\"stack\"") &&
+		      strstr(buf, "\"stack\":\"arena_reserve+0x4 (sbstack) < jit_hot_loop+0x10 "
+			     "([jit])"), "no stack slices in the Perfetto output");
+		free(buf);
+	}
 	engine_free(e);
 	world_free(&w);
 }
@@ -626,6 +847,7 @@ int main(void)
 	RUN(t_text_tail_episodes);
 	RUN(t_schema_rejects);
 	RUN(t_window_json_validates);
+	RUN(t_json_stacks);
 	RUN(t_limits_json_validates);
 	RUN(t_jsonl_lines_are_the_steps);
 	RUN(t_perfetto_tracks);

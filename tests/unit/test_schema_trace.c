@@ -54,6 +54,8 @@ static struct field {
 	F(sb_iosys, call), F(sb_iosys, fd),
 	F(sb_affinity, h), F(sb_affinity, start_ns), F(sb_affinity, ret), F(sb_affinity, pid),
 	F(sb_affinity, pad),
+	F(sb_stack, h), F(sb_stack, ev_start_ns), F(sb_stack, ev_type), F(sb_stack, nframes),
+	F(sb_stack, ip),
 	F(sb_text, h), F(sb_text, len), F(sb_text, id),
 	F(sb_cpu, h), F(sb_cpu, node), F(sb_cpu, online),
 	F(sb_alloc_stats, h), F(sb_alloc_stats, calls), F(sb_alloc_stats, ns),
@@ -72,6 +74,7 @@ static const struct { const char *s; size_t size; } structs[] = {
 	S(sbt_file_hdr), S(sb_hdr), S(sb_switch_out), S(sb_switch_in), S(sb_runslice),
 	S(sb_wakeup), S(sb_migrate), S(sb_fault), S(sb_reclaim), S(sb_mmsys), S(sb_alloc),
 	S(sb_step), S(sb_thread), S(sb_rename), S(sb_cuda), S(sb_alloc_burst), S(sb_iosys), S(sb_affinity),
+	S(sb_stack),
 	S(sb_text), S(sb_cpu),
 	S(sb_alloc_stats), S(sb_drops), S(sb_gpu), S(sb_trailer),
 };

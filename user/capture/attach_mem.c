@@ -93,6 +93,7 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 	}
 	SET_TARGET(p, m);
 	m->rodata->io_min_ns = p->o.io_min_ns ? p->o.io_min_ns : IO_MIN_NS;
+	m->rodata->stacks_on = !p->o.no_stacks;
 	/* both syscall variants load; one is attached */
 	bpf_object__for_each_program(prog, m->obj) {
 		const char *sec = bpf_program__section_name(prog);

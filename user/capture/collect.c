@@ -22,6 +22,7 @@
 #include "capture/collect.h"
 #include "capture/guard.h"
 #include "format/costs.h"
+#include "capture/stackmaps.h"
 #include "capture/target.h"
 #include "base/util.h"
 
@@ -62,6 +63,8 @@ struct capture {
 	                                target (its credentials changed) */
 	bool chan_broken;            /* its producer cut the channel file short under us */
 	int children_followed;       /* descendants found at attach and followed */
+	struct stackmaps *maps;      /* NULL: no stacks */
+	uid_t target_uid;
 	/* one buffer for every record the agent builds itself */
 	union {
 		struct sb_hdr h;
@@ -78,6 +81,8 @@ static int put(struct capture *c, const struct sb_hdr *rec)
 	/* the guard counts the slow allocator calls as they pass (the fast ones in the kernel) */
 	if (rec->type == SB_EV_ALLOC && c->guard)
 		guard_slow_call(c->guard, rec->tid);
+	if (c->maps && (rec->type == SB_EV_STACK || rec->type == SB_EV_MMSYS))
+		stackmaps_saw(c->maps, rec);
 	err = c->sink(c->ctx, rec);
 	if (err)
 		c->sink_err = err;
@@ -118,6 +123,13 @@ static pid_t parent_of(pid_t pid)
 	if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
 		return 0;
 	return ppid;
+}
+
+static void put_map_text(void *ctx, uint16_t type, const char *text, size_t len)
+{
+	struct capture *c = ctx;
+
+	put_text(c, type, 0, c->o->probe.pid, 0, text, len);
 }
 
 static int ring_cb(void *ctx, void *data, size_t size)
@@ -266,10 +278,13 @@ static void put_preamble(struct capture *c)
 	if (n + 32 < sizeof(text))
 		n += snprintf(text + n, sizeof(text) - n, "ppid=%d\nfollow_children=%d\n",
 			      (int)parent_of(c->o->probe.pid), !c->o->probe.no_children);
+	c->target_uid = uid;
 	put_text(c, SB_REC_TARGET, 0, c->o->probe.pid, c->o->probe.pid, text, n);
 	target_threads(c->o->probe.pid, put_thread, c);
 	if (!c->o->probe.no_children)
 		target_descendants(c->o->probe.pid, follow_existing, c);
+	if (c->maps)
+		stackmaps_scan(c->maps, c->probes, mono_ns(), put_map_text, c);
 }
 
 /* the statuses not written yet: at start, and those of libraries attached later */
@@ -607,6 +622,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		goto out;
 	}
 	c->rb = rb;
+	if (!o->probe.no_stacks)
+		c->maps = stackmaps_new(pid);
 	pidfd = pidfd_open_(pid);
 	start = mono_ns();
 	res->start_ns = start;
@@ -676,6 +693,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			put_drops(c);
 			probes_rescan(c->probes);
 			put_probe_status(c);
+			if (!c->sink_err)
+				stackmaps_maybe_scan(c->maps, c->probes, now, put_map_text, c);
 			try_channel(c, false);
 			if (o->on_second)
 				o->on_second(o->on_second_ctx, now);
@@ -709,6 +728,11 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		if (!c->target_stopped && probes_stopped(c->probes, &stop))
 			put_stop_note(c, &stop);
 		probes_alloc_stats(c->probes, alloc_stats_cb, c);
+		/* mappings the last stacks need, and the JIT symbols they name */
+		if (c->maps && !probes_stopped(c->probes, &stop)) {
+			stackmaps_maybe_scan(c->maps, c->probes, UINT64_MAX, put_map_text, c);
+			stackmaps_perfmap(c->maps, c->target_uid, put_map_text, c);
+		}
 		/* where the guard stood at the end, with the calls since its last window */
 		if (c->guard)
 			guard_did(c, guard_finish(c->guard, mono_ns(), drain_ring, c));
@@ -731,6 +755,7 @@ out:
 		sbc_detach(c->chan);
 	ring_buffer__free(rb);
 	guard_free(c->guard);
+	stackmaps_free(c->maps);
 	probes_close(c->probes);
 	if (pidfd >= 0)
 		close(pidfd);
@@ -742,7 +767,7 @@ out:
 
 enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AGENT_CPU,
        OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD,
-       OPT_NO_CHILDREN };
+       OPT_NO_CHILDREN, OPT_NO_STACKS };
 
 /* "1", "0.5", "2%" -> ppm; false unless a plain number from 0 to 100 */
 static bool parse_pct_ppm(const char *s, uint64_t *ppm)
@@ -787,6 +812,8 @@ const struct opt collect_options[] = {
 	{ "step-uprobe", OPT_STEP_UPROBE, "LIB:SYM",
 	  "each call of SYM in LIB marks a step (besides USDT stepblame:step)", COLLECT_RECORD },
 	{ "no-cuda", OPT_NO_CUDA, NULL, "do not probe the CUDA driver library", COLLECT_RECORD },
+	{ "no-stacks", OPT_NO_STACKS, NULL,
+	  "no user stacks at slow I/O, mmap-family and allocator calls and faults", COLLECT_RECORD },
 	{ "no-gpu", OPT_NO_GPU, NULL, "do not read the trainer's GPU timeline channel",
 	  COLLECT_RECORD },
 	{ "no-tracefs", OPT_NO_TRACEFS, NULL,
@@ -880,6 +907,9 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			break;
 		case OPT_NO_TRACEFS:
 			o->probe.no_tracefs = true;
+			break;
+		case OPT_NO_STACKS:
+			o->probe.no_stacks = true;
 			break;
 		case OPT_STEP_UPROBE:
 			if (!strchr(optarg, ':')) {

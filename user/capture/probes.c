@@ -28,6 +28,7 @@
 #include "base/util.h"
 #include "sched.skel.h"
 #include "mem.skel.h"
+#include "sample.skel.h"
 #include "alloc.skel.h"
 #include "marks.skel.h"
 
@@ -448,6 +449,7 @@ struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen)
 		goto fail;
 	}
 	open_mem(p, vmlinux);
+	open_sample(p);
 	btf__free(vmlinux);
 	vmlinux = NULL;
 
@@ -544,6 +546,7 @@ void probes_close(struct probes *p)
 	marks_bpf__destroy(p->marks);
 	alloc_bpf__destroy(p->alloc);
 	mem_bpf__destroy(p->mem);
+	sample_bpf__destroy(p->sample);
 	sched_bpf__destroy(p->sched);
 	if (p->alloc_fd >= 0)
 		close(p->alloc_fd);

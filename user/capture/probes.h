@@ -31,6 +31,7 @@ struct probe_opts {
 	const char *step_uprobe;    /* --step-uprobe LIB:SYM */
 	bool no_cuda;               /* do not probe the CUDA driver */
 	bool no_tracefs;            /* never use (or mount) tracefs: raw tracepoints only */
+	bool no_stacks;             /* --no-stacks: no user stacks at events */
 	bool verbose;               /* libbpf's own messages */
 	bool no_children;           /* --no-children: the target process alone, not its descendants */
 	/*

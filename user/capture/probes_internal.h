@@ -34,6 +34,7 @@ struct bpf_map;
 struct btf;
 struct sched_bpf;
 struct mem_bpf;
+struct sample_bpf;
 struct alloc_bpf;
 struct marks_bpf;
 
@@ -94,6 +95,7 @@ struct probes {
 	struct probe_opts o;
 	struct sched_bpf *sched;
 	struct mem_bpf *mem;
+	struct sample_bpf *sample;  /* CPU samples (attach_sample.c); NULL: none */
 	struct alloc_bpf *alloc;
 	struct marks_bpf *marks;
 	struct bpf_link *links[MAX_LINKS];
@@ -220,6 +222,11 @@ int open_sched(struct probes *p, bool use_btf, const struct btf *vmlinux);
 int attach_sched(struct probes *p);
 /* the NUMA node of each CPU, for the programs */
 void fill_cpu_nodes(struct probes *p);
+
+/* ---- attach_sample.c ---- */
+
+/* CPU samples of the target's threads with their user stacks (not with --no-stacks) */
+void open_sample(struct probes *p);
 
 /* ---- attach_mem.c ---- */
 

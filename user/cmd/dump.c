@@ -696,6 +696,34 @@ static void print_sb_affinity(const struct sb_hdr *h)
 	f_span(e->start_ns, h->ts);
 }
 
+static void print_sb_stack(const struct sb_hdr *h)
+{
+	const struct sb_stack *e = (const void *)h;
+	uint32_t n = e->nframes < SB_STACK_MAX ? e->nframes : SB_STACK_MAX;
+
+	f_enum("event", sb_type_name(e->ev_type), e->ev_type);
+	f_span(e->ev_start_ns, h->ts);
+	if (h->flags & SB_STACK_TRUNCATED)
+		f_u("truncated", 1);
+	/* innermost first: text a comma list, JSON an array of hex strings */
+	key("frames");
+	if (json)
+		ochar('[');
+	for (uint32_t i = 0; i < n; i++) {
+		if (i)
+			ochar(',');
+		if (json)
+			ochar('"');
+		ohex(e->ip[i]);
+		if (json)
+			ochar('"');
+	}
+	if (json)
+		ochar(']');
+	else if (!n)
+		ostr("\"\"");
+}
+
 static void print_sb_step(const struct sb_hdr *h)
 {
 	const struct sb_step *e = (const void *)h;

@@ -337,6 +337,7 @@ void engine_free(struct engine *e)
 	if (!e)
 		return;
 	reorder_free(e);
+	stacks_free(e);
 	for (uint32_t i = 0; i < e->nthreads; i++) {
 		free(e->threads[i]->episodes);
 		free(e->threads[i]->nvtx);

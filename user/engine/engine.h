@@ -235,6 +235,49 @@ struct eng_gpu_op {
 
 struct engine;
 
+/*
+ * A user stack captured at an event (trace record "stack"): the event is
+ * (tid, ev_type, ts); ip[0] is the innermost frame.
+ */
+struct eng_stack {
+	uint32_t tid;
+	uint16_t ev_type;        /* enum sb_type */
+	bool truncated;          /* deeper than it holds */
+	uint64_t start_ns, ts;   /* the event's interval (start_ns == ts: an instant) */
+	uint32_t nframes;
+	const uint64_t *ip;
+};
+
+/*
+ * The stacks of thread tid (0: every thread) whose event ends in [lo, hi], in
+ * the order they were fed; at most max into out, returns how many. The
+ * engine keeps the last ENG_STACKS_MAX stacks of a capture.
+ */
+#define ENG_STACKS_MAX 65536
+int engine_stacks(const struct engine *e, uint32_t tid, uint64_t lo, uint64_t hi,
+		  struct eng_stack *out, int max);
+
+/* an executable mapping of the target (trace record "mapping") */
+struct eng_mapping {
+	uint64_t ts;             /* when it was read */
+	uint64_t start, end, offset;
+	const char *path;
+	const char *build_id;    /* hex, "" if not known */
+	bool deleted;
+};
+
+uint32_t engine_nmappings(const struct engine *e);
+const struct eng_mapping *engine_mapping(const struct engine *e, uint32_t i);
+
+/* a JIT symbol (trace record "perfmap"): [start, start + size) is name */
+struct eng_jitsym {
+	uint64_t start, size;
+	const char *name;
+};
+
+uint32_t engine_njitsyms(const struct engine *e);
+const struct eng_jitsym *engine_jitsym(const struct engine *e, uint32_t i);
+
 struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen);
 void engine_free(struct engine *e);
 

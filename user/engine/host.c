@@ -495,6 +495,9 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		/* on a CPU inside it, or asleep in it uninterruptibly: the I/O's */
 		ev_interval(e, h->tid, key, h->ts, SB_EV_IOSYS, ENG_IO_WAIT, ENG_N_IO);
 		break;
+	case SB_EV_STACK:
+		stacks_record(e, h);
+		break;
 	case SB_EV_AFFINITY:
 		ev_affinity(e, (const struct sb_affinity *)h, key);
 		break;

@@ -399,6 +399,8 @@ struct engine {
 	int guard_mode_before;   /* the mode before guard_changes[guard_change_next] */
 
 	uint64_t heap, heap_peak;
+
+	struct stack_store *stacks; /* user stacks, mappings, JIT symbols (stacks.c); NULL: none */
 };
 
 typedef void (*runslice_fn)(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
@@ -449,6 +451,12 @@ void heap_account(struct engine *e, int64_t d);
 void heap_grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t sz);
 void *heap_calloc(struct engine *e, size_t n, size_t sz);
 char *heap_strndup(struct engine *e, const char *s, size_t n);
+
+/* ---- user stacks and what symbolises them (stacks.c) */
+
+void stacks_record(struct engine *e, const struct sb_hdr *h);
+void stacks_meta(struct engine *e, const struct sb_hdr *h, const char *s, size_t n);
+void stacks_free(struct engine *e);
 
 /* ---- the reorder window (reorder.c) */
 

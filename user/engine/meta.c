@@ -237,6 +237,11 @@ void meta_record(struct engine *e, const struct sb_hdr *h)
 			p[e->nprobes_missing++] = heap_strndup(e, s, n);
 		}
 		break;
+	case SB_REC_MAPPING:
+	case SB_REC_PERFMAP:
+		text_of(h, &s, &n, &id);
+		stacks_meta(e, h, s, n);
+		break;
 	case SB_REC_DROPS:
 		memcpy(&e->drops, h, sizeof(e->drops));
 		e->have_drops = true;

@@ -24,6 +24,7 @@ enum sb_cost {
 	SB_COST_ALLOC_CALL, /* an allocator call: its uprobe and uretprobe */
 	SB_COST_UPROBE,     /* a single uprobe hit: USDT step mark, step uprobe */
 	SB_COST_CUDA_CALL,  /* a CUDA driver call: its uprobe and uretprobe */
+	SB_COST_STACK,      /* a user stack captured at an event (on top of the event's own cost) */
 	SB_NCOST,
 };
 
@@ -35,7 +36,7 @@ struct sb_costs {
 
 /* "sched_ns", "fault_ns", ... (the record's keys) */
 extern const char *const sb_cost_key[SB_NCOST];
-/* "sched", "fault", "syscall", "alloc_call", "uprobe", "cuda_call" (report names) */
+/* "sched", "fault", "syscall", "alloc_call", "uprobe", "cuda_call", "stack" (report names) */
 extern const char *const sb_cost_name[SB_NCOST];
 
 /* the benchmark's figures (bench/RESULTS.md), for what is not calibrated */

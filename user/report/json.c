@@ -13,6 +13,7 @@
 #include "base/json.h"
 #include "format/costs.h"
 #include "format/trace.h"
+#include "report/symbols.h"
 
 static void comm_val(struct jw *w, const char *comm)
 {
@@ -128,8 +129,136 @@ static void excess_list(struct jw *w, const struct engine *e, const struct eng_s
 	jw_arr_end(w);
 }
 
+/* one stack: its event and its frames, symbolised (schemas/report.md, "Stacks") */
+static void stack_obj(struct jw *w, struct symbols *sym, const struct eng_stack *st)
+{
+	char hex[24];
+
+	jw_key(w, "event");
+	jw_str(w, sym_event_name(st->ev_type));
+	jw_key(w, "tid");
+	jw_u64(w, st->tid);
+	jw_key(w, "start_ns");
+	jw_u64(w, st->start_ns);
+	jw_key(w, "end_ns");
+	jw_u64(w, st->ts);
+	jw_key(w, "truncated");
+	jw_bool(w, st->truncated);
+	jw_key(w, "frames");
+	jw_arr(w);
+	for (uint32_t i = 0; i < st->nframes; i++) {
+		struct sym_frame f;
+
+		symbols_frame(sym, st, i, &f);
+		jw_obj(w);
+		jw_key(w, "addr");
+		snprintf(hex, sizeof(hex), "0x%" PRIx64, f.addr);
+		jw_str(w, hex);
+		jw_key(w, "module");
+		if (f.module)
+			jw_str(w, f.module);
+		else
+			jw_null(w);
+		jw_key(w, "function");
+		if (f.func)
+			jw_str(w, f.func);
+		else
+			jw_null(w);
+		jw_key(w, "offset");
+		jw_u64(w, f.module ? f.off : 0);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
+static void step_stacks(struct jw *w, const struct engine *e, const struct eng_step *s,
+			struct symbols *sym)
+{
+	struct eng_stack st[SYM_STEP_STACKS];
+	int n = sym_step_stacks(e, s, st, SYM_STEP_STACKS);
+
+	struct sym_frame top;
+	int ns, ntop;
+	char hex[24];
+
+	jw_key(w, "stacks");
+	jw_arr(w);
+	for (int i = 0; i < n; i++) {
+		jw_obj(w);
+		stack_obj(w, sym, &st[i]);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	ns = sym_step_samples(e, sym, s, &top, &ntop);
+	jw_key(w, "cpu_samples");
+	jw_obj(w);
+	jw_key(w, "count");
+	jw_u64(w, (uint64_t)ns);
+	jw_key(w, "top");
+	if (!ns) {
+		jw_null(w);
+	} else {
+		jw_obj(w);
+		jw_key(w, "samples");
+		jw_u64(w, (uint64_t)ntop);
+		jw_key(w, "addr");
+		snprintf(hex, sizeof(hex), "0x%" PRIx64, top.addr);
+		jw_str(w, hex);
+		jw_key(w, "module");
+		if (top.module)
+			jw_str(w, top.module);
+		else
+			jw_null(w);
+		jw_key(w, "function");
+		if (top.func)
+			jw_str(w, top.func);
+		else
+			jw_null(w);
+		jw_obj_end(w);
+	}
+	jw_obj_end(w);
+}
+
+static void hot_stacks(struct jw *w, const struct engine *e, struct symbols *sym)
+{
+	struct sym_hot h[SYM_HOT_STACKS];
+
+	jw_key(w, "stacks");
+	jw_obj(w);
+	jw_key(w, "hot");
+	jw_arr(w);
+	for (int k = 0; k < SYM_NKINDS; k++)
+	for (int i = 0, n = sym_hot_stacks(e, sym_kinds[k], h, SYM_HOT_STACKS); i < n; i++) {
+		jw_obj(w);
+		jw_key(w, "count");
+		jw_u64(w, h[i].count);
+		jw_key(w, "total_ns");
+		jw_u64(w, h[i].total_ns);
+		jw_key(w, "stack");
+		jw_obj(w);
+		stack_obj(w, sym, &h[i].s);
+		jw_obj_end(w);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+}
+
+static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_step *s,
+			 const struct eng_summary *sum, struct symbols *sym);
+
 static void step_obj(struct jw *w, const struct engine *e, const struct eng_step *s,
 		     const struct eng_summary *sum)
+{
+	struct symbols *sym = sym_any(e) ? symbols_new(e) : NULL;
+
+	step_obj_sym(w, e, s, sum, sym);
+	symbols_free(sym);
+}
+
+/* sym: NULL when the trace holds no stacks (then no "stacks" key) */
+static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_step *s,
+			 const struct eng_summary *sum, struct symbols *sym)
 {
 	jw_obj(w);
 	jw_key(w, "step");
@@ -192,6 +321,8 @@ static void step_obj(struct jw *w, const struct engine *e, const struct eng_step
 		jw_u64(w, s->count[c]);
 	}
 	jw_obj_end(w);
+	if (sym)
+		step_stacks(w, e, s, sym);
 	jw_obj_end(w);
 }
 
@@ -551,6 +682,7 @@ int report_json(const struct engine *e, FILE *f)
 	struct eng_target t;
 	struct eng_capture c;
 	struct jw w;
+	struct symbols *sym;
 
 	engine_summarise(e, &s);
 	engine_target(e, &t);
@@ -590,12 +722,16 @@ int report_json(const struct engine *e, FILE *f)
 	jw_obj_end(&w);
 	jw_key(&w, "steps");
 	jw_arr(&w);
+	sym = sym_any(e) ? symbols_new(e) : NULL;
 	for (uint64_t i = engine_first_step(e); i < engine_nsteps(e); i++)
-		step_obj(&w, e, engine_step(e, i), &s);
+		step_obj_sym(&w, e, engine_step(e, i), &s, sym);
 	jw_arr_end(&w);
 	summary(&w, e, &s);
 	loss(&w, e);
 	limits(&w, e);
+	if (sym)
+		hot_stacks(&w, e, sym);
+	symbols_free(sym);
 	jw_obj_end(&w);
 	return ferror(f) ? -EIO : 0;
 }

@@ -15,6 +15,7 @@
 #include "report/report.h"
 #include "base/json.h"
 #include "format/gpu.h"
+#include "report/symbols.h"
 
 #define PF_STEPS_PID 1073741824u   /* beyond any Linux pid */
 #define PF_GPU_PID (PF_STEPS_PID + 16)
@@ -191,6 +192,60 @@ void perfetto_stream_free(struct perfetto_stream *p)
 	free(p);
 }
 
+/*
+ * A slice per stacked event on its thread's track (cat "stack"), the stack in
+ * its args: "stack" one line, innermost first; "frames" the same as a list.
+ */
+static void pf_stacks(const struct engine *e, FILE *f, bool *first)
+{
+	struct eng_stack *st;
+	struct symbols *sym;
+	struct eng_target t;
+	char fr[512];
+	int n;
+
+	if (!sym_any(e))
+		return;
+	engine_target(e, &t);
+	st = malloc(ENG_STACKS_MAX * sizeof(*st));
+	sym = symbols_new(e);
+	n = st && sym ? engine_stacks(e, 0, 0, UINT64_MAX, st, ENG_STACKS_MAX) : 0;
+	for (int i = 0; i < n; i++) {
+		const char *ev = sym_event_name(st[i].ev_type);
+
+		fputs(*first ? "" : ",\n", f);
+		*first = false;
+		fprintf(f, "{\"ph\":\"X\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu32
+			",\"name\":\"%s\",\"cat\":\"stack\",\"ts\":", t.pid, st[i].tid, ev);
+		pf_us(f, st[i].start_ns);
+		fputs(",\"dur\":", f);
+		pf_us(f, st[i].ts - st[i].start_ns);
+		fputs(",\"args\":{\"stack\":\"", f);
+		for (uint32_t k = 0; k < st[i].nframes; k++) {
+			struct sym_frame sf;
+
+			symbols_frame(sym, &st[i], k, &sf);
+			sym_frame_text(&sf, fr, sizeof(fr));
+			if (k)
+				fputs(" < ", f);
+			json_escape(f, fr, strlen(fr));
+		}
+		fputs("\",\"frames\":[", f);
+		for (uint32_t k = 0; k < st[i].nframes; k++) {
+			struct sym_frame sf;
+
+			symbols_frame(sym, &st[i], k, &sf);
+			sym_frame_text(&sf, fr, sizeof(fr));
+			fputs(k ? ",\"" : "\"", f);
+			json_escape(f, fr, strlen(fr));
+			fputc('"', f);
+		}
+		fputs("]}}", f);
+	}
+	symbols_free(sym);
+	free(st);
+}
+
 static void pf_meta(FILE *f, bool *first, const char *what, uint32_t pid, int64_t tid,
 		    const char *name)
 {
@@ -247,6 +302,7 @@ int report_perfetto(const struct engine *e, const struct perfetto_stream *p, FIL
 	} else {
 		first = false;
 	}
+	pf_stacks(e, f, &first);
 	pf_meta(f, &first, "process_name", PF_STEPS_PID, -1, "stepblame");
 	pf_meta(f, &first, "thread_name", PF_STEPS_PID, 1, "steps");
 	pf_meta(f, &first, "thread_name", PF_STEPS_PID, 2, "GPU idle: blame");

@@ -12,6 +12,7 @@
 #include "report/report.h"
 #include "format/costs.h"
 #include "format/trace.h"
+#include "report/symbols.h"
 
 #define MAX_TAIL_LINES 10
 #define MAX_INTERFERERS 8
@@ -583,7 +584,80 @@ static void tracer_lines(const struct engine *e, const struct eng_summary *s, FI
 		s->sampled_steps == 1 ? "" : "s", g.calls_seen, g.calls_estimated);
 }
 
+static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f);
+
+#define STACK_TEXT_FRAMES 6
+
+/* "iosys 12.3 ms, tid 7: fsync (libc.so.6) < save (train) < ..." */
+static void stack_text(struct symbols *sym, const struct eng_stack *st, FILE *f)
+{
+	char d[32], fr[512];
+	uint32_t n = st->nframes < STACK_TEXT_FRAMES ? st->nframes : STACK_TEXT_FRAMES;
+
+	fprintf(f, "%s %s, tid %u: ", sym_event_name(st->ev_type),
+		fmt_ns(d, sizeof(d), st->ts - st->start_ns), st->tid);
+	if (!st->nframes)
+		fputs("(no user frames)", f);
+	for (uint32_t i = 0; i < n; i++) {
+		struct sym_frame sf;
+
+		symbols_frame(sym, st, i, &sf);
+		fprintf(f, "%s%s", i ? " < " : "", sym_frame_text(&sf, fr, sizeof(fr)));
+	}
+	if (st->nframes > n || st->truncated)
+		fputs(" < ...", f);
+	fputc('\n', f);
+}
+
+/* under a tail line: where the step's critical thread was in its longest stacked event */
+static void step_stack_line(const struct engine *e, struct symbols *sym,
+			    const struct eng_step *st, FILE *f)
+{
+	struct eng_stack one;
+	struct sym_frame top;
+	char fr[512];
+	int n, ntop;
+
+	if (!sym)
+		return;
+	if (sym_step_stacks(e, st, &one, 1) == 1) {
+		fputs("      where ", f);
+		stack_text(sym, &one, f);
+	}
+	/* on CPU in its own code: where the samples of the step found it */
+	if (st->cause_ns[ENG_HOST_COMPUTE] && (n = sym_step_samples(e, sym, st, &top, &ntop)) > 0)
+		fprintf(f, "      on CPU  %d of %d samples of tid %u in %s\n", ntop, n, st->crit_tid,
+			sym_frame_text(&top, fr, sizeof(fr)));
+}
+
+/* for each kind of event, the stack with most event time over the capture */
+static void stacks_lines(const struct engine *e, struct symbols *sym, FILE *f)
+{
+	struct sym_hot h[1];
+	char t[32];
+
+	if (!sym)
+		return;
+	fputs("Stacks      where the target's slow calls, faults and long waits were: the stack "
+	      "with most time of each (--format json lists more):\n", f);
+	for (int k = 0; k < SYM_NKINDS; k++)
+	for (int i = 0, n = sym_hot_stacks(e, sym_kinds[k], h, 1); i < n; i++) {
+		fprintf(f, "  %" PRIu64 " x, %s in all, longest ", h[i].count,
+			fmt_ns(t, sizeof(t), h[i].total_ns));
+		stack_text(sym, &h[i].s, f);
+	}
+}
+
 int report_text(const struct engine *e, FILE *f)
+{
+	struct symbols *sym = sym_any(e) ? symbols_new(e) : NULL;
+	int ret = report_text_sym(e, sym, f);
+
+	symbols_free(sym);
+	return ret;
+}
+
+static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 {
 	struct eng_summary s;
 	struct eng_target t;
@@ -625,6 +699,7 @@ int report_text(const struct engine *e, FILE *f)
 		fputs("Steps       none found: mark steps with the stepblame:step USDT probe, "
 		      "--step-uprobe LIB:SYM when recording, or --step-nvtx/--step-kernel REGEX here\n",
 		      f);
+		stacks_lines(e, sym, f);
 		loss_line(e, f);
 		limits_lines(e, f);
 		return ferror(f) ? -EIO : 0;
@@ -675,6 +750,7 @@ int report_text(const struct engine *e, FILE *f)
 				report_step_line(e, ep[i].first, &s, f);
 			else
 				episode_line(&ep[i], f);
+			step_stack_line(e, sym, ep[i].longest, f);
 		}
 		if (hidden)
 			fprintf(f, "  ... and %" PRIu64 " more single steps (--format json lists %s)\n",
@@ -740,6 +816,7 @@ int report_text(const struct engine *e, FILE *f)
 	else
 		fprintf(f, "%s: GPU idle time is steady from step to step\n", dip_name(s.dip));
 
+	stacks_lines(e, sym, f);
 	tracer_lines(e, &s, f);
 	fprintf(f, "Page faults time estimated (no fault-handler exit probe on this kernel): a fault "
 		"that blocked is charged its sleep (%s did); one that did not, %s each (%s)\n",

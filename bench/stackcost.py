@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""What one user-stack capture costs in the kernel (bench/RESULTS.md, "Stack capture").
+
+Runs `microbench rate --kind fault` (a steady page-fault load, one thread) traced
+by `stepblame record`, with stacks and with --no-stacks, rounds interleaved, and
+reads the fault program's run statistics (bpfstats.py's method) over 1.5 s of
+each capture. With stacks the fault program captures one stack per thread per
+ms (the rate limit), so the cost of one capture is the program's extra time per
+second divided by the stacks it took per second (counted in the trace).
+"""
+import os
+import subprocess
+import sys
+import threading
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402
+import bpfstats  # noqa: E402
+
+RATE = 40000
+ROUNDS = int(os.environ.get("STACK_ROUNDS", "3"))
+
+
+def count_stacks(path, t0, t1):
+    out = subprocess.run([bench.SB, "dump", "--jsonl", path], capture_output=True, text=True,
+                         timeout=120).stdout
+    n = 0
+    for line in out.splitlines():
+        if '"type":"stack"' in line.replace(" ", ""):
+            n += 1
+    return n
+
+
+def one(stacks):
+    mb = subprocess.Popen(bench.mb_cmd(["rate", "--kind", "fault", "--rate", str(RATE),
+                                        "--seconds", "3"]),
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    path = os.path.join(bench.OUT, "trace-stackcost.sbt")
+    cmd = [bench.SB, "record", "-p", str(mb.pid), "-o", path, "--agent-cpu", str(bench.AGENT_CPU)]
+    if not stacks:
+        cmd.append("--no-stacks")
+    rec = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ready = threading.Event()
+
+    def reader():
+        for line in rec.stderr:
+            if bench.ATTACHED(line):
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    if not ready.wait(20):
+        time.sleep(bench.ATTACH_FALLBACK_S)
+    time.sleep(0.2)
+    mb.stdin.write("x")
+    mb.stdin.close()
+    time.sleep(0.7)
+    t0, s0 = time.monotonic(), bpfstats.snapshot(rec.pid)
+    time.sleep(1.5)
+    t1, s1 = time.monotonic(), bpfstats.snapshot(rec.pid)
+    mb.stdout.read()
+    mb.wait()
+    rec.wait(timeout=30)
+    ns0, c0 = s0.get("raw_fault", (0, 0))
+    ns1, c1 = s1.get("raw_fault", (0, 0))
+    nstacks = count_stacks(path, t0, t1) if stacks else 0
+    bench.drop_trace(path)
+    return (ns1 - ns0) / (t1 - t0), (c1 - c0) / (t1 - t0), nstacks
+
+
+def main():
+    os.sched_setaffinity(0, {bench.AGENT_CPU})
+    fd = bpfstats.enable_stats()
+    on, off = [], []
+    try:
+        for _ in range(ROUNDS):
+            on.append(one(True))
+            off.append(one(False))
+    finally:
+        os.close(fd)
+    for tag, rows in (("stacks", on), ("no-stacks", off)):
+        for ns, runs, n in rows:
+            print("%-9s fault program %.0f ns/s, %.0f runs/s (%.0f ns/run), %d stacks in the trace"
+                  % (tag, ns, runs, ns / runs if runs else 0, n))
+    per_run_on = sum(r[0] for r in on) / sum(r[1] for r in on)
+    per_run_off = sum(r[0] for r in off) / sum(r[1] for r in off)
+    # stacks per fault over the whole 3 s run: one per ms at most
+    stacks_per_run = sum(r[2] for r in on) / (sum(r[1] for r in on) / len(on) * 3.0 * len(on))
+    print("fault program: %.0f ns/run with stacks, %.0f without; %.4f stacks per fault"
+          % (per_run_on, per_run_off, stacks_per_run))
+    if stacks_per_run > 0:
+        print("one stack capture: %.0f ns" % ((per_run_on - per_run_off) / stacks_per_run))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * A target whose slow events come from functions with known names, built
+ * with frame pointers (Makefile), for the user-stack tests: waits for a byte
+ * on stdin, then
+ *   checkpoint_save: writes 8 MiB to a file in DIR and fsyncs it (a slow iosys);
+ *   arena_reserve:   maps 256 MiB, touches every page (a fault burst), unmaps
+ *                    it (a slow munmap);
+ *   buffer_grow:     mallocs 64 MiB a few times (slow allocator calls);
+ *   wait_for_loader: sleeps 30 ms three times (long off-CPU waits);
+ *   jit_region_run:  copies a function's code into an anonymous executable
+ *                    mapping, writes /tmp/perf-PID.map naming it
+ *                    "jit_hot_loop", and runs it doing fsyncs: a slow iosys
+ *                    whose stack passes through JIT code.
+ * Usage: sbstack DIR
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static char path[4096];
+
+/* no frame of its own is needed: a frame-pointer unwinder may skip it (docs/ARCHITECTURE.md) */
+static __attribute__((noinline)) void flush_to_disk(int fd)
+{
+	if (fsync(fd))
+		perror("fsync");
+}
+
+__attribute__((noinline)) void checkpoint_save(void)
+{
+	static char block[1 << 20];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0) {
+		perror(path);
+		exit(1);
+	}
+	memset(block, 'x', sizeof(block));
+	for (int k = 0; k < 3; k++) {
+		for (int i = 0; i < 8; i++)
+			if (write(fd, block, sizeof(block)) != (ssize_t)sizeof(block))
+				exit(1);
+		flush_to_disk(fd);
+	}
+	close(fd);
+}
+
+__attribute__((noinline)) void arena_reserve(void)
+{
+	size_t len = 256u << 20;
+	volatile char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				-1, 0);
+
+	if (p == MAP_FAILED)
+		exit(1);
+	for (size_t i = 0; i < len; i += 4096)
+		p[i] = 1;
+	munmap((void *)p, len);
+}
+
+__attribute__((noinline)) void buffer_grow(void)
+{
+	for (int i = 0; i < 8; i++) {
+		volatile char *p = malloc(64u << 20);
+
+		if (!p)
+			exit(1);
+		p[0] = 1;
+		free((void *)p);
+	}
+}
+
+static __attribute__((noinline)) void nap(void)
+{
+	usleep(30000);
+}
+
+__attribute__((noinline)) void wait_for_loader(void)
+{
+	for (int i = 0; i < 3; i++)
+		nap();
+}
+
+/* the code copied into the JIT region: calls back through a pointer (no relocations) */
+typedef void (*cb_fn)(int);
+
+static __attribute__((noinline)) void jit_template(cb_fn cb, int fd)
+{
+	cb(fd);
+	cb(fd);
+	__asm__ volatile("" ::: "memory");
+}
+
+static __attribute__((noinline)) void jit_template_end(void)
+{
+}
+
+static __attribute__((noinline)) void sync_cb(int fd)
+{
+	if (fsync(fd))
+		perror("fsync");
+}
+
+__attribute__((noinline)) void jit_region_run(void)
+{
+	size_t n = (size_t)((uintptr_t)jit_template_end - (uintptr_t)jit_template);
+	char map[64];
+	FILE *f;
+	int fd;
+
+	if (n == 0 || n > 4096)
+		n = 256;
+	unsigned char *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (code == MAP_FAILED)
+		return;
+	memcpy(code, (void *)jit_template, n);
+	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)getpid());
+	f = fopen(map, "w");
+	if (f) {
+		fprintf(f, "%lx %zx jit_hot_loop\n", (unsigned long)(uintptr_t)code, n);
+		fclose(f);
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	if (fd < 0)
+		return;
+	for (int i = 0; i < 4; i++) {
+		static char block[1 << 20];
+
+		memset(block, 'y', sizeof(block));
+		if (write(fd, block, sizeof(block)) < 0)
+			break;
+		((void (*)(cb_fn, int))code)(sync_cb, fd);
+	}
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	char c;
+
+	if (argc < 2)
+		return 2;
+	snprintf(path, sizeof(path), "%s/sbstack.dat", argv[1]);
+	if (read(0, &c, 1) != 1)
+		return 1;
+	checkpoint_save();
+	arena_reserve();
+	buffer_grow();
+	wait_for_loader();
+	jit_region_run();
+	unlink(path);
+	printf("done\n");
+	return 0;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The target's executable mappings and JIT symbols, written into the trace so
+ * that the report can symbolise user stacks (schemas/trace.md, "mapping" and
+ * "perfmap"; docs/ARCHITECTURE.md, "Stacks").
+ */
+#ifndef STEPBLAME_STACKMAPS_H
+#define STEPBLAME_STACKMAPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpf/events.h"
+
+struct probes;
+struct stackmaps;
+
+/* write one text record of type (SB_REC_MAPPING, SB_REC_PERFMAP) */
+typedef void (*stackmaps_put_fn)(void *ctx, uint16_t type, const char *text, size_t len);
+
+struct stackmaps *stackmaps_new(pid_t pid);
+void stackmaps_free(struct stackmaps *s);
+/* a record on its way to the trace: stacks outside the known mappings, new code mapped */
+void stackmaps_saw(struct stackmaps *s, const struct sb_hdr *h);
+/* read /proc/PID/maps, a record for each executable file mapping not written yet */
+int stackmaps_scan(struct stackmaps *s, struct probes *p, uint64_t now, stackmaps_put_fn put,
+		   void *ctx);
+/* the same when a record asked for it, at most once a second */
+int stackmaps_maybe_scan(struct stackmaps *s, struct probes *p, uint64_t now,
+			 stackmaps_put_fn put, void *ctx);
+/* at the end: the perf map's lines that cover stack addresses in anonymous code */
+int stackmaps_perfmap(struct stackmaps *s, uid_t target_uid, stackmaps_put_fn put, void *ctx);
+
+#endif

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * User stacks and what the report needs to symbolise them: kept aside as the
+ * sweep passes them (which counts their cost to the step), read by the writers through engine_stacks() for the steps they show.
+ * docs/ARCHITECTURE.md, "Stacks". Bounded: the last ENG_STACKS_MAX stacks,
+ * MAPPINGS_MAX mappings and JITSYMS_MAX JIT symbols.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/internal.h"
+#include "format/costs.h"
+
+#define MAPPINGS_MAX 65536
+#define JITSYMS_MAX (1u << 20)
+
+struct stack_slot {
+	struct eng_stack s;
+	uint64_t ip[SB_STACK_MAX];
+};
+
+struct stack_store {
+	struct stack_slot *slot; /* a ring once full */
+	uint32_t n, cap, head;   /* head: the oldest, once full */
+	struct eng_mapping *maps;
+	uint32_t nmaps, maps_cap;
+	struct eng_jitsym *jit;
+	uint32_t njit, jit_cap;
+};
+
+static struct stack_store *store(struct engine *e)
+{
+	if (!e->stacks)
+		e->stacks = heap_calloc(e, 1, sizeof(*e->stacks));
+	return e->stacks;
+}
+
+void stacks_record(struct engine *e, const struct sb_hdr *h)
+{
+	const struct sb_stack *r = (const void *)h;
+	struct stack_store *st = store(e);
+	struct stack_slot *sl;
+	uint32_t n = r->nframes < SB_STACK_MAX ? r->nframes : SB_STACK_MAX;
+
+	if (st->n < ENG_STACKS_MAX) {
+		if (st->n == st->cap)
+			heap_grow(e, (void **)&st->slot, &st->cap, st->n + 1, sizeof(*st->slot));
+		sl = &st->slot[st->n++];
+	} else {
+		sl = &st->slot[st->head];
+		st->head = (st->head + 1) % st->n;
+	}
+	memcpy(sl->ip, r->ip, n * sizeof(sl->ip[0]));
+	sl->s = (struct eng_stack){
+		.tid = h->tid,
+		.ev_type = (uint16_t)r->ev_type,
+		.truncated = (h->flags & SB_STACK_TRUNCATED) != 0,
+		.start_ns = r->ev_start_ns <= h->ts ? r->ev_start_ns : h->ts,
+		.ts = h->ts,
+		.nframes = n,
+	};
+}
+
+static uint64_t kv_u64(const char *s, size_t n, const char *key)
+{
+	char buf[64];
+
+	return kv_get(s, n, key, buf, sizeof(buf)) ? strtoull(buf, NULL, 0) : 0;
+}
+
+static void add_mapping(struct engine *e, struct stack_store *st, const struct sb_hdr *h,
+			const char *s, size_t n)
+{
+	char path[4096], bid[128], buf[16];
+	struct eng_mapping *m;
+
+	if (st->nmaps >= MAPPINGS_MAX || !kv_get(s, n, "path", path, sizeof(path)))
+		return;
+	if (!kv_get(s, n, "build_id", bid, sizeof(bid)))
+		bid[0] = 0;
+	if (st->nmaps == st->maps_cap)
+		heap_grow(e, (void **)&st->maps, &st->maps_cap, st->nmaps + 1, sizeof(*st->maps));
+	m = &st->maps[st->nmaps];
+	*m = (struct eng_mapping){
+		.ts = h->ts,
+		.start = kv_u64(s, n, "start"),
+		.end = kv_u64(s, n, "end"),
+		.offset = kv_u64(s, n, "offset"),
+		.deleted = kv_get(s, n, "deleted", buf, sizeof(buf)) && buf[0] == '1',
+	};
+	if (m->end <= m->start)
+		return;
+	m->path = heap_strndup(e, path, strlen(path));
+	m->build_id = heap_strndup(e, bid, strlen(bid));
+	st->nmaps++;
+}
+
+/* "START SIZE name" lines, hex without 0x */
+static void add_jitsyms(struct engine *e, struct stack_store *st, const char *s, size_t n)
+{
+	const char *p = s, *end = s + n;
+
+	while (p < end && st->njit < JITSYMS_MAX) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end, *q;
+		char num[2][24];
+		int k = 0;
+
+		q = p;
+		for (; k < 2; k++) {
+			size_t l = 0;
+
+			while (q < le && *q == ' ')
+				q++;
+			while (q < le && *q != ' ' && l + 1 < sizeof(num[k]))
+				num[k][l++] = *q++;
+			num[k][l] = 0;
+		}
+		while (q < le && *q == ' ')
+			q++;
+		if (num[0][0] && num[1][0] && q < le) {
+			struct eng_jitsym *j;
+
+			if (st->njit == st->jit_cap)
+				heap_grow(e, (void **)&st->jit, &st->jit_cap, st->njit + 1,
+					  sizeof(*st->jit));
+			j = &st->jit[st->njit++];
+			j->start = strtoull(num[0], NULL, 16);
+			j->size = strtoull(num[1], NULL, 16);
+			j->name = heap_strndup(e, q, (size_t)(le - q));
+		}
+		p = nl ? nl + 1 : end;
+	}
+}
+
+void stacks_meta(struct engine *e, const struct sb_hdr *h, const char *s, size_t n)
+{
+	struct stack_store *st = store(e);
+
+	if (h->type == SB_REC_MAPPING)
+		add_mapping(e, st, h, s, n);
+	else
+		add_jitsyms(e, st, s, n);
+}
+
+void stacks_free(struct engine *e)
+{
+	struct stack_store *st = e->stacks;
+
+	if (!st)
+		return;
+	for (uint32_t i = 0; i < st->nmaps; i++) {
+		free((char *)st->maps[i].path);
+		free((char *)st->maps[i].build_id);
+	}
+	for (uint32_t i = 0; i < st->njit; i++)
+		free((char *)st->jit[i].name);
+	free(st->maps);
+	free(st->jit);
+	free(st->slot);
+	free(st);
+	e->stacks = NULL;
+}
+
+int engine_stacks(const struct engine *e, uint32_t tid, uint64_t lo, uint64_t hi,
+		  struct eng_stack *out, int max)
+{
+	const struct stack_store *st = e ? e->stacks : NULL;
+	int k = 0;
+
+	if (!st)
+		return 0;
+	for (uint32_t i = 0; i < st->n && k < max; i++) {
+		const struct stack_slot *sl = &st->slot[(st->head + i) % st->n];
+
+		if ((tid && sl->s.tid != tid) || sl->s.ts < lo || sl->s.ts > hi)
+			continue;
+		out[k] = sl->s;
+		out[k].ip = sl->ip;
+		k++;
+	}
+	return k;
+}
+
+uint32_t engine_nmappings(const struct engine *e)
+{
+	return e && e->stacks ? e->stacks->nmaps : 0;
+}
+
+const struct eng_mapping *engine_mapping(const struct engine *e, uint32_t i)
+{
+	return i < engine_nmappings(e) ? &e->stacks->maps[i] : NULL;
+}
+
+uint32_t engine_njitsyms(const struct engine *e)
+{
+	return e && e->stacks ? e->stacks->njit : 0;
+}
+
+const struct eng_jitsym *engine_jitsym(const struct engine *e, uint32_t i)
+{
+	return i < engine_njitsyms(e) ? &e->stacks->jit[i] : NULL;
+}

@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Symbolising user stacks (symbols.h). One libdwfl session per mapped file
+ * and load address, opened on first use: mappings recorded at different
+ * times may overlap (a library unloaded and another loaded in its place),
+ * which one session could not hold. The trace names the files; they are
+ * opened read-only, regular files only, and parsed by libelf (SECURITY.md).
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+
+#include "format/trace.h"
+#include "report/symbols.h"
+
+struct module {
+	const struct eng_mapping *m;
+	bool tried;
+	Dwfl *dwfl;              /* NULL: the file could not be used */
+	Dwfl_Module *mod;
+};
+
+struct symbols {
+	const struct engine *e;
+	uint32_t n;
+	struct module *mods;     /* one per mapping record */
+};
+
+static const Dwfl_Callbacks callbacks = {
+	.find_elf = dwfl_linux_proc_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+};
+
+struct symbols *symbols_new(const struct engine *e)
+{
+	struct symbols *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->e = e;
+	s->n = engine_nmappings(e);
+	if (s->n) {
+		s->mods = calloc(s->n, sizeof(*s->mods));
+		if (!s->mods) {
+			free(s);
+			return NULL;
+		}
+		for (uint32_t i = 0; i < s->n; i++)
+			s->mods[i].m = engine_mapping(e, i);
+	}
+	return s;
+}
+
+void symbols_free(struct symbols *s)
+{
+	if (!s)
+		return;
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->mods[i].dwfl)
+			dwfl_end(s->mods[i].dwfl);
+	free(s->mods);
+	free(s);
+}
+
+const char *sym_event_name(unsigned ev_type)
+{
+	if (ev_type == SB_EV_STACK)
+		return "cpu_sample";
+	return ev_type == SB_EV_SWITCH_IN ? "off_cpu" : sb_type_name(ev_type);
+}
+
+const char *sym_base(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	return b ? b + 1 : path;
+}
+
+static bool same_build_id(Elf *elf, const char *want)
+{
+	const void *id = NULL;
+	ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
+	char hex[2 * 64 + 1];
+
+	if (!want[0])
+		return true;
+	if (n <= 0 || n > 64)
+		return false;
+	for (ssize_t i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)id)[i]);
+	return !strcmp(hex, want);
+}
+
+/*
+ * The load bias of mapping m of the ELF file: the segment that holds the
+ * mapping's file offset says which virtual address its start stands for.
+ */
+static bool load_bias(Elf *elf, const struct eng_mapping *m, uint64_t *bias)
+{
+	size_t nph;
+	GElf_Ehdr eh;
+
+	if (!gelf_getehdr(elf, &eh) || elf_getphdrnum(elf, &nph))
+		return false;
+	if (eh.e_type == ET_EXEC) {
+		*bias = 0;
+		return true;
+	}
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		uint64_t align;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		align = ph.p_align > 1 ? ph.p_align : 1;
+		if (m->offset >= (ph.p_offset & ~(align - 1)) && m->offset < ph.p_offset + ph.p_filesz) {
+			*bias = m->start - m->offset + ph.p_offset - ph.p_vaddr;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void open_module(struct module *md)
+{
+	const struct eng_mapping *m = md->m;
+	struct stat st;
+	uint64_t bias;
+	Elf *elf;
+	int fd;
+
+	md->tried = true;
+	fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return;
+	}
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !same_build_id(elf, m->build_id) ||
+	    !load_bias(elf, m, &bias)) {
+		if (elf)
+			elf_end(elf);
+		close(fd);
+		return;
+	}
+	elf_end(elf);
+	md->dwfl = dwfl_begin(&callbacks);
+	if (!md->dwfl) {
+		close(fd);
+		return;
+	}
+	dwfl_report_begin(md->dwfl);
+	/* consumes fd on success */
+	md->mod = dwfl_report_elf(md->dwfl, sym_base(m->path), m->path, fd, bias, true);
+	if (!md->mod)
+		close(fd);
+	dwfl_report_end(md->dwfl, NULL, NULL);
+	if (!md->mod) {
+		dwfl_end(md->dwfl);
+		md->dwfl = NULL;
+	}
+}
+
+/* the mapping covering addr: the latest recorded at or before ts, else the first after */
+static struct module *find_module(struct symbols *s, uint64_t addr, uint64_t ts)
+{
+	struct module *before = NULL, *after = NULL;
+
+	for (uint32_t i = 0; i < s->n; i++) {
+		const struct eng_mapping *m = s->mods[i].m;
+
+		if (addr < m->start || addr >= m->end)
+			continue;
+		if (m->ts <= ts)
+			before = &s->mods[i];
+		else if (!after)
+			after = &s->mods[i];
+	}
+	return before ? before : after;
+}
+
+static const struct eng_jitsym *find_jit(const struct engine *e, uint64_t addr)
+{
+	const struct eng_jitsym *best = NULL;
+	uint32_t n = engine_njitsyms(e);
+
+	/* the last one written wins: a JIT may reuse its code memory */
+	for (uint32_t i = 0; i < n; i++) {
+		const struct eng_jitsym *j = engine_jitsym(e, i);
+
+		if (addr >= j->start && addr - j->start < j->size)
+			best = j;
+	}
+	return best;
+}
+
+void symbols_frame(struct symbols *s, const struct eng_stack *st, uint32_t i,
+		   struct sym_frame *f)
+{
+	uint64_t addr = st->ip[i];
+	/* a return address: the call lies just before it */
+	uint64_t look = (i > 0 || st->ev_type != SB_EV_FAULT) && addr ? addr - 1 : addr;
+	const struct eng_jitsym *j;
+	struct module *md;
+
+	*f = (struct sym_frame){ .addr = addr };
+	if (s && engine_nmappings(s->e) > s->n) {
+		/* mappings recorded since (a live capture): add them */
+		uint32_t n = engine_nmappings(s->e);
+		struct module *m = realloc(s->mods, n * sizeof(*m));
+
+		if (m) {
+			memset(m + s->n, 0, (n - s->n) * sizeof(*m));
+			/* the engine's table may have moved as it grew */
+			for (uint32_t k = 0; k < n; k++)
+				m[k].m = engine_mapping(s->e, k);
+			s->mods = m;
+			s->n = n;
+		}
+	}
+	md = s ? find_module(s, look, st->ts) : NULL;
+	if (!md) {
+		j = s ? find_jit(s->e, look) : NULL;
+		if (j) {
+			f->module = "[jit]";
+			f->func = j->name;
+			f->off = addr - j->start;
+		}
+		return;
+	}
+	f->module = md->m->path;
+	f->off = addr - md->m->start + md->m->offset;
+	if (!md->tried)
+		open_module(md);
+	if (md->mod) {
+		GElf_Off off = 0;
+		GElf_Sym sym;
+		const char *name = dwfl_module_addrinfo(md->mod, look, &off, &sym, NULL, NULL, NULL);
+
+		if (name) {
+			f->func = name;
+			f->off = off + (addr - look);
+		}
+	}
+}
+
+const char *sym_frame_text(const struct sym_frame *f, char *buf, size_t len)
+{
+	if (f->func && f->module)
+		snprintf(buf, len, "%s+0x%" PRIx64 " (%s)", f->func, f->off, sym_base(f->module));
+	else if (f->module)
+		snprintf(buf, len, "[%s+0x%" PRIx64 "]", sym_base(f->module), f->off);
+	else
+		snprintf(buf, len, "0x%" PRIx64, f->addr);
+	return buf;
+}
+
+static uint64_t dur(const struct eng_stack *s)
+{
+	return s->ts - s->start_ns;
+}
+
+bool sym_any(const struct engine *e)
+{
+	struct eng_stack one;
+
+	return engine_stacks(e, 0, 0, UINT64_MAX, &one, 1) > 0;
+}
+
+int sym_step_stacks(const struct engine *e, const struct eng_step *st, struct eng_stack *out,
+		    int max)
+{
+	struct eng_stack *all;
+	int n, k = 0;
+
+	if (!st->crit_tid || max <= 0)
+		return 0;
+	all = malloc(ENG_STACKS_MAX * sizeof(*all));
+	if (!all)
+		return 0;
+	n = engine_stacks(e, st->crit_tid, st->start_ns, st->end_ns, all, ENG_STACKS_MAX);
+	/* CPU samples are not events: sym_step_samples reads them */
+	{
+		int m = 0;
+
+		for (int i = 0; i < n; i++)
+			if (all[i].ev_type != SB_EV_STACK)
+				all[m++] = all[i];
+		n = m;
+	}
+	/* the max longest, kept sorted; the earlier one first among equals */
+	for (int i = 0; i < n; i++) {
+		int j;
+
+		if (k == max && dur(&all[i]) <= dur(&out[max - 1]))
+			continue;
+		j = k < max ? k++ : max - 1;
+		while (j > 0 && dur(&out[j - 1]) < dur(&all[i])) {
+			out[j] = out[j - 1];
+			j--;
+		}
+		out[j] = all[i];
+	}
+	free(all);
+	return k;
+}
+
+#define SAMPLES_MAX 2048
+
+int sym_step_samples(const struct engine *e, struct symbols *sym, const struct eng_step *st,
+		     struct sym_frame *top, int *ntop)
+{
+	struct eng_stack *all;
+	struct sym_frame *leaf;
+	int n, k = 0;
+
+	*ntop = 0;
+	if (!st->crit_tid || !sym)
+		return 0;
+	all = malloc(ENG_STACKS_MAX * sizeof(*all));
+	leaf = malloc(ENG_STACKS_MAX * sizeof(*leaf));
+	n = all && leaf ? engine_stacks(e, st->crit_tid, st->start_ns, st->end_ns, all,
+					ENG_STACKS_MAX) : 0;
+	/* the first SAMPLES_MAX of the step: the comparison below is quadratic */
+	for (int i = 0; i < n && k < SAMPLES_MAX; i++)
+		if (all[i].ev_type == SB_EV_STACK && all[i].nframes)
+			symbols_frame(sym, &all[i], 0, &leaf[k++]);
+	/* the most frequent; the first seen among equals */
+	for (int i = 0; i < k; i++) {
+		int c = 0;
+
+		for (int j = 0; j < k; j++)
+			c += leaf[i].func && leaf[j].func ? !strcmp(leaf[i].func, leaf[j].func) &&
+							     leaf[i].module == leaf[j].module
+							   : !leaf[i].func && !leaf[j].func &&
+							     leaf[i].addr == leaf[j].addr;
+		if (c > *ntop) {
+			*ntop = c;
+			*top = leaf[i];
+		}
+	}
+	free(all);
+	free(leaf);
+	return k;
+}
+
+static bool same_stack(const struct eng_stack *a, const struct eng_stack *b)
+{
+	return a->ev_type == b->ev_type && a->nframes == b->nframes &&
+	       !memcmp(a->ip, b->ip, a->nframes * sizeof(a->ip[0]));
+}
+
+static int hot_cmp(const void *a, const void *b)
+{
+	const struct sym_hot *x = a, *y = b;
+
+	if (x->total_ns != y->total_ns)
+		return x->total_ns > y->total_ns ? -1 : 1;
+	if (x->count != y->count)
+		return x->count > y->count ? -1 : 1;
+	return x->s.ts < y->s.ts ? -1 : x->s.ts > y->s.ts;
+}
+
+static uint64_t stack_hash(const struct eng_stack *s)
+{
+	uint64_t h = 1469598103934665603ull ^ s->ev_type;
+
+	for (uint32_t i = 0; i < s->nframes; i++)
+		h = (h ^ s->ip[i]) * 1099511628211ull;
+	return h;
+}
+
+const unsigned sym_kinds[SYM_NKINDS] = { SB_EV_IOSYS, SB_EV_MMSYS, SB_EV_ALLOC, SB_EV_FAULT,
+					   SB_EV_SWITCH_IN };
+
+int sym_hot_stacks(const struct engine *e, unsigned ev_type, struct sym_hot *out, int max)
+{
+	struct eng_stack *all = malloc(ENG_STACKS_MAX * sizeof(*all));
+	size_t tcap = 2 * ENG_STACKS_MAX;
+	int32_t *table = malloc(tcap * sizeof(*table));
+	struct sym_hot *h = calloc(ENG_STACKS_MAX, sizeof(*h));
+	int n, nh = 0;
+
+	if (!all || !table || !h) {
+		free(all);
+		free(table);
+		free(h);
+		return 0;
+	}
+	memset(table, 0xff, tcap * sizeof(*table));
+	n = engine_stacks(e, 0, 0, UINT64_MAX, all, ENG_STACKS_MAX);
+	for (int i = 0; i < n; i++) {
+		size_t slot = stack_hash(&all[i]) % tcap;
+		int j;
+
+		if (ev_type && all[i].ev_type != ev_type)
+			continue;
+		while ((j = table[slot]) >= 0 && !same_stack(&h[j].s, &all[i]))
+			slot = (slot + 1) % tcap;
+		if (j < 0) {
+			j = nh++;
+			table[slot] = j;
+			h[j] = (struct sym_hot){ .s = all[i] };
+		} else if (dur(&all[i]) > dur(&h[j].s)) {
+			h[j].s = all[i];
+		}
+		h[j].count++;
+		h[j].total_ns += dur(&all[i]);
+	}
+	qsort(h, (size_t)nh, sizeof(*h), hot_cmp);
+	if (nh > max)
+		nh = max;
+	memcpy(out, h, (size_t)nh * sizeof(*h));
+	free(h);
+	free(table);
+	free(all);
+	return nh;
+}
