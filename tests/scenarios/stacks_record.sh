@@ -22,7 +22,9 @@ mkfifo "$tmp/go"
 "$prog" "$tmp" <"$tmp/go" >"$tmp/prog.out" 2>&1 &
 pid=$!
 exec 7>"$tmp/go"
-"$STEPBLAME" record -p "$pid" -d 60 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1 &
+# the allocator probes attached throughout (the overhead guard would start them
+# sampled, and the one slow malloc could fall outside its windows)
+"$STEPBLAME" record -p "$pid" -d 60 --max-overhead 0 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1 &
 rec=$!
 # the probes are attached once record says so
 for _ in $(seq 1 300); do grep -q "attached" "$tmp/record.out" && break; sleep 0.1; done
