@@ -14,6 +14,14 @@
  * event.
  * And they time sched_setaffinity(): a thread moved by it is moved inside the
  * call, on a CPU and waiting for the migration stopper (SB_EV_AFFINITY).
+ *
+ * A recorded I/O call names its file (struct sb_iosys_file): the fd's struct
+ * file, its inode and kind, and its name walked up the dentries (across
+ * mounts) at the call's return. bpf_d_path() would do the walk, but only
+ * fentry/LSM programs on a short list of kernel functions may call it, not
+ * the syscall tracepoints these are; the walk reads at most PATH_DEPTH names.
+ * Every write of the target (fast ones too) adds its bytes to a counter per
+ * open file, so a slow call says how much had been written through it.
  */
 #include "common.bpf.h"
 
@@ -42,6 +50,19 @@ struct mm_call {
 	__u32 call;
 	__u32 arg;
 };
+
+/* bytes written through an open file (keyed by its struct file), with the inode it was for */
+struct file_written {
+	__u64 ino;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct file_written);
+} written_by_file SEC(".maps");
 
 #define IO_CALL 0x100
 #define AFF_CALL 0x200 /* sched_setaffinity */
@@ -254,22 +275,138 @@ static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3)
 	return 0;
 }
 
-static __always_inline void io_exit(const struct mm_call *c, long ret)
+/* the current task's open file fd, NULL if none */
+static __always_inline struct file *fd_file(__s64 fd)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	struct file **fds, *f = NULL;
+
+	if (!fdt || fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (!fds || bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
+		return NULL;
+	return f;
+}
+
+static __always_inline bool io_writes(__u32 call)
+{
+	return call == (IO_CALL | SB_IO_WRITE) || call == (IO_CALL | SB_IO_PWRITE) ||
+	       call == (IO_CALL | SB_IO_WRITEV);
+}
+
+/* a write of n bytes through f: its counter; returns the bytes written through f so far */
+static __always_inline __u64 count_written(struct file *f, __u64 n)
+{
+	__u64 key = (__u64)f, ino = BPF_CORE_READ(f, f_inode, i_ino);
+	struct file_written *w = bpf_map_lookup_elem(&written_by_file, &key);
+
+	if (w && w->ino == ino) {
+		if (n)
+			__sync_fetch_and_add(&w->bytes, n);
+		return w->bytes;
+	}
+	/* first write seen through it, or a struct file reused for another inode */
+	struct file_written nw = { .ino = ino, .bytes = n };
+
+	if (n)
+		bpf_map_update_elem(&written_by_file, &key, &nw, BPF_ANY);
+	return n;
+}
+
+#define PATH_DEPTH 24
+#define PATH_PART 128 /* the most one name takes: any start below PATH_MAX_OFF leaves room for it */
+#define PATH_MAX_OFF (SB_IO_PATH_LEN - PATH_PART)
+
+static __always_inline __u8 file_kind(__u16 mode)
+{
+	switch (mode & 0170000) {
+	case 0100000: return SB_FILE_REGULAR;
+	case 0140000: return SB_FILE_SOCKET;
+	case 0010000: return SB_FILE_PIPE;
+	case 0020000: return SB_FILE_CHAR;
+	case 0060000: return SB_FILE_BLOCK;
+	case 0040000: return SB_FILE_DIR;
+	}
+	return SB_FILE_OTHER;
+}
+
+/* f's identity and name, leaf first (struct sb_iosys_file) */
+static __always_inline void file_identity(struct sb_iosys_file *o, struct file *f)
+{
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	struct vfsmount *vm = BPF_CORE_READ(f, f_path.mnt);
+	struct mount *m = container_of(vm, struct mount, mnt);
+	struct inode *ino = BPF_CORE_READ(f, f_inode);
+	__u32 off = 0;
+
+	o->ino = BPF_CORE_READ(ino, i_ino);
+	o->dev = BPF_CORE_READ(ino, i_sb, s_dev);
+	o->kind = file_kind(BPF_CORE_READ(ino, i_mode));
+	if (o->kind == SB_FILE_SOCKET || o->kind == SB_FILE_PIPE)
+		return; /* no name worth walking */
+	for (int i = 0; i < PATH_DEPTH; i++) {
+		struct dentry *parent = BPF_CORE_READ(d, d_parent);
+		struct dentry *root = BPF_CORE_READ(m, mnt.mnt_root);
+
+		if (d == root || d == parent) {
+			/* the top of this mount: on to where it is mounted */
+			struct mount *up = BPF_CORE_READ(m, mnt_parent);
+
+			if (!up || up == m) {
+				o->flags |= SB_IO_PATH_TOP;
+				break;
+			}
+			d = BPF_CORE_READ(m, mnt_mountpoint);
+			m = up;
+			continue;
+		}
+		if (off >= PATH_MAX_OFF) {
+			o->flags |= SB_IO_PATH_CUT;
+			break;
+		}
+		long n = bpf_probe_read_kernel_str(&o->path[off & (PATH_PART - 1)], PATH_PART,
+						   BPF_CORE_READ(d, d_name.name));
+
+		if (n <= 0)
+			break;
+		off += n;
+		d = parent;
+	}
+	if (!(o->flags & (SB_IO_PATH_TOP | SB_IO_PATH_CUT)))
+		o->flags |= SB_IO_PATH_CUT;
+	o->path_len = off;
+}
+
+static __always_inline void io_exit(const struct mm_call *c, long ret, struct file *f,
+				    __u64 written)
 {
 	__u64 now = bpf_ktime_get_ns();
 
 	if (now - c->start < io_min_ns)
 		return;
-	struct sb_iosys *e = reserve(SB_EV_IOSYS, sizeof(*e));
+	struct sb_iosys_ext *e = reserve(SB_EV_IOSYS, sizeof(*e));
 
 	if (!e)
 		return;
-	e->h.ts = now;
-	e->start_ns = c->start;
-	e->ret = ret;
-	e->len = c->len;
-	e->call = c->call & ~IO_CALL;
-	e->fd = (__s32)c->addr;
+	e->io.h.ts = now;
+	e->io.start_ns = c->start;
+	e->io.ret = ret;
+	e->io.len = c->len;
+	e->io.call = c->call & ~IO_CALL;
+	e->io.fd = (__s32)c->addr;
+	e->file.ino = 0;
+	e->file.written = 0;
+	e->file.dev = 0;
+	e->file.kind = SB_FILE_NONE;
+	e->file.flags = 0;
+	e->file.path_len = 0;
+	__builtin_memset(e->file.path, 0, sizeof(e->file.path));
+	if (f) {
+		e->file.written = written ? written : count_written(f, 0);
+		file_identity(&e->file, f);
+	}
 	submit(e);
 }
 
@@ -303,7 +440,14 @@ static __always_inline int mm_exit(long ret)
 		return 0;
 	}
 	if (c->call & IO_CALL) {
-		io_exit(c, ret);
+		bool named = c->call != (IO_CALL | SB_IO_UNLINK) &&
+			     c->call != (IO_CALL | SB_IO_UNLINKAT);
+		struct file *f = named ? fd_file((__s32)c->addr) : NULL;
+		__u64 written = 0;
+
+		if (f && io_writes(c->call) && ret > 0)
+			written = count_written(f, (__u64)ret);
+		io_exit(c, ret, f, written);
 		bpf_map_delete_elem(&mm_calls, &tid);
 		return 0;
 	}

@@ -209,6 +209,46 @@ static inline void w_fault(struct world *w, uint64_t ts, uint32_t tid, uint64_t 
 	st_put(&w->host, &r);
 }
 
+/*
+ * An iosys record that names its file (struct sb_iosys_file): path is given
+ * root first ("/ckpt/model.pt") and stored leaf first, as the probe does.
+ */
+static inline void w_iofile(struct world *w, uint64_t s, uint64_t end, uint32_t tid,
+			    uint32_t call, int64_t ret, uint64_t ino, uint8_t kind,
+			    const char *path, uint64_t written)
+{
+	struct sb_iosys_ext r;
+	size_t n = strlen(path), o = 0;
+
+	memset(&r, 0, sizeof(r));
+	hdr(&r.io.h, SB_EV_IOSYS, sizeof(r), end, T_PID, tid, T_CPU);
+	r.io.start_ns = s;
+	r.io.call = call;
+	r.io.fd = 9;
+	r.io.ret = ret;
+	r.file.ino = ino;
+	r.file.dev = 0x800001;
+	r.file.kind = kind;
+	r.file.written = written;
+	r.file.flags = SB_IO_PATH_TOP;
+	while (n > 0) {
+		size_t e = n, b;
+
+		while (e > 0 && path[e - 1] == '/')
+			e--;
+		b = e;
+		while (b > 0 && path[b - 1] != '/')
+			b--;
+		if (e == b)
+			break;
+		memcpy(r.file.path + o, path + b, e - b);
+		o += e - b + 1;
+		n = b;
+	}
+	r.file.path_len = (uint16_t)o;
+	st_put(&w->host, &r);
+}
+
 /* alloc / mmsys / reclaim / iosys / cuda intervals */
 static inline void w_interval(struct world *w, unsigned type, uint64_t s, uint64_t end,
 			      uint32_t tid, uint32_t fn)

@@ -542,6 +542,97 @@ static void t_iosys(void)
 	world_free(&w);
 }
 
+#define CKPT_INO 4242
+#define CKPT_PATH "/ckpt/model.pt"
+
+/* step 0: a 1 ms write to the checkpoint, 50 MB written through it so far */
+static void inj_ckpt_before(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_iofile(w, at, at + 1 * MS, T_LAUNCHER, SB_IO_WRITE, 1 << 20, CKPT_INO, SB_FILE_REGULAR,
+		 CKPT_PATH, 50000000);
+}
+
+/*
+ * step 2: 150 MB more written by fast writes (not recorded), one slow write
+ * (2 ms on a CPU, 1 MiB, counter 120 MB), an fsync (3 ms: 0.1 on a CPU,
+ * 2.8 in D, 0.1 on a CPU; counter 200 MB), and a 1 ms read of a socket.
+ */
+static void inj_ckpt(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	uint64_t f = at + 2 * MS;
+
+	w_iofile(w, at, at + 2 * MS, T_LAUNCHER, SB_IO_WRITE, 1 << 20, CKPT_INO, SB_FILE_REGULAR,
+		 CKPT_PATH, 120000000);
+	w_iofile(w, f, f + 3 * MS, T_LAUNCHER, SB_IO_FSYNC, 0, CKPT_INO, SB_FILE_REGULAR, CKPT_PATH,
+		 200000000);
+	w_switch_out(w, f + 100 * US, T_LAUNCHER, T_CPU, SB_STATE_DISK);
+	w_wakeup(w, f + 2900 * US, T_LAUNCHER, T_CPU, 55, 55, "kworker/u4:1");
+	w_switch_in(w, f + 2900 * US, T_LAUNCHER, T_CPU);
+	w_iofile(w, f + 3 * MS, f + 4 * MS, T_LAUNCHER, SB_IO_READ, 512, 77, SB_FILE_SOCKET, "", 0);
+}
+
+/* io_wait says which file and call, and what the step wrote to it */
+static void t_iosys_file(void)
+{
+	struct world w;
+	struct sopt before = { .pre = PRE, .gpu = GPU, .len = 1 * MS, .inj = inj_ckpt_before };
+	struct sopt ckpt = { .pre = PRE, .gpu = GPU, .len = 4 * MS, .inj = inj_ckpt };
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct eng_summary sum;
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t S = 10 * SEC;
+	char *line = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	world_init(&w);
+	S = std_step(&w, S, 0, &before);
+	S = std_step(&w, S, 1, &plain);
+	S = std_step(&w, S, 2, &ckpt);
+	for (unsigned k = 3; k < 8; k++)
+		S = std_step(&w, S, k, &plain);
+	w_step(&w, S, T_LAUNCHER, 8);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 0);
+	REQUIRE(s && s->nio == 1, "step 0: %u io entries", s ? s->nio : 0);
+	CHECK(s->io[0].call == SB_IO_WRITE && s->io[0].ns == 1 * MS && s->io[0].written == 50000000,
+	      "step 0: %s %" PRIu64 " ns, %" PRIu64 " written", sb_io_name(s->io[0].call),
+	      s->io[0].ns, s->io[0].written);
+	s = step_no(e, 1);
+	CHECK(s && !s->nio, "a plain step has io entries");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nio == 3, "step 2: %u io entries, want 3", s ? s->nio : 0);
+	CHECK(blame_of(s, ENG_IO_WAIT, 0) == 6 * MS, "io_wait %" PRIu64, blame_of(s, ENG_IO_WAIT, 0));
+	/* largest first: the fsync, its D sleep included; then the write; then the socket */
+	CHECK(s->io[0].call == SB_IO_FSYNC && !strcmp(s->io[0].path, CKPT_PATH) &&
+	      s->io[0].kind == SB_FILE_REGULAR && s->io[0].ns == 3 * MS && s->io[0].calls == 1 &&
+	      s->io[0].bytes == 0, "io[0]: %s %s %" PRIu64 " ns, %u calls", sb_io_name(s->io[0].call),
+	      s->io[0].path, s->io[0].ns, s->io[0].calls);
+	/* 200 MB at the fsync less the 50 MB of the last record before the step */
+	CHECK(s->io[0].written == 150000000, "fsync: %" PRIu64 " written in the step",
+	      s->io[0].written);
+	CHECK(s->io[1].call == SB_IO_WRITE && s->io[1].ns == 2 * MS && s->io[1].bytes == 1 << 20 &&
+	      s->io[1].written == 70000000, "io[1]: %s %" PRIu64 " ns, %" PRIu64 " bytes, %" PRIu64
+	      " written", sb_io_name(s->io[1].call), s->io[1].ns, s->io[1].bytes, s->io[1].written);
+	CHECK(s->io[2].call == SB_IO_READ && s->io[2].kind == SB_FILE_SOCKET && !s->io[2].path[0] &&
+	      s->io[2].ns == 1 * MS && s->io[2].bytes == 512, "io[2]: %s kind %u %" PRIu64 " ns",
+	      sb_io_name(s->io[2].call), s->io[2].kind, s->io[2].ns);
+	engine_summarise(e, &sum);
+	REQUIRE(s->tail, "step 2 is not in the tail");
+	f = open_memstream(&line, &len);
+	REQUIRE(f, "memstream");
+	report_step_line(e, s, &sum, f);
+	fclose(f);
+	CHECK(strstr(line, "io_wait +") && strstr(line, "launcher[101] fsync /ckpt/model.pt (1 call, ") &&
+	      strstr(line, "150 MB written to it in this step") && strstr(line, "read socket"),
+	      "text: %s", line);
+	free(line);
+	engine_free(e);
+	world_free(&w);
+}
+
 /* pulled off its CPU by the migration stopper, then waits on the new CPU */
 static void inj_migrate(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
@@ -1215,6 +1306,7 @@ int main(void)
 	RUN(t_io_wait);
 	RUN(t_alloc_burst);
 	RUN(t_iosys);
+	RUN(t_iosys_file);
 	RUN(t_setaffinity);
 	RUN(t_tracer_cost);
 	RUN(t_fault_then_sleep_is_not_the_faults);

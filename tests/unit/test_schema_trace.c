@@ -52,6 +52,9 @@ static struct field {
 	F(sb_alloc_burst, sum_ns), F(sb_alloc_burst, bytes), F(sb_alloc_burst, slow_ns),
 	F(sb_iosys, h), F(sb_iosys, start_ns), F(sb_iosys, ret), F(sb_iosys, len),
 	F(sb_iosys, call), F(sb_iosys, fd),
+	F(sb_iosys_file, ino), F(sb_iosys_file, written), F(sb_iosys_file, dev),
+	F(sb_iosys_file, kind), F(sb_iosys_file, flags), F(sb_iosys_file, path_len),
+	F(sb_iosys_file, path),
 	F(sb_affinity, h), F(sb_affinity, start_ns), F(sb_affinity, ret), F(sb_affinity, pid),
 	F(sb_affinity, pad),
 	F(sb_text, h), F(sb_text, len), F(sb_text, id),
@@ -71,7 +74,7 @@ static struct field {
 static const struct { const char *s; size_t size; } structs[] = {
 	S(sbt_file_hdr), S(sb_hdr), S(sb_switch_out), S(sb_switch_in), S(sb_runslice),
 	S(sb_wakeup), S(sb_migrate), S(sb_fault), S(sb_reclaim), S(sb_mmsys), S(sb_alloc),
-	S(sb_step), S(sb_thread), S(sb_rename), S(sb_cuda), S(sb_alloc_burst), S(sb_iosys), S(sb_affinity),
+	S(sb_step), S(sb_thread), S(sb_rename), S(sb_cuda), S(sb_alloc_burst), S(sb_iosys), S(sb_iosys_file), S(sb_affinity),
 	S(sb_text), S(sb_cpu),
 	S(sb_alloc_stats), S(sb_drops), S(sb_gpu), S(sb_trailer),
 };

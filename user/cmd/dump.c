@@ -685,6 +685,21 @@ static void print_sb_iosys(const struct sb_hdr *h)
 	f_u("len", e->len);
 	f_i("ret", e->ret);
 	f_span(e->start_ns, h->ts);
+	{
+		const struct sb_iosys_file *fl = sb_iosys_file_of(h);
+		char path[2 * SB_IO_PATH_LEN];
+		size_t n;
+
+		if (!fl)
+			return; /* an older trace's record: no file */
+		f_enum("file", sb_file_kind_name(fl->kind), fl->kind);
+		f_u("ino", fl->ino);
+		f_hex("dev", fl->dev);
+		f_u("written", fl->written);
+		n = sb_iosys_file_path(fl, path, sizeof(path));
+		if (n)
+			f_text("path", path, n);
+	}
 }
 
 static void print_sb_affinity(const struct sb_hdr *h)

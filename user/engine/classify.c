@@ -25,6 +25,7 @@ void accum_reset(struct accum *a)
 	a->nculprits = 0;
 	a->npending = 0;
 	a->pending_extra = 0;
+	a->nio = 0;
 }
 
 void accum_free(struct engine *e, struct accum *a)
@@ -69,8 +70,64 @@ static void accum_add(struct engine *e, struct accum *a, int cause, uint64_t ns,
 		accum_culprit(e, a, cause, w, ns);
 }
 
+/* io_wait time ns of the I/O call of overlay o, with its file (past IO_USES_MAX: without) */
+static void accum_io(struct accum *a, const struct overlay *o, uint64_t ns)
+{
+	struct io_use *u = NULL;
+
+	for (uint32_t i = 0; i < a->nio && !u; i++)
+		if (a->io[i].file == o->io_file && a->io[i].call == o->io_call)
+			u = &a->io[i];
+	if (!u) {
+		if (a->nio == IO_USES_MAX)
+			return;
+		u = &a->io[a->nio++];
+		memset(u, 0, sizeof(*u));
+		u->file = o->io_file;
+		u->call = o->io_call;
+		u->first_seq = o->io_seq;
+		u->first_bytes = o->io_bytes;
+	}
+	if (u->last_seq != o->io_seq) {
+		u->calls++;
+		u->bytes += o->io_bytes;
+		u->last_seq = o->io_seq;
+	}
+	u->ns += ns;
+	if (o->io_written > u->written)
+		u->written = o->io_written;
+}
+
+static void io_merge(struct accum *dst, const struct accum *src)
+{
+	for (uint32_t k = 0; k < src->nio; k++) {
+		const struct io_use *s = &src->io[k];
+		struct io_use *u = NULL;
+
+		for (uint32_t i = 0; i < dst->nio && !u; i++)
+			if (dst->io[i].file == s->file && dst->io[i].call == s->call)
+				u = &dst->io[i];
+		if (!u) {
+			if (dst->nio < IO_USES_MAX)
+				dst->io[dst->nio++] = *s;
+			continue;
+		}
+		u->calls += s->calls;
+		u->bytes += s->bytes;
+		if (s->first_seq == u->last_seq && u->calls > 1) {
+			/* one call spanning two gaps: counted once */
+			u->calls--;
+			u->bytes -= min64(u->bytes, s->first_bytes);
+		}
+		u->last_seq = s->last_seq;
+		u->ns += s->ns;
+		u->written = max64(u->written, s->written);
+	}
+}
+
 void accum_merge(struct engine *e, struct accum *dst, const struct accum *src)
 {
+	io_merge(dst, src);
 	for (int c = 0; c < ENG_NCAUSE; c++)
 		dst->ns[c] += src->ns[c];
 	for (int c = 0; c < ENG_NCOUNT; c++)
@@ -237,14 +294,17 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 		}
 	for (int i = 0; i + 1 < np; i++) {
 		uint64_t x = pts[i], y = pts[i + 1];
-		int best = -1;
+		int best = -1, bestk = -1;
 
 		if (y <= x)
 			continue;
 		for (int k = 0; k < nov; k++)
 			if (ov[k].s <= x && ov[k].e >= y &&
-			    (best < 0 || overlay_priority[ov[k].cause] > overlay_priority[best]))
+			    (best < 0 || overlay_priority[ov[k].cause] > overlay_priority[best] ||
+			     (ov[k].cause == best && ov[k].io_file && bestk >= 0 && !ov[bestk].io_file))) {
 				best = ov[k].cause;
+				bestk = k;
+			}
 		/*
 		 * Asleep in a synchronisation while the GPU is idle with nothing
 		 * queued: it is no longer waiting for the GPU but for whoever wakes
@@ -267,6 +327,8 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 		}
 		if (best >= 0) {
 			accum_add(e, a, best, y - x, NULL);
+			if (best == ENG_IO_WAIT && ov[bestk].io_file)
+				accum_io(a, &ov[bestk], y - x);
 			timeline_thread(e, t, eng_cause_name(best), x, y);
 		} else if (!asleep) {
 			/* in a burst of fast allocator calls: as much as its calls took is alloc */

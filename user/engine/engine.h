@@ -149,6 +149,28 @@ enum eng_count {
 
 const char *eng_count_name(int c);
 
+/*
+ * The file behind a step's io_wait: one kind of call (enum sb_io_call) on one
+ * file by the step's critical thread, from iosys records that name their file
+ * (schemas/trace.md). Older traces have none.
+ */
+#define ENG_MAX_IO 3
+#define ENG_IO_PATH_MAX (2 * SB_IO_PATH_LEN)
+struct eng_io {
+	uint8_t call;            /* enum sb_io_call */
+	uint8_t kind;            /* enum sb_file_kind */
+	uint32_t calls;          /* calls that took some of the blamed time */
+	uint64_t ns;             /* io_wait blamed to those calls */
+	uint64_t bytes;          /* bytes they returned (read, write: done; fsync: 0) */
+	/*
+	 * Bytes the target wrote to the file (every write, fast ones included)
+	 * between the last recorded call on it before the step and the last one
+	 * in it: for a checkpoint, what this step wrote.
+	 */
+	uint64_t written;
+	char path[ENG_IO_PATH_MAX]; /* "/ckpt/model.pt"; "" when it has none (socket, pipe) */
+};
+
 /* room for every cause without a culprit, and a few culprits */
 #define ENG_MAX_BLAME 16
 
@@ -174,6 +196,8 @@ struct eng_step {
 	uint64_t tracer_ns;
 	uint64_t tracer_events;
 	bool alloc_sampled;      /* the overhead guard had the allocator probes duty-cycled */
+	uint32_t nio;
+	const struct eng_io *io; /* nio (<= ENG_MAX_IO), by ns, descending */
 };
 
 /* a cause's excess over the median step */

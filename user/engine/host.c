@@ -302,6 +302,79 @@ void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int e
 		a->count[count]++;
 }
 
+/* the file of an iosys record in e->io_files: 1 + its index (the least recently met is replaced) */
+static uint32_t io_file_of(struct engine *e, const struct sb_iosys_file *f)
+{
+	uint32_t k = 0;
+	struct io_file *x;
+
+	if (!e->io_files)
+		e->io_files = heap_calloc(e, IO_FILES_MAX, sizeof(*e->io_files));
+	for (uint32_t i = 0; i < e->nio_files; i++) {
+		x = &e->io_files[i];
+		if (x->ino == f->ino && x->dev == f->dev && x->kind == f->kind) {
+			x->used = e->io_seq;
+			return i + 1;
+		}
+		if (x->used < e->io_files[k].used)
+			k = i;
+	}
+	if (e->nio_files < IO_FILES_MAX)
+		k = e->nio_files++;
+	x = &e->io_files[k];
+	memset(x, 0, sizeof(*x));
+	x->ino = f->ino;
+	x->dev = f->dev;
+	x->kind = f->kind;
+	x->used = e->io_seq;
+	x->step_seq = UINT64_MAX;
+	sb_iosys_file_path(f, x->path, sizeof(x->path));
+	return k + 1;
+}
+
+/*
+ * An I/O call, swept at its start s: on a CPU inside it, or asleep in it
+ * uninterruptibly, the time is the I/O's. When the record names its file,
+ * the overlay carries it, so that the blamed time can say which file.
+ */
+static void ev_iosys(struct engine *e, const struct sb_hdr *h, uint64_t s)
+{
+	const struct sb_iosys_file *f = sb_iosys_file_of(h);
+	const struct sb_iosys *r = (const void *)h;
+	struct thread *t;
+	struct io_file *x;
+	uint64_t seq = e->current_step ? e->current_step->seq : UINT64_MAX - 1;
+	uint32_t id;
+
+	ev_interval(e, h->tid, s, h->ts, SB_EV_IOSYS, ENG_IO_WAIT, ENG_N_IO);
+	if (!f || f->kind == SB_FILE_NONE)
+		return;
+	e->io_seq++;
+	id = io_file_of(e, f);
+	x = &e->io_files[id - 1];
+	/* the counter's value before this step: the file's last record in an earlier one */
+	if (x->step_seq != seq) {
+		x->base_written = x->last_written;
+		x->step_seq = seq;
+	}
+	if (f->written < x->base_written)
+		x->base_written = 0; /* a new open file with that inode: counted afresh */
+	x->last_written = f->written;
+	t = thread_find(e, h->tid);
+	if (!t || t->candidate < 0 || !t->noverlays)
+		return;
+	/* the overlay ev_interval() just added */
+	struct overlay *o = &t->overlays[t->noverlays - 1];
+
+	if (o->s != s || o->cause != ENG_IO_WAIT)
+		return;
+	o->io_call = (uint8_t)r->call;
+	o->io_file = id;
+	o->io_seq = e->io_seq;
+	o->io_bytes = r->ret > 0 ? (uint64_t)r->ret : 0;
+	o->io_written = f->written - x->base_written;
+}
+
 /*
  * A sched_setaffinity() call, swept at its start s. Being moved is done inside
  * the call: on a CPU, asleep while the stopper moves the thread, runnable on
@@ -459,8 +532,7 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		ev_alloc_burst(e, (const struct sb_alloc_burst *)h, key);
 		break;
 	case SB_EV_IOSYS:
-		/* on a CPU inside it, or asleep in it uninterruptibly: the I/O's */
-		ev_interval(e, h->tid, key, h->ts, SB_EV_IOSYS, ENG_IO_WAIT, ENG_N_IO);
+		ev_iosys(e, h, key);
 		break;
 	case SB_EV_AFFINITY:
 		ev_affinity(e, (const struct sb_affinity *)h, key);

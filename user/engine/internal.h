@@ -44,6 +44,33 @@ struct episode {
 struct overlay {
 	uint64_t s, e;
 	uint8_t cause;
+	uint8_t io_call;         /* an I/O call naming its file: enum sb_io_call, else 0 */
+	uint32_t io_file;        /* 1 + its index in e->io_files */
+	uint32_t io_seq;         /* the call's number (counted once per accumulator) */
+	uint64_t io_bytes, io_written; /* its ret; the file's bytes written in the step so far */
+};
+
+/* a file met in iosys records (its counter of bytes written, for eng_io.written) */
+struct io_file {
+	uint64_t ino;
+	uint32_t dev;
+	uint8_t kind;
+	uint64_t last_written;   /* the counter in its last record */
+	uint64_t base_written;   /* ...in its last record before step step_seq */
+	uint64_t step_seq;
+	uint64_t used;           /* when last met (e->io_seq): the least recent is replaced */
+	char path[ENG_IO_PATH_MAX];
+};
+
+#define IO_FILES_MAX 64
+#define IO_USES_MAX 4
+
+/* io_wait time by (file, call) in an accumulator */
+struct io_use {
+	uint32_t file;           /* 1 + index in e->io_files */
+	uint8_t call;
+	uint32_t calls, first_seq, last_seq;
+	uint64_t ns, bytes, first_bytes, written;
 };
 
 /*
@@ -112,6 +139,8 @@ struct accum {
 	uint32_t npending;
 	uint8_t pending_state;   /* the thread's state in it (TS_SLEEP_S or TS_SLEEP_D) */
 	uint64_t pending_extra;  /* time past the PENDING_MAX intervals */
+	struct io_use io[IO_USES_MAX];
+	uint32_t nio;
 };
 
 struct piece {
@@ -217,9 +246,16 @@ struct blame_pool {
 	struct eng_blame b[BLAME_CHUNK];
 };
 
+struct io_pool {
+	struct io_pool *next;
+	uint32_t used, pad;
+	struct eng_io b[64];
+};
+
 struct result_chunk {
 	struct eng_step s[RESULTS_PER_CHUNK];
 	struct blame_pool *pool;      /* newest first */
+	struct io_pool *io_pool;      /* newest first; only once a step has I/O detail */
 };
 
 /*
@@ -386,6 +422,10 @@ struct engine {
 	int guard_mode_before;   /* the mode before guard_changes[guard_change_next] */
 
 	uint64_t heap, heap_peak;
+	/* the files of iosys records (allocated at the first that names one) */
+	struct io_file *io_files;
+	uint32_t nio_files;
+	uint32_t io_seq;
 };
 
 typedef void (*runslice_fn)(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,

@@ -124,6 +124,32 @@ static void step_obj(struct jw *w, const struct engine *e, const struct eng_step
 	jw_u64(w, s->tracer_events);
 	jw_key(w, "alloc_sampled");
 	jw_bool(w, s->alloc_sampled);
+	if (s->nio) {
+		/* the files behind io_wait (iosys records that name them) */
+		jw_key(w, "io");
+		jw_arr(w);
+		for (uint32_t i = 0; i < s->nio; i++) {
+			const struct eng_io *x = &s->io[i];
+
+			jw_obj(w);
+			jw_key(w, "call");
+			jw_str(w, sb_io_name(x->call));
+			jw_key(w, "file_kind");
+			jw_str(w, sb_file_kind_name(x->kind));
+			jw_key(w, "path");
+			jw_str(w, x->path);
+			jw_key(w, "ns");
+			jw_u64(w, x->ns);
+			jw_key(w, "calls");
+			jw_u64(w, x->calls);
+			jw_key(w, "bytes");
+			jw_u64(w, x->bytes);
+			jw_key(w, "written_bytes");
+			jw_u64(w, x->written);
+			jw_obj_end(w);
+		}
+		jw_arr_end(w);
+	}
 	jw_key(w, "counts");
 	jw_obj(w);
 	for (int c = 0; c < ENG_NCOUNT; c++) {

@@ -95,6 +95,43 @@ static const char *clean(char *buf, size_t len, const char *s)
 	return buf;
 }
 
+/* bytes, decimal units: "512 B", "3.4 kB", "200 MB", "1.2 GB" */
+static const char *fmt_bytes(char *buf, size_t len, uint64_t b)
+{
+	static const char *const unit[] = { "kB", "MB", "GB", "TB" };
+	double v = (double)b;
+	int u = -1;
+
+	if (b < 1000) {
+		snprintf(buf, len, "%" PRIu64 " B", b);
+		return buf;
+	}
+	while (v >= 1000 && u < 3) {
+		v /= 1000;
+		u++;
+	}
+	snprintf(buf, len, v < 10 ? "%.1f %s" : "%.0f %s", v, unit[u]);
+	return buf;
+}
+
+/* the file behind io_wait: "fsync /ckpt/model.pt (1 call, 812 ms; 200 MB written to it in this step)" */
+static void io_phrase(FILE *f, const struct eng_io *x)
+{
+	char n1[32], t[32], b[32];
+
+	fprintf(f, " %s %s", sb_io_name(x->call),
+		x->path[0] ? x->path : sb_file_kind_name(x->kind));
+	if (x->path[0] && x->kind != SB_FILE_REGULAR)
+		fprintf(f, " (%s)", sb_file_kind_name(x->kind));
+	fprintf(f, " (%s call%s, %s", fmt_count(n1, sizeof(n1), x->calls), x->calls == 1 ? "" : "s",
+		fmt_ns(t, sizeof(t), x->ns));
+	if (x->bytes)
+		fprintf(f, ", %s done", fmt_bytes(b, sizeof(b), x->bytes));
+	if (x->written)
+		fprintf(f, "; %s written to it in this step", fmt_bytes(b, sizeof(b), x->written));
+	fputs(")", f);
+}
+
 /* the traced process: its own threads are named by tid, other tasks by pid */
 static uint32_t target_pid;
 
@@ -164,7 +201,15 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 			fmt_count(n1, sizeof(n1), s->count[ENG_N_RECLAIMS]));
 		break;
 	case ENG_IO_WAIT:
-		if (s->count[ENG_N_IO])
+		if (s->nio) {
+			fprintf(f, " (%s slow I/O calls) — %s", fmt_count(n1, sizeof(n1), s->count[ENG_N_IO]),
+				crit);
+			io_phrase(f, &s->io[0]);
+			for (uint32_t i = 1; i < s->nio; i++) {
+				fputs(";", f);
+				io_phrase(f, &s->io[i]);
+			}
+		} else if (s->count[ENG_N_IO])
 			fprintf(f, " (%s slow I/O calls) — %s in I/O system calls or uninterruptible "
 				"sleep", fmt_count(n1, sizeof(n1), s->count[ENG_N_IO]), crit);
 		else
