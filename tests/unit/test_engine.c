@@ -542,6 +542,95 @@ static void t_iosys(void)
 	world_free(&w);
 }
 
+/*
+ * Moved while runnable at `at` from CPU `from` to `to` (the stopper runs
+ * 10 us), then waits behind hog[900] on the new CPU until at + len. Who
+ * asked: the launcher itself (arg "self"), the loader ("loader"), nobody.
+ */
+static void inj_moved(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	const char *by = arg;
+	unsigned from = by ? 0 : 1, to = by ? 1 : 0;
+
+	if (by && !strcmp(by, "self"))
+		w_interval(w, SB_EV_AFFINITY, at, at + len + 5 * US, T_LAUNCHER, 0);
+	else if (by)
+		w_interval(w, SB_EV_AFFINITY, at, at + 30 * US, T_LOADER, T_LAUNCHER);
+	w_switch_to(w, at + 10 * US, T_LAUNCHER, from, SB_STATE_RUNNABLE, "migration/0");
+	w_runslice(w, at + 10 * US, at + 20 * US, from, 0, 12, "migration/0");
+	w_migrate(w, at + 20 * US, T_LAUNCHER, from, to);
+	w_runslice(w, at + 20 * US, at + len, to, 900, 900, "hog");
+	w_switch_in(w, at + len, T_LAUNCHER, to);
+}
+
+/* the migration line says who moved the thread, then whom it waited behind */
+static void t_moved_by(void)
+{
+	struct world w;
+	struct sopt self = { .pre = PRE, .gpu = GPU, .len = 4 * MS, .inj = inj_moved, .arg = "self" };
+	struct sopt other = { .pre = PRE, .gpu = GPU, .len = 3 * MS, .inj = inj_moved,
+			      .arg = "loader" };
+	struct sopt sched = { .pre = PRE, .gpu = GPU, .len = 4 * MS, .inj = inj_moved };
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	const struct sopt *order[10] = { &plain, &self, &plain, &other, &plain, &sched };
+	struct eng_summary sum;
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t S = 10 * SEC;
+	char *line = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 10; k++)
+		S = std_step(&w, S, k, order[k] ? order[k] : &plain);
+	w_step(&w, S, T_LAUNCHER, 10);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	engine_summarise(e, &sum);
+	s = step_no(e, 0);
+	CHECK(s && !s->nmoves, "a plain step has moves");
+	s = step_no(e, 1);
+	REQUIRE(s && s->nmoves == 1, "step 1: %u moves", s ? s->nmoves : 0);
+	CHECK(s->moves[0].how == ENG_MOVE_SELF && s->moves[0].by_tid == T_LAUNCHER &&
+	      s->moves[0].from_cpu == 0 && s->moves[0].to_cpu == 1 &&
+	      s->moves[0].ns == blame_of(s, ENG_MIGRATION, 0) && s->moves[0].ns == 4 * MS + 5 * US,
+	      "step 1: %s by %u CPU %d->%d, %" PRIu64 " ns", eng_move_how_name(s->moves[0].how),
+	      s->moves[0].by_tid, s->moves[0].from_cpu, s->moves[0].to_cpu, s->moves[0].ns);
+	CHECK(blame_of(s, ENG_MIGRATION, 900) == 4 * MS - 20 * US, "behind the hog %" PRIu64,
+	      blame_of(s, ENG_MIGRATION, 900));
+	REQUIRE(s->tail, "step 1 is not in the tail");
+	f = open_memstream(&line, &len);
+	REQUIRE(f, "memstream");
+	report_step_line(e, s, &sum, f);
+	fclose(f);
+	CHECK(strstr(line, "— launcher[101] moved by its own sched_setaffinity (CPU 0→1), then "
+		      "waited behind hog[900] 3.98 ms on CPU 1"), "text: %s", line);
+	free(line);
+	s = step_no(e, 3);
+	REQUIRE(s && s->nmoves == 1, "step 3: %u moves", s ? s->nmoves : 0);
+	CHECK(s->moves[0].how == ENG_MOVE_THREAD && s->moves[0].by_tid == T_LOADER &&
+	      !strcmp(s->moves[0].by_comm, "loader") && s->moves[0].ns >= 3 * MS - 20 * US,
+	      "step 3: %s by %u (%s), %" PRIu64 " ns", eng_move_how_name(s->moves[0].how),
+	      s->moves[0].by_tid, s->moves[0].by_comm, s->moves[0].ns);
+	s = step_no(e, 5);
+	REQUIRE(s && s->nmoves == 1, "step 5: %u moves", s ? s->nmoves : 0);
+	CHECK(s->moves[0].how == ENG_MOVE_SCHEDULER && !s->moves[0].by_tid &&
+	      s->moves[0].from_cpu == 1 && s->moves[0].to_cpu == 0,
+	      "step 5: %s by %u CPU %d->%d", eng_move_how_name(s->moves[0].how), s->moves[0].by_tid,
+	      s->moves[0].from_cpu, s->moves[0].to_cpu);
+	line = NULL;
+	f = open_memstream(&line, &len);
+	REQUIRE(f, "memstream");
+	report_step_line(e, s, &sum, f);
+	fclose(f);
+	CHECK(strstr(line, "moved by the scheduler (load balancing) (CPU 1→0), then waited behind "
+		      "hog[900]"), "text: %s", line);
+	free(line);
+	engine_free(e);
+	world_free(&w);
+}
+
 #define CKPT_INO 4242
 #define CKPT_PATH "/ckpt/model.pt"
 
@@ -1307,6 +1396,7 @@ int main(void)
 	RUN(t_alloc_burst);
 	RUN(t_iosys);
 	RUN(t_iosys_file);
+	RUN(t_moved_by);
 	RUN(t_setaffinity);
 	RUN(t_tracer_cost);
 	RUN(t_fault_then_sleep_is_not_the_faults);

@@ -26,6 +26,7 @@ void accum_reset(struct accum *a)
 	a->npending = 0;
 	a->pending_extra = 0;
 	a->nio = 0;
+	a->nmoves = 0;
 }
 
 void accum_free(struct engine *e, struct accum *a)
@@ -98,6 +99,55 @@ static void accum_io(struct accum *a, const struct overlay *o, uint64_t ns)
 		u->written = o->io_written;
 }
 
+/* migration time ns of t: who made its last move */
+static void accum_move(struct accum *a, const struct thread *t, uint64_t ns)
+{
+	struct move_use *u = NULL;
+
+	if (!ns || t->mv_how == ENG_MOVE_NONE)
+		return;
+	for (uint32_t i = 0; i < a->nmoves && !u; i++)
+		if (a->moves[i].how == t->mv_how && a->moves[i].by == t->mv_by)
+			u = &a->moves[i];
+	if (!u) {
+		if (a->nmoves == MOVES_MAX)
+			return;
+		u = &a->moves[a->nmoves++];
+		memset(u, 0, sizeof(*u));
+		u->how = t->mv_how;
+		u->by = t->mv_by;
+		u->from = u->to = -1;
+	}
+	u->ns += ns;
+	/* the last move whose both ends are known */
+	if (t->mv_from >= 0 && t->mv_to >= 0) {
+		u->from = t->mv_from;
+		u->to = t->mv_to;
+	}
+}
+
+static void moves_merge(struct accum *dst, const struct accum *src)
+{
+	for (uint32_t k = 0; k < src->nmoves; k++) {
+		const struct move_use *s = &src->moves[k];
+		struct move_use *u = NULL;
+
+		for (uint32_t i = 0; i < dst->nmoves && !u; i++)
+			if (dst->moves[i].how == s->how && dst->moves[i].by == s->by)
+				u = &dst->moves[i];
+		if (!u) {
+			if (dst->nmoves < MOVES_MAX)
+				dst->moves[dst->nmoves++] = *s;
+			continue;
+		}
+		u->ns += s->ns;
+		if (s->from >= 0 && s->to >= 0) {
+			u->from = s->from;
+			u->to = s->to;
+		}
+	}
+}
+
 static void io_merge(struct accum *dst, const struct accum *src)
 {
 	for (uint32_t k = 0; k < src->nio; k++) {
@@ -128,6 +178,7 @@ static void io_merge(struct accum *dst, const struct accum *src)
 void accum_merge(struct engine *e, struct accum *dst, const struct accum *src)
 {
 	io_merge(dst, src);
+	moves_merge(dst, src);
 	for (int c = 0; c < ENG_NCAUSE; c++)
 		dst->ns[c] += src->ns[c];
 	for (int c = 0; c < ENG_NCOUNT; c++)
@@ -207,6 +258,8 @@ static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, 
 	/* the wait right after a move is the move's, whoever holds the new CPU */
 	cause = is_stopper(w.comm) || c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
 	accum_add(e, c->a, cause, b - a, is_stopper(w.comm) ? NULL : &w);
+	if (cause == ENG_MIGRATION)
+		accum_move(c->a, c->t, b - a);
 	if (e->opts.timeline.thread_state || e->opts.timeline.interferer) {
 		int gap = c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
 
@@ -227,6 +280,8 @@ static void classify_runnable(struct engine *e, struct thread *t, struct accum *
 	int cause = t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
 
 	accum_add(e, a, cause, end - s - cov, NULL);
+	if (cause == ENG_MIGRATION)
+		accum_move(a, t, end - s - cov);
 	if (c.upto < end)
 		timeline_thread(e, t, eng_cause_name(cause), c.upto, end);
 }
@@ -329,6 +384,8 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 			accum_add(e, a, best, y - x, NULL);
 			if (best == ENG_IO_WAIT && ov[bestk].io_file)
 				accum_io(a, &ov[bestk], y - x);
+			if (best == ENG_MIGRATION)
+				accum_move(a, t, y - x);
 			timeline_thread(e, t, eng_cause_name(best), x, y);
 		} else if (!asleep) {
 			/* in a burst of fast allocator calls: as much as its calls took is alloc */
@@ -534,9 +591,13 @@ void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
 			wakeup_chain(e, a, x, y, w, &dflt, t, 0);
 		else
 			accum_add(e, a, cause, y - x, cause == ENG_IO_WAIT || !named ? NULL : &dflt);
+		if (cause == ENG_MIGRATION)
+			accum_move(a, t, y - x);
 	}
 	if (a->pending_extra)
 		accum_add(e, a, cause, a->pending_extra, cause == ENG_BLOCKED && named ? &dflt : NULL);
+	if (a->pending_extra && cause == ENG_MIGRATION)
+		accum_move(a, t, a->pending_extra);
 	a->npending = 0;
 	a->pending_extra = 0;
 }

@@ -83,6 +83,16 @@ const char *eng_cause_name(int c)
 	return c >= 0 && c < ENG_NCAUSE ? cause_names[c] : "unknown";
 }
 
+const char *eng_move_how_name(int how)
+{
+	switch (how) {
+	case ENG_MOVE_SELF: return "self";
+	case ENG_MOVE_THREAD: return "thread";
+	case ENG_MOVE_SCHEDULER: return "scheduler";
+	}
+	return "unknown";
+}
+
 const char *eng_count_name(int c)
 {
 	return c >= 0 && c < ENG_NCOUNT ? count_names[c] : "?";

@@ -171,6 +171,22 @@ struct eng_io {
 	char path[ENG_IO_PATH_MAX]; /* "/ckpt/model.pt"; "" when it has none (socket, pipe) */
 };
 
+/*
+ * Who moved the critical thread, for the step's migration time: its own
+ * sched_setaffinity() call, another thread's of the target (a sched_setaffinity
+ * on it), or the scheduler (load balancing, the stopper without any such call).
+ */
+enum eng_move_how { ENG_MOVE_NONE, ENG_MOVE_SELF, ENG_MOVE_THREAD, ENG_MOVE_SCHEDULER };
+const char *eng_move_how_name(int how); /* "self", "thread", "scheduler" */
+#define ENG_MAX_MOVES 2
+struct eng_move {
+	uint8_t how;             /* enum eng_move_how */
+	uint32_t by_tid;         /* self, thread: the caller of sched_setaffinity */
+	char by_comm[SB_COMM_LEN + 1];
+	int32_t from_cpu, to_cpu; /* the last such move in the step; -1 not seen */
+	uint64_t ns;             /* migration time after moves of this kind (and in the calls) */
+};
+
 /* room for every cause without a culprit, and a few culprits */
 #define ENG_MAX_BLAME 16
 
@@ -198,6 +214,8 @@ struct eng_step {
 	bool alloc_sampled;      /* the overhead guard had the allocator probes duty-cycled */
 	uint32_t nio;
 	const struct eng_io *io; /* nio (<= ENG_MAX_IO), by ns, descending */
+	uint32_t nmoves;
+	struct eng_move moves[ENG_MAX_MOVES]; /* by ns, descending */
 };
 
 /* a cause's excess over the median step */

@@ -216,6 +216,9 @@ static void ev_switch_in(struct engine *e, const struct sb_switch_in *r)
 	t->since = r->h.ts;
 	t->cpu = r->h.cpu;
 	t->migrated = false;
+	/* it runs after the call without having moved: the call moved nothing */
+	if (t->aff_pending && r->h.ts > t->aff_e)
+		t->aff_pending = false;
 }
 
 static void ev_wakeup(struct engine *e, const struct sb_wakeup *r)
@@ -247,6 +250,22 @@ static void ev_wakeup(struct engine *e, const struct sb_wakeup *r)
 static void ev_migrate(struct engine *e, const struct sb_migrate *r)
 {
 	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
+
+	/*
+	 * Who moved it: a sched_setaffinity() on it, inside the call or the first
+	 * move after it (a sleeping thread is moved when it wakes); else the
+	 * scheduler, balancing load.
+	 */
+	if (t->aff_pending && r->h.ts >= t->aff_s) {
+		t->mv_how = t->aff_by == t->tid ? ENG_MOVE_SELF : ENG_MOVE_THREAD;
+		t->mv_by = t->aff_by;
+		t->aff_pending = false;
+	} else {
+		t->mv_how = ENG_MOVE_SCHEDULER;
+		t->mv_by = 0;
+	}
+	t->mv_from = (int16_t)r->orig_cpu;
+	t->mv_to = (int16_t)r->dest_cpu;
 
 	if (t->state == TS_RUNNABLE) {
 		if (t->candidate >= 0)
@@ -388,6 +407,22 @@ static void ev_iosys(struct engine *e, const struct sb_hdr *h, uint64_t s)
 static void ev_affinity(struct engine *e, const struct sb_affinity *r, uint64_t s)
 {
 	struct thread *t = thread_find(e, r->h.tid);
+	struct thread *m = thread_find(e, r->pid ? r->pid : r->h.tid);
+
+	/* the thread it may move: its next move is this call's */
+	if (m && r->ret == 0) {
+		m->aff_pending = true;
+		m->aff_s = s;
+		m->aff_e = r->h.ts;
+		m->aff_by = r->h.tid;
+	}
+	/* the caller's time in the call is its own moving */
+	if (t) {
+		t->mv_how = ENG_MOVE_SELF;
+		t->mv_by = r->h.tid;
+		t->mv_from = (int16_t)t->cpu;
+		t->mv_to = -1;
+	}
 
 	if (!t || t->candidate < 0)
 		return;

@@ -62,6 +62,15 @@ struct io_file {
 	char path[ENG_IO_PATH_MAX];
 };
 
+/* migration time by who moved the thread, in an accumulator */
+#define MOVES_MAX 4
+struct move_use {
+	uint8_t how;             /* enum eng_move_how */
+	uint32_t by;
+	int16_t from, to;
+	uint64_t ns;
+};
+
 #define IO_FILES_MAX 64
 #define IO_USES_MAX 4
 
@@ -109,6 +118,14 @@ struct thread {
 	uint64_t last_major_faults; /* the thread's major fault counter at its last fault */
 	bool major_faults_known;
 	uint64_t affinity_end;   /* return of its last sched_setaffinity() */
+	/* its last move, and who made it (eng_move) */
+	uint8_t mv_how;
+	uint32_t mv_by;
+	int16_t mv_from, mv_to;
+	/* a sched_setaffinity() on it, [aff_s, aff_e] by aff_by, whose move is not yet seen */
+	bool aff_pending;
+	uint64_t aff_s, aff_e;
+	uint32_t aff_by;
 	uint8_t last_ev;         /* type of the previous own event */
 	uint64_t last_ev_ts;
 	/* NVTX ranges pushed on this thread */
@@ -141,6 +158,8 @@ struct accum {
 	uint64_t pending_extra;  /* time past the PENDING_MAX intervals */
 	struct io_use io[IO_USES_MAX];
 	uint32_t nio;
+	struct move_use moves[MOVES_MAX];
+	uint32_t nmoves;
 };
 
 struct piece {

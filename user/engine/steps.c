@@ -81,6 +81,30 @@ static void step_io(struct engine *e, struct eng_step *r, const struct accum *a)
 	c->io_pool->used += n;
 }
 
+/* who moved the step's critical thread: its accumulator's moves, the largest first */
+static void step_moves(struct engine *e, struct eng_step *r, const struct accum *a)
+{
+	for (uint32_t i = 0; i < a->nmoves; i++) {
+		const struct move_use *u = &a->moves[i];
+		struct eng_move m = { .how = u->how, .by_tid = u->by, .from_cpu = u->from,
+				      .to_cpu = u->to, .ns = u->ns };
+		uint32_t j;
+
+		if (!u->ns)
+			continue;
+		if (u->by)
+			snprintf(m.by_comm, sizeof(m.by_comm), "%s", thread_name_of(e, u->by));
+		for (j = r->nmoves; j > 0 && r->moves[j - 1].ns < m.ns; j--)
+			if (j < ENG_MAX_MOVES)
+				r->moves[j] = r->moves[j - 1];
+		if (j < ENG_MAX_MOVES) {
+			r->moves[j] = m;
+			if (r->nmoves < ENG_MAX_MOVES)
+				r->nmoves++;
+		}
+	}
+}
+
 void result_pools_free(struct engine *e, struct result_chunk *c)
 {
 	while (c->io_pool) {
@@ -494,6 +518,7 @@ static void step_finalize(struct engine *e, struct open_step *st)
 	r->blame = blame_store(e, e->results[e->nresults / RESULTS_PER_CHUNK - e->first_chunk], tmp, n);
 	r->nblame = n;
 	step_io(e, r, &st->accum);
+	step_moves(e, r, &st->accum);
 	e->nresults++;
 	if (e->window_sums)
 		window_sums_add(e->window_sums, r);

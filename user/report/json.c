@@ -150,6 +150,36 @@ static void step_obj(struct jw *w, const struct engine *e, const struct eng_step
 		}
 		jw_arr_end(w);
 	}
+	if (s->nmoves) {
+		/* who moved the critical thread, for its migration time */
+		jw_key(w, "moves");
+		jw_arr(w);
+		for (uint32_t i = 0; i < s->nmoves; i++) {
+			const struct eng_move *m = &s->moves[i];
+
+			jw_obj(w);
+			jw_key(w, "by");
+			jw_str(w, eng_move_how_name(m->how));
+			if (m->by_tid) {
+				jw_key(w, "tid");
+				jw_u64(w, m->by_tid);
+				jw_key(w, "comm");
+				comm_val(w, m->by_comm);
+			}
+			if (m->from_cpu >= 0) {
+				jw_key(w, "from_cpu");
+				jw_u64(w, (uint64_t)m->from_cpu);
+			}
+			if (m->to_cpu >= 0) {
+				jw_key(w, "to_cpu");
+				jw_u64(w, (uint64_t)m->to_cpu);
+			}
+			jw_key(w, "ns");
+			jw_u64(w, m->ns);
+			jw_obj_end(w);
+		}
+		jw_arr_end(w);
+	}
 	jw_key(w, "counts");
 	jw_obj(w);
 	for (int c = 0; c < ENG_NCOUNT; c++) {

@@ -176,7 +176,37 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 		break;
 	case ENG_MIGRATION:
 		fprintf(f, " (%s migrations)", fmt_count(n1, sizeof(n1), s->count[ENG_N_MIGRATIONS]));
-		if (has_who) {
+		if (s->nmoves) {
+			/* who moved it first, then whom it waited behind and how long */
+			const struct eng_move *m = &s->moves[0];
+
+			fprintf(f, " — %s moved by ", crit);
+			if (m->how == ENG_MOVE_SELF) {
+				fputs("its own sched_setaffinity", f);
+			} else if (m->how == ENG_MOVE_THREAD) {
+				who_str(a, sizeof(a), m->by_comm, m->by_tid);
+				fprintf(f, "sched_setaffinity of %s", a);
+			} else {
+				fputs("the scheduler (load balancing)", f);
+			}
+			if (m->from_cpu >= 0 && m->to_cpu >= 0)
+				fprintf(f, " (%sCPU %d→%d)", s->count[ENG_N_MIGRATIONS] > 1 ? "last: " : "",
+					(int)m->from_cpu, (int)m->to_cpu);
+			if (has_who) {
+				uint64_t behind = 0;
+
+				for (uint32_t i = 0; i < s->nblame; i++)
+					if (s->blame[i].cause == ENG_MIGRATION && s->blame[i].has_who &&
+					    s->blame[i].who.pid == w->pid && s->blame[i].who.tid == w->tid)
+						behind += s->blame[i].ns;
+				who_str(a, sizeof(a), w->comm, w->pid == target_pid ? w->tid : w->pid);
+				fprintf(f, ", then waited behind %s", a);
+				if (behind)
+					fprintf(f, " %s", fmt_ns(b, sizeof(b), behind));
+				if (w->cpu >= 0)
+					fprintf(f, " on CPU %d", w->cpu);
+			}
+		} else if (has_who) {
 			who_str(a, sizeof(a), w->comm, w->pid == target_pid ? w->tid : w->pid);
 			fprintf(f, " — %s moved, then waited behind %s", crit, a);
 			if (w->cpu >= 0)
