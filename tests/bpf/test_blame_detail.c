@@ -122,8 +122,47 @@ static void t_fsync_names_file(void)
 	free_cap(c);
 }
 
+/*
+ * sbw-main moves itself between two CPUs with sched_setaffinity, inside step
+ * 1000: its migration time is its own calls', and the line says so.
+ */
+static void t_moved_itself(void)
+{
+	char *args[] = { "steps", "1", "migrate", "6", "steps", "1", NULL };
+	const struct eng_step *s;
+	struct engine *e;
+	struct cap *c;
+	uint32_t tid;
+	pid_t pid;
+
+	NEED_BPF();
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP("one CPU: nothing to move to");
+	e = blame_work(args, &c, &pid);
+	REQUIRE(e, "cannot run %s (build it: make test-bin)", prog_path("sbwork"));
+	tid = tid_named(c, "sbw-main");
+	REQUIRE(tid, "no rename to sbw-main seen");
+	s = step_numbered(e, 1000);
+	REQUIRE(s, "no step 1000 among %llu steps", (unsigned long long)engine_nsteps(e));
+	REQUIRE(s->cause_ns[ENG_MIGRATION] > 0, "step 1000 has no migration time");
+	REQUIRE(s->nmoves > 0, "step 1000's migration names no mover");
+	CHECK(s->moves[0].how == ENG_MOVE_SELF && s->moves[0].by_tid == tid,
+	      "moved by %s %u, want self %u", eng_move_how_name(s->moves[0].how),
+	      s->moves[0].by_tid, tid);
+	CHECK(s->moves[0].ns > 0 && s->moves[0].ns <= s->cause_ns[ENG_MIGRATION],
+	      "moves[0] %llu ns of %llu", (unsigned long long)s->moves[0].ns,
+	      (unsigned long long)s->cause_ns[ENG_MIGRATION]);
+	CHECK(s->moves[0].from_cpu < 0 || s->moves[0].from_cpu != s->moves[0].to_cpu,
+	      "a move from CPU %d to itself", s->moves[0].from_cpu);
+	CHECK(s->count[ENG_N_MIGRATIONS] >= 6, "%u migrations, want at least 6",
+	      s->count[ENG_N_MIGRATIONS]);
+	engine_free(e);
+	free_cap(c);
+}
+
 int main(void)
 {
 	RUN(t_fsync_names_file);
+	RUN(t_moved_itself);
 	return test_summary();
 }
