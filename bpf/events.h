@@ -299,6 +299,22 @@ struct sb_iosys_ext {
 	struct sb_iosys_file file;
 };
 
+/*
+ * What an mmap() mapped: an mmsys record of call SB_SYS_MMAP whose h.size is
+ * at least sizeof(struct sb_mmsys) + sizeof(struct sb_mmsys_map) carries it
+ * right after the struct sb_mmsys (schemas/trace.md); older traces' do not.
+ */
+struct sb_mmsys_map {
+	__u32 flags;           /* mmap's flags argument (MAP_ANONYMOUS 0x20, MAP_SHARED 0x01, ...) */
+	__s32 fd;              /* its fd argument */
+	struct sb_iosys_file file; /* the file mapped (kind 0: anonymous, or the fd named none) */
+};
+
+struct sb_mmsys_ext {
+	struct sb_mmsys mm;
+	struct sb_mmsys_map map;
+};
+
 /* a sched_setaffinity() call: moving a thread is done inside it (the migration stopper) */
 struct sb_affinity {
 	struct sb_hdr h;       /* ts = return */

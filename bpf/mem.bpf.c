@@ -49,6 +49,8 @@ struct mm_call {
 	__u64 len;
 	__u32 call;
 	__u32 arg;
+	__u32 flags;           /* mmap: its flags and fd */
+	__s32 fd;
 };
 
 /* bytes written through an open file (keyed by its struct file), with the inode it was for */
@@ -249,7 +251,8 @@ static __always_inline __u64 io_len(__u32 call, __u64 a3)
 	return 0; /* readv/writev (the iovec is not read), fsync, fdatasync, unlink(at) */
 }
 
-static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3)
+static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3, __u64 a4,
+				    __u64 a5)
 {
 	if (!current_is_target())
 		return 0;
@@ -258,6 +261,8 @@ static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3)
 		.start = bpf_ktime_get_ns(),
 		.addr = a1,
 		.call = call,
+		.flags = call == SB_SYS_MMAP ? (__u32)a4 : 0,
+		.fd = call == SB_SYS_MMAP ? (__s32)a5 : -1,
 	};
 
 	if (call == AFF_CALL) {
@@ -451,6 +456,29 @@ static __always_inline int mm_exit(long ret)
 		bpf_map_delete_elem(&mm_calls, &tid);
 		return 0;
 	}
+	if (c->call == SB_SYS_MMAP) {
+		/* what it mapped: anonymous memory, or which file */
+		struct sb_mmsys_ext *x = reserve(SB_EV_MMSYS, sizeof(*x));
+		struct file *f;
+
+		if (x) {
+			x->mm.start_ns = c->start;
+			x->mm.addr = c->addr;
+			x->mm.len = c->len;
+			x->mm.ret = ret;
+			x->mm.call = c->call;
+			x->mm.arg = c->arg;
+			x->map.flags = c->flags;
+			x->map.fd = c->fd;
+			__builtin_memset(&x->map.file, 0, sizeof(x->map.file));
+			f = (c->flags & 0x20) || ret < 0 ? NULL : fd_file(c->fd);
+			if (f)
+				file_identity(&x->map.file, f);
+			submit(x);
+		}
+		bpf_map_delete_elem(&mm_calls, &tid);
+		return 0;
+	}
 	struct sb_mmsys *e = reserve(SB_EV_MMSYS, sizeof(*e));
 
 	if (e) {
@@ -482,7 +510,9 @@ int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
 	if (!call)
 		return 0;
 	return mm_enter(call, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_PARM2_CORE_SYSCALL(regs),
-			PT_REGS_PARM3_CORE_SYSCALL(regs));
+			PT_REGS_PARM3_CORE_SYSCALL(regs),
+			call == SB_SYS_MMAP ? PT_REGS_PARM4_CORE_SYSCALL(regs) : 0,
+			call == SB_SYS_MMAP ? PT_REGS_PARM5_CORE_SYSCALL(regs) : 0);
 }
 
 SEC("raw_tp/sys_exit")
@@ -502,7 +532,8 @@ SEC("tracepoint/syscalls/sys_enter_" #name) \
 int tp_enter_##name(struct trace_event_raw_sys_enter *ctx) \
 { \
 	return mm_enter(call, ctx->args[0], (nargs) > 1 ? ctx->args[1] : 0, \
-			(nargs) > 2 ? ctx->args[2] : 0); \
+			(nargs) > 2 ? ctx->args[2] : 0, (nargs) > 3 ? ctx->args[3] : 0, \
+			(nargs) > 4 ? ctx->args[4] : 0); \
 } \
 SEC("tracepoint/syscalls/sys_exit_" #name) \
 int tp_exit_##name(struct trace_event_raw_sys_exit *ctx) \

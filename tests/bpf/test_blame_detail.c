@@ -160,8 +160,43 @@ static void t_moved_itself(void)
 	free_cap(c);
 }
 
+/*
+ * sbw-main maps 3000 anonymous pages inside step 1000 and touches each once:
+ * the step's page_fault time is in that mapping, of that size, made in 1000.
+ */
+static void t_faults_name_mapping(void)
+{
+	char *args[] = { "steps", "1", "faults", "3000", "steps", "1", NULL };
+	const struct eng_step *s;
+	const struct eng_map *m;
+	struct engine *e;
+	struct cap *c;
+	pid_t pid;
+	long pg = sysconf(_SC_PAGESIZE);
+
+	NEED_BPF();
+	e = blame_work(args, &c, &pid);
+	REQUIRE(e, "cannot run %s (build it: make test-bin)", prog_path("sbwork"));
+	s = step_numbered(e, 1000);
+	REQUIRE(s, "no step 1000 among %llu steps", (unsigned long long)engine_nsteps(e));
+	REQUIRE(s->cause_ns[ENG_PAGE_FAULT] > 0, "step 1000 has no page_fault time");
+	REQUIRE(s->nmaps > 0, "step 1000's faults name no mapping");
+	m = &s->maps[0];
+	CHECK(m->anon && m->len == 3000 * (uint64_t)pg, "mapping: anon %d, %llu bytes, want %llu",
+	      m->anon, (unsigned long long)m->len, 3000ull * pg);
+	CHECK(m->step_known && m->step_number == 1000, "mapped in step %llu (known %d)",
+	      (unsigned long long)m->step_number, m->step_known);
+	/* each page faults once; the probe sees every one (a busy machine only stretches them) */
+	CHECK(m->faults >= 2900 && m->faults <= 3000, "%u faults in it, want about 3000", m->faults);
+	CHECK(m->ns > 0 && m->ns <= s->cause_ns[ENG_PAGE_FAULT], "%llu ns of %llu",
+	      (unsigned long long)m->ns, (unsigned long long)s->cause_ns[ENG_PAGE_FAULT]);
+	engine_free(e);
+	free_cap(c);
+}
+
 int main(void)
 {
+	RUN(t_faults_name_mapping);
 	RUN(t_fsync_names_file);
 	RUN(t_moved_itself);
 	return test_summary();

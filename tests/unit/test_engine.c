@@ -631,6 +631,74 @@ static void t_moved_by(void)
 	world_free(&w);
 }
 
+#define ANON_AT 0x7f0000000000ull
+#define FILE_AT 0x7f1000000000ull
+
+/*
+ * A 384 MiB anonymous mapping and a 1 MiB mapping of /shard.bin, made in the
+ * step; 400 back-to-back faults of 10 us in the first, then 2 in the second.
+ */
+static void inj_mapped(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_mmap_map(w, at, at + 10 * US, T_LAUNCHER, ANON_AT, 384ull << 20, "");
+	w_mmap_map(w, at + 10 * US, at + 20 * US, T_LAUNCHER, FILE_AT, 1 << 20, "/shard.bin");
+	for (int i = 0; i < 400; i++) {
+		w->fault_addr = ANON_AT + (uint64_t)i * 4096;
+		w_fault(w, at + 20 * US + (uint64_t)i * 10 * US, T_LAUNCHER, 0, (uint64_t)i);
+	}
+	w->fault_addr = FILE_AT + 8192;
+	w_fault(w, at + 4020 * US, T_LAUNCHER, 0, 400);
+	w->fault_addr = FILE_AT + 3 * 4096;
+	w_fault(w, at + 4200 * US, T_LAUNCHER, 0, 401);
+	w->fault_addr = 0;
+}
+
+/* page_fault time says which mapping, its size and the step that made it */
+static void t_faults_mapping(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 8 * MS, .inj = inj_mapped };
+	struct eng_summary sum;
+	struct engine *e;
+	const struct eng_step *s;
+	char *line = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	world_init(&w);
+	run_steps(&w, 8, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	CHECK(s && !s->nmaps, "a plain step has maps");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nmaps == 2, "step 2: %u maps, want 2", s ? s->nmaps : 0);
+	/* the 400 faults back to back: 399 gaps of 10 us, and the last one's 10 us up to the next */
+	CHECK(s->maps[0].anon && s->maps[0].addr == ANON_AT && s->maps[0].len == 384ull << 20 &&
+	      s->maps[0].step_known && s->maps[0].step_number == 2 && s->maps[0].faults == 400 &&
+	      s->maps[0].ns == 400 * 10 * US, "maps[0]: anon %d at %" PRIx64 " len %" PRIu64
+	      " step %" PRIu64 " faults %u ns %" PRIu64, s->maps[0].anon, s->maps[0].addr,
+	      s->maps[0].len, s->maps[0].step_number, s->maps[0].faults, s->maps[0].ns);
+	CHECK(!s->maps[1].anon && !strcmp(s->maps[1].path, "/shard.bin") && s->maps[1].faults == 2,
+	      "maps[1]: anon %d path %s faults %u", s->maps[1].anon, s->maps[1].path,
+	      s->maps[1].faults);
+	CHECK(s->maps[0].ns + s->maps[1].ns == blame_of(s, ENG_PAGE_FAULT, 0),
+	      "maps %" PRIu64 " + %" PRIu64 " ns, page_fault %" PRIu64, s->maps[0].ns, s->maps[1].ns,
+	      blame_of(s, ENG_PAGE_FAULT, 0));
+	engine_summarise(e, &sum);
+	REQUIRE(s->tail, "step 2 is not in the tail");
+	f = open_memstream(&line, &len);
+	REQUIRE(f, "memstream");
+	report_step_line(e, s, &sum, f);
+	fclose(f);
+	CHECK(strstr(line, "(402 faults) — 400 faults (4.00 ms) in anon mapping 384 MiB (mmap in step 2); "
+		      "2 faults (") && strstr(line, "in file mapping 1.0 MiB of /shard.bin (mmap in step 2)"),
+	      "text: %s", line);
+	free(line);
+	engine_free(e);
+	world_free(&w);
+}
+
 #define CKPT_INO 4242
 #define CKPT_PATH "/ckpt/model.pt"
 
@@ -1397,6 +1465,7 @@ int main(void)
 	RUN(t_iosys);
 	RUN(t_iosys_file);
 	RUN(t_moved_by);
+	RUN(t_faults_mapping);
 	RUN(t_setaffinity);
 	RUN(t_tracer_cost);
 	RUN(t_fault_then_sleep_is_not_the_faults);

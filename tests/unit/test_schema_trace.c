@@ -55,6 +55,7 @@ static struct field {
 	F(sb_iosys_file, ino), F(sb_iosys_file, written), F(sb_iosys_file, dev),
 	F(sb_iosys_file, kind), F(sb_iosys_file, flags), F(sb_iosys_file, path_len),
 	F(sb_iosys_file, path),
+	F(sb_mmsys_map, flags), F(sb_mmsys_map, fd), F(sb_mmsys_map, file),
 	F(sb_affinity, h), F(sb_affinity, start_ns), F(sb_affinity, ret), F(sb_affinity, pid),
 	F(sb_affinity, pad),
 	F(sb_text, h), F(sb_text, len), F(sb_text, id),
@@ -74,7 +75,7 @@ static struct field {
 static const struct { const char *s; size_t size; } structs[] = {
 	S(sbt_file_hdr), S(sb_hdr), S(sb_switch_out), S(sb_switch_in), S(sb_runslice),
 	S(sb_wakeup), S(sb_migrate), S(sb_fault), S(sb_reclaim), S(sb_mmsys), S(sb_alloc),
-	S(sb_step), S(sb_thread), S(sb_rename), S(sb_cuda), S(sb_alloc_burst), S(sb_iosys), S(sb_iosys_file), S(sb_affinity),
+	S(sb_step), S(sb_thread), S(sb_rename), S(sb_cuda), S(sb_alloc_burst), S(sb_iosys), S(sb_iosys_file), S(sb_mmsys_map), S(sb_affinity),
 	S(sb_text), S(sb_cpu),
 	S(sb_alloc_stats), S(sb_drops), S(sb_gpu), S(sb_trailer),
 };

@@ -27,6 +27,7 @@ void accum_reset(struct accum *a)
 	a->pending_extra = 0;
 	a->nio = 0;
 	a->nmoves = 0;
+	a->nmaps = 0;
 }
 
 void accum_free(struct engine *e, struct accum *a)
@@ -126,6 +127,46 @@ static void accum_move(struct accum *a, const struct thread *t, uint64_t ns)
 	}
 }
 
+/* page_fault time ns of t's fault, with its region */
+static void accum_map(struct engine *e, struct accum *a, const struct thread *t, uint64_t ns)
+{
+	struct map_use *u = NULL;
+
+	if (!ns || !t->fault_map || t->fault_map > e->nmaps)
+		return;
+	for (uint32_t i = 0; i < a->nmaps && !u; i++)
+		if (a->maps[i].map == t->fault_map && a->maps[i].start == e->maps[t->fault_map - 1].start)
+			u = &a->maps[i];
+	if (!u) {
+		if (a->nmaps == MAP_USES_MAX)
+			return;
+		u = &a->maps[a->nmaps++];
+		memset(u, 0, sizeof(*u));
+		u->map = t->fault_map;
+		u->start = e->maps[t->fault_map - 1].start;
+	}
+	u->ns += ns;
+}
+
+static void maps_merge(struct accum *dst, const struct accum *src)
+{
+	for (uint32_t k = 0; k < src->nmaps; k++) {
+		const struct map_use *s = &src->maps[k];
+		struct map_use *u = NULL;
+
+		for (uint32_t i = 0; i < dst->nmaps && !u; i++)
+			if (dst->maps[i].map == s->map && dst->maps[i].start == s->start)
+				u = &dst->maps[i];
+		if (!u) {
+			if (dst->nmaps < MAP_USES_MAX)
+				dst->maps[dst->nmaps++] = *s;
+			continue;
+		}
+		u->ns += s->ns;
+		u->faults += s->faults;
+	}
+}
+
 static void moves_merge(struct accum *dst, const struct accum *src)
 {
 	for (uint32_t k = 0; k < src->nmoves; k++) {
@@ -179,6 +220,7 @@ void accum_merge(struct engine *e, struct accum *dst, const struct accum *src)
 {
 	io_merge(dst, src);
 	moves_merge(dst, src);
+	maps_merge(dst, src);
 	for (int c = 0; c < ENG_NCAUSE; c++)
 		dst->ns[c] += src->ns[c];
 	for (int c = 0; c < ENG_NCOUNT; c++)
@@ -386,6 +428,8 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 				accum_io(a, &ov[bestk], y - x);
 			if (best == ENG_MIGRATION)
 				accum_move(a, t, y - x);
+			if (best == ENG_PAGE_FAULT)
+				accum_map(e, a, t, y - x);
 			timeline_thread(e, t, eng_cause_name(best), x, y);
 		} else if (!asleep) {
 			/* in a burst of fast allocator calls: as much as its calls took is alloc */

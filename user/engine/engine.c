@@ -175,6 +175,9 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 		/* an iosys record that names its file keeps it (sb_iosys_file_of) */
 		if (h->type == SB_EV_IOSYS && h->size >= sizeof(struct sb_iosys_ext))
 			len = sizeof(struct sb_iosys_ext);
+		/* an mmap record that says what it mapped keeps it (sb_mmsys_map_of) */
+		if (h->type == SB_EV_MMSYS && h->size >= sizeof(struct sb_mmsys_ext))
+			len = sizeof(struct sb_mmsys_ext);
 		if (h->type == SB_REC_GPU) {
 			uint16_t k = h->flags;
 
@@ -353,6 +356,7 @@ void engine_free(struct engine *e)
 	free(e->cpus);
 	free(e->launches);
 	free(e->io_files);
+	free(e->maps);
 	free(e->kernel_shapes);
 	free(e->guard_changes);
 	for (uint32_t i = 0; i < e->nstrings; i++)

@@ -187,6 +187,23 @@ struct eng_move {
 	uint64_t ns;             /* migration time after moves of this kind (and in the calls) */
 };
 
+/*
+ * The mapping behind a step's page_fault time: one mmap()ed region of the
+ * capture (mmsys records that say what they mapped), by the critical thread's
+ * faults in it. Faults elsewhere (memory mapped before the capture, brk) have none.
+ */
+#define ENG_MAX_MAPS 3
+struct eng_map {
+	uint64_t addr, len;      /* the region mmap returned */
+	bool anon;               /* MAP_ANONYMOUS; else the file in path/kind */
+	uint8_t kind;            /* file: enum sb_file_kind */
+	bool step_known;         /* mapped inside a step (step_number): else before the first */
+	uint64_t step_number;    /* the step it was mapped in (eng_step.step) */
+	uint32_t faults;
+	uint64_t ns;             /* page_fault time of those faults */
+	char path[ENG_IO_PATH_MAX];
+};
+
 /* room for every cause without a culprit, and a few culprits */
 #define ENG_MAX_BLAME 16
 
@@ -216,6 +233,8 @@ struct eng_step {
 	const struct eng_io *io; /* nio (<= ENG_MAX_IO), by ns, descending */
 	uint32_t nmoves;
 	struct eng_move moves[ENG_MAX_MOVES]; /* by ns, descending */
+	uint32_t nmaps;
+	const struct eng_map *maps; /* nmaps (<= ENG_MAX_MAPS), by ns, descending */
 };
 
 /* a cause's excess over the median step */

@@ -279,6 +279,8 @@ static void ev_migrate(struct engine *e, const struct sb_migrate *r)
 		e->current_piece->accum[t->candidate].count[ENG_N_MIGRATIONS]++;
 }
 
+static uint32_t map_find(struct engine *e, uint64_t addr);
+
 static void ev_fault(struct engine *e, const struct sb_fault *r)
 {
 	struct thread *t = thread_find(e, r->h.tid);
@@ -295,6 +297,26 @@ static void ev_fault(struct engine *e, const struct sb_fault *r)
 	t->fault_decided = false;
 	t->fault_blocked = false;
 	t->fault_at = r->h.ts;
+	if (!t->fault_map || t->fault_map > e->nmaps || e->maps[t->fault_map - 1].gone ||
+	    r->addr < e->maps[t->fault_map - 1].start || r->addr >= e->maps[t->fault_map - 1].end)
+		t->fault_map = e->nmaps ? map_find(e, r->addr) : 0; /* not in its last fault's region */
+	if (a && t->fault_map) {
+		/* count it with its region's (map_use) */
+		struct map_use *u = NULL;
+
+		for (uint32_t i = 0; i < a->nmaps && !u; i++)
+			if (a->maps[i].map == t->fault_map &&
+			    a->maps[i].start == e->maps[t->fault_map - 1].start)
+				u = &a->maps[i];
+		if (!u && a->nmaps < MAP_USES_MAX) {
+			u = &a->maps[a->nmaps++];
+			memset(u, 0, sizeof(*u));
+			u->map = t->fault_map;
+			u->start = e->maps[t->fault_map - 1].start;
+		}
+		if (u)
+			u->faults++;
+	}
 	if (a) {
 		a->count[ENG_N_FAULTS]++;
 		/* the counter moved since the last fault: that many were major */
@@ -305,6 +327,69 @@ static void ev_fault(struct engine *e, const struct sb_fault *r)
 	}
 	t->last_major_faults = r->maj_flt;
 	t->major_faults_known = true;
+}
+
+/* the region mmap()ed during the capture that holds addr: 1 + its index, 0 none */
+static uint32_t map_find(struct engine *e, uint64_t addr)
+{
+	for (uint32_t i = e->nmaps; i-- > 0;)
+		if (!e->maps[i].gone && addr >= e->maps[i].start && addr < e->maps[i].end) {
+			e->maps[i].used = ++e->map_seq;
+			return i + 1;
+		}
+	return 0;
+}
+
+/*
+ * An mmap family record: mappings made (with what they map, when the record
+ * says) and unmapped, for the fault blame (eng_map); the call itself is alloc.
+ */
+static void ev_mmsys(struct engine *e, const struct sb_hdr *h, uint64_t s)
+{
+	const struct sb_mmsys *r = (const void *)h;
+	const struct sb_mmsys_map *m = sb_mmsys_map_of(h);
+
+	ev_interval(e, h->tid, s, h->ts, SB_EV_MMSYS, ENG_ALLOC, ENG_N_MMAP);
+	if (r->call == SB_SYS_MUNMAP && r->ret == 0 && e->nmaps) {
+		uint64_t lo = r->addr, hi = r->addr + r->len;
+
+		for (uint32_t i = 0; i < e->nmaps; i++)
+			if (e->maps[i].start >= lo && e->maps[i].end <= hi)
+				e->maps[i].gone = true;
+		return;
+	}
+	if (!m || r->ret <= 0 || !r->len || h->pid != e->target_pid)
+		return;
+	if (!e->maps)
+		e->maps = heap_calloc(e, MAPS_MAX, sizeof(*e->maps));
+	{
+		uint32_t k = e->nmaps;
+		struct map_region *x;
+
+		if (k == MAPS_MAX) {
+			/* the least recently met, unmapped ones first */
+			k = 0;
+			for (uint32_t i = 1; i < e->nmaps; i++)
+				if (e->maps[i].gone > e->maps[k].gone ||
+				    (e->maps[i].gone == e->maps[k].gone && e->maps[i].used < e->maps[k].used))
+					k = i;
+		} else {
+			e->nmaps++;
+		}
+		x = &e->maps[k];
+		memset(x, 0, sizeof(*x));
+		x->start = (uint64_t)r->ret;
+		x->end = x->start + ((r->len + 4095) & ~4095ull);
+		x->anon = (m->flags & 0x20) != 0; /* MAP_ANONYMOUS */
+		x->kind = m->file.kind;
+		x->used = ++e->map_seq;
+		if (e->current_step) {
+			x->step_known = true;
+			x->step_number = e->current_step->number;
+		}
+		if (!x->anon)
+			sb_iosys_file_path(&m->file, x->path, sizeof(x->path));
+	}
 }
 
 void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int ev,
@@ -558,7 +643,7 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		break;
 	}
 	case SB_EV_MMSYS:
-		ev_interval(e, h->tid, key, h->ts, SB_EV_MMSYS, ENG_ALLOC, ENG_N_MMAP);
+		ev_mmsys(e, h, key);
 		break;
 	case SB_EV_ALLOC:
 		ev_interval(e, h->tid, key, h->ts, SB_EV_ALLOC, ENG_ALLOC, ENG_N_ALLOCS);

@@ -71,6 +71,28 @@ struct move_use {
 	uint64_t ns;
 };
 
+/* a region mmap()ed during the capture (struct sb_mmsys_map) */
+#define MAPS_MAX 256
+struct map_region {
+	uint64_t start, end;
+	bool anon;
+	uint8_t kind;
+	bool step_known;
+	uint64_t step_number;
+	uint64_t used;           /* when last met: the least recent is replaced when full */
+	bool gone;               /* unmapped: kept for the steps whose faults were in it */
+	char path[ENG_IO_PATH_MAX];
+};
+
+/* page_fault time by mapping in an accumulator */
+#define MAP_USES_MAX 4
+struct map_use {
+	uint32_t map;            /* 1 + index in e->maps */
+	uint64_t start;          /* the region's start, to tell a reused slot */
+	uint32_t faults;
+	uint64_t ns;
+};
+
 #define IO_FILES_MAX 64
 #define IO_USES_MAX 4
 
@@ -118,6 +140,7 @@ struct thread {
 	uint64_t last_major_faults; /* the thread's major fault counter at its last fault */
 	bool major_faults_known;
 	uint64_t affinity_end;   /* return of its last sched_setaffinity() */
+	uint32_t fault_map;      /* its open fault's region: 1 + index in e->maps, 0 none */
 	/* its last move, and who made it (eng_move) */
 	uint8_t mv_how;
 	uint32_t mv_by;
@@ -160,6 +183,8 @@ struct accum {
 	uint32_t nio;
 	struct move_use moves[MOVES_MAX];
 	uint32_t nmoves;
+	struct map_use maps[MAP_USES_MAX];
+	uint32_t nmaps;
 };
 
 struct piece {
@@ -271,10 +296,17 @@ struct io_pool {
 	struct eng_io b[64];
 };
 
+struct map_pool {
+	struct map_pool *next;
+	uint32_t used, pad;
+	struct eng_map b[64];
+};
+
 struct result_chunk {
 	struct eng_step s[RESULTS_PER_CHUNK];
 	struct blame_pool *pool;      /* newest first */
 	struct io_pool *io_pool;      /* newest first; only once a step has I/O detail */
+	struct map_pool *map_pool;    /* newest first; only once a step has mapping detail */
 };
 
 /*
@@ -445,6 +477,10 @@ struct engine {
 	struct io_file *io_files;
 	uint32_t nio_files;
 	uint32_t io_seq;
+	/* regions mmap()ed during the capture (allocated at the first such record) */
+	struct map_region *maps;
+	uint32_t nmaps;
+	uint64_t map_seq;
 };
 
 typedef void (*runslice_fn)(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,

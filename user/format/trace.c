@@ -187,6 +187,14 @@ const struct sb_iosys_file *sb_iosys_file_of(const struct sb_hdr *h)
 	return &((const struct sb_iosys_ext *)h)->file;
 }
 
+const struct sb_mmsys_map *sb_mmsys_map_of(const struct sb_hdr *h)
+{
+	if (h->type != SB_EV_MMSYS || h->size < sizeof(struct sb_mmsys_ext) ||
+	    ((const struct sb_mmsys *)h)->call != SB_SYS_MMAP)
+		return NULL;
+	return &((const struct sb_mmsys_ext *)h)->map;
+}
+
 size_t sb_iosys_file_path(const struct sb_iosys_file *f, char *out, size_t cap)
 {
 	size_t len = f->path_len < SB_IO_PATH_LEN ? f->path_len : SB_IO_PATH_LEN;

@@ -231,6 +231,8 @@ const char *sb_mmsys_name(unsigned call);
 const char *sb_io_name(unsigned call);
 /* enum sb_file_kind: "none", "regular", "socket", "pipe", "char", "block", "dir", "other" */
 const char *sb_file_kind_name(unsigned kind);
+/* the mapping tail of an mmap record, NULL if the record (an older trace's, or not mmap) has none */
+const struct sb_mmsys_map *sb_mmsys_map_of(const struct sb_hdr *h);
 /* the file tail of an iosys record, NULL if the record (an older trace's) has none */
 const struct sb_iosys_file *sb_iosys_file_of(const struct sb_hdr *h);
 /*

@@ -150,6 +150,38 @@ static void step_obj(struct jw *w, const struct engine *e, const struct eng_step
 		}
 		jw_arr_end(w);
 	}
+	if (s->nmaps) {
+		/* the regions mmap()ed during the capture that the faults were in */
+		jw_key(w, "maps");
+		jw_arr(w);
+		for (uint32_t i = 0; i < s->nmaps; i++) {
+			const struct eng_map *m = &s->maps[i];
+
+			jw_obj(w);
+			jw_key(w, "addr");
+			jw_u64(w, m->addr);
+			jw_key(w, "len");
+			jw_u64(w, m->len);
+			jw_key(w, "anon");
+			jw_bool(w, m->anon);
+			if (!m->anon) {
+				jw_key(w, "file_kind");
+				jw_str(w, sb_file_kind_name(m->kind));
+				jw_key(w, "path");
+				jw_str(w, m->path);
+			}
+			if (m->step_known) {
+				jw_key(w, "mapped_in_step");
+				jw_u64(w, m->step_number);
+			}
+			jw_key(w, "faults");
+			jw_u64(w, m->faults);
+			jw_key(w, "ns");
+			jw_u64(w, m->ns);
+			jw_obj_end(w);
+		}
+		jw_arr_end(w);
+	}
 	if (s->nmoves) {
 		/* who moved the critical thread, for its migration time */
 		jw_key(w, "moves");

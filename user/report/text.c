@@ -132,6 +132,36 @@ static void io_phrase(FILE *f, const struct eng_io *x)
 	fputs(")", f);
 }
 
+/* a mapping's size, binary units: "384 MiB" */
+static const char *fmt_size(char *buf, size_t len, uint64_t b)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u && v < 10 ? "%.1f %s" : "%.0f %s", v, unit[u]);
+	return buf;
+}
+
+/* a region the faults were in: "30,000 faults in anon mapping 384 MiB (mmap in step 41)" */
+static void map_phrase(FILE *f, const struct eng_map *m)
+{
+	char n1[32], sz[32], t[32];
+
+	fprintf(f, " %s faults (%s) in %s mapping %s", fmt_count(n1, sizeof(n1), m->faults),
+		fmt_ns(t, sizeof(t), m->ns), m->anon ? "anon" : "file", fmt_size(sz, sizeof(sz), m->len));
+	if (!m->anon && m->path[0])
+		fprintf(f, " of %s", m->path);
+	if (m->step_known)
+		fprintf(f, " (mmap in step %" PRIu64 ")", m->step_number);
+	else
+		fputs(" (mmap before the first step)", f);
+}
+
 /* the traced process: its own threads are named by tid, other tasks by pid */
 static uint32_t target_pid;
 
@@ -218,6 +248,10 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 		if (s->count[ENG_N_MAJOR_FAULTS])
 			fprintf(f, ", %s major", fmt_count(n2, sizeof(n2), s->count[ENG_N_MAJOR_FAULTS]));
 		fputs(")", f);
+		for (uint32_t i = 0; i < s->nmaps; i++) {
+			fputs(i ? ";" : " —", f);
+			map_phrase(f, &s->maps[i]);
+		}
 		break;
 	case ENG_ALLOC:
 		fprintf(f, " (%s slow allocator calls, ", fmt_count(n1, sizeof(n1), s->count[ENG_N_ALLOCS]));
