@@ -337,51 +337,94 @@ static __always_inline __u8 file_kind(__u16 mode)
 	return SB_FILE_OTHER;
 }
 
-/* f's identity and name, leaf first (struct sb_iosys_file) */
-static __always_inline void file_identity(struct sb_iosys_file *o, struct file *f)
-{
-	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
-	struct vfsmount *vm = BPF_CORE_READ(f, f_path.mnt);
-	struct mount *m = container_of(vm, struct mount, mnt);
-	struct inode *ino = BPF_CORE_READ(f, f_inode);
-	__u32 off = 0;
+/* the name being walked: a per-CPU buffer, since the walk's steps are a bpf_loop() callback */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, char[SB_IO_PATH_LEN]);
+} path_scratch SEC(".maps");
 
+struct path_walk {
+	struct dentry *d;
+	struct mount *m;
+	__u32 off;
+	__u8 flags;
+};
+
+/* one step up the name: a component, or over the top of a mount; 1 ends the walk */
+static long walk_one(__u64 i, void *ctx)
+{
+	struct path_walk *w = ctx;
+	__u32 zero = 0, off = w->off;
+	char *buf = bpf_map_lookup_elem(&path_scratch, &zero);
+	struct dentry *d = w->d, *parent, *root;
+	struct mount *m = w->m;
+	long n;
+
+	if (!buf)
+		return 1;
+	parent = BPF_CORE_READ(d, d_parent);
+	root = BPF_CORE_READ(m, mnt.mnt_root);
+	if (d == root || d == parent) {
+		/* the top of this mount: on to where it is mounted */
+		struct mount *up = BPF_CORE_READ(m, mnt_parent);
+
+		if (!up || up == m) {
+			w->flags |= SB_IO_PATH_TOP;
+			return 1;
+		}
+		w->d = BPF_CORE_READ(m, mnt_mountpoint);
+		w->m = up;
+		return 0;
+	}
+	if (off >= PATH_MAX_OFF) {
+		w->flags |= SB_IO_PATH_CUT;
+		return 1;
+	}
+	n = bpf_probe_read_kernel_str(buf + (off & (PATH_PART - 1)), PATH_PART,
+				      BPF_CORE_READ(d, d_name.name));
+	if (n <= 0)
+		return 1;
+	w->off = off + (__u32)n;
+	w->d = parent;
+	return 0;
+}
+
+/*
+ * f's identity and name, leaf first (struct sb_iosys_file). A global function,
+ * and its walk a bpf_loop(): the verifier checks one step once, where an
+ * unrolled walk inlined into every exit program made loading take seconds.
+ */
+__noinline int file_identity(struct sb_iosys_file *o, __u64 fp)
+{
+	struct file *f = (struct file *)fp;
+	struct path_walk w = {};
+	struct inode *ino;
+	__u32 zero = 0;
+	char *buf;
+
+	if (!o || !f)
+		return 0;
+	ino = BPF_CORE_READ(f, f_inode);
 	o->ino = BPF_CORE_READ(ino, i_ino);
 	o->dev = BPF_CORE_READ(ino, i_sb, s_dev);
 	o->kind = file_kind(BPF_CORE_READ(ino, i_mode));
 	if (o->kind == SB_FILE_SOCKET || o->kind == SB_FILE_PIPE)
-		return; /* no name worth walking */
-	for (int i = 0; i < PATH_DEPTH; i++) {
-		struct dentry *parent = BPF_CORE_READ(d, d_parent);
-		struct dentry *root = BPF_CORE_READ(m, mnt.mnt_root);
-
-		if (d == root || d == parent) {
-			/* the top of this mount: on to where it is mounted */
-			struct mount *up = BPF_CORE_READ(m, mnt_parent);
-
-			if (!up || up == m) {
-				o->flags |= SB_IO_PATH_TOP;
-				break;
-			}
-			d = BPF_CORE_READ(m, mnt_mountpoint);
-			m = up;
-			continue;
-		}
-		if (off >= PATH_MAX_OFF) {
-			o->flags |= SB_IO_PATH_CUT;
-			break;
-		}
-		long n = bpf_probe_read_kernel_str(&o->path[off & (PATH_PART - 1)], PATH_PART,
-						   BPF_CORE_READ(d, d_name.name));
-
-		if (n <= 0)
-			break;
-		off += n;
-		d = parent;
-	}
-	if (!(o->flags & (SB_IO_PATH_TOP | SB_IO_PATH_CUT)))
-		o->flags |= SB_IO_PATH_CUT;
-	o->path_len = off;
+		return 0; /* no name worth walking */
+	buf = bpf_map_lookup_elem(&path_scratch, &zero);
+	if (!buf)
+		return 0;
+	__builtin_memset(buf, 0, SB_IO_PATH_LEN);
+	w.d = BPF_CORE_READ(f, f_path.dentry);
+	w.m = container_of(BPF_CORE_READ(f, f_path.mnt), struct mount, mnt);
+	bpf_loop(PATH_DEPTH, walk_one, &w, 0);
+	if (!(w.flags & (SB_IO_PATH_TOP | SB_IO_PATH_CUT)))
+		w.flags |= SB_IO_PATH_CUT;
+	o->flags = w.flags;
+	o->path_len = w.off < SB_IO_PATH_LEN ? w.off : SB_IO_PATH_LEN;
+	bpf_probe_read_kernel(o->path, SB_IO_PATH_LEN, buf);
+	return 0;
 }
 
 static __always_inline void io_exit(const struct mm_call *c, long ret, struct file *f,
@@ -410,7 +453,7 @@ static __always_inline void io_exit(const struct mm_call *c, long ret, struct fi
 	__builtin_memset(e->file.path, 0, sizeof(e->file.path));
 	if (f) {
 		e->file.written = written ? written : count_written(f, 0);
-		file_identity(&e->file, f);
+		file_identity(&e->file, (__u64)f);
 	}
 	submit(e);
 }
@@ -473,7 +516,7 @@ static __always_inline int mm_exit(long ret)
 			__builtin_memset(&x->map.file, 0, sizeof(x->map.file));
 			f = (c->flags & 0x20) || ret < 0 ? NULL : fd_file(c->fd);
 			if (f)
-				file_identity(&x->map.file, f);
+				file_identity(&x->map.file, (__u64)f);
 			submit(x);
 		}
 		bpf_map_delete_elem(&mm_calls, &tid);
