@@ -140,6 +140,20 @@ static void on_step(void *ctx, const struct eng_step *r)
 		snprintf(args + o, sizeof(args) - o, "\",\"io_ns\":%" PRIu64 ",\"io_written_bytes\":%" PRIu64 "}",
 			 x->ns, x->written);
 	}
+	n = (int)strlen(args);
+	if (r->nmoves && n > 0 && args[n - 1] == '}' && (size_t)n + 96 < sizeof(args))
+		/* who moved the critical thread (schemas/report.md, "Perfetto") */
+		snprintf(args + n - 1, sizeof(args) - (size_t)n + 1,
+			 ",\"moved_by\":\"%s\",\"moved_by_tid\":%" PRIu32 ",\"move_ns\":%" PRIu64 "}",
+			 eng_move_how_name(r->moves[0].how), r->moves[0].by_tid, r->moves[0].ns);
+	n = (int)strlen(args);
+	if (r->nmaps && n > 0 && args[n - 1] == '}' && (size_t)n + 128 < sizeof(args))
+		/* the mapping most of its page_fault time was in */
+		snprintf(args + n - 1, sizeof(args) - (size_t)n + 1,
+			 ",\"fault_map_len\":%" PRIu64 ",\"fault_map_anon\":%s,\"fault_map_faults\":%"
+			 PRIu32 ",\"fault_map_ns\":%" PRIu64 "}",
+			 r->maps[0].len, r->maps[0].anon ? "true" : "false", r->maps[0].faults,
+			 r->maps[0].ns);
 	snprintf(name, sizeof(name), "step %" PRIu64 "%s", r->step, r->tail ? " (tail)" : "");
 	pf_slice(ctx, PF_STEPS_PID, 1, name, "step", r->start_ns, r->end_ns, args);
 }
