@@ -273,6 +273,51 @@ struct sb_iosys {
 	__s32 fd;              /* unlinkat: the directory fd; unlink: AT_FDCWD (-100) */
 };
 
+/* what a file descriptor refers to (struct sb_iosys_file) */
+enum sb_file_kind { SB_FILE_NONE = 0, SB_FILE_REGULAR = 1, SB_FILE_SOCKET = 2, SB_FILE_PIPE = 3,
+		    SB_FILE_CHAR = 4, SB_FILE_BLOCK = 5, SB_FILE_DIR = 6, SB_FILE_OTHER = 7 };
+
+#define SB_IO_PATH_LEN 256
+#define SB_IO_PATH_CUT 0x1 /* sb_iosys_file.flags: components past the buffer or depth left out */
+#define SB_IO_PATH_TOP 0x2 /* sb_iosys_file.flags: the walk reached the root (an absolute path) */
+
+/*
+ * The file an I/O call worked on: an iosys record whose h.size is at least
+ * sizeof(struct sb_iosys) + sizeof(struct sb_iosys_file) carries it right after
+ * the struct sb_iosys (schemas/trace.md); older traces' iosys records do not.
+ */
+struct sb_iosys_file {
+	__u64 ino;             /* inode number; 0: no file (unlink, a closed fd) */
+	__u64 written;         /* bytes the target wrote through this open file since the
+				  probes attached: every write, fast ones included */
+	__u32 dev;             /* the inode's superblock s_dev (kernel encoding) */
+	__u8 kind;             /* enum sb_file_kind */
+	__u8 flags;            /* SB_IO_PATH_* */
+	__u16 path_len;        /* bytes used in path */
+	char path[SB_IO_PATH_LEN]; /* the name's components, leaf first, each ending in NUL */
+};
+
+struct sb_iosys_ext {
+	struct sb_iosys io;
+	struct sb_iosys_file file;
+};
+
+/*
+ * What an mmap() mapped: an mmsys record of call SB_SYS_MMAP whose h.size is
+ * at least sizeof(struct sb_mmsys) + sizeof(struct sb_mmsys_map) carries it
+ * right after the struct sb_mmsys (schemas/trace.md); older traces' do not.
+ */
+struct sb_mmsys_map {
+	__u32 flags;           /* mmap's flags argument (MAP_ANONYMOUS 0x20, MAP_SHARED 0x01, ...) */
+	__s32 fd;              /* its fd argument */
+	struct sb_iosys_file file; /* the file mapped (kind 0: anonymous, or the fd named none) */
+};
+
+struct sb_mmsys_ext {
+	struct sb_mmsys mm;
+	struct sb_mmsys_map map;
+};
+
 /* a sched_setaffinity() call: moving a thread is done inside it (the migration stopper) */
 struct sb_affinity {
 	struct sb_hdr h;       /* ts = return */

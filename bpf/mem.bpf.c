@@ -14,6 +14,14 @@
  * event.
  * And they time sched_setaffinity(): a thread moved by it is moved inside the
  * call, on a CPU and waiting for the migration stopper (SB_EV_AFFINITY).
+ *
+ * A recorded I/O call names its file (struct sb_iosys_file): the fd's struct
+ * file, its inode and kind, and its name walked up the dentries (across
+ * mounts) at the call's return. bpf_d_path() would do the walk, but only
+ * fentry/LSM programs on a short list of kernel functions may call it, not
+ * the syscall tracepoints these are; the walk reads at most PATH_DEPTH names.
+ * Every write of the target (fast ones too) adds its bytes to a counter per
+ * open file, so a slow call says how much had been written through it.
  */
 #include "common.bpf.h"
 
@@ -43,7 +51,22 @@ struct mm_call {
 	__u64 len;
 	__u32 call;
 	__u32 arg;
+	__u32 flags;           /* mmap: its flags and fd */
+	__s32 fd;
 };
+
+/* bytes written through an open file (keyed by its struct file), with the inode it was for */
+struct file_written {
+	__u64 ino;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct file_written);
+} written_by_file SEC(".maps");
 
 #define IO_CALL 0x100
 #define AFF_CALL 0x200 /* sched_setaffinity */
@@ -233,7 +256,8 @@ static __always_inline __u64 io_len(__u32 call, __u64 a3)
 	return 0; /* readv/writev (the iovec is not read), fsync, fdatasync, unlink(at) */
 }
 
-static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3)
+static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3, __u64 a4,
+				    __u64 a5)
 {
 	if (!current_is_target())
 		return 0;
@@ -242,6 +266,8 @@ static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3)
 		.start = bpf_ktime_get_ns(),
 		.addr = a1,
 		.call = call,
+		.flags = call == SB_SYS_MMAP ? (__u32)a4 : 0,
+		.fd = call == SB_SYS_MMAP ? (__s32)a5 : -1,
 	};
 
 	if (call == AFF_CALL) {
@@ -259,22 +285,181 @@ static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3)
 	return 0;
 }
 
-static __always_inline void io_exit(void *ctx, const struct mm_call *c, long ret)
+/* the current task's open file fd, NULL if none */
+static __always_inline struct file *fd_file(__s64 fd)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	struct file **fds, *f = NULL;
+
+	if (!fdt || fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (!fds || bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
+		return NULL;
+	return f;
+}
+
+static __always_inline bool io_writes(__u32 call)
+{
+	return call == (IO_CALL | SB_IO_WRITE) || call == (IO_CALL | SB_IO_PWRITE) ||
+	       call == (IO_CALL | SB_IO_WRITEV);
+}
+
+/* a write of n bytes through f: its counter; returns the bytes written through f so far */
+static __always_inline __u64 count_written(struct file *f, __u64 n)
+{
+	__u64 key = (__u64)f, ino = BPF_CORE_READ(f, f_inode, i_ino);
+	struct file_written *w = bpf_map_lookup_elem(&written_by_file, &key);
+
+	if (w && w->ino == ino) {
+		if (n)
+			__sync_fetch_and_add(&w->bytes, n);
+		return w->bytes;
+	}
+	/* first write seen through it, or a struct file reused for another inode */
+	struct file_written nw = { .ino = ino, .bytes = n };
+
+	if (n)
+		bpf_map_update_elem(&written_by_file, &key, &nw, BPF_ANY);
+	return n;
+}
+
+#define PATH_DEPTH 24
+#define PATH_PART 128 /* the most one name takes: any start below PATH_MAX_OFF leaves room for it */
+#define PATH_MAX_OFF (SB_IO_PATH_LEN - PATH_PART)
+
+static __always_inline __u8 file_kind(__u16 mode)
+{
+	switch (mode & 0170000) {
+	case 0100000: return SB_FILE_REGULAR;
+	case 0140000: return SB_FILE_SOCKET;
+	case 0010000: return SB_FILE_PIPE;
+	case 0020000: return SB_FILE_CHAR;
+	case 0060000: return SB_FILE_BLOCK;
+	case 0040000: return SB_FILE_DIR;
+	}
+	return SB_FILE_OTHER;
+}
+
+/* the name being walked: a per-CPU buffer, since the walk's steps are a bpf_loop() callback */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, char[SB_IO_PATH_LEN]);
+} path_scratch SEC(".maps");
+
+struct path_walk {
+	struct dentry *d;
+	struct mount *m;
+	__u32 off;
+	__u8 flags;
+};
+
+/* one step up the name: a component, or over the top of a mount; 1 ends the walk */
+static long walk_one(__u64 i, void *ctx)
+{
+	struct path_walk *w = ctx;
+	__u32 zero = 0, off = w->off;
+	char *buf = bpf_map_lookup_elem(&path_scratch, &zero);
+	struct dentry *d = w->d, *parent, *root;
+	struct mount *m = w->m;
+	long n;
+
+	if (!buf)
+		return 1;
+	parent = BPF_CORE_READ(d, d_parent);
+	root = BPF_CORE_READ(m, mnt.mnt_root);
+	if (d == root || d == parent) {
+		/* the top of this mount: on to where it is mounted */
+		struct mount *up = BPF_CORE_READ(m, mnt_parent);
+
+		if (!up || up == m) {
+			w->flags |= SB_IO_PATH_TOP;
+			return 1;
+		}
+		w->d = BPF_CORE_READ(m, mnt_mountpoint);
+		w->m = up;
+		return 0;
+	}
+	if (off >= PATH_MAX_OFF) {
+		w->flags |= SB_IO_PATH_CUT;
+		return 1;
+	}
+	n = bpf_probe_read_kernel_str(buf + (off & (PATH_PART - 1)), PATH_PART,
+				      BPF_CORE_READ(d, d_name.name));
+	if (n <= 0)
+		return 1;
+	w->off = off + (__u32)n;
+	w->d = parent;
+	return 0;
+}
+
+/*
+ * f's identity and name, leaf first (struct sb_iosys_file). A global function,
+ * and its walk a bpf_loop(): the verifier checks one step once, where an
+ * unrolled walk inlined into every exit program made loading take seconds.
+ */
+__noinline int file_identity(struct sb_iosys_file *o, __u64 fp)
+{
+	struct file *f = (struct file *)fp;
+	struct path_walk w = {};
+	struct inode *ino;
+	__u32 zero = 0;
+	char *buf;
+
+	if (!o || !f)
+		return 0;
+	ino = BPF_CORE_READ(f, f_inode);
+	o->ino = BPF_CORE_READ(ino, i_ino);
+	o->dev = BPF_CORE_READ(ino, i_sb, s_dev);
+	o->kind = file_kind(BPF_CORE_READ(ino, i_mode));
+	if (o->kind == SB_FILE_SOCKET || o->kind == SB_FILE_PIPE)
+		return 0; /* no name worth walking */
+	buf = bpf_map_lookup_elem(&path_scratch, &zero);
+	if (!buf)
+		return 0;
+	__builtin_memset(buf, 0, SB_IO_PATH_LEN);
+	w.d = BPF_CORE_READ(f, f_path.dentry);
+	w.m = container_of(BPF_CORE_READ(f, f_path.mnt), struct mount, mnt);
+	bpf_loop(PATH_DEPTH, walk_one, &w, 0);
+	if (!(w.flags & (SB_IO_PATH_TOP | SB_IO_PATH_CUT)))
+		w.flags |= SB_IO_PATH_CUT;
+	o->flags = w.flags;
+	o->path_len = w.off < SB_IO_PATH_LEN ? w.off : SB_IO_PATH_LEN;
+	bpf_probe_read_kernel(o->path, SB_IO_PATH_LEN, buf);
+	return 0;
+}
+
+static __always_inline void io_exit(void *ctx, const struct mm_call *c, long ret, struct file *f,
+				    __u64 written)
 {
 	__u64 now = bpf_ktime_get_ns();
 
 	if (now - c->start < io_min_ns)
 		return;
-	struct sb_iosys *e = reserve(SB_EV_IOSYS, sizeof(*e));
+	struct sb_iosys_ext *e = reserve(SB_EV_IOSYS, sizeof(*e));
 
 	if (!e)
 		return;
-	e->h.ts = now;
-	e->start_ns = c->start;
-	e->ret = ret;
-	e->len = c->len;
-	e->call = c->call & ~IO_CALL;
-	e->fd = (__s32)c->addr;
+	e->io.h.ts = now;
+	e->io.start_ns = c->start;
+	e->io.ret = ret;
+	e->io.len = c->len;
+	e->io.call = c->call & ~IO_CALL;
+	e->io.fd = (__s32)c->addr;
+	e->file.ino = 0;
+	e->file.written = 0;
+	e->file.dev = 0;
+	e->file.kind = SB_FILE_NONE;
+	e->file.flags = 0;
+	e->file.path_len = 0;
+	__builtin_memset(e->file.path, 0, sizeof(e->file.path));
+	if (f) {
+		e->file.written = written ? written : count_written(f, 0);
+		file_identity(&e->file, (__u64)f);
+	}
 	submit(e);
 	emit_stack(ctx, SB_EV_IOSYS, c->start, now);
 }
@@ -309,7 +494,42 @@ static __always_inline int mm_exit(void *ctx, long ret)
 		return 0;
 	}
 	if (c->call & IO_CALL) {
-		io_exit(ctx, c, ret);
+		bool named = c->call != (IO_CALL | SB_IO_UNLINK) &&
+			     c->call != (IO_CALL | SB_IO_UNLINKAT);
+		struct file *f = named ? fd_file((__s32)c->addr) : NULL;
+		__u64 written = 0;
+
+		if (f && io_writes(c->call) && ret > 0)
+			written = count_written(f, (__u64)ret);
+		io_exit(ctx, c, ret, f, written);
+		bpf_map_delete_elem(&mm_calls, &tid);
+		return 0;
+	}
+	if (c->call == SB_SYS_MMAP) {
+		/* what it mapped: anonymous memory, or which file */
+		struct sb_mmsys_ext *x = reserve(SB_EV_MMSYS, sizeof(*x));
+		struct file *f;
+
+		if (x) {
+			x->mm.start_ns = c->start;
+			x->mm.addr = c->addr;
+			x->mm.len = c->len;
+			x->mm.ret = ret;
+			x->mm.call = c->call;
+			x->mm.arg = c->arg;
+			x->map.flags = c->flags;
+			x->map.fd = c->fd;
+			__builtin_memset(&x->map.file, 0, sizeof(x->map.file));
+			f = (c->flags & 0x20) || ret < 0 ? NULL : fd_file(c->fd);
+			if (f)
+				file_identity(&x->map.file, (__u64)f);
+			__u64 ts = x->mm.h.ts;
+
+			submit(x);
+			/* only the slow ones: every mmap-family call is recorded */
+			if (ts - c->start >= stack_mm_min_ns)
+				emit_stack(ctx, SB_EV_MMSYS, c->start, ts);
+		}
 		bpf_map_delete_elem(&mm_calls, &tid);
 		return 0;
 	}
@@ -349,7 +569,9 @@ int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
 	if (!call)
 		return 0;
 	return mm_enter(call, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_PARM2_CORE_SYSCALL(regs),
-			PT_REGS_PARM3_CORE_SYSCALL(regs));
+			PT_REGS_PARM3_CORE_SYSCALL(regs),
+			call == SB_SYS_MMAP ? PT_REGS_PARM4_CORE_SYSCALL(regs) : 0,
+			call == SB_SYS_MMAP ? PT_REGS_PARM5_CORE_SYSCALL(regs) : 0);
 }
 
 SEC("raw_tp/sys_exit")
@@ -369,7 +591,8 @@ SEC("tracepoint/syscalls/sys_enter_" #name) \
 int tp_enter_##name(struct trace_event_raw_sys_enter *ctx) \
 { \
 	return mm_enter(call, ctx->args[0], (nargs) > 1 ? ctx->args[1] : 0, \
-			(nargs) > 2 ? ctx->args[2] : 0); \
+			(nargs) > 2 ? ctx->args[2] : 0, (nargs) > 3 ? ctx->args[3] : 0, \
+			(nargs) > 4 ? ctx->args[4] : 0); \
 } \
 SEC("tracepoint/syscalls/sys_exit_" #name) \
 int tp_exit_##name(struct trace_event_raw_sys_exit *ctx) \

@@ -459,7 +459,7 @@ static void t_iosys(void)
 
 		if (e->h.type != SB_EV_IOSYS)
 			continue;
-		CHECK(e->h.size == sizeof(*e), "size %u", e->h.size);
+		CHECK(e->h.size == sizeof(struct sb_iosys_ext), "size %u", e->h.size);
 		CHECK(e->start_ns <= e->h.ts && e->h.ts - e->start_ns >= 50000,
 		      "an iosys record under the 50 us threshold: %llu ns", e->h.ts - e->start_ns);
 		if (e->h.tid == tid && (e->call == SB_IO_UNLINK || e->call == SB_IO_UNLINKAT)) {

@@ -23,6 +23,8 @@
  *                           the probes' own
  *   sbwork write KB         one write() of KB KiB to a new file in $SBWORK_DIR (else
  *                           /var/tmp) on fd 77, fsync(77), close, then unlink it
+ *   sbwork ckpt KB          write KB KiB in 64 KiB write()s to $SBWORK_DIR (else /var/tmp)
+ *                           /sbwork-ckpt.PID.bin on fd 78, fsync(78), close, unlink it
  *   sbwork bigfree KB       malloc(KB KiB) (mapped on its own), touch every page, free:
  *                           the free unmaps them, a slow call
  * Arguments are processed in order; several may be given.
@@ -198,6 +200,25 @@ static void *work(void *arg)
 			close(77);
 			unlink(path);
 			free(buf);
+		} else if (!strcmp(what, "ckpt")) {
+			const char *dir = getenv("SBWORK_DIR");
+			char path[4096], buf[64 << 10];
+			int fd;
+
+			snprintf(path, sizeof(path), "%s/sbwork-ckpt.%d.bin", dir ? dir : "/var/tmp",
+				 (int)getpid());
+			fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+			if (fd < 0 || dup2(fd, 78) != 78)
+				exit(6);
+			close(fd);
+			memset(buf, 'c', sizeof(buf));
+			for (long k = 0; k < n / 64; k++)
+				if (write(78, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+					exit(7);
+			if (fsync(78))
+				exit(7);
+			close(78);
+			unlink(path);
 		} else if (!strcmp(what, "bigfree")) {
 			size_t len = (size_t)n << 10;
 			char *m = malloc(len);

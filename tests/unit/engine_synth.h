@@ -60,6 +60,7 @@ struct world {
 	bool no_gpu;             /* host-only: no API or kernel records */
 	int mark;                /* enum w_mark: how steps are marked */
 	uint64_t kernel_extra;   /* added to the next kernel's duration */
+	uint64_t fault_addr;     /* the address w_fault() records */
 };
 
 static inline void st_put(struct stream *s, const void *rec)
@@ -203,9 +204,80 @@ static inline void w_fault(struct world *w, uint64_t ts, uint32_t tid, uint64_t 
 {
 	struct sb_fault r = { 0 };
 
+	r.addr = w->fault_addr;
 	hdr(&r.h, SB_EV_FAULT, sizeof(r), ts, T_PID, tid, T_CPU);
 	r.maj_flt = maj;
 	r.min_flt = min;
+	st_put(&w->host, &r);
+}
+
+/*
+ * An iosys record that names its file (struct sb_iosys_file): path is given
+ * root first ("/ckpt/model.pt") and stored leaf first, as the probe does.
+ */
+static inline void w_iofile(struct world *w, uint64_t s, uint64_t end, uint32_t tid,
+			    uint32_t call, int64_t ret, uint64_t ino, uint8_t kind,
+			    const char *path, uint64_t written)
+{
+	struct sb_iosys_ext r;
+	size_t n = strlen(path), o = 0;
+
+	memset(&r, 0, sizeof(r));
+	hdr(&r.io.h, SB_EV_IOSYS, sizeof(r), end, T_PID, tid, T_CPU);
+	r.io.start_ns = s;
+	r.io.call = call;
+	r.io.fd = 9;
+	r.io.ret = ret;
+	r.file.ino = ino;
+	r.file.dev = 0x800001;
+	r.file.kind = kind;
+	r.file.written = written;
+	r.file.flags = SB_IO_PATH_TOP;
+	while (n > 0) {
+		size_t e = n, b;
+
+		while (e > 0 && path[e - 1] == '/')
+			e--;
+		b = e;
+		while (b > 0 && path[b - 1] != '/')
+			b--;
+		if (e == b)
+			break;
+		memcpy(r.file.path + o, path + b, e - b);
+		o += e - b + 1;
+		n = b;
+	}
+	r.file.path_len = (uint16_t)o;
+	st_put(&w->host, &r);
+}
+
+/* an mmap record that says what it mapped (struct sb_mmsys_map); path "" : anonymous */
+static inline void w_mmap_map(struct world *w, uint64_t s, uint64_t end, uint32_t tid,
+			      uint64_t addr, uint64_t len, const char *path)
+{
+	struct sb_mmsys_ext r;
+
+	memset(&r, 0, sizeof(r));
+	hdr(&r.mm.h, SB_EV_MMSYS, sizeof(r), end, T_PID, tid, T_CPU);
+	r.mm.start_ns = s;
+	r.mm.call = SB_SYS_MMAP;
+	r.mm.len = len;
+	r.mm.ret = (int64_t)addr;
+	r.mm.arg = 3; /* PROT_READ | PROT_WRITE */
+	r.map.flags = path[0] ? 0x02 : 0x22; /* MAP_PRIVATE, | MAP_ANONYMOUS */
+	r.map.fd = path[0] ? 5 : -1;
+	if (path[0]) {
+		size_t n = strlen(path), b = n;
+
+		while (b > 0 && path[b - 1] != '/')
+			b--;
+		/* one component is enough for the test: "/name" */
+		memcpy(r.map.file.path, path + b, n - b);
+		r.map.file.path_len = (uint16_t)(n - b + 1);
+		r.map.file.flags = SB_IO_PATH_TOP;
+		r.map.file.kind = SB_FILE_REGULAR;
+		r.map.file.ino = 99;
+	}
 	st_put(&w->host, &r);
 }
 

@@ -589,6 +589,254 @@ static void t_iosys(void)
 	world_free(&w);
 }
 
+/*
+ * Moved while runnable at `at` from CPU `from` to `to` (the stopper runs
+ * 10 us), then waits behind hog[900] on the new CPU until at + len. Who
+ * asked: the launcher itself (arg "self"), the loader ("loader"), nobody.
+ */
+static void inj_moved(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	const char *by = arg;
+	unsigned from = by ? 0 : 1, to = by ? 1 : 0;
+
+	if (by && !strcmp(by, "self"))
+		w_interval(w, SB_EV_AFFINITY, at, at + len + 5 * US, T_LAUNCHER, 0);
+	else if (by)
+		w_interval(w, SB_EV_AFFINITY, at, at + 30 * US, T_LOADER, T_LAUNCHER);
+	w_switch_to(w, at + 10 * US, T_LAUNCHER, from, SB_STATE_RUNNABLE, "migration/0");
+	w_runslice(w, at + 10 * US, at + 20 * US, from, 0, 12, "migration/0");
+	w_migrate(w, at + 20 * US, T_LAUNCHER, from, to);
+	w_runslice(w, at + 20 * US, at + len, to, 900, 900, "hog");
+	w_switch_in(w, at + len, T_LAUNCHER, to);
+}
+
+/* the migration line says who moved the thread, then whom it waited behind */
+static void t_moved_by(void)
+{
+	struct world w;
+	struct sopt self = { .pre = PRE, .gpu = GPU, .len = 4 * MS, .inj = inj_moved, .arg = "self" };
+	struct sopt other = { .pre = PRE, .gpu = GPU, .len = 3 * MS, .inj = inj_moved,
+			      .arg = "loader" };
+	struct sopt sched = { .pre = PRE, .gpu = GPU, .len = 4 * MS, .inj = inj_moved };
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	const struct sopt *order[10] = { &plain, &self, &plain, &other, &plain, &sched };
+	struct eng_summary sum;
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t S = 10 * SEC;
+	char *line = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 10; k++)
+		S = std_step(&w, S, k, order[k] ? order[k] : &plain);
+	w_step(&w, S, T_LAUNCHER, 10);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	engine_summarise(e, &sum);
+	s = step_no(e, 0);
+	CHECK(s && !s->nmoves, "a plain step has moves");
+	s = step_no(e, 1);
+	REQUIRE(s && s->nmoves == 1, "step 1: %u moves", s ? s->nmoves : 0);
+	CHECK(s->moves[0].how == ENG_MOVE_SELF && s->moves[0].by_tid == T_LAUNCHER &&
+	      s->moves[0].from_cpu == 0 && s->moves[0].to_cpu == 1 &&
+	      s->moves[0].ns == blame_of(s, ENG_MIGRATION, 0) && s->moves[0].ns == 4 * MS + 5 * US,
+	      "step 1: %s by %u CPU %d->%d, %" PRIu64 " ns", eng_move_how_name(s->moves[0].how),
+	      s->moves[0].by_tid, s->moves[0].from_cpu, s->moves[0].to_cpu, s->moves[0].ns);
+	CHECK(blame_of(s, ENG_MIGRATION, 900) == 4 * MS - 20 * US, "behind the hog %" PRIu64,
+	      blame_of(s, ENG_MIGRATION, 900));
+	REQUIRE(s->tail, "step 1 is not in the tail");
+	f = open_memstream(&line, &len);
+	REQUIRE(f, "memstream");
+	report_step_line(e, s, &sum, f);
+	fclose(f);
+	CHECK(strstr(line, "— launcher[101] moved by its own sched_setaffinity (CPU 0→1), then "
+		      "waited behind hog[900] 3.98 ms on CPU 1"), "text: %s", line);
+	free(line);
+	s = step_no(e, 3);
+	REQUIRE(s && s->nmoves == 1, "step 3: %u moves", s ? s->nmoves : 0);
+	CHECK(s->moves[0].how == ENG_MOVE_THREAD && s->moves[0].by_tid == T_LOADER &&
+	      !strcmp(s->moves[0].by_comm, "loader") && s->moves[0].ns >= 3 * MS - 20 * US,
+	      "step 3: %s by %u (%s), %" PRIu64 " ns", eng_move_how_name(s->moves[0].how),
+	      s->moves[0].by_tid, s->moves[0].by_comm, s->moves[0].ns);
+	s = step_no(e, 5);
+	REQUIRE(s && s->nmoves == 1, "step 5: %u moves", s ? s->nmoves : 0);
+	CHECK(s->moves[0].how == ENG_MOVE_SCHEDULER && !s->moves[0].by_tid &&
+	      s->moves[0].from_cpu == 1 && s->moves[0].to_cpu == 0,
+	      "step 5: %s by %u CPU %d->%d", eng_move_how_name(s->moves[0].how), s->moves[0].by_tid,
+	      s->moves[0].from_cpu, s->moves[0].to_cpu);
+	line = NULL;
+	f = open_memstream(&line, &len);
+	REQUIRE(f, "memstream");
+	report_step_line(e, s, &sum, f);
+	fclose(f);
+	CHECK(strstr(line, "moved by the scheduler (load balancing) (CPU 1→0), then waited behind "
+		      "hog[900]"), "text: %s", line);
+	free(line);
+	engine_free(e);
+	world_free(&w);
+}
+
+#define ANON_AT 0x7f0000000000ull
+#define FILE_AT 0x7f1000000000ull
+
+/*
+ * A 384 MiB anonymous mapping and a 1 MiB mapping of /shard.bin, made in the
+ * step; 400 back-to-back faults of 10 us in the first, then 2 in the second.
+ */
+static void inj_mapped(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_mmap_map(w, at, at + 10 * US, T_LAUNCHER, ANON_AT, 384ull << 20, "");
+	w_mmap_map(w, at + 10 * US, at + 20 * US, T_LAUNCHER, FILE_AT, 1 << 20, "/shard.bin");
+	for (int i = 0; i < 400; i++) {
+		w->fault_addr = ANON_AT + (uint64_t)i * 4096;
+		w_fault(w, at + 20 * US + (uint64_t)i * 10 * US, T_LAUNCHER, 0, (uint64_t)i);
+	}
+	w->fault_addr = FILE_AT + 8192;
+	w_fault(w, at + 4020 * US, T_LAUNCHER, 0, 400);
+	w->fault_addr = FILE_AT + 3 * 4096;
+	w_fault(w, at + 4200 * US, T_LAUNCHER, 0, 401);
+	w->fault_addr = 0;
+}
+
+/* page_fault time says which mapping, its size and the step that made it */
+static void t_faults_mapping(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 8 * MS, .inj = inj_mapped };
+	struct eng_summary sum;
+	struct engine *e;
+	const struct eng_step *s;
+	char *line = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	world_init(&w);
+	run_steps(&w, 8, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	CHECK(s && !s->nmaps, "a plain step has maps");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nmaps == 2, "step 2: %u maps, want 2", s ? s->nmaps : 0);
+	/* the 400 faults back to back: 399 gaps of 10 us, and the last one's 10 us up to the next */
+	CHECK(s->maps[0].anon && s->maps[0].addr == ANON_AT && s->maps[0].len == 384ull << 20 &&
+	      s->maps[0].step_known && s->maps[0].step_number == 2 && s->maps[0].faults == 400 &&
+	      s->maps[0].ns == 400 * 10 * US, "maps[0]: anon %d at %" PRIx64 " len %" PRIu64
+	      " step %" PRIu64 " faults %u ns %" PRIu64, s->maps[0].anon, s->maps[0].addr,
+	      s->maps[0].len, s->maps[0].step_number, s->maps[0].faults, s->maps[0].ns);
+	CHECK(!s->maps[1].anon && !strcmp(s->maps[1].path, "/shard.bin") && s->maps[1].faults == 2,
+	      "maps[1]: anon %d path %s faults %u", s->maps[1].anon, s->maps[1].path,
+	      s->maps[1].faults);
+	CHECK(s->maps[0].ns + s->maps[1].ns == blame_of(s, ENG_PAGE_FAULT, 0),
+	      "maps %" PRIu64 " + %" PRIu64 " ns, page_fault %" PRIu64, s->maps[0].ns, s->maps[1].ns,
+	      blame_of(s, ENG_PAGE_FAULT, 0));
+	engine_summarise(e, &sum);
+	REQUIRE(s->tail, "step 2 is not in the tail");
+	f = open_memstream(&line, &len);
+	REQUIRE(f, "memstream");
+	report_step_line(e, s, &sum, f);
+	fclose(f);
+	CHECK(strstr(line, "(402 faults) — 400 faults (4.00 ms) in anon mapping 384 MiB (mmap in step 2); "
+		      "2 faults (") && strstr(line, "in file mapping 1.0 MiB of /shard.bin (mmap in step 2)"),
+	      "text: %s", line);
+	free(line);
+	engine_free(e);
+	world_free(&w);
+}
+
+#define CKPT_INO 4242
+#define CKPT_PATH "/ckpt/model.pt"
+
+/* step 0: a 1 ms write to the checkpoint, 50 MB written through it so far */
+static void inj_ckpt_before(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_iofile(w, at, at + 1 * MS, T_LAUNCHER, SB_IO_WRITE, 1 << 20, CKPT_INO, SB_FILE_REGULAR,
+		 CKPT_PATH, 50000000);
+}
+
+/*
+ * step 2: 150 MB more written by fast writes (not recorded), one slow write
+ * (2 ms on a CPU, 1 MiB, counter 120 MB), an fsync (3 ms: 0.1 on a CPU,
+ * 2.8 in D, 0.1 on a CPU; counter 200 MB), and a 1 ms read of a socket.
+ */
+static void inj_ckpt(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	uint64_t f = at + 2 * MS;
+
+	w_iofile(w, at, at + 2 * MS, T_LAUNCHER, SB_IO_WRITE, 1 << 20, CKPT_INO, SB_FILE_REGULAR,
+		 CKPT_PATH, 120000000);
+	w_iofile(w, f, f + 3 * MS, T_LAUNCHER, SB_IO_FSYNC, 0, CKPT_INO, SB_FILE_REGULAR, CKPT_PATH,
+		 200000000);
+	w_switch_out(w, f + 100 * US, T_LAUNCHER, T_CPU, SB_STATE_DISK);
+	w_wakeup(w, f + 2900 * US, T_LAUNCHER, T_CPU, 55, 55, "kworker/u4:1");
+	w_switch_in(w, f + 2900 * US, T_LAUNCHER, T_CPU);
+	w_iofile(w, f + 3 * MS, f + 4 * MS, T_LAUNCHER, SB_IO_READ, 512, 77, SB_FILE_SOCKET, "", 0);
+}
+
+/* io_wait says which file and call, and what the step wrote to it */
+static void t_iosys_file(void)
+{
+	struct world w;
+	struct sopt before = { .pre = PRE, .gpu = GPU, .len = 1 * MS, .inj = inj_ckpt_before };
+	struct sopt ckpt = { .pre = PRE, .gpu = GPU, .len = 4 * MS, .inj = inj_ckpt };
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct eng_summary sum;
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t S = 10 * SEC;
+	char *line = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	world_init(&w);
+	S = std_step(&w, S, 0, &before);
+	S = std_step(&w, S, 1, &plain);
+	S = std_step(&w, S, 2, &ckpt);
+	for (unsigned k = 3; k < 8; k++)
+		S = std_step(&w, S, k, &plain);
+	w_step(&w, S, T_LAUNCHER, 8);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 0);
+	REQUIRE(s && s->nio == 1, "step 0: %u io entries", s ? s->nio : 0);
+	CHECK(s->io[0].call == SB_IO_WRITE && s->io[0].ns == 1 * MS && s->io[0].written == 50000000,
+	      "step 0: %s %" PRIu64 " ns, %" PRIu64 " written", sb_io_name(s->io[0].call),
+	      s->io[0].ns, s->io[0].written);
+	s = step_no(e, 1);
+	CHECK(s && !s->nio, "a plain step has io entries");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nio == 3, "step 2: %u io entries, want 3", s ? s->nio : 0);
+	CHECK(blame_of(s, ENG_IO_WAIT, 0) == 6 * MS, "io_wait %" PRIu64, blame_of(s, ENG_IO_WAIT, 0));
+	/* largest first: the fsync, its D sleep included; then the write; then the socket */
+	CHECK(s->io[0].call == SB_IO_FSYNC && !strcmp(s->io[0].path, CKPT_PATH) &&
+	      s->io[0].kind == SB_FILE_REGULAR && s->io[0].ns == 3 * MS && s->io[0].calls == 1 &&
+	      s->io[0].bytes == 0, "io[0]: %s %s %" PRIu64 " ns, %u calls", sb_io_name(s->io[0].call),
+	      s->io[0].path, s->io[0].ns, s->io[0].calls);
+	/* 200 MB at the fsync less the 50 MB of the last record before the step */
+	CHECK(s->io[0].written == 150000000, "fsync: %" PRIu64 " written in the step",
+	      s->io[0].written);
+	CHECK(s->io[1].call == SB_IO_WRITE && s->io[1].ns == 2 * MS && s->io[1].bytes == 1 << 20 &&
+	      s->io[1].written == 70000000, "io[1]: %s %" PRIu64 " ns, %" PRIu64 " bytes, %" PRIu64
+	      " written", sb_io_name(s->io[1].call), s->io[1].ns, s->io[1].bytes, s->io[1].written);
+	CHECK(s->io[2].call == SB_IO_READ && s->io[2].kind == SB_FILE_SOCKET && !s->io[2].path[0] &&
+	      s->io[2].ns == 1 * MS && s->io[2].bytes == 512, "io[2]: %s kind %u %" PRIu64 " ns",
+	      sb_io_name(s->io[2].call), s->io[2].kind, s->io[2].ns);
+	engine_summarise(e, &sum);
+	REQUIRE(s->tail, "step 2 is not in the tail");
+	f = open_memstream(&line, &len);
+	REQUIRE(f, "memstream");
+	report_step_line(e, s, &sum, f);
+	fclose(f);
+	CHECK(strstr(line, "io_wait +") && strstr(line, "launcher[101] fsync /ckpt/model.pt (1 call, ") &&
+	      strstr(line, "150 MB written to it in this step") && strstr(line, "read socket"),
+	      "text: %s", line);
+	free(line);
+	engine_free(e);
+	world_free(&w);
+}
+
 /* pulled off its CPU by the migration stopper, then waits on the new CPU */
 static void inj_migrate(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
@@ -1331,6 +1579,9 @@ int main(void)
 	RUN(t_io_wait);
 	RUN(t_alloc_burst);
 	RUN(t_iosys);
+	RUN(t_iosys_file);
+	RUN(t_moved_by);
+	RUN(t_faults_mapping);
 	RUN(t_setaffinity);
 	RUN(t_tracer_cost);
 	RUN(t_fault_then_sleep_is_not_the_faults);

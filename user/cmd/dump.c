@@ -641,6 +641,8 @@ static void print_sb_reclaim(const struct sb_hdr *h)
 	f_u("result", e->result);
 }
 
+static void print_mmsys_map(const struct sb_hdr *h);
+
 static void print_sb_mmsys(const struct sb_hdr *h)
 {
 	const struct sb_mmsys *e = (const void *)h;
@@ -651,6 +653,24 @@ static void print_sb_mmsys(const struct sb_hdr *h)
 	f_i("ret", e->ret);
 	f_hex("arg", e->arg);
 	f_span(e->start_ns, h->ts);
+	print_mmsys_map(h);
+}
+
+/* what an mmap record mapped, when it says (struct sb_mmsys_map) */
+static void print_mmsys_map(const struct sb_hdr *h)
+{
+	const struct sb_mmsys_map *m = sb_mmsys_map_of(h);
+	char path[2 * SB_IO_PATH_LEN];
+	size_t n;
+
+	if (!m)
+		return;
+	f_hex("flags", m->flags);
+	f_i("fd", m->fd);
+	f_enum("file", sb_file_kind_name(m->file.kind), m->file.kind);
+	n = sb_iosys_file_path(&m->file, path, sizeof(path));
+	if (n)
+		f_text("path", path, n);
 }
 
 static void print_sb_alloc(const struct sb_hdr *h)
@@ -685,6 +705,21 @@ static void print_sb_iosys(const struct sb_hdr *h)
 	f_u("len", e->len);
 	f_i("ret", e->ret);
 	f_span(e->start_ns, h->ts);
+	{
+		const struct sb_iosys_file *fl = sb_iosys_file_of(h);
+		char path[2 * SB_IO_PATH_LEN];
+		size_t n;
+
+		if (!fl)
+			return; /* an older trace's record: no file */
+		f_enum("file", sb_file_kind_name(fl->kind), fl->kind);
+		f_u("ino", fl->ino);
+		f_hex("dev", fl->dev);
+		f_u("written", fl->written);
+		n = sb_iosys_file_path(fl, path, sizeof(path));
+		if (n)
+			f_text("path", path, n);
+	}
 }
 
 static void print_sb_affinity(const struct sb_hdr *h)

@@ -25,6 +25,9 @@ void accum_reset(struct accum *a)
 	a->nculprits = 0;
 	a->npending = 0;
 	a->pending_extra = 0;
+	a->nio = 0;
+	a->nmoves = 0;
+	a->nmaps = 0;
 }
 
 void accum_free(struct engine *e, struct accum *a)
@@ -89,8 +92,155 @@ static void accum_add(struct engine *e, struct accum *a, int cause, uint64_t ns,
 		accum_culprit(e, a, cause, w, ns);
 }
 
+/* io_wait time ns of the I/O call of overlay o, with its file (past IO_USES_MAX: without) */
+static void accum_io(struct accum *a, const struct overlay *o, uint64_t ns)
+{
+	struct io_use *u = NULL;
+
+	for (uint32_t i = 0; i < a->nio && !u; i++)
+		if (a->io[i].file == o->io_file && a->io[i].call == o->io_call)
+			u = &a->io[i];
+	if (!u) {
+		if (a->nio == IO_USES_MAX)
+			return;
+		u = &a->io[a->nio++];
+		memset(u, 0, sizeof(*u));
+		u->file = o->io_file;
+		u->call = o->io_call;
+		u->first_seq = o->io_seq;
+		u->first_bytes = o->io_bytes;
+	}
+	if (u->last_seq != o->io_seq) {
+		u->calls++;
+		u->bytes += o->io_bytes;
+		u->last_seq = o->io_seq;
+	}
+	u->ns += ns;
+	if (o->io_written > u->written)
+		u->written = o->io_written;
+}
+
+/* migration time ns of t: who made its last move */
+static void accum_move(struct accum *a, const struct thread *t, uint64_t ns)
+{
+	struct move_use *u = NULL;
+
+	if (!ns || t->mv_how == ENG_MOVE_NONE)
+		return;
+	for (uint32_t i = 0; i < a->nmoves && !u; i++)
+		if (a->moves[i].how == t->mv_how && a->moves[i].by == t->mv_by)
+			u = &a->moves[i];
+	if (!u) {
+		if (a->nmoves == MOVES_MAX)
+			return;
+		u = &a->moves[a->nmoves++];
+		memset(u, 0, sizeof(*u));
+		u->how = t->mv_how;
+		u->by = t->mv_by;
+		u->from = u->to = -1;
+	}
+	u->ns += ns;
+	/* the last move whose both ends are known */
+	if (t->mv_from >= 0 && t->mv_to >= 0) {
+		u->from = t->mv_from;
+		u->to = t->mv_to;
+	}
+}
+
+/* page_fault time ns of t's fault, with its region */
+static void accum_map(struct engine *e, struct accum *a, const struct thread *t, uint64_t ns)
+{
+	struct map_use *u = NULL;
+
+	if (!ns || !t->fault_map || t->fault_map > e->nmaps)
+		return;
+	for (uint32_t i = 0; i < a->nmaps && !u; i++)
+		if (a->maps[i].map == t->fault_map && a->maps[i].start == e->maps[t->fault_map - 1].start)
+			u = &a->maps[i];
+	if (!u) {
+		if (a->nmaps == MAP_USES_MAX)
+			return;
+		u = &a->maps[a->nmaps++];
+		memset(u, 0, sizeof(*u));
+		u->map = t->fault_map;
+		u->start = e->maps[t->fault_map - 1].start;
+	}
+	u->ns += ns;
+}
+
+static void maps_merge(struct accum *dst, const struct accum *src)
+{
+	for (uint32_t k = 0; k < src->nmaps; k++) {
+		const struct map_use *s = &src->maps[k];
+		struct map_use *u = NULL;
+
+		for (uint32_t i = 0; i < dst->nmaps && !u; i++)
+			if (dst->maps[i].map == s->map && dst->maps[i].start == s->start)
+				u = &dst->maps[i];
+		if (!u) {
+			if (dst->nmaps < MAP_USES_MAX)
+				dst->maps[dst->nmaps++] = *s;
+			continue;
+		}
+		u->ns += s->ns;
+		u->faults += s->faults;
+	}
+}
+
+static void moves_merge(struct accum *dst, const struct accum *src)
+{
+	for (uint32_t k = 0; k < src->nmoves; k++) {
+		const struct move_use *s = &src->moves[k];
+		struct move_use *u = NULL;
+
+		for (uint32_t i = 0; i < dst->nmoves && !u; i++)
+			if (dst->moves[i].how == s->how && dst->moves[i].by == s->by)
+				u = &dst->moves[i];
+		if (!u) {
+			if (dst->nmoves < MOVES_MAX)
+				dst->moves[dst->nmoves++] = *s;
+			continue;
+		}
+		u->ns += s->ns;
+		if (s->from >= 0 && s->to >= 0) {
+			u->from = s->from;
+			u->to = s->to;
+		}
+	}
+}
+
+static void io_merge(struct accum *dst, const struct accum *src)
+{
+	for (uint32_t k = 0; k < src->nio; k++) {
+		const struct io_use *s = &src->io[k];
+		struct io_use *u = NULL;
+
+		for (uint32_t i = 0; i < dst->nio && !u; i++)
+			if (dst->io[i].file == s->file && dst->io[i].call == s->call)
+				u = &dst->io[i];
+		if (!u) {
+			if (dst->nio < IO_USES_MAX)
+				dst->io[dst->nio++] = *s;
+			continue;
+		}
+		u->calls += s->calls;
+		u->bytes += s->bytes;
+		if (s->first_seq == u->last_seq && u->calls > 1) {
+			/* one call spanning two gaps: counted once */
+			u->calls--;
+			u->bytes -= min64(u->bytes, s->first_bytes);
+		}
+		u->last_seq = s->last_seq;
+		u->ns += s->ns;
+		u->written = max64(u->written, s->written);
+	}
+}
+
 void accum_merge(struct engine *e, struct accum *dst, const struct accum *src)
 {
+	io_merge(dst, src);
+	moves_merge(dst, src);
+	maps_merge(dst, src);
 	for (int c = 0; c < ENG_NCAUSE; c++)
 		dst->ns[c] += src->ns[c];
 	for (int c = 0; c < ENG_NCOUNT; c++)
@@ -171,6 +321,8 @@ static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, 
 	/* the wait right after a move is the move's, whoever holds the new CPU */
 	cause = is_stopper(w.comm) || c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
 	accum_add(e, c->a, cause, b - a, is_stopper(w.comm) ? NULL : &w);
+	if (cause == ENG_MIGRATION)
+		accum_move(c->a, c->t, b - a);
 	if (e->opts.timeline.thread_state || e->opts.timeline.interferer) {
 		int gap = c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
 
@@ -191,6 +343,8 @@ static void classify_runnable(struct engine *e, struct thread *t, struct accum *
 	int cause = t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
 
 	accum_add(e, a, cause, end - s - cov, NULL);
+	if (cause == ENG_MIGRATION)
+		accum_move(a, t, end - s - cov);
 	if (c.upto < end)
 		timeline_thread(e, t, eng_cause_name(cause), c.upto, end);
 }
@@ -271,7 +425,7 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 		}
 	for (int i = 0; i + 1 < np; i++) {
 		uint64_t x = pts[i], y = pts[i + 1], tr;
-		int best = -1;
+		int best = -1, bestk = -1;
 
 		if (y <= x)
 			continue;
@@ -282,8 +436,11 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 				continue;
 			if (ov[k].cause == ENG_TRACER)
 				trap = true;
-			else if (best < 0 || overlay_priority[ov[k].cause] > overlay_priority[best])
+			else if (best < 0 || overlay_priority[ov[k].cause] > overlay_priority[best] ||
+				 (ov[k].cause == best && ov[k].io_file && bestk >= 0 && !ov[bestk].io_file)) {
 				best = ov[k].cause;
+				bestk = k;
+			}
 		}
 		/*
 		 * The probes of an allocator call (host.c): their time is taken
@@ -313,6 +470,12 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 		}
 		if (best >= 0) {
 			accum_add(e, a, best, y - x, NULL);
+			if (best == ENG_IO_WAIT && ov[bestk].io_file)
+				accum_io(a, &ov[bestk], y - x);
+			if (best == ENG_MIGRATION)
+				accum_move(a, t, y - x);
+			if (best == ENG_PAGE_FAULT)
+				accum_map(e, a, t, y - x);
 			timeline_thread(e, t, eng_cause_name(best), x, y);
 		} else if (!asleep) {
 			/*
@@ -597,9 +760,13 @@ void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
 		} else {
 			accum_add(e, a, cause, y - x, cause == ENG_IO_WAIT || !named ? NULL : &dflt);
 		}
+		if (cause == ENG_MIGRATION)
+			accum_move(a, t, y - x);
 	}
 	if (a->pending_extra)
 		accum_add(e, a, cause, a->pending_extra, cause == ENG_BLOCKED && named ? &dflt : NULL);
+	if (a->pending_extra && cause == ENG_MIGRATION)
+		accum_move(a, t, a->pending_extra);
 	a->npending = 0;
 	a->pending_extra = 0;
 }

@@ -92,6 +92,16 @@ const char *eng_cause_name(int c)
 	return c >= 0 && c < ENG_NCAUSE ? cause_names[c] : "unknown";
 }
 
+const char *eng_move_how_name(int how)
+{
+	switch (how) {
+	case ENG_MOVE_SELF: return "self";
+	case ENG_MOVE_THREAD: return "thread";
+	case ENG_MOVE_SCHEDULER: return "scheduler";
+	}
+	return "unknown";
+}
+
 const char *eng_count_name(int c)
 {
 	return c >= 0 && c < ENG_NCOUNT ? count_names[c] : "?";
@@ -171,6 +181,12 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 			e->malformed++;
 			return;
 		}
+		/* an iosys record that names its file keeps it (sb_iosys_file_of) */
+		if (h->type == SB_EV_IOSYS && h->size >= sizeof(struct sb_iosys_ext))
+			len = sizeof(struct sb_iosys_ext);
+		/* an mmap record that says what it mapped keeps it (sb_mmsys_map_of) */
+		if (h->type == SB_EV_MMSYS && h->size >= sizeof(struct sb_mmsys_ext))
+			len = sizeof(struct sb_mmsys_ext);
 		if (h->type == SB_REC_GPU) {
 			uint16_t k = h->flags;
 
@@ -349,6 +365,8 @@ void engine_free(struct engine *e)
 		free(e->cpus[i].slices);
 	free(e->cpus);
 	free(e->launches);
+	free(e->io_files);
+	free(e->maps);
 	free(e->kernel_shapes);
 	free(e->guard_changes);
 	for (uint32_t i = 0; i < e->nstrings; i++)

@@ -180,6 +180,61 @@ enum eng_count {
 
 const char *eng_count_name(int c);
 
+/*
+ * The file behind a step's io_wait: one kind of call (enum sb_io_call) on one
+ * file by the step's critical thread, from iosys records that name their file
+ * (schemas/trace.md). Older traces have none.
+ */
+#define ENG_MAX_IO 3
+#define ENG_IO_PATH_MAX (2 * SB_IO_PATH_LEN)
+struct eng_io {
+	uint8_t call;            /* enum sb_io_call */
+	uint8_t kind;            /* enum sb_file_kind */
+	uint32_t calls;          /* calls that took some of the blamed time */
+	uint64_t ns;             /* io_wait blamed to those calls */
+	uint64_t bytes;          /* bytes they returned (read, write: done; fsync: 0) */
+	/*
+	 * Bytes the target wrote to the file (every write, fast ones included)
+	 * between the last recorded call on it before the step and the last one
+	 * in it: for a checkpoint, what this step wrote.
+	 */
+	uint64_t written;
+	char path[ENG_IO_PATH_MAX]; /* "/ckpt/model.pt"; "" when it has none (socket, pipe) */
+};
+
+/*
+ * Who moved the critical thread, for the step's migration time: its own
+ * sched_setaffinity() call, another thread's of the target (a sched_setaffinity
+ * on it), or the scheduler (load balancing, the stopper without any such call).
+ */
+enum eng_move_how { ENG_MOVE_NONE, ENG_MOVE_SELF, ENG_MOVE_THREAD, ENG_MOVE_SCHEDULER };
+const char *eng_move_how_name(int how); /* "self", "thread", "scheduler" */
+#define ENG_MAX_MOVES 2
+struct eng_move {
+	uint8_t how;             /* enum eng_move_how */
+	uint32_t by_tid;         /* self, thread: the caller of sched_setaffinity */
+	char by_comm[SB_COMM_LEN + 1];
+	int32_t from_cpu, to_cpu; /* the last such move in the step; -1 not seen */
+	uint64_t ns;             /* migration time after moves of this kind (and in the calls) */
+};
+
+/*
+ * The mapping behind a step's page_fault time: one mmap()ed region of the
+ * capture (mmsys records that say what they mapped), by the critical thread's
+ * faults in it. Faults elsewhere (memory mapped before the capture, brk) have none.
+ */
+#define ENG_MAX_MAPS 3
+struct eng_map {
+	uint64_t addr, len;      /* the region mmap returned */
+	bool anon;               /* MAP_ANONYMOUS; else the file in path/kind */
+	uint8_t kind;            /* file: enum sb_file_kind */
+	bool step_known;         /* mapped inside a step (step_number): else before the first */
+	uint64_t step_number;    /* the step it was mapped in (eng_step.step) */
+	uint32_t faults;
+	uint64_t ns;             /* page_fault time of those faults */
+	char path[ENG_IO_PATH_MAX];
+};
+
 /* room for every cause without a culprit, and a few culprits */
 #define ENG_MAX_BLAME 16
 
@@ -205,6 +260,12 @@ struct eng_step {
 	uint64_t tracer_ns;
 	uint64_t tracer_events;
 	bool alloc_sampled;      /* the overhead guard had the allocator probes duty-cycled */
+	uint32_t nio;
+	const struct eng_io *io; /* nio (<= ENG_MAX_IO), by ns, descending */
+	uint32_t nmoves;
+	struct eng_move moves[ENG_MAX_MOVES]; /* by ns, descending */
+	uint32_t nmaps;
+	const struct eng_map *maps; /* nmaps (<= ENG_MAX_MAPS), by ns, descending */
 };
 
 /* a cause's excess over the median step */

@@ -220,6 +220,9 @@ static void ev_switch_in(struct engine *e, const struct sb_switch_in *r)
 	t->since = r->h.ts;
 	t->cpu = r->h.cpu;
 	t->migrated = false;
+	/* it runs after the call without having moved: the call moved nothing */
+	if (t->aff_pending && r->h.ts > t->aff_e)
+		t->aff_pending = false;
 }
 
 static void ev_wakeup(struct engine *e, const struct sb_wakeup *r)
@@ -252,6 +255,22 @@ static void ev_migrate(struct engine *e, const struct sb_migrate *r)
 {
 	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
 
+	/*
+	 * Who moved it: a sched_setaffinity() on it, inside the call or the first
+	 * move after it (a sleeping thread is moved when it wakes); else the
+	 * scheduler, balancing load.
+	 */
+	if (t->aff_pending && r->h.ts >= t->aff_s) {
+		t->mv_how = t->aff_by == t->tid ? ENG_MOVE_SELF : ENG_MOVE_THREAD;
+		t->mv_by = t->aff_by;
+		t->aff_pending = false;
+	} else {
+		t->mv_how = ENG_MOVE_SCHEDULER;
+		t->mv_by = 0;
+	}
+	t->mv_from = (int16_t)r->orig_cpu;
+	t->mv_to = (int16_t)r->dest_cpu;
+
 	if (t->state == TS_RUNNABLE) {
 		if (t->candidate >= 0)
 			thread_account(e, t, r->h.ts);
@@ -263,6 +282,8 @@ static void ev_migrate(struct engine *e, const struct sb_migrate *r)
 	if (t->candidate >= 0 && e->gap_open && e->current_piece)
 		e->current_piece->accum[t->candidate].count[ENG_N_MIGRATIONS]++;
 }
+
+static uint32_t map_find(struct engine *e, uint64_t addr);
 
 static void ev_fault(struct engine *e, const struct sb_fault *r)
 {
@@ -280,6 +301,26 @@ static void ev_fault(struct engine *e, const struct sb_fault *r)
 	t->fault_decided = false;
 	t->fault_blocked = false;
 	t->fault_at = r->h.ts;
+	if (!t->fault_map || t->fault_map > e->nmaps || e->maps[t->fault_map - 1].gone ||
+	    r->addr < e->maps[t->fault_map - 1].start || r->addr >= e->maps[t->fault_map - 1].end)
+		t->fault_map = e->nmaps ? map_find(e, r->addr) : 0; /* not in its last fault's region */
+	if (a && t->fault_map) {
+		/* count it with its region's (map_use) */
+		struct map_use *u = NULL;
+
+		for (uint32_t i = 0; i < a->nmaps && !u; i++)
+			if (a->maps[i].map == t->fault_map &&
+			    a->maps[i].start == e->maps[t->fault_map - 1].start)
+				u = &a->maps[i];
+		if (!u && a->nmaps < MAP_USES_MAX) {
+			u = &a->maps[a->nmaps++];
+			memset(u, 0, sizeof(*u));
+			u->map = t->fault_map;
+			u->start = e->maps[t->fault_map - 1].start;
+		}
+		if (u)
+			u->faults++;
+	}
 	if (a) {
 		a->count[ENG_N_FAULTS]++;
 		/* the counter moved since the last fault: that many were major */
@@ -290,6 +331,69 @@ static void ev_fault(struct engine *e, const struct sb_fault *r)
 	}
 	t->last_major_faults = r->maj_flt;
 	t->major_faults_known = true;
+}
+
+/* the region mmap()ed during the capture that holds addr: 1 + its index, 0 none */
+static uint32_t map_find(struct engine *e, uint64_t addr)
+{
+	for (uint32_t i = e->nmaps; i-- > 0;)
+		if (!e->maps[i].gone && addr >= e->maps[i].start && addr < e->maps[i].end) {
+			e->maps[i].used = ++e->map_seq;
+			return i + 1;
+		}
+	return 0;
+}
+
+/*
+ * An mmap family record: mappings made (with what they map, when the record
+ * says) and unmapped, for the fault blame (eng_map); the call itself is alloc.
+ */
+static void ev_mmsys(struct engine *e, const struct sb_hdr *h, uint64_t s)
+{
+	const struct sb_mmsys *r = (const void *)h;
+	const struct sb_mmsys_map *m = sb_mmsys_map_of(h);
+
+	ev_interval(e, h->tid, s, h->ts, SB_EV_MMSYS, ENG_ALLOC, ENG_N_MMAP);
+	if (r->call == SB_SYS_MUNMAP && r->ret == 0 && e->nmaps) {
+		uint64_t lo = r->addr, hi = r->addr + r->len;
+
+		for (uint32_t i = 0; i < e->nmaps; i++)
+			if (e->maps[i].start >= lo && e->maps[i].end <= hi)
+				e->maps[i].gone = true;
+		return;
+	}
+	if (!m || r->ret <= 0 || !r->len || h->pid != e->target_pid)
+		return;
+	if (!e->maps)
+		e->maps = heap_calloc(e, MAPS_MAX, sizeof(*e->maps));
+	{
+		uint32_t k = e->nmaps;
+		struct map_region *x;
+
+		if (k == MAPS_MAX) {
+			/* the least recently met, unmapped ones first */
+			k = 0;
+			for (uint32_t i = 1; i < e->nmaps; i++)
+				if (e->maps[i].gone > e->maps[k].gone ||
+				    (e->maps[i].gone == e->maps[k].gone && e->maps[i].used < e->maps[k].used))
+					k = i;
+		} else {
+			e->nmaps++;
+		}
+		x = &e->maps[k];
+		memset(x, 0, sizeof(*x));
+		x->start = (uint64_t)r->ret;
+		x->end = x->start + ((r->len + 4095) & ~4095ull);
+		x->anon = (m->flags & 0x20) != 0; /* MAP_ANONYMOUS */
+		x->kind = m->file.kind;
+		x->used = ++e->map_seq;
+		if (e->current_step) {
+			x->step_known = true;
+			x->step_number = e->current_step->number;
+		}
+		if (!x->anon)
+			sb_iosys_file_path(&m->file, x->path, sizeof(x->path));
+	}
 }
 
 void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int ev,
@@ -306,6 +410,79 @@ void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int e
 		a->count[count]++;
 }
 
+/* the file of an iosys record in e->io_files: 1 + its index (the least recently met is replaced) */
+static uint32_t io_file_of(struct engine *e, const struct sb_iosys_file *f)
+{
+	uint32_t k = 0;
+	struct io_file *x;
+
+	if (!e->io_files)
+		e->io_files = heap_calloc(e, IO_FILES_MAX, sizeof(*e->io_files));
+	for (uint32_t i = 0; i < e->nio_files; i++) {
+		x = &e->io_files[i];
+		if (x->ino == f->ino && x->dev == f->dev && x->kind == f->kind) {
+			x->used = e->io_seq;
+			return i + 1;
+		}
+		if (x->used < e->io_files[k].used)
+			k = i;
+	}
+	if (e->nio_files < IO_FILES_MAX)
+		k = e->nio_files++;
+	x = &e->io_files[k];
+	memset(x, 0, sizeof(*x));
+	x->ino = f->ino;
+	x->dev = f->dev;
+	x->kind = f->kind;
+	x->used = e->io_seq;
+	x->step_seq = UINT64_MAX;
+	sb_iosys_file_path(f, x->path, sizeof(x->path));
+	return k + 1;
+}
+
+/*
+ * An I/O call, swept at its start s: on a CPU inside it, or asleep in it
+ * uninterruptibly, the time is the I/O's. When the record names its file,
+ * the overlay carries it, so that the blamed time can say which file.
+ */
+static void ev_iosys(struct engine *e, const struct sb_hdr *h, uint64_t s)
+{
+	const struct sb_iosys_file *f = sb_iosys_file_of(h);
+	const struct sb_iosys *r = (const void *)h;
+	struct thread *t;
+	struct io_file *x;
+	uint64_t seq = e->current_step ? e->current_step->seq : UINT64_MAX - 1;
+	uint32_t id;
+
+	ev_interval(e, h->tid, s, h->ts, SB_EV_IOSYS, ENG_IO_WAIT, ENG_N_IO);
+	if (!f || f->kind == SB_FILE_NONE)
+		return;
+	e->io_seq++;
+	id = io_file_of(e, f);
+	x = &e->io_files[id - 1];
+	/* the counter's value before this step: the file's last record in an earlier one */
+	if (x->step_seq != seq) {
+		x->base_written = x->last_written;
+		x->step_seq = seq;
+	}
+	if (f->written < x->base_written)
+		x->base_written = 0; /* a new open file with that inode: counted afresh */
+	x->last_written = f->written;
+	t = thread_find(e, h->tid);
+	if (!t || t->candidate < 0 || !t->noverlays)
+		return;
+	/* the overlay ev_interval() just added */
+	struct overlay *o = &t->overlays[t->noverlays - 1];
+
+	if (o->s != s || o->cause != ENG_IO_WAIT)
+		return;
+	o->io_call = (uint8_t)r->call;
+	o->io_file = id;
+	o->io_seq = e->io_seq;
+	o->io_bytes = r->ret > 0 ? (uint64_t)r->ret : 0;
+	o->io_written = f->written - x->base_written;
+}
+
 /*
  * A sched_setaffinity() call, swept at its start s. Being moved is done inside
  * the call: on a CPU, asleep while the stopper moves the thread, runnable on
@@ -319,6 +496,22 @@ void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int e
 static void ev_affinity(struct engine *e, const struct sb_affinity *r, uint64_t s)
 {
 	struct thread *t = thread_find(e, r->h.tid);
+	struct thread *m = thread_find(e, r->pid ? r->pid : r->h.tid);
+
+	/* the thread it may move: its next move is this call's */
+	if (m && r->ret == 0) {
+		m->aff_pending = true;
+		m->aff_s = s;
+		m->aff_e = r->h.ts;
+		m->aff_by = r->h.tid;
+	}
+	/* the caller's time in the call is its own moving */
+	if (t) {
+		t->mv_how = ENG_MOVE_SELF;
+		t->mv_by = r->h.tid;
+		t->mv_from = (int16_t)t->cpu;
+		t->mv_to = -1;
+	}
 
 	if (!t || t->candidate < 0)
 		return;
@@ -482,7 +675,7 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		break;
 	}
 	case SB_EV_MMSYS:
-		ev_interval(e, h->tid, key, h->ts, SB_EV_MMSYS, ENG_ALLOC, ENG_N_MMAP);
+		ev_mmsys(e, h, key);
 		break;
 	case SB_EV_ALLOC:
 		ev_interval(e, h->tid, key, h->ts, SB_EV_ALLOC, ENG_ALLOC, ENG_N_ALLOCS);
@@ -492,8 +685,7 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		ev_alloc_burst(e, (const struct sb_alloc_burst *)h, key);
 		break;
 	case SB_EV_IOSYS:
-		/* on a CPU inside it, or asleep in it uninterruptibly: the I/O's */
-		ev_interval(e, h->tid, key, h->ts, SB_EV_IOSYS, ENG_IO_WAIT, ENG_N_IO);
+		ev_iosys(e, h, key);
 		break;
 	case SB_EV_STACK:
 		stacks_record(e, h);

@@ -44,6 +44,64 @@ struct episode {
 struct overlay {
 	uint64_t s, e;
 	uint8_t cause;
+	uint8_t io_call;         /* an I/O call naming its file: enum sb_io_call, else 0 */
+	uint32_t io_file;        /* 1 + its index in e->io_files */
+	uint32_t io_seq;         /* the call's number (counted once per accumulator) */
+	uint64_t io_bytes, io_written; /* its ret; the file's bytes written in the step so far */
+};
+
+/* a file met in iosys records (its counter of bytes written, for eng_io.written) */
+struct io_file {
+	uint64_t ino;
+	uint32_t dev;
+	uint8_t kind;
+	uint64_t last_written;   /* the counter in its last record */
+	uint64_t base_written;   /* ...in its last record before step step_seq */
+	uint64_t step_seq;
+	uint64_t used;           /* when last met (e->io_seq): the least recent is replaced */
+	char path[ENG_IO_PATH_MAX];
+};
+
+/* migration time by who moved the thread, in an accumulator */
+#define MOVES_MAX 4
+struct move_use {
+	uint8_t how;             /* enum eng_move_how */
+	uint32_t by;
+	int16_t from, to;
+	uint64_t ns;
+};
+
+/* a region mmap()ed during the capture (struct sb_mmsys_map) */
+#define MAPS_MAX 256
+struct map_region {
+	uint64_t start, end;
+	bool anon;
+	uint8_t kind;
+	bool step_known;
+	uint64_t step_number;
+	uint64_t used;           /* when last met: the least recent is replaced when full */
+	bool gone;               /* unmapped: kept for the steps whose faults were in it */
+	char path[ENG_IO_PATH_MAX];
+};
+
+/* page_fault time by mapping in an accumulator */
+#define MAP_USES_MAX 4
+struct map_use {
+	uint32_t map;            /* 1 + index in e->maps */
+	uint64_t start;          /* the region's start, to tell a reused slot */
+	uint32_t faults;
+	uint64_t ns;
+};
+
+#define IO_FILES_MAX 64
+#define IO_USES_MAX 4
+
+/* io_wait time by (file, call) in an accumulator */
+struct io_use {
+	uint32_t file;           /* 1 + index in e->io_files */
+	uint8_t call;
+	uint32_t calls, first_seq, last_seq;
+	uint64_t ns, bytes, first_bytes, written;
 };
 
 /*
@@ -84,6 +142,15 @@ struct thread {
 	uint64_t last_major_faults; /* the thread's major fault counter at its last fault */
 	bool major_faults_known;
 	uint64_t affinity_end;   /* return of its last sched_setaffinity() */
+	uint32_t fault_map;      /* its open fault's region: 1 + index in e->maps, 0 none */
+	/* its last move, and who made it (eng_move) */
+	uint8_t mv_how;
+	uint32_t mv_by;
+	int16_t mv_from, mv_to;
+	/* a sched_setaffinity() on it, [aff_s, aff_e] by aff_by, whose move is not yet seen */
+	bool aff_pending;
+	uint64_t aff_s, aff_e;
+	uint32_t aff_by;
 	uint8_t last_ev;         /* type of the previous own event */
 	uint64_t last_ev_ts;
 	/* NVTX ranges pushed on this thread */
@@ -121,6 +188,12 @@ struct accum {
 	uint32_t npending;
 	uint8_t pending_state;   /* the thread's state in it (TS_SLEEP_S or TS_SLEEP_D) */
 	uint64_t pending_extra;  /* time past the PENDING_MAX intervals */
+	struct io_use io[IO_USES_MAX];
+	uint32_t nio;
+	struct move_use moves[MOVES_MAX];
+	uint32_t nmoves;
+	struct map_use maps[MAP_USES_MAX];
+	uint32_t nmaps;
 };
 
 struct piece {
@@ -226,9 +299,23 @@ struct blame_pool {
 	struct eng_blame b[BLAME_CHUNK];
 };
 
+struct io_pool {
+	struct io_pool *next;
+	uint32_t used, pad;
+	struct eng_io b[64];
+};
+
+struct map_pool {
+	struct map_pool *next;
+	uint32_t used, pad;
+	struct eng_map b[64];
+};
+
 struct result_chunk {
 	struct eng_step s[RESULTS_PER_CHUNK];
 	struct blame_pool *pool;      /* newest first */
+	struct io_pool *io_pool;      /* newest first; only once a step has I/O detail */
+	struct map_pool *map_pool;    /* newest first; only once a step has mapping detail */
 };
 
 /*
@@ -401,6 +488,14 @@ struct engine {
 	uint64_t heap, heap_peak;
 
 	struct stack_store *stacks; /* user stacks, mappings, JIT symbols (stacks.c); NULL: none */
+	/* the files of iosys records (allocated at the first that names one) */
+	struct io_file *io_files;
+	uint32_t nio_files;
+	uint32_t io_seq;
+	/* regions mmap()ed during the capture (allocated at the first such record) */
+	struct map_region *maps;
+	uint32_t nmaps;
+	uint64_t map_seq;
 };
 
 typedef void (*runslice_fn)(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,

@@ -35,8 +35,142 @@ static const struct eng_blame *blame_store(struct engine *e, struct result_chunk
 	return p;
 }
 
+/* the step's I/O detail: its accumulator's files, the largest first */
+static void step_io(struct engine *e, struct eng_step *r, const struct accum *a)
+{
+	struct eng_io tmp[IO_USES_MAX];
+	struct result_chunk *c = e->results[e->nresults / RESULTS_PER_CHUNK - e->first_chunk];
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < a->nio; i++) {
+		const struct io_use *u = &a->io[i];
+		const struct io_file *x;
+
+		if (!u->ns || !u->file || u->file > e->nio_files)
+			continue;
+		x = &e->io_files[u->file - 1];
+		memset(&tmp[n], 0, sizeof(tmp[n]));
+		tmp[n].call = u->call;
+		tmp[n].kind = x->kind;
+		tmp[n].calls = u->calls;
+		tmp[n].ns = u->ns;
+		tmp[n].bytes = u->bytes;
+		tmp[n].written = u->written;
+		memcpy(tmp[n].path, x->path, sizeof(tmp[n].path));
+		for (uint32_t j = n; j > 0 && tmp[j - 1].ns < tmp[j].ns; j--) {
+			struct eng_io t = tmp[j];
+
+			tmp[j] = tmp[j - 1];
+			tmp[j - 1] = t;
+		}
+		n++;
+	}
+	if (n > ENG_MAX_IO)
+		n = ENG_MAX_IO;
+	if (!n)
+		return;
+	if (!c->io_pool || c->io_pool->used + n > ARRAY_SIZE(c->io_pool->b)) {
+		struct io_pool *q = heap_calloc(e, 1, sizeof(*q));
+
+		q->next = c->io_pool;
+		c->io_pool = q;
+	}
+	memcpy(&c->io_pool->b[c->io_pool->used], tmp, n * sizeof(tmp[0]));
+	r->io = &c->io_pool->b[c->io_pool->used];
+	r->nio = n;
+	c->io_pool->used += n;
+}
+
+/* who moved the step's critical thread: its accumulator's moves, the largest first */
+static void step_moves(struct engine *e, struct eng_step *r, const struct accum *a)
+{
+	for (uint32_t i = 0; i < a->nmoves; i++) {
+		const struct move_use *u = &a->moves[i];
+		struct eng_move m = { .how = u->how, .by_tid = u->by, .from_cpu = u->from,
+				      .to_cpu = u->to, .ns = u->ns };
+		uint32_t j;
+
+		if (!u->ns)
+			continue;
+		if (u->by)
+			snprintf(m.by_comm, sizeof(m.by_comm), "%s", thread_name_of(e, u->by));
+		for (j = r->nmoves; j > 0 && r->moves[j - 1].ns < m.ns; j--)
+			if (j < ENG_MAX_MOVES)
+				r->moves[j] = r->moves[j - 1];
+		if (j < ENG_MAX_MOVES) {
+			r->moves[j] = m;
+			if (r->nmoves < ENG_MAX_MOVES)
+				r->nmoves++;
+		}
+	}
+}
+
+/* the regions the step's faults were in, the largest first */
+static void step_maps(struct engine *e, struct eng_step *r, const struct accum *a)
+{
+	struct eng_map tmp[MAP_USES_MAX];
+	struct result_chunk *c = e->results[e->nresults / RESULTS_PER_CHUNK - e->first_chunk];
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < a->nmaps; i++) {
+		const struct map_use *u = &a->maps[i];
+		const struct map_region *x;
+
+		if (!u->ns || !u->map || u->map > e->nmaps)
+			continue;
+		x = &e->maps[u->map - 1];
+		if (x->start != u->start)
+			continue; /* unmapped and its slot reused since */
+		memset(&tmp[n], 0, sizeof(tmp[n]));
+		tmp[n].addr = x->start;
+		tmp[n].len = x->end - x->start;
+		tmp[n].anon = x->anon;
+		tmp[n].kind = x->kind;
+		tmp[n].step_known = x->step_known;
+		tmp[n].step_number = x->step_number;
+		tmp[n].faults = u->faults;
+		tmp[n].ns = u->ns;
+		memcpy(tmp[n].path, x->path, sizeof(tmp[n].path));
+		for (uint32_t j = n; j > 0 && tmp[j - 1].ns < tmp[j].ns; j--) {
+			struct eng_map t = tmp[j];
+
+			tmp[j] = tmp[j - 1];
+			tmp[j - 1] = t;
+		}
+		n++;
+	}
+	if (n > ENG_MAX_MAPS)
+		n = ENG_MAX_MAPS;
+	if (!n)
+		return;
+	if (!c->map_pool || c->map_pool->used + n > ARRAY_SIZE(c->map_pool->b)) {
+		struct map_pool *q = heap_calloc(e, 1, sizeof(*q));
+
+		q->next = c->map_pool;
+		c->map_pool = q;
+	}
+	memcpy(&c->map_pool->b[c->map_pool->used], tmp, n * sizeof(tmp[0]));
+	r->maps = &c->map_pool->b[c->map_pool->used];
+	r->nmaps = n;
+	c->map_pool->used += n;
+}
+
 void result_pools_free(struct engine *e, struct result_chunk *c)
 {
+	while (c->map_pool) {
+		struct map_pool *q = c->map_pool;
+
+		c->map_pool = q->next;
+		free(q);
+		heap_account(e, -(int64_t)sizeof(*q));
+	}
+	while (c->io_pool) {
+		struct io_pool *q = c->io_pool;
+
+		c->io_pool = q->next;
+		free(q);
+		heap_account(e, -(int64_t)sizeof(*q));
+	}
 	while (c->pool) {
 		struct blame_pool *q = c->pool;
 
@@ -440,6 +574,9 @@ static void step_finalize(struct engine *e, struct open_step *st)
 	}
 	r->blame = blame_store(e, e->results[e->nresults / RESULTS_PER_CHUNK - e->first_chunk], tmp, n);
 	r->nblame = n;
+	step_io(e, r, &st->accum);
+	step_moves(e, r, &st->accum);
+	step_maps(e, r, &st->accum);
 	e->nresults++;
 	if (e->window_sums)
 		window_sums_add(e->window_sums, r);

@@ -171,6 +171,63 @@ const char *sb_io_name(unsigned call)
 	return call && call < ARRAY_SIZE(n) ? n[call] : "unknown";
 }
 
+const char *sb_file_kind_name(unsigned kind)
+{
+	static const char *const n[] = { "none", "regular", "socket", "pipe", "char", "block",
+					 "dir", "other" };
+
+	_Static_assert(ARRAY_SIZE(n) == SB_FILE_OTHER + 1, "file kind names");
+	return kind < ARRAY_SIZE(n) ? n[kind] : "unknown";
+}
+
+const struct sb_iosys_file *sb_iosys_file_of(const struct sb_hdr *h)
+{
+	if (h->type != SB_EV_IOSYS || h->size < sizeof(struct sb_iosys_ext))
+		return NULL;
+	return &((const struct sb_iosys_ext *)h)->file;
+}
+
+const struct sb_mmsys_map *sb_mmsys_map_of(const struct sb_hdr *h)
+{
+	if (h->type != SB_EV_MMSYS || h->size < sizeof(struct sb_mmsys_ext) ||
+	    ((const struct sb_mmsys *)h)->call != SB_SYS_MMAP)
+		return NULL;
+	return &((const struct sb_mmsys_ext *)h)->map;
+}
+
+size_t sb_iosys_file_path(const struct sb_iosys_file *f, char *out, size_t cap)
+{
+	size_t len = f->path_len < SB_IO_PATH_LEN ? f->path_len : SB_IO_PATH_LEN;
+	size_t starts[SB_IO_PATH_LEN / 2 + 1], n = 0, o = 0;
+
+	if (!cap)
+		return 0;
+	/* the components, leaf first, each ending in NUL (a last one cut short has none) */
+	for (size_t i = 0; i < len && n < ARRAY_SIZE(starts);) {
+		size_t k = i;
+
+		while (k < len && f->path[k])
+			k++;
+		if (k > i)
+			starts[n++] = i;
+		i = k + 1;
+	}
+	if (n && !(f->flags & SB_IO_PATH_TOP) && o + 3 < cap) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	while (n-- > 0) {
+		const char *c = f->path + starts[n];
+
+		if (o + 1 < cap)
+			out[o++] = '/';
+		for (size_t i = starts[n]; i < len && *c && o + 1 < cap; i++, c++)
+			out[o++] = *c >= 0x20 && *c < 0x7f ? *c : '?';
+	}
+	out[o] = 0;
+	return o;
+}
+
 const char *sbt_end_name(unsigned reason)
 {
 	static const char *const n[] = { NULL, "duration", "signal", "target_exit", "error",

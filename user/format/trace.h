@@ -229,6 +229,18 @@ const char *sb_alloc_fn_name(unsigned fn);
 const char *sb_mmsys_name(unsigned call);
 /* enum sb_io_call: "read", "write", ...; "unknown" */
 const char *sb_io_name(unsigned call);
+/* enum sb_file_kind: "none", "regular", "socket", "pipe", "char", "block", "dir", "other" */
+const char *sb_file_kind_name(unsigned kind);
+/* the mapping tail of an mmap record, NULL if the record (an older trace's, or not mmap) has none */
+const struct sb_mmsys_map *sb_mmsys_map_of(const struct sb_hdr *h);
+/* the file tail of an iosys record, NULL if the record (an older trace's) has none */
+const struct sb_iosys_file *sb_iosys_file_of(const struct sb_hdr *h);
+/*
+ * f's name as a path, root first ("/ckpt/model.pt"; "…/x/y" when the walk did
+ * not reach the root), bytes outside printable ASCII as '?'; "" if it has no
+ * name. Returns the length written (out always ends in NUL).
+ */
+size_t sb_iosys_file_path(const struct sb_iosys_file *f, char *out, size_t cap);
 /* enum sbt_end: "duration", "signal", "target_exit", "error", "target_credentials"; "unknown" */
 const char *sbt_end_name(unsigned reason);
 

@@ -177,7 +177,7 @@ static void step_stacks(struct jw *w, const struct engine *e, const struct eng_s
 	struct eng_stack st[SYM_STEP_STACKS];
 	int n = sym_step_stacks(e, s, st, SYM_STEP_STACKS);
 
-	struct sym_frame top;
+	struct sym_frame top = { 0 };
 	int ns, ntop;
 	char hex[24];
 
@@ -314,6 +314,94 @@ static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_
 	jw_u64(w, s->tracer_events);
 	jw_key(w, "alloc_sampled");
 	jw_bool(w, s->alloc_sampled);
+	if (s->nio) {
+		/* the files behind io_wait (iosys records that name them) */
+		jw_key(w, "io");
+		jw_arr(w);
+		for (uint32_t i = 0; i < s->nio; i++) {
+			const struct eng_io *x = &s->io[i];
+
+			jw_obj(w);
+			jw_key(w, "call");
+			jw_str(w, sb_io_name(x->call));
+			jw_key(w, "file_kind");
+			jw_str(w, sb_file_kind_name(x->kind));
+			jw_key(w, "path");
+			jw_str(w, x->path);
+			jw_key(w, "ns");
+			jw_u64(w, x->ns);
+			jw_key(w, "calls");
+			jw_u64(w, x->calls);
+			jw_key(w, "bytes");
+			jw_u64(w, x->bytes);
+			jw_key(w, "written_bytes");
+			jw_u64(w, x->written);
+			jw_obj_end(w);
+		}
+		jw_arr_end(w);
+	}
+	if (s->nmaps) {
+		/* the regions mmap()ed during the capture that the faults were in */
+		jw_key(w, "maps");
+		jw_arr(w);
+		for (uint32_t i = 0; i < s->nmaps; i++) {
+			const struct eng_map *m = &s->maps[i];
+
+			jw_obj(w);
+			jw_key(w, "addr");
+			jw_u64(w, m->addr);
+			jw_key(w, "len");
+			jw_u64(w, m->len);
+			jw_key(w, "anon");
+			jw_bool(w, m->anon);
+			if (!m->anon) {
+				jw_key(w, "file_kind");
+				jw_str(w, sb_file_kind_name(m->kind));
+				jw_key(w, "path");
+				jw_str(w, m->path);
+			}
+			if (m->step_known) {
+				jw_key(w, "mapped_in_step");
+				jw_u64(w, m->step_number);
+			}
+			jw_key(w, "faults");
+			jw_u64(w, m->faults);
+			jw_key(w, "ns");
+			jw_u64(w, m->ns);
+			jw_obj_end(w);
+		}
+		jw_arr_end(w);
+	}
+	if (s->nmoves) {
+		/* who moved the critical thread, for its migration time */
+		jw_key(w, "moves");
+		jw_arr(w);
+		for (uint32_t i = 0; i < s->nmoves; i++) {
+			const struct eng_move *m = &s->moves[i];
+
+			jw_obj(w);
+			jw_key(w, "by");
+			jw_str(w, eng_move_how_name(m->how));
+			if (m->by_tid) {
+				jw_key(w, "tid");
+				jw_u64(w, m->by_tid);
+				jw_key(w, "comm");
+				comm_val(w, m->by_comm);
+			}
+			if (m->from_cpu >= 0) {
+				jw_key(w, "from_cpu");
+				jw_u64(w, (uint64_t)m->from_cpu);
+			}
+			if (m->to_cpu >= 0) {
+				jw_key(w, "to_cpu");
+				jw_u64(w, (uint64_t)m->to_cpu);
+			}
+			jw_key(w, "ns");
+			jw_u64(w, m->ns);
+			jw_obj_end(w);
+		}
+		jw_arr_end(w);
+	}
 	jw_key(w, "counts");
 	jw_obj(w);
 	for (int c = 0; c < ENG_NCOUNT; c++) {

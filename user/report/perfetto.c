@@ -15,6 +15,7 @@
 #include "report/report.h"
 #include "base/json.h"
 #include "format/gpu.h"
+#include "format/trace.h"
 #include "report/symbols.h"
 
 #define PF_STEPS_PID 1073741824u   /* beyond any Linux pid */
@@ -116,14 +117,44 @@ static void on_gap(void *ctx, const struct eng_gap *g)
 
 static void on_step(void *ctx, const struct eng_step *r)
 {
-	char args[256], name[48];
+	char args[384 + 2 * ENG_IO_PATH_MAX], name[48];
+	int n = snprintf(args, sizeof(args),
+			 ",\"args\":{\"step\":%" PRIu64 ",\"duration_ns\":%" PRIu64
+			 ",\"gpu_idle_ns\":%" PRIu64 ",\"tracer_ns\":%" PRIu64
+			 ",\"tail\":%s,\"incomplete\":%s}",
+			 r->step, r->duration_ns, r->gpu_idle_ns, r->tracer_ns, r->tail ? "true" : "false",
+			 r->incomplete ? "true" : "false");
 
-	snprintf(args, sizeof(args),
-		 ",\"args\":{\"step\":%" PRIu64 ",\"duration_ns\":%" PRIu64
-		 ",\"gpu_idle_ns\":%" PRIu64 ",\"tracer_ns\":%" PRIu64
-		 ",\"tail\":%s,\"incomplete\":%s}",
-		 r->step, r->duration_ns, r->gpu_idle_ns, r->tracer_ns, r->tail ? "true" : "false",
-		 r->incomplete ? "true" : "false");
+	if (r->nio && n > 0 && (size_t)n < sizeof(args)) {
+		/* the file behind most of its io_wait (schemas/report.md, "Perfetto") */
+		const struct eng_io *x = &r->io[0];
+		size_t o = (size_t)n - 1; /* over the closing brace */
+
+		o += (size_t)snprintf(args + o, sizeof(args) - o, ",\"io_call\":\"%s\",\"io_path\":\"",
+				      sb_io_name(x->call));
+		for (const char *c = x->path[0] ? x->path : sb_file_kind_name(x->kind);
+		     *c && o + 8 < sizeof(args); c++) {
+			if (*c == '"' || *c == '\\')
+				args[o++] = '\\';
+			args[o++] = *c;
+		}
+		snprintf(args + o, sizeof(args) - o, "\",\"io_ns\":%" PRIu64 ",\"io_written_bytes\":%" PRIu64 "}",
+			 x->ns, x->written);
+	}
+	n = (int)strlen(args);
+	if (r->nmoves && n > 0 && args[n - 1] == '}' && (size_t)n + 96 < sizeof(args))
+		/* who moved the critical thread (schemas/report.md, "Perfetto") */
+		snprintf(args + n - 1, sizeof(args) - (size_t)n + 1,
+			 ",\"moved_by\":\"%s\",\"moved_by_tid\":%" PRIu32 ",\"move_ns\":%" PRIu64 "}",
+			 eng_move_how_name(r->moves[0].how), r->moves[0].by_tid, r->moves[0].ns);
+	n = (int)strlen(args);
+	if (r->nmaps && n > 0 && args[n - 1] == '}' && (size_t)n + 128 < sizeof(args))
+		/* the mapping most of its page_fault time was in */
+		snprintf(args + n - 1, sizeof(args) - (size_t)n + 1,
+			 ",\"fault_map_len\":%" PRIu64 ",\"fault_map_anon\":%s,\"fault_map_faults\":%"
+			 PRIu32 ",\"fault_map_ns\":%" PRIu64 "}",
+			 r->maps[0].len, r->maps[0].anon ? "true" : "false", r->maps[0].faults,
+			 r->maps[0].ns);
 	snprintf(name, sizeof(name), "step %" PRIu64 "%s", r->step, r->tail ? " (tail)" : "");
 	pf_slice(ctx, PF_STEPS_PID, 1, name, "step", r->start_ns, r->end_ns, args);
 }

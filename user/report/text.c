@@ -96,6 +96,73 @@ static const char *clean(char *buf, size_t len, const char *s)
 	return buf;
 }
 
+/* bytes, decimal units: "512 B", "3.4 kB", "200 MB", "1.2 GB" */
+static const char *fmt_bytes(char *buf, size_t len, uint64_t b)
+{
+	static const char *const unit[] = { "kB", "MB", "GB", "TB" };
+	double v = (double)b;
+	int u = -1;
+
+	if (b < 1000) {
+		snprintf(buf, len, "%" PRIu64 " B", b);
+		return buf;
+	}
+	while (v >= 1000 && u < 3) {
+		v /= 1000;
+		u++;
+	}
+	snprintf(buf, len, v < 10 ? "%.1f %s" : "%.0f %s", v, unit[u]);
+	return buf;
+}
+
+/* the file behind io_wait: "fsync /ckpt/model.pt (1 call, 812 ms; 200 MB written to it in this step)" */
+static void io_phrase(FILE *f, const struct eng_io *x)
+{
+	char n1[32], t[32], b[32];
+
+	fprintf(f, " %s %s", sb_io_name(x->call),
+		x->path[0] ? x->path : sb_file_kind_name(x->kind));
+	if (x->path[0] && x->kind != SB_FILE_REGULAR)
+		fprintf(f, " (%s)", sb_file_kind_name(x->kind));
+	fprintf(f, " (%s call%s, %s", fmt_count(n1, sizeof(n1), x->calls), x->calls == 1 ? "" : "s",
+		fmt_ns(t, sizeof(t), x->ns));
+	if (x->bytes)
+		fprintf(f, ", %s done", fmt_bytes(b, sizeof(b), x->bytes));
+	if (x->written)
+		fprintf(f, "; %s written to it in this step", fmt_bytes(b, sizeof(b), x->written));
+	fputs(")", f);
+}
+
+/* a mapping's size, binary units: "384 MiB" */
+static const char *fmt_size(char *buf, size_t len, uint64_t b)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u && v < 10 ? "%.1f %s" : "%.0f %s", v, unit[u]);
+	return buf;
+}
+
+/* a region the faults were in: "30,000 faults in anon mapping 384 MiB (mmap in step 41)" */
+static void map_phrase(FILE *f, const struct eng_map *m)
+{
+	char n1[32], sz[32], t[32];
+
+	fprintf(f, " %s faults (%s) in %s mapping %s", fmt_count(n1, sizeof(n1), m->faults),
+		fmt_ns(t, sizeof(t), m->ns), m->anon ? "anon" : "file", fmt_size(sz, sizeof(sz), m->len));
+	if (!m->anon && m->path[0])
+		fprintf(f, " of %s", m->path);
+	if (m->step_known)
+		fprintf(f, " (mmap in step %" PRIu64 ")", m->step_number);
+	else
+		fputs(" (mmap before the first step)", f);
+}
+
 /* the traced process: its own threads are named by tid, other tasks by pid */
 static uint32_t target_pid;
 /* the report's engine: names the followed processes other than the target */
@@ -232,7 +299,37 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 		break;
 	case ENG_MIGRATION:
 		fprintf(f, " (%s migrations)", fmt_count(n1, sizeof(n1), s->count[ENG_N_MIGRATIONS]));
-		if (has_who) {
+		if (s->nmoves) {
+			/* who moved it first, then whom it waited behind and how long */
+			const struct eng_move *m = &s->moves[0];
+
+			fprintf(f, " — %s moved by ", crit);
+			if (m->how == ENG_MOVE_SELF) {
+				fputs("its own sched_setaffinity", f);
+			} else if (m->how == ENG_MOVE_THREAD) {
+				who_str(a, sizeof(a), m->by_comm, m->by_tid);
+				fprintf(f, "sched_setaffinity of %s", a);
+			} else {
+				fputs("the scheduler (load balancing)", f);
+			}
+			if (m->from_cpu >= 0 && m->to_cpu >= 0)
+				fprintf(f, " (%sCPU %d→%d)", s->count[ENG_N_MIGRATIONS] > 1 ? "last: " : "",
+					(int)m->from_cpu, (int)m->to_cpu);
+			if (has_who) {
+				uint64_t behind = 0;
+
+				for (uint32_t i = 0; i < s->nblame; i++)
+					if (s->blame[i].cause == ENG_MIGRATION && s->blame[i].has_who &&
+					    s->blame[i].who.pid == w->pid && s->blame[i].who.tid == w->tid)
+						behind += s->blame[i].ns;
+				who_str(a, sizeof(a), w->comm, w->pid == target_pid ? w->tid : w->pid);
+				fprintf(f, ", then waited behind %s", a);
+				if (behind)
+					fprintf(f, " %s", fmt_ns(b, sizeof(b), behind));
+				if (w->cpu >= 0)
+					fprintf(f, " on CPU %d", w->cpu);
+			}
+		} else if (has_who) {
 			who_str(a, sizeof(a), w->comm, w->pid == target_pid ? w->tid : w->pid);
 			fprintf(f, " — %s moved, then waited behind %s", crit, a);
 			if (w->cpu >= 0)
@@ -244,6 +341,10 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 		if (s->count[ENG_N_MAJOR_FAULTS])
 			fprintf(f, ", %s major", fmt_count(n2, sizeof(n2), s->count[ENG_N_MAJOR_FAULTS]));
 		fputs(")", f);
+		for (uint32_t i = 0; i < s->nmaps; i++) {
+			fputs(i ? ";" : " —", f);
+			map_phrase(f, &s->maps[i]);
+		}
 		break;
 	case ENG_ALLOC:
 		fprintf(f, " (%s slow allocator calls, ", fmt_count(n1, sizeof(n1), s->count[ENG_N_ALLOCS]));
@@ -257,7 +358,15 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 			fmt_count(n1, sizeof(n1), s->count[ENG_N_RECLAIMS]));
 		break;
 	case ENG_IO_WAIT:
-		if (s->count[ENG_N_IO])
+		if (s->nio) {
+			fprintf(f, " (%s slow I/O calls) — %s", fmt_count(n1, sizeof(n1), s->count[ENG_N_IO]),
+				crit);
+			io_phrase(f, &s->io[0]);
+			for (uint32_t i = 1; i < s->nio; i++) {
+				fputs(";", f);
+				io_phrase(f, &s->io[i]);
+			}
+		} else if (s->count[ENG_N_IO])
 			fprintf(f, " (%s slow I/O calls) — %s in I/O system calls or uninterruptible "
 				"sleep", fmt_count(n1, sizeof(n1), s->count[ENG_N_IO]), crit);
 		else
