@@ -135,6 +135,40 @@ for n in truth:
             bad.append("step %d: io_wait %.1f ms, fsync took %.1f ms" % (n, io / MS, want / MS))
 out(not bad, "ckpt_io", "; ".join(bad))
 
+# the checkpoint's file: its path, the fsync, the bytes the step wrote to it
+bad = []
+for n in truth:
+    for i in injected(n, "ckpt"):
+        s = steps.get(n)
+        io = [x for x in (s or {}).get("io", []) if x["path"] == i["path"]]
+        fs = [x for x in io if x["call"] == "fsync"]
+        wrote = max((x["written_bytes"] for x in io), default=0)
+        if not fs or fs[0]["ns"] < 0.5 * (i["end_ns"] - i["save_end_ns"]) or not 0.9 * i["bytes"] <= wrote <= 1.1 * i["bytes"]:
+            bad.append("step %d: io %s; want fsync of %s, %d bytes written" %
+                       (n, [(x["call"], x["path"], x["written_bytes"]) for x in (s or {}).get("io", [])], i["path"], i["bytes"]))
+out(not bad, "ckpt_file", "; ".join(bad))
+
+# the fresh tensor's mapping: anonymous, its size, mapped in that step
+bad = []
+for n in truth:
+    for i in injected(n, "tensor"):
+        s = steps.get(n)
+        big = [m for m in (s or {}).get("maps", []) if m["anon"] and m["len"] >= i["mib"] << 20]
+        if not big or big[0].get("mapped_in_step") != n or big[0]["ns"] < 0.5 * cause_ns(s, ("page_fault",)):
+            bad.append("step %d: maps %s" % (n, [(m["len"] >> 20, m["anon"], m.get("mapped_in_step"), round(m["ns"] / MS, 1))
+                                                  for m in (s or {}).get("maps", [])]))
+out(not bad, "tensor_mapping", "; ".join(bad))
+
+# the thread that moved itself: the migration time is said to be its own calls'
+bad = []
+for n in truth:
+    if injected(n, "migrate"):
+        s = steps.get(n)
+        mv = (s or {}).get("moves", [])
+        if cause_ns(s, ("migration",)) > 1 * MS and (not mv or mv[0]["by"] != "self"):
+            bad.append("step %d: migration %.1f ms, moves %s" % (n, cause_ns(s, ("migration",)) / MS, mv))
+out(not bad, "moved_itself", "; ".join(bad))
+
 # the tracer never makes a clean step a tail step
 inj_steps = {n for n in truth if truth[n]["inject"]} | set(slow) | set(hog)
 tails = [n for n, s in steps.items() if s["tail"]]

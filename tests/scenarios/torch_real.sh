@@ -40,8 +40,13 @@ while True:
 	pids+=($!)
 done
 
+# the marker library without sanitizers (an ASan build cannot be loaded into python3)
+lib=$PWD/$BUILD/libstepblame.so
+if [ -x "${PLAIN_SIMTRAINER:-}" ] && [ -f "$(dirname "$PLAIN_SIMTRAINER")/libstepblame.so" ]; then
+	lib=$(dirname "$PLAIN_SIMTRAINER")/libstepblame.so
+fi
 STEPS=70
-/usr/bin/python3 tests/progs/torch_trainer.py --lib "$PWD/$BUILD/libstepblame.so" --steps $STEPS \
+/usr/bin/python3 tests/progs/torch_trainer.py --lib "$lib" --steps $STEPS \
 	--ready "$tmp/ready" --go "$tmp/go" --truth "$tmp/truth.jsonl" \
 	--hog 12-15 --hog-file "$tmp/hog.on" --slow-item 24-31:400 --tensor 34:384 \
 	--ckpt 44:"$tmp" --migrate 54-55 >"$tmp/trainer.out" 2>&1 &
@@ -58,7 +63,7 @@ touch "$tmp/go"
 wait $rec; rc=$?
 wait $trainer; trc=$?
 if [ $rc != 0 ] || [ $trc != 0 ] || [ ! -s "$tmp/trace.sbt" ]; then
-	fail $T "record exited $rc, trainer $trc: $(tail -3 "$tmp/record.out" "$tmp/trainer.out" | tr '\n' ' ')"
+	fail $T "record exited $rc, trainer $trc: $(tail -n 3 "$tmp/record.out" "$tmp/trainer.out" | tr '\n' ' ')"
 	exit 0
 fi
 if ! "$STEPBLAME" report "$tmp/trace.sbt" --format json -o "$tmp/r.json" 2>"$tmp/err" ||

@@ -522,6 +522,34 @@ static void ev_affinity(struct engine *e, const struct sb_affinity *r, uint64_t 
 }
 
 /*
+ * What one allocator call's probes cost the target. The cost model's figure is
+ * measured at capture start on the agent's own function; in the target the
+ * same traps cost more (its caches, a busy machine: bench/RESULTS.md,
+ * section 12). A burst's calls are fast ones (each under the recorder's
+ * threshold) and mostly a few nanoseconds of real work, so the least time per
+ * call over the bursts seen is the traps' cost in place; it raises the model's
+ * figure by at most half, so that a run of genuinely slower calls can never
+ * turn into the tracer's time.
+ */
+static uint64_t alloc_call_cost(const struct engine *e)
+{
+	uint64_t c = e->costs.ns[SB_COST_ALLOC_CALL], f = e->burst_call_floor;
+
+	return f > c ? min64(f, c + c / 2) : c;
+}
+
+static void burst_floor_see(struct engine *e, const struct sb_alloc_burst *r)
+{
+	uint64_t per;
+
+	if (r->calls < 64)
+		return;
+	per = r->sum_ns / r->calls;
+	if (!e->burst_call_floor || per < e->burst_call_floor)
+		e->burst_call_floor = per;
+}
+
+/*
  * An allocator call recorded on its own, [s, end]: of it, the cost of its
  * uprobe and uretprobe (the cost model) is the tracer's, drawn at its start,
  * where the entry trap is; the rest stays alloc.
@@ -529,7 +557,7 @@ static void ev_affinity(struct engine *e, const struct sb_affinity *r, uint64_t 
 static void ev_alloc_tracer(struct engine *e, uint32_t tid, uint64_t s, uint64_t end)
 {
 	struct thread *t = thread_find(e, tid);
-	uint64_t c = e->costs.ns[SB_COST_ALLOC_CALL];
+	uint64_t c = alloc_call_cost(e);
 
 	if (!t || t->candidate < 0 || end <= s)
 		return;
@@ -561,19 +589,19 @@ static void add_burst(struct thread *t, uint64_t s, uint64_t end, uint64_t budge
 static void ev_alloc_burst(struct engine *e, const struct sb_alloc_burst *r, uint64_t s)
 {
 	struct thread *t = thread_find(e, r->h.tid);
-	uint64_t span = r->h.ts > r->start_ns ? r->h.ts - r->start_ns : 0, budget = r->sum_ns;
+	uint64_t span = r->h.ts > r->start_ns ? r->h.ts - r->start_ns : 0, budget = r->sum_ns, c;
 	struct accum *a;
 
+	burst_floor_see(e, r);
 	if (!t || t->candidate < 0)
 		return;
+	c = alloc_call_cost(e);
 	a = own_event(e, t, s, SB_EV_ALLOC_BURST, 0);
 	if (span && (r->sum_ns + r->slow_ns) / STORM_NUM >= span / STORM_DEN)
 		budget = span; /* a storm */
-	/* its calls' probes: the cost model's per call, the calls the probes counted */
+	/* its calls' probes: one call's cost in place, the calls the probes counted */
 	add_burst(t, s, r->h.ts, budget, r->sum_ns,
-		  r->calls > UINT64_MAX / (e->costs.ns[SB_COST_ALLOC_CALL] + 1)
-			  ? UINT64_MAX
-			  : r->calls * e->costs.ns[SB_COST_ALLOC_CALL]);
+		  r->calls > UINT64_MAX / (c + 1) ? UINT64_MAX : r->calls * c);
 	if (a)
 		a->count[ENG_N_BURST_ALLOCS] += (uint32_t)min64(r->calls,
 							      UINT32_MAX - a->count[ENG_N_BURST_ALLOCS]);

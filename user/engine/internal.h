@@ -479,6 +479,7 @@ struct engine {
 
 	/* the tracer's own cost: the model, the guard's mode changes (ts, mode) */
 	struct sb_costs costs;
+	uint64_t burst_call_floor; /* least time per call over the bursts of 64+ calls seen (host.c) */
 	bool costs_given;
 	struct eng_guard guard;
 	struct { uint64_t ts; int mode; } *guard_changes;
