@@ -50,6 +50,24 @@ def ATTACHED(line):
     return ("stepblame: attached" in line or "GPU timeline" in line
             or "GPU channel" in line)
 
+
+def record_attached(cmd):
+    """start the recorder cmd; return it once its probes are attached (or after
+    ATTACH_FALLBACK_S when it never says so within 20 s); its stderr is read to the end"""
+    rec = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ready = threading.Event()
+
+    def reader():
+        for line in rec.stderr:
+            if ATTACHED(line):
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    if not ready.wait(20):
+        time.sleep(ATTACH_FALLBACK_S)
+    return rec
+
 # records the agent writes itself (every type but the kernel's, bpf/events.h), and
 # dump's file header line: not events of the workload
 AGENT_TYPES = {"header"} | set(records.AGENT.values())

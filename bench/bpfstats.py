@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -79,20 +78,8 @@ def measure(kind, rate):
                                         "--seconds", "3"]),
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     path = os.path.join(bench.OUT, "trace-bpfstats-%s.sbt" % kind)
-    rec = subprocess.Popen([bench.SB, "record", "-p", str(mb.pid), "-o", path, "--agent-cpu",
-                            str(bench.AGENT_CPU)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ready = threading.Event()
-
-    def reader():
-        for line in rec.stderr:
-            if bench.ATTACHED(line):
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=reader, daemon=True).start()
-    if not ready.wait(20):
-        time.sleep(bench.ATTACH_FALLBACK_S)
+    rec = bench.record_attached([bench.SB, "record", "-p", str(mb.pid), "-o", path, "--agent-cpu",
+                                 str(bench.AGENT_CPU)])
     time.sleep(0.2)
     mb.stdin.write("x")
     mb.stdin.close()

@@ -14,7 +14,6 @@ the traced target a shell that has one child, recorded with and without
 import os
 import subprocess
 import sys
-import threading
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -34,18 +33,7 @@ def one(no_children):
     path = os.path.join(bench.OUT, "trace-follow-cost.sbt")
     cmd = [bench.SB, "record", "-p", str(target.pid), "-o", path, "--agent-cpu",
            str(bench.AGENT_CPU), "--no-alloc"] + (["--no-children"] if no_children else [])
-    rec = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ready = threading.Event()
-
-    def reader():
-        for line in rec.stderr:
-            if bench.ATTACHED(line):
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=reader, daemon=True).start()
-    if not ready.wait(20):
-        time.sleep(bench.ATTACH_FALLBACK_S)
+    rec = bench.record_attached(cmd)
     noise.stdin.write("x")
     noise.stdin.close()
     time.sleep(0.5)

@@ -11,7 +11,6 @@ second divided by the stacks it took per second (counted in the trace).
 import os
 import subprocess
 import sys
-import threading
 import time
 
 sys.dont_write_bytecode = True
@@ -41,18 +40,7 @@ def one(stacks):
     cmd = [bench.SB, "record", "-p", str(mb.pid), "-o", path, "--agent-cpu", str(bench.AGENT_CPU)]
     if not stacks:
         cmd.append("--no-stacks")
-    rec = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ready = threading.Event()
-
-    def reader():
-        for line in rec.stderr:
-            if bench.ATTACHED(line):
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=reader, daemon=True).start()
-    if not ready.wait(20):
-        time.sleep(bench.ATTACH_FALLBACK_S)
+    rec = bench.record_attached(cmd)
     time.sleep(0.2)
     mb.stdin.write("x")
     mb.stdin.close()
