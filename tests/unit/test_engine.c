@@ -1258,6 +1258,11 @@ static void t_tracer_is_never_the_tail(void)
 		CHECK(s && s->tail && blame_of(s, ENG_ALLOC, 0) == 20 * MS, "alloc beyond the traps' "
 		      "cost in place: tail %d alloc %" PRIu64, s ? s->tail : -1,
 		      s ? blame_of(s, ENG_ALLOC, 0) : 0);
+		/* its excess: the 10 ms of alloc beyond the allowance */
+		nx = s ? engine_step_excess(e, s, &sum, ex, ENG_NCAUSE) : 0;
+		CHECK(nx >= 1 && ex[0].cause == ENG_ALLOC && ex[0].ns == 10 * MS,
+		      "step 35's top excess: %s %" PRIu64, nx ? eng_cause_name(ex[0].cause) : "none",
+		      nx ? ex[0].ns : 0);
 		CHECK(sum.cause_total[ENG_TRACER] >= 30 * MS, "tracer total %" PRIu64,
 		      sum.cause_total[ENG_TRACER]);
 		s = step_no(e, 12);

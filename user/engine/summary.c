@@ -567,14 +567,17 @@ int engine_step_excess(const struct engine *e, const struct eng_step *st,
 
 	(void)e;
 	for (int c = 0; c < ENG_NCAUSE && n < max; c++) {
-		uint64_t med = s->cause_median[c];
+		uint64_t med = s->cause_median[c], v = st->cause_ns[c];
 
+		/* the probes' cost in place, as the tail judgement weighs it (judged_ns) */
+		if (c == ENG_ALLOC)
+			v -= min64(v, st->cause_ns[ENG_TRACER]);
 		/* the tracer's own time explains no step (docs/ARCHITECTURE.md, "Blame model") */
-		if (c == ENG_TRACER || st->cause_ns[c] <= med)
+		if (c == ENG_TRACER || v <= med)
 			continue;
 		memset(&out[n], 0, sizeof(out[n]));
 		out[n].cause = (uint8_t)c;
-		out[n].ns = st->cause_ns[c] - med;
+		out[n].ns = v - med;
 		for (uint32_t i = 0; i < st->nblame; i++)
 			if (st->blame[i].cause == c && st->blame[i].has_who) {
 				out[n].has_who = true;
