@@ -335,7 +335,7 @@ static void t_process_names(void)
 		    "resource_tracker import main;main(5)\n");
 	w_thread_of(&w, 204, 204, "ppid=100");
 	w_thread_of(&w, 205, 205, "worker\nppid=100\n");
-	/* 205 exits; its PID comes back as a child of 203 */
+	/* 205 exits; its PID comes back as a child of 203, under a name of its own */
 	w_thread_of(&w, 205, 205, "worker2\nppid=203\ncmdline=/bin/sh -c true\n");
 	run_steps(&w, 3, 0, NULL);
 	e = run_world(&w);
@@ -349,7 +349,7 @@ static void t_process_names(void)
 	      !strcmp(name, "multiprocessing resource tracker of trainer[100]"), "203 '%s'", name);
 	CHECK(!engine_process_name(e, 204, name, sizeof(name)), "204 '%s'", name);
 	CHECK(engine_process_name(e, 205, name, sizeof(name)) &&
-	      !strcmp(name, "child process 1 of python3[203]"), "205 '%s'", name);
+	      !strcmp(name, "worker2, child process 1 of python3[203]"), "205 '%s'", name);
 	engine_free(e);
 	world_free(&w);
 }

@@ -390,6 +390,11 @@ bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t
 	if (!strcmp(role, "multiprocessing forkserver") ||
 	    !strcmp(role, "multiprocessing resource tracker"))
 		snprintf(buf, len, "%s of %s[%u]", role, proc_comm(e, p->ppid), p->ppid);
+	else if (role[0] == 'c' && thread_name_of(e, pid)[0] &&
+		 strcmp(thread_name_of(e, pid), proc_comm(e, p->ppid)))
+		/* a child that named itself says what it is: its name first */
+		snprintf(buf, len, "%s, %s %u of %s[%u]", thread_name_of(e, pid), role, p->order,
+			 proc_comm(e, p->ppid), p->ppid);
 	else
 		snprintf(buf, len, "%s %u of %s[%u]", role, p->order, proc_comm(e, p->ppid), p->ppid);
 	return true;
