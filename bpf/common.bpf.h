@@ -338,6 +338,30 @@ struct {
 } stack_rate SEC(".maps");
 
 /*
+ * Fill reserved stack record st with the current thread's user stack, for the
+ * event of type ev_type at ev_ts (start: its start, or ev_ts), and submit it.
+ */
+static __always_inline void submit_stack(void *ctx, struct sb_stack *st, __u32 ev_type,
+					 __u64 start, __u64 ev_ts)
+{
+	long got = bpf_get_stack(ctx, st->ip, sizeof(st->ip), BPF_F_USER_STACK);
+
+	if (got < 0)
+		got = 0;
+	st->h.ts = ev_ts;
+	st->ev_start_ns = start;
+	st->ev_type = ev_type;
+	st->nframes = (__u32)got / 8;
+	if (st->nframes >= SB_STACK_MAX)
+		st->h.flags = SB_STACK_TRUNCATED;
+	/* frames past nframes are uninitialised ring memory: clear them */
+	for (__u32 i = 0; i < SB_STACK_MAX; i++)
+		if (i >= st->nframes)
+			st->ip[i] = 0;
+	submit(st);
+}
+
+/*
  * Emit the current thread's user stack for the event of type ev_type that
  * was just submitted with timestamp ev_ts (start: its start, or ev_ts).
  * bpf_get_stack follows frame pointers only (docs/ARCHITECTURE.md, "Stacks").
@@ -356,21 +380,7 @@ static __always_inline void emit_stack(void *ctx, __u32 ev_type, __u64 start, __
 
 	if (!st)
 		return;
-	long got = bpf_get_stack(ctx, st->ip, sizeof(st->ip), BPF_F_USER_STACK);
-
-	if (got < 0)
-		got = 0;
-	st->h.ts = ev_ts;
-	st->ev_start_ns = start;
-	st->ev_type = ev_type;
-	st->nframes = (__u32)got / 8;
-	if (st->nframes >= SB_STACK_MAX)
-		st->h.flags = SB_STACK_TRUNCATED;
-	/* frames past nframes are uninitialised ring memory: clear them */
-	for (__u32 i = 0; i < SB_STACK_MAX; i++)
-		if (i >= st->nframes)
-			st->ip[i] = 0;
-	submit(st);
+	submit_stack(ctx, st, ev_type, start, ev_ts);
 	if (n) {
 		if (fault)
 			n->fault = ev_ts + stack_fault_gap_ns;

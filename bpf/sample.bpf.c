@@ -17,18 +17,6 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 
 	if (!st)
 		return 0;
-	long got = bpf_get_stack(ctx, st->ip, sizeof(st->ip), BPF_F_USER_STACK);
-
-	if (got < 0)
-		got = 0;
-	st->ev_start_ns = st->h.ts;
-	st->ev_type = SB_EV_STACK;
-	st->nframes = (__u32)got / 8;
-	if (st->nframes >= SB_STACK_MAX)
-		st->h.flags = SB_STACK_TRUNCATED;
-	for (__u32 i = 0; i < SB_STACK_MAX; i++)
-		if (i >= st->nframes)
-			st->ip[i] = 0;
-	submit(st);
+	submit_stack(ctx, st, SB_EV_STACK, st->h.ts, st->h.ts);
 	return 0;
 }
