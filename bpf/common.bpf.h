@@ -274,8 +274,136 @@ static __always_inline bool current_is_target(void)
 	       current_creds_same(SB_STOP_CRED, false);
 }
 
-/* reserve a record of type t for the current task; NULL (and counted) when full */
-static __always_inline void *reserve(__u32 type, __u32 size)
+/*
+ * Submit, waking the reader only when this record makes the backlog cross the
+ * threshold: once across, the reader is already awake (or its 100 ms timer
+ * is due), and waking it for every further record would raise an interrupt
+ * per event on the traced CPU.
+ */
+static __always_inline void submit(void *rec)
+{
+	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	/* what the record takes in the ring: its size plus the ring's 8-byte header */
+	__u64 size = ((struct sb_hdr *)rec)->size + 8;
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	/* avail already counts this record: it was reserved */
+	if (avail >= wake_bytes && avail < wake_bytes + size)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(rec, flags);
+}
+
+/*
+ * Page-fault runs (docs/ARCHITECTURE.md, "Page-fault runs"). The fault probe
+ * (bpf/mem.bpf.c) keeps a thread's back-to-back faults in a slot of its CPU
+ * and writes them as one record when the run ends: at the next fault that
+ * does not extend it, before any other record of that thread (reserve()
+ * below: the record's subject is the current thread, and a faulting thread
+ * is on that CPU until it leaves it, which writes a switch-out record), and
+ * from the CPU sample once the last fault is over fault_idle_ns old.
+ * Shared by every family like events.
+ */
+const volatile __u64 fault_run_gap_ns = 1000000;   /* the engine's FAULT_RUN_NS */
+const volatile __u64 fault_run_max_ns = 100000000; /* a run older than this ends */
+const volatile __u64 fault_idle_ns = 1000000;      /* the sample ends a run idle this long */
+
+struct fault_slot {
+	__u32 tid, pid;
+	__u64 first, last, count;
+	__u64 addr, last_addr, lo, hi, ip, error_code;
+	__u64 maj0, min0, maj, min;
+	__u32 busy;            /* being written: a nested program leaves it alone */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fault_slot);
+} fault_slot SEC(".maps");
+
+/*
+ * Write the run in slot s (one fault: a fault record, else a fault_run
+ * record) and empty it. Dropped when its process is no longer recorded: the
+ * faults after the probe stopped checking its credentials are not written.
+ */
+static __always_inline void fault_flush(struct fault_slot *s)
+{
+	if (!s->count || s->busy)
+		return;
+	s->busy = 1;
+	asm volatile("" ::: "memory");
+	__u64 n = s->count;
+
+	s->count = 0;
+	if (!n || !is_target_tgid(s->pid))
+		goto out;
+	if (n == 1) {
+		struct sb_fault *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+		if (!e) {
+			count_drop(SB_EV_FAULT);
+			goto out;
+		}
+		e->h.type = SB_EV_FAULT;
+		e->h.size = sizeof(*e);
+		e->h.cpu = bpf_get_smp_processor_id();
+		e->h.flags = 0;
+		e->h.pid = s->pid;
+		e->h.tid = s->tid;
+		e->h.ts = s->first;
+		e->addr = s->addr;
+		e->ip = s->ip;
+		e->error_code = s->error_code;
+		e->maj_flt = s->maj0;
+		e->min_flt = s->min0;
+		submit(e);
+	} else {
+		struct sb_fault_run *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+		if (!e) {
+			count_drop(SB_EV_FAULT_RUN);
+			goto out;
+		}
+		e->h.type = SB_EV_FAULT_RUN;
+		e->h.size = sizeof(*e);
+		e->h.cpu = bpf_get_smp_processor_id();
+		e->h.flags = 0;
+		e->h.pid = s->pid;
+		e->h.tid = s->tid;
+		e->h.ts = s->last;
+		e->start_ns = s->first;
+		e->count = n;
+		e->addr = s->addr;
+		e->last_addr = s->last_addr;
+		e->lo_addr = s->lo;
+		e->hi_addr = s->hi;
+		e->ip = s->ip;
+		e->error_code = s->error_code;
+		e->first_maj_flt = s->maj0;
+		e->first_min_flt = s->min0;
+		e->maj_flt = s->maj;
+		e->min_flt = s->min;
+		submit(e);
+	}
+out:
+	asm volatile("" ::: "memory");
+	s->busy = 0;
+}
+
+/* the run of thread tid, if its CPU's slot holds one, is written */
+static __always_inline void fault_flush_tid(__u32 tid)
+{
+	__u32 zero = 0;
+	struct fault_slot *s = bpf_map_lookup_elem(&fault_slot, &zero);
+
+	if (s && s->count && s->tid == tid)
+		fault_flush(s);
+}
+
+/* reserve a record with no run written first (its subject is not the current thread) */
+static __always_inline void *reserve_other(__u32 type, __u32 size)
 {
 	struct sb_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
 
@@ -296,23 +424,30 @@ static __always_inline void *reserve(__u32 type, __u32 size)
 }
 
 /*
- * Submit, waking the reader only when this record makes the backlog cross the
- * threshold: once across, the reader is already awake (or its 100 ms timer
- * is due), and waking it for every further record would raise an interrupt
- * per event on the traced CPU.
+ * reserve a record of type t for the current task; NULL (and counted) when
+ * full. The current thread's fault run, if any, is written first.
  */
-static __always_inline void submit(void *rec)
+static __always_inline void *reserve(__u32 type, __u32 size)
 {
-	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-	/* what the record takes in the ring: its size plus the ring's 8-byte header */
-	__u64 size = ((struct sb_hdr *)rec)->size + 8;
-	__u64 flags = BPF_RB_NO_WAKEUP;
+	fault_flush_tid((__u32)bpf_get_current_pid_tgid());
+	struct sb_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
 
-	/* avail already counts this record: it was reserved */
-	if (avail >= wake_bytes && avail < wake_bytes + size)
-		flags = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(rec, flags);
+	if (!h) {
+		count_drop(type);
+		return NULL;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+
+	h->type = type;
+	h->size = size;
+	h->cpu = bpf_get_smp_processor_id();
+	h->flags = 0;
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	h->ts = bpf_ktime_get_ns();
+	return h;
 }
+
 
 /*
  * User stacks at the events that make tail steps (docs/ARCHITECTURE.md,

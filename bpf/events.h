@@ -61,6 +61,7 @@
 	X(SB_EV_IOSYS,        16, "iosys",       sb_iosys,       start_ns, SYSCALL,    KERNEL)  /* blocking I/O syscall slower than io_min_ns, with latency */ \
 	X(SB_EV_AFFINITY,     17, "affinity",    sb_affinity,    start_ns, SYSCALL,    KERNEL)  /* sched_setaffinity call of a target thread, with latency */ \
 	X(SB_EV_STACK,        18, "stack",       sb_stack,       none,     STACK,      KERNEL)  /* user stack of the thread at one event of it (ts = that event's) */ \
+	X(SB_EV_FAULT_RUN,    19, "fault_run",   sb_fault_run,   start_ns, FAULT,      KERNEL)  /* back-to-back user page faults of a target thread (ts = the last) */ \
 	/* written by the agent into trace files */ \
 	X(SB_REC_HOST,        32, "host",        sb_text,        none,     NONE,       TEXT)    /* host facts */ \
 	X(SB_REC_CPU,         33, "cpu",         sb_cpu,         none,     NONE,       META)    /* one CPU: number and NUMA node */ \
@@ -93,7 +94,7 @@ enum sb_rec_kind {
 enum sb_type {
 	SB_EV_NONE = 0,
 	SB_RECORD_TYPES(SB_TYPE_ENUM_)
-	SB_EV_KERNEL_LAST = SB_EV_STACK, /* the highest kernel type defined */
+	SB_EV_KERNEL_LAST = SB_EV_FAULT_RUN, /* the highest kernel type defined */
 	SB_EV_KERNEL_MAX = 31,
 	SB_REC_FIRST = SB_REC_HOST,         /* the agent's types: SB_REC_FIRST..SB_REC_LAST, */
 	SB_REC_LAST = SB_REC_PERFMAP,        /* and the trailer */
@@ -201,6 +202,28 @@ struct sb_fault {
 	__u64 error_code;
 	__u64 maj_flt;         /* task's cumulative major faults before this one */
 	__u64 min_flt;         /* task's cumulative minor faults before this one */
+};
+
+/*
+ * Back-to-back user page faults of one thread (bpf/mem.bpf.c): count faults,
+ * each entered within 1 ms of the one before, nothing else of the
+ * thread recorded in between. The first was entered at start_ns, the last at
+ * h.ts. A run of one fault is written as a struct sb_fault record.
+ */
+struct sb_fault_run {
+	struct sb_hdr h;       /* ts = entry of the last fault */
+	__u64 start_ns;        /* entry of the first fault */
+	__u64 count;           /* faults, at least 2 */
+	__u64 addr;            /* the first fault's address */
+	__u64 last_addr;       /* the last fault's address */
+	__u64 lo_addr;         /* the lowest and highest fault address of the run */
+	__u64 hi_addr;
+	__u64 ip;              /* the first fault's instruction */
+	__u64 error_code;      /* the first fault's error code */
+	__u64 first_maj_flt;   /* task's cumulative major faults before the first */
+	__u64 first_min_flt;   /* task's cumulative minor faults before the first */
+	__u64 maj_flt;         /* task's cumulative major faults before the last */
+	__u64 min_flt;         /* task's cumulative minor faults before the last */
 };
 
 enum sb_reclaim_kind { SB_RECLAIM_DIRECT = 1, SB_RECLAIM_MEMCG = 2, SB_RECLAIM_COMPACT = 3 };

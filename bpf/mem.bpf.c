@@ -118,25 +118,126 @@ struct {
 #define NR_SCHED_SETAFFINITY 203
 #endif
 
-SEC("raw_tp/page_fault_user")
-int BPF_PROG(raw_fault, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+/* a fault this far from a run's addresses starts another run (it stays in one region in practice) */
+#define FAULT_RUN_NEAR (2ull << 20)
+
+/* the task's fault counters (before this fault: the tracepoint fires at entry) */
+static __always_inline void fault_counters(__u64 *maj, __u64 *min)
 {
-	if (!current_is_target())
-		return 0;
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	struct sb_fault *e = reserve(SB_EV_FAULT, sizeof(*e));
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf)) {
+		struct task_struct *t = bpf_get_current_task_btf();
+
+		*maj = t->maj_flt;
+		*min = t->min_flt;
+	} else {
+		struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+
+		*maj = BPF_CORE_READ(t, maj_flt);
+		*min = BPF_CORE_READ(t, min_flt);
+	}
+}
+
+/* the fault written on its own, as before runs: the slot is being written by an interrupted program */
+static __always_inline void fault_alone(void *ctx, unsigned long address, struct pt_regs *regs,
+					unsigned long error_code)
+{
+	struct sb_fault *e = reserve_other(SB_EV_FAULT, sizeof(*e));
 
 	if (!e)
-		return 0;
+		return;
 	e->addr = address;
 	e->ip = BPF_CORE_READ(regs, ip);
 	e->error_code = error_code;
-	e->maj_flt = BPF_CORE_READ(t, maj_flt);
-	e->min_flt = BPF_CORE_READ(t, min_flt);
-	__u64 ts = e->h.ts;
-
+	fault_counters(&e->maj_flt, &e->min_flt);
 	submit(e);
-	emit_stack(ctx, SB_EV_FAULT, ts, ts);
+}
+
+/*
+ * A user page fault. A fault of the thread whose run the CPU's slot holds,
+ * within fault_run_gap_ns of its last one and near its addresses, only
+ * extends the run: no record, and no target filter (the thread passed it at
+ * the run's first fault; a run is dropped if its process stopped being
+ * recorded meanwhile: fault_flush). Otherwise the run is written and this
+ * fault starts the next one, with its user stack (rate-limited as before).
+ */
+SEC("raw_tp/page_fault_user")
+int BPF_PROG(raw_fault, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	__u32 zero = 0;
+	struct fault_slot *s = bpf_map_lookup_elem(&fault_slot, &zero);
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 now;
+
+	if (!s)
+		return 0;
+	if (s->count && s->tid == (__u32)id && !s->busy) {
+		now = bpf_ktime_get_ns();
+		if (now - s->last < fault_run_gap_ns && now - s->first < fault_run_max_ns &&
+		    address + FAULT_RUN_NEAR >= s->lo && address <= s->hi + FAULT_RUN_NEAR) {
+			s->busy = 1;
+			asm volatile("" ::: "memory");
+			s->last = now;
+			s->count++;
+			s->last_addr = address;
+			if (address < s->lo)
+				s->lo = address;
+			if (address > s->hi)
+				s->hi = address;
+			fault_counters(&s->maj, &s->min);
+			asm volatile("" ::: "memory");
+			s->busy = 0;
+			return 0;
+		}
+	}
+	if (!current_is_target())
+		return 0;
+	if (s->busy) {
+		fault_alone(ctx, address, regs, error_code);
+		return 0;
+	}
+	fault_flush(s);
+	now = bpf_ktime_get_ns();
+	/* its stack first: the slot is empty, so that reserve() writes nothing */
+	emit_stack(ctx, SB_EV_FAULT, now, now);
+	s->busy = 1;
+	asm volatile("" ::: "memory");
+	s->tid = (__u32)id;
+	s->pid = id >> 32;
+	s->first = s->last = now;
+	s->addr = s->last_addr = s->lo = s->hi = address;
+	s->ip = BPF_CORE_READ(regs, ip);
+	s->error_code = error_code;
+	fault_counters(&s->maj0, &s->min0);
+	s->maj = s->maj0;
+	s->min = s->min0;
+	s->count = 1;
+	asm volatile("" ::: "memory");
+	s->busy = 0;
+	return 0;
+}
+
+/*
+ * Run by the agent on each CPU in turn (BPF_F_TEST_RUN_ON_CPU): writes the
+ * CPU's fault run if its last fault is over fault_idle_ns old (all: in any
+ * case, at the end of the capture). Bounds how late a run can be without CPU
+ * samples (--no-stacks): the agent's second.
+ */
+SEC("raw_tp")
+int BPF_PROG(flush_faults, __u64 all)
+{
+	__u32 zero = 0;
+	struct fault_slot *s = bpf_map_lookup_elem(&fault_slot, &zero);
+
+	if (!s || !s->count || (!all && bpf_ktime_get_ns() - s->last < fault_idle_ns))
+		return 0;
+	/*
+	 * The run's thread may be the task this interrupted, its credentials not
+	 * checked since the run began: checked now (a change stops the recording,
+	 * and the run is dropped)
+	 */
+	if (s->tid == (__u32)bpf_get_current_pid_tgid())
+		current_creds_same(SB_STOP_CRED, false);
+	fault_flush(s);
 	return 0;
 }
 

@@ -13,7 +13,19 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 {
 	if (!current_is_target())
 		return 0;
-	struct sb_stack *st = reserve(SB_EV_STACK, sizeof(*st));
+	/*
+	 * A fault run left idle is written here (common.bpf.h): the slot holds
+	 * only the current thread's (a thread leaving the CPU writes its run), so
+	 * a run whose thread went on computing without another record is late by
+	 * at most a sample period. A run still growing is left alone: the stack
+	 * is no event of the thread's.
+	 */
+	__u32 zero = 0;
+	struct fault_slot *fs = bpf_map_lookup_elem(&fault_slot, &zero);
+
+	if (fs && fs->count && bpf_ktime_get_ns() - fs->last > fault_idle_ns)
+		fault_flush(fs);
+	struct sb_stack *st = reserve_other(SB_EV_STACK, sizeof(*st));
 
 	if (!st)
 		return 0;

@@ -141,7 +141,8 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 
 		/* a target no longer recorded leaves its waiters counted: nobody waits */
 		if (n && *n > 0 && !target_stopped()) {
-			struct sb_runslice *r = reserve(SB_EV_RUNSLICE, sizeof(*r));
+			/* about prev, not its own event: its run is written below, once it passed the filter */
+			struct sb_runslice *r = reserve_other(SB_EV_RUNSLICE, sizeof(*r));
 
 			if (r) {
 				r->h.pid = prev_tgid;

@@ -113,7 +113,8 @@ static int recorded_procs(struct cap *c, uint32_t target, uint32_t *out, int max
 		const struct sb_hdr *h = c->recs[i];
 		bool own = h->type == SB_EV_SWITCH_IN || h->type == SB_EV_SWITCH_OUT ||
 			   h->type == SB_EV_THREAD_NEW || h->type == SB_EV_THREAD_EXIT ||
-			   h->type == SB_EV_WAKEUP || h->type == SB_EV_FAULT;
+			   h->type == SB_EV_WAKEUP || h->type == SB_EV_FAULT ||
+			   h->type == SB_EV_FAULT_RUN;
 		int k;
 
 		if (!own || h->pid == target)

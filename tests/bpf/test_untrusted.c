@@ -288,7 +288,8 @@ static void look(struct cap *c, pid_t pid, uint64_t t, struct after *a)
 	for (size_t i = 0; i < c->n; i++) {
 		const struct sb_hdr *h = c->recs[i];
 		bool user = h->type == SB_EV_FAULT || h->type == SB_EV_ALLOC ||
-			    h->type == SB_EV_MMSYS || h->type == SB_EV_ALLOC_BURST;
+			    h->type == SB_EV_MMSYS || h->type == SB_EV_ALLOC_BURST ||
+			    h->type == SB_EV_FAULT_RUN;
 
 		if (h->type > SB_EV_KERNEL_MAX || h->pid != (uint32_t)pid)
 			continue;
@@ -298,6 +299,10 @@ static void look(struct cap *c, pid_t pid, uint64_t t, struct after *a)
 			a->user_after_t++;
 		if (h->type == SB_EV_FAULT)
 			*(h->ts > t ? &a->faults_after : &a->faults_before) += 1;
+		/* a run of faults (bpf/mem.bpf.c): all after t if its last is */
+		if (h->type == SB_EV_FAULT_RUN)
+			*(h->ts > t ? &a->faults_after : &a->faults_before) +=
+				((const struct sb_fault_run *)h)->count;
 		if (h->type == SB_EV_ALLOC && h->ts < t)
 			a->allocs_before++;
 	}
@@ -497,16 +502,21 @@ static void child_exec_case(bool setuid_bit)
 	for (size_t i = 0; i < c->n; i++) {
 		const struct sb_hdr *h = c->recs[i];
 		bool user = h->type == SB_EV_FAULT || h->type == SB_EV_ALLOC ||
-			    h->type == SB_EV_MMSYS || h->type == SB_EV_ALLOC_BURST;
+			    h->type == SB_EV_MMSYS || h->type == SB_EV_ALLOC_BURST ||
+			    h->type == SB_EV_FAULT_RUN;
 
 		if (h->type > SB_EV_KERNEL_MAX)
 			continue;
+		/* a fault run stands for its faults */
 		if (h->pid == (uint32_t)child && user && h->ts > t)
-			child_user++;
+			child_user += h->type == SB_EV_FAULT_RUN ?
+				      ((const struct sb_fault_run *)h)->count : 1;
 		if (h->pid == (uint32_t)child && h->type == SB_EV_THREAD_EXIT)
 			child_exit++;
 		if (h->pid == (uint32_t)pid && h->type == SB_EV_FAULT && h->ts > t)
 			parent_after++;
+		if (h->pid == (uint32_t)pid && h->type == SB_EV_FAULT_RUN && h->ts > t)
+			parent_after += ((const struct sb_fault_run *)h)->count;
 	}
 	/* the target itself is recorded throughout: 256 faults after its child exited */
 	CHECK(parent_after >= 256, "%zu faults of the target after its child's exec", parent_after);

@@ -85,6 +85,7 @@ FNR == NR {
 		if (str("comm") == "noisy-neighbor") hog_named++
 	}
 	else if (type == "fault" && tid == ltid && inside("faults", ts)) faults++
+	else if (type == "fault_run" && tid == ltid && inside("faults", num("start_ns"))) faults += num("count")
 	else if (type == "alloc" && tid == ltid && inside("alloc", ts)) allocs++
 	else if (type == "mmsys" && tid == ltid && inside("alloc", ts)) mmsys++
 	else if (type == "migrate" && tid == ltid && inside("migrate", ts)) migrations++

@@ -212,6 +212,43 @@ static inline void w_fault(struct world *w, uint64_t ts, uint32_t tid, uint64_t 
 }
 
 /*
+ * n back-to-back faults of tid at ts, ts + gap, ..., at addresses from addr
+ * one page apart, fault i major when major(i) (NULL: none); maj0 majors
+ * before the first. As a fault_run record (run), else n fault records.
+ */
+static inline void w_faults(struct world *w, uint64_t ts, uint64_t gap, uint64_t n, uint32_t tid,
+			    uint64_t addr, uint64_t maj0, bool (*major)(uint64_t i), bool run)
+{
+	uint64_t maj = maj0, maj_last = maj0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		if (!run) {
+			w->fault_addr = addr + i * 4096;
+			w_fault(w, ts + i * gap, tid, maj, 1000 + i - (maj - maj0));
+		}
+		if (i == n - 1)
+			maj_last = maj;
+		if (major && major(i))
+			maj++;
+	}
+	if (run) {
+		struct sb_fault_run r = { 0 };
+
+		hdr(&r.h, SB_EV_FAULT_RUN, sizeof(r), ts + (n - 1) * gap, T_PID, tid, T_CPU);
+		r.start_ns = ts;
+		r.count = n;
+		r.addr = r.lo_addr = addr;
+		r.last_addr = r.hi_addr = addr + (n - 1) * 4096;
+		r.first_maj_flt = maj0;
+		r.first_min_flt = 1000;
+		r.maj_flt = maj_last;
+		r.min_flt = 1000 + (n - 1) - (maj_last - maj0);
+		st_put(&w->host, &r);
+	}
+	w->fault_addr = 0;
+}
+
+/*
  * An iosys record that names its file (struct sb_iosys_file): path is given
  * root first ("/ckpt/model.pt") and stored leaf first, as the probe does.
  */

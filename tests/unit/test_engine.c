@@ -784,6 +784,134 @@ static void t_faults_mapping(void)
 	world_free(&w);
 }
 
+/* faults 20 and 80 of a run are major */
+static bool major_20_80(uint64_t i)
+{
+	return i == 20 || i == 80;
+}
+
+/*
+ * Four steps marked by the loader thread; the launcher maps 8 MiB in step 1
+ * and, from 502 us before the end of step 1, faults 101 times back to back,
+ * 10 us apart: as fault records, or as one fault_run record. costs: a costs
+ * record for the trace, or NULL. The boundary falls 2 us after a fault, within
+ * the default per-fault cost: fault records leave the fault that is open at a
+ * boundary undecided and charge it that cost up to there, where the run knows
+ * the thread went on faulting (further from the fault, the run's figure is
+ * the better one).
+ */
+static struct engine *fault_run_world(bool run, const char *costs)
+{
+	struct world w;
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	uint64_t S = 10 * SEC, at[5];
+	struct engine *e;
+
+	world_init(&w);
+	w.mark = W_NONE;
+	if (costs)
+		w_text(&w, SB_REC_COSTS, 0, 0, costs);
+	for (uint64_t n = 0; n < 4; n++) {
+		at[n] = S;
+		w_step(&w, S, T_LOADER, n);
+		S = std_step(&w, S, n, &plain);
+	}
+	at[4] = S;
+	w_step(&w, S, T_LOADER, 4);
+	w_mmap_map(&w, at[1] + 2 * MS, at[1] + 2 * MS + 10 * US, T_LAUNCHER, ANON_AT, 8 << 20, "");
+	w_faults(&w, at[2] - 502 * US, 10 * US, 101, T_LAUNCHER, ANON_AT, 3, major_20_80, run);
+	e = run_world(&w, 0, NULL);
+	world_free(&w);
+	return e;
+}
+
+/*
+ * A fault_run record is blamed as the fault records it stands for: the same
+ * causes, counts and regions in each step, its faults split at a step
+ * boundary another thread marked in the middle of the run.
+ */
+static void t_fault_run_same(void)
+{
+	struct engine *a = fault_run_world(false, NULL), *b = fault_run_world(true, NULL);
+	struct eng_fault_model ma, mb;
+
+	REQUIRE(a && b, "engine");
+	for (uint64_t n = 1; n <= 2; n++) {
+		const struct eng_step *x = step_no(a, n), *y = step_no(b, n);
+
+		REQUIRE(x && y, "step %" PRIu64 " missing", n);
+		CHECK(blame_of(x, ENG_PAGE_FAULT, 0) > 0, "step %" PRIu64 ": no page_fault", n);
+		CHECK(x->nblame == y->nblame, "step %" PRIu64 ": %u causes from faults, %u from the run",
+		      n, x->nblame, y->nblame);
+		for (uint32_t i = 0; i < x->nblame && i < y->nblame; i++)
+			CHECK(x->blame[i].cause == y->blame[i].cause && x->blame[i].ns == y->blame[i].ns,
+			      "step %" PRIu64 " cause %u: %s %" PRIu64 " ns from faults, %s %" PRIu64
+			      " from the run", n, i, eng_cause_name(x->blame[i].cause), x->blame[i].ns,
+			      eng_cause_name(y->blame[i].cause), y->blame[i].ns);
+		CHECK(!memcmp(x->count, y->count, sizeof(x->count)),
+		      "step %" PRIu64 ": faults %u/%u major %u/%u (faults/run)", n,
+		      x->count[ENG_N_FAULTS], y->count[ENG_N_FAULTS], x->count[ENG_N_MAJOR_FAULTS],
+		      y->count[ENG_N_MAJOR_FAULTS]);
+		CHECK(x->nmaps == 1 && y->nmaps == 1 && x->maps[0].addr == ANON_AT &&
+		      y->maps[0].addr == ANON_AT && x->maps[0].faults == y->maps[0].faults &&
+		      x->maps[0].ns == y->maps[0].ns,
+		      "step %" PRIu64 ": maps %u/%u, faults %u/%u, ns %" PRIu64 "/%" PRIu64, n,
+		      x->nmaps, y->nmaps, x->nmaps ? x->maps[0].faults : 0,
+		      y->nmaps ? y->maps[0].faults : 0, x->nmaps ? x->maps[0].ns : 0,
+		      y->nmaps ? y->maps[0].ns : 0);
+	}
+	/* 51 faults before the boundary, 50 after; a major one on each side */
+	CHECK(step_no(b, 1)->count[ENG_N_FAULTS] == 51 && step_no(b, 2)->count[ENG_N_FAULTS] == 50 &&
+	      step_no(b, 1)->count[ENG_N_MAJOR_FAULTS] == 1 &&
+	      step_no(b, 2)->count[ENG_N_MAJOR_FAULTS] == 1,
+	      "faults %u + %u, major %u + %u", step_no(b, 1)->count[ENG_N_FAULTS],
+	      step_no(b, 2)->count[ENG_N_FAULTS], step_no(b, 1)->count[ENG_N_MAJOR_FAULTS],
+	      step_no(b, 2)->count[ENG_N_MAJOR_FAULTS]);
+	engine_fault_model(a, &ma);
+	engine_fault_model(b, &mb);
+	CHECK(ma.samples == 100 && mb.samples == 100 && ma.per_fault_ns == mb.per_fault_ns,
+	      "calibration: %" PRIu64 " samples, %" PRIu64 " ns from faults; %" PRIu64 ", %" PRIu64
+	      " from the run", ma.samples, ma.per_fault_ns, mb.samples, mb.per_fault_ns);
+	engine_free(a);
+	engine_free(b);
+}
+
+/*
+ * A trace whose cost model prices fault runs: of the run's page_fault time,
+ * its probes' cost (one record, 100 extensions) is tracer; the rest stays.
+ */
+static void t_fault_run_tracer(void)
+{
+	const char *costs = "fault_ns=400\nfault_ext_ns=50\n";
+	struct engine *a = fault_run_world(true, "fault_ns=400\n"), *b = fault_run_world(true, costs);
+	uint64_t pa = 0, pb = 0, tb = 0, ta = 0, want = 400 + 100 * 50;
+
+	REQUIRE(a && b, "engine");
+	for (uint64_t n = 1; n <= 2; n++) {
+		const struct eng_step *x = step_no(a, n), *y = step_no(b, n);
+
+		REQUIRE(x && y, "step %" PRIu64 " missing", n);
+		pa += blame_of(x, ENG_PAGE_FAULT, 0);
+		pb += blame_of(y, ENG_PAGE_FAULT, 0);
+		ta += blame_of(x, ENG_TRACER, 0);
+		tb += blame_of(y, ENG_TRACER, 0);
+		CHECK(blame_of(y, ENG_TRACER, 0) > 0, "step %" PRIu64 ": no tracer time", n);
+		/* its share in each step: about the step's part of the run */
+		CHECK(y->maps[0].ns == blame_of(y, ENG_PAGE_FAULT, 0), "step %" PRIu64
+		      ": the region has %" PRIu64 " ns of page_fault %" PRIu64, n, y->maps[0].ns,
+		      blame_of(y, ENG_PAGE_FAULT, 0));
+	}
+	CHECK(ta == 0, "a trace that does not price runs: %" PRIu64 " ns tracer", ta);
+	CHECK(tb <= want && tb + 2 >= want, "tracer %" PRIu64 " ns, want %" PRIu64, tb, want);
+	CHECK(pa == pb + tb, "page_fault %" PRIu64 " = %" PRIu64 " + tracer %" PRIu64, pa, pb, tb);
+	/* the estimate: one record and 100 faults that extended it */
+	CHECK(step_no(b, 1)->tracer_ns - step_no(a, 1)->tracer_ns == 100 * 50,
+	      "tracer estimate %" PRIu64 " with fault_ext, %" PRIu64 " without",
+	      step_no(b, 1)->tracer_ns, step_no(a, 1)->tracer_ns);
+	engine_free(a);
+	engine_free(b);
+}
+
 #define CKPT_INO 4242
 #define CKPT_PATH "/ckpt/model.pt"
 
@@ -1643,6 +1771,8 @@ int main(void)
 	RUN(t_preempt_while_busy_is_free);
 	RUN(t_wakeup_chain);
 	RUN(t_fault_storm);
+	RUN(t_fault_run_same);
+	RUN(t_fault_run_tracer);
 	RUN(t_major_fault);
 	RUN(t_sleeping_fault_is_not_major);
 	RUN(t_io_wait);

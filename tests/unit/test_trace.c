@@ -123,6 +123,7 @@ static size_t struct_size(unsigned t)
 	case SB_EV_ALLOC_BURST: return sizeof(struct sb_alloc_burst);
 	case SB_EV_IOSYS: return sizeof(struct sb_iosys);
 	case SB_EV_AFFINITY: return sizeof(struct sb_affinity);
+	case SB_EV_FAULT_RUN: return sizeof(struct sb_fault_run);
 	case SB_REC_CPU: return sizeof(struct sb_cpu);
 	case SB_REC_ALLOC_STATS: return sizeof(struct sb_alloc_stats);
 	case SB_REC_DROPS: return sizeof(struct sb_drops);

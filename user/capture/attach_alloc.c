@@ -379,6 +379,8 @@ static int open_alloc_once(struct probes *p, bool with_flush, bool multi)
 			bpf_program__set_expected_attach_type(prog, SB_TRACE_UPROBE_MULTI);
 	err = reuse_shared(p, a->maps.events, a->maps.drops, a->maps.target_state,
 			   a->maps.followed, a->maps.follow_any);
+	if (!err) /* the fault run slot (bpf/common.bpf.h) */
+		err = reuse_fault_slot(p, a->maps.fault_slot);
 	if (!err)
 		err = alloc_bpf__load(a);
 	if (err) {

@@ -9,6 +9,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "capture/probes_internal.h"
@@ -100,7 +101,7 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 
 		if (!strncmp(sec, "tracepoint/syscalls/", 20)) {
 			bpf_program__set_autoload(prog, tp);
-		} else if (strncmp(sec, "raw_tp/sys_e", 12) &&
+		} else if (strncmp(sec, "raw_tp/sys_e", 12) && strchr(sec, '/') &&
 			   !tp_exists(vmlinux, strchr(sec, '/') + 1)) {
 			bpf_program__set_autoload(prog, false);
 			mem_probe_name(prog, name, sizeof(name));
@@ -109,6 +110,8 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 	}
 	err = reuse_shared(p, m->maps.events, m->maps.drops, m->maps.target_state,
 			   m->maps.followed, m->maps.follow_any);
+	if (!err) /* the fault run slot (bpf/common.bpf.h) */
+		err = reuse_fault_slot(p, m->maps.fault_slot);
 	if (!err)
 		err = mem_bpf__load(m);
 	if (err) {
@@ -121,7 +124,7 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 		const char *sec = bpf_program__section_name(prog);
 
 		if (!bpf_program__autoload(prog) || !strncmp(sec, "tracepoint/syscalls/", 20) ||
-		    !strncmp(sec, "raw_tp/sys_e", 12))
+		    !strncmp(sec, "raw_tp/sys_e", 12) || prog == m->progs.flush_faults)
 			continue;
 		mem_probe_name(prog, name, sizeof(name));
 		err = keep_link(p, bpf_program__attach(prog));
@@ -130,4 +133,23 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 	/* per-syscall tracepoints where they attach, else the raw sys_enter/sys_exit pair */
 	if (!tp || !attach_mem_group(p, "tracepoint/syscalls/", "tracepoint"))
 		attach_mem_group(p, "raw_tp/sys_e", "raw_tp");
+}
+
+/*
+ * Write the fault runs the CPUs' slots hold (bpf/common.bpf.h): those idle
+ * for a millisecond, or all of them. Runs the flush program on each CPU.
+ */
+void probes_flush_faults(const struct probes *p, bool all)
+{
+	__u64 arg = all;
+	int ncpu = libbpf_num_possible_cpus();
+
+	if (!p->mem)
+		return;
+	for (int cpu = 0; cpu < ncpu; cpu++) {
+		LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &arg, .ctx_size_in = sizeof(arg),
+			    .flags = BPF_F_TEST_RUN_ON_CPU, .cpu = (__u32)cpu);
+
+		bpf_prog_test_run_opts(bpf_program__fd(p->mem->progs.flush_faults), &o);
+	}
 }

@@ -690,6 +690,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		if (now - last_sec >= 1000000000ull) {
 			last_sec = now;
 			probes_alloc_stats(c->probes, alloc_stats_cb, c);
+			probes_flush_faults(c->probes, false);
 			put_drops(c);
 			probes_rescan(c->probes);
 			put_probe_status(c);
@@ -719,8 +720,10 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		}
 	}
 	/* what is already in the ring and the channel still belongs to the capture */
-	if (!c->sink_err)
+	if (!c->sink_err) {
+		probes_flush_faults(c->probes, true);
 		ring_buffer__consume(rb);
+	}
 	if (c->chan && !c->sink_err)
 		sbc_drain(c->chan, chan_cb, c);
 	if (!c->sink_err) {

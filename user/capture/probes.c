@@ -167,6 +167,12 @@ int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops
 	return err;
 }
 
+/* the per-CPU slot of fault runs (bpf/common.bpf.h), shared like the maps above */
+int reuse_fault_slot(struct probes *p, struct bpf_map *slot)
+{
+	return bpf_map__reuse_fd(slot, bpf_map__fd(p->sched->maps.fault_slot));
+}
+
 /* ---- scanning the mappings ---- */
 
 struct scan {

@@ -102,6 +102,11 @@ struct probes_scan_counters {
 };
 void probes_scan_counters(struct probes_scan_counters *out);
 int probes_status(const struct probes *p, const struct probe_status **out);
+/*
+ * Write into the ring the page-fault runs held in the kernel (bpf/common.bpf.h):
+ * those idle for over a millisecond, or all (the capture ends).
+ */
+void probes_flush_faults(const struct probes *p, bool all);
 /* cumulative ring-buffer drops per event type, summed over CPUs; and state-map overflows */
 void probes_drops(const struct probes *p, __u64 ring[SB_EV_KERNEL_MAX + 1], __u64 *mapfull);
 /*

@@ -180,6 +180,8 @@ const char *uprobe_why(int err);
  */
 int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops,
 		 struct bpf_map *state, struct bpf_map *followed, struct bpf_map *follow_any);
+/* the per-CPU fault run slot (bpf/common.bpf.h), shared the same way */
+int reuse_fault_slot(struct probes *p, struct bpf_map *slot);
 
 /* ---- binfile.c ---- */
 

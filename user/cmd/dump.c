@@ -632,6 +632,24 @@ static void print_sb_fault(const struct sb_hdr *h)
 		f_enum("kind", "minor", 0);
 }
 
+static void print_sb_fault_run(const struct sb_hdr *h)
+{
+	const struct sb_fault_run *e = (const void *)h;
+
+	f_span(e->start_ns, h->ts);
+	f_u("count", e->count);
+	f_hex("addr", e->addr);
+	f_hex("last_addr", e->last_addr);
+	f_hex("lo_addr", e->lo_addr);
+	f_hex("hi_addr", e->hi_addr);
+	f_hex("ip", e->ip);
+	f_hex("error_code", e->error_code);
+	f_u("first_maj_flt", e->first_maj_flt);
+	f_u("first_min_flt", e->first_min_flt);
+	f_u("maj_flt", e->maj_flt);
+	f_u("min_flt", e->min_flt);
+}
+
 static void print_sb_reclaim(const struct sb_hdr *h)
 {
 	const struct sb_reclaim *e = (const void *)h;

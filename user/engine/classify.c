@@ -396,7 +396,7 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 		if (t->overlays[i].e > s && t->overlays[i].s < end)
 			ov[nov++] = t->overlays[i];
 	if (t->fault_open) {
-		uint64_t fe = asleep ? end : t->fault_decided ? t->fault_end : t->fault_at + e->fault_cost;
+		uint64_t fe = asleep ? end : t->fault_decided ? t->fault_end : t->fault_last + e->fault_cost;
 
 		if (asleep || (fe > s && t->fault_at < end))
 			ov[nov++] = (struct overlay){ .s = asleep ? s : t->fault_at, .e = fe,
@@ -468,6 +468,22 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 				burst_take(t, x, y, &tr);
 			continue;
 		}
+		if (best == ENG_PAGE_FAULT && !asleep && t->fault_tracer) {
+			/*
+			 * The fault probes' own cost (host.c, fault_tracer_set), drawn
+			 * as the fault's time is: its share of this piece of it
+			 */
+			uint64_t len = t->fault_last - t->fault_at + e->fault_cost;
+
+			tr = (uint64_t)((unsigned __int128)t->fault_tracer_all * (y - x) / (len ? len : 1));
+			tr = min64(min64(tr ? tr : 1, t->fault_tracer), y - x);
+			t->fault_tracer -= tr;
+			accum_add(e, a, ENG_TRACER, tr, NULL);
+			timeline_thread(e, t, eng_cause_name(ENG_TRACER), x, x + tr);
+			x += tr;
+			if (y <= x)
+				continue;
+		}
 		if (best >= 0) {
 			accum_add(e, a, best, y - x, NULL);
 			if (best == ENG_IO_WAIT && ov[bestk].io_file)
@@ -522,6 +538,9 @@ void thread_account(struct engine *e, struct thread *t, uint64_t to)
 	if (to <= s)
 		return;
 	t->last_cut = to;
+	/* the faults of its run up to now: counted in the piece they fell in */
+	if (t->run_counted < t->run_n)
+		run_count(e, t, p ? piece_accum(p, t->candidate) : NULL, p ? max64(s, p->start) : s, to);
 	/* overlays that ended before now are of no further use */
 	for (uint32_t i = 0; i < t->noverlays;) {
 		if (t->overlays[i].e <= s)

@@ -26,6 +26,14 @@
  * have lasted until it (back-to-back faults: touching fresh memory); those
  * gaps also calibrate the per-fault cost charged to an isolated fault
  * (DEFAULT_FAULT_NS until enough of them are seen: engine.c).
+ *
+ * A fault_run record (the kernel's aggregate of such faults, bpf/mem.bpf.c)
+ * stands for count faults from start_ns to h.ts, nothing of the thread in
+ * between: the thread was faulting all along, its count - 1 gaps calibrate as
+ * many back-to-back gaps of the run's average, and its last fault is open at
+ * h.ts like a single fault (fault_last). Its faults are counted as evenly
+ * spread over the run, each in the piece its time falls in (run_count), in
+ * the region of its first address.
  */
 #define FAULT_RUN_NS 1000000ull
 
@@ -39,7 +47,7 @@ static bool fault_decide(struct engine *e, struct thread *t, uint64_t at, int ev
 
 	if (!t->fault_open || t->fault_decided)
 		return false;
-	d = at > t->fault_at ? at - t->fault_at : 0;
+	d = at > t->fault_last ? at - t->fault_last : 0;
 	/*
 	 * A fault sleeps uninterruptibly (a page lock, the mmap lock, reading the
 	 * page, reclaim); an interruptible sleep right after a fault is the thread's
@@ -54,24 +62,15 @@ static bool fault_decide(struct engine *e, struct thread *t, uint64_t at, int ev
 	if (ev == SB_EV_FAULT && d < FAULT_RUN_NS)
 		t->fault_end = at;
 	else
-		t->fault_end = t->fault_at + min64(d, e->fault_cost);
+		t->fault_end = t->fault_last + min64(d, e->fault_cost);
 	t->fault_decided = true;
 	return false;
 }
 
-static void fault_calibrate(struct engine *e, uint64_t gap)
+static void fault_estimate(struct engine *e)
 {
 	int b;
 
-	if (!gap || gap >= FAULT_RUN_NS || e->opts.fault_cost_ns)
-		return;
-	b = (int)(log2((double)gap) * FAULT_HIST_PER_OCTAVE);
-	if (b < 0)
-		b = 0;
-	if (b >= FAULT_HIST_PER_OCTAVE * FAULT_HIST_OCTAVES)
-		b = FAULT_HIST_PER_OCTAVE * FAULT_HIST_OCTAVES - 1;
-	e->fault_hist[b]++;
-	e->fault_samples++;
 	if (e->fault_samples >= FAULT_CALIB_MIN && (e->fault_samples & (e->fault_samples - 1)) == 0) {
 		/* re-estimate at powers of two: the median bucket's geometric middle */
 		uint64_t half = e->fault_samples / 2, run = 0;
@@ -83,6 +82,37 @@ static void fault_calibrate(struct engine *e, uint64_t gap)
 		}
 		e->fault_cost = (uint64_t)exp2(((double)b + 0.5) / FAULT_HIST_PER_OCTAVE);
 	}
+}
+
+/* k back-to-back gaps of gap ns each: as k calls of one would leave the estimate */
+static void fault_calibrate_n(struct engine *e, uint64_t gap, uint64_t k)
+{
+	int b;
+
+	if (!gap || gap >= FAULT_RUN_NS || e->opts.fault_cost_ns)
+		return;
+	b = (int)(log2((double)gap) * FAULT_HIST_PER_OCTAVE);
+	if (b < 0)
+		b = 0;
+	if (b >= FAULT_HIST_PER_OCTAVE * FAULT_HIST_OCTAVES)
+		b = FAULT_HIST_PER_OCTAVE * FAULT_HIST_OCTAVES - 1;
+	while (k) {
+		/* up to the next power of two, where the estimate is taken */
+		uint64_t s = e->fault_samples, p = 1, add;
+
+		while (p <= s && p < (1ull << 62))
+			p <<= 1;
+		add = min64(k, p > s ? p - s : k);
+		e->fault_hist[b] += (uint32_t)min64(add, UINT32_MAX - e->fault_hist[b]);
+		e->fault_samples += add;
+		k -= add;
+		fault_estimate(e);
+	}
+}
+
+static void fault_calibrate(struct engine *e, uint64_t gap)
+{
+	fault_calibrate_n(e, gap, 1);
 }
 
 /*
@@ -214,7 +244,8 @@ static void ev_switch_in(struct engine *e, const struct sb_switch_in *r)
 		/* back from the fault's sleep: what remains is decided at the next event */
 		t->fault_blocked = false;
 		t->fault_decided = false;
-		t->fault_at = r->h.ts;
+		t->fault_at = t->fault_last = r->h.ts;
+		t->fault_tracer = 0;
 	}
 	t->state = TS_RUNNING;
 	t->since = r->h.ts;
@@ -285,6 +316,131 @@ static void ev_migrate(struct engine *e, const struct sb_migrate *r)
 
 static uint32_t map_find(struct engine *e, uint64_t addr);
 
+/*
+ * The probes' cost of the open fault, n faults (a run: one record and n - 1
+ * faults that only extended it), drawn as tracer out of its page_fault time
+ * (classify.c). Only for traces whose cost model prices runs: older traces'
+ * faults stay all page_fault, as they were reported.
+ */
+static void fault_tracer_set(struct engine *e, struct thread *t, uint64_t n)
+{
+	uint64_t c = 0;
+
+	if (e->fault_tracer_on && n)
+		c = e->costs.ns[SB_COST_FAULT] + (n - 1) * e->costs.ns[SB_COST_FAULT_EXT];
+	t->fault_tracer = t->fault_tracer_all = c;
+}
+
+/* count n faults of t in a, in region map (1 + index in e->maps, 0 none) */
+static void fault_count(struct engine *e, struct accum *a, uint32_t map, uint64_t n)
+{
+	struct map_use *u = NULL;
+
+	if (!a || !n)
+		return;
+	a->count[ENG_N_FAULTS] += (uint32_t)min64(n, UINT32_MAX - a->count[ENG_N_FAULTS]);
+	if (!map || map > e->nmaps)
+		return;
+	for (uint32_t i = 0; i < a->nmaps && !u; i++)
+		if (a->maps[i].map == map && a->maps[i].start == e->maps[map - 1].start)
+			u = &a->maps[i];
+	if (!u && a->nmaps < MAP_USES_MAX) {
+		u = &a->maps[a->nmaps++];
+		memset(u, 0, sizeof(*u));
+		u->map = map;
+		u->start = e->maps[map - 1].start;
+	}
+	if (u)
+		u->faults += (uint32_t)n;
+}
+
+/* faults 0..k-1 of t's run: the major ones among them, spread evenly over faults 1..n-1 */
+static uint64_t run_majors(const struct thread *t, uint64_t k)
+{
+	if (k <= 1 || t->run_n <= 1)
+		return 0;
+	return (uint64_t)((unsigned __int128)t->run_major * (k - 1) / (t->run_n - 1));
+}
+
+void run_count(struct engine *e, struct thread *t, struct accum *a, uint64_t from, uint64_t to)
+{
+	uint64_t n = t->run_n, k, j;
+
+	if (t->run_counted >= n || to < t->run_first)
+		return;
+	/* fault i entered at run_first + i * run_span / (n - 1) */
+	k = t->run_span ? (uint64_t)((unsigned __int128)(to - t->run_first) * (n - 1) / t->run_span) + 1
+			: n;
+	if (k > n)
+		k = n;
+	if (k <= t->run_counted)
+		return;
+	j = t->run_counted;
+	if (a && from > t->run_first && t->run_span) {
+		/* the first fault at or after from */
+		uint64_t f = (uint64_t)(((unsigned __int128)(from - t->run_first) * (n - 1) + t->run_span - 1) /
+					t->run_span);
+
+		if (f > j)
+			j = f;
+	}
+	if (a && k > j) {
+		uint64_t m = run_majors(t, k) - run_majors(t, j);
+
+		fault_count(e, a, t->run_map, k - j);
+		a->count[ENG_N_MAJOR_FAULTS] += (uint32_t)min64(m, UINT32_MAX - a->count[ENG_N_MAJOR_FAULTS]);
+	}
+	t->run_counted = k;
+}
+
+/*
+ * A fault run, swept at its first fault s: the thread faulted from s to h.ts
+ * (the top comment). Its first fault is taken like a fault record; the rest
+ * are counted as their time is accounted.
+ */
+static void ev_fault_run(struct engine *e, const struct sb_fault_run *r, uint64_t s)
+{
+	struct thread *t = thread_find(e, r->h.tid);
+	uint64_t last = r->h.ts > s ? r->h.ts : s, n = r->count ? r->count : 1;
+	struct accum *a;
+
+	if (!t || t->candidate < 0)
+		return;
+	if (t->last_ev == SB_EV_FAULT && t->fault_open && s > t->last_ev_ts)
+		fault_calibrate(e, s - t->last_ev_ts);
+	if (n > 1 && last > s) {
+		uint64_t gap = (last - s) / (n - 1);
+
+		fault_calibrate_n(e, gap, n - 1);
+	}
+	a = own_event(e, t, s, SB_EV_FAULT, 0);
+	t->last_ev_ts = last;
+	t->fault_open = true;
+	t->fault_decided = false;
+	t->fault_blocked = false;
+	t->fault_at = s;
+	t->fault_last = last;
+	fault_tracer_set(e, t, n);
+	if (!t->fault_map || t->fault_map > e->nmaps || e->maps[t->fault_map - 1].gone ||
+	    r->addr < e->maps[t->fault_map - 1].start || r->addr >= e->maps[t->fault_map - 1].end)
+		t->fault_map = e->nmaps ? map_find(e, r->addr) : 0;
+	t->run_map = t->fault_map;
+	t->run_first = s;
+	t->run_span = last - s;
+	t->run_n = n;
+	t->run_counted = 1;
+	/* the counter moved over the run: that many of faults 1..n-1 were major */
+	t->run_major = r->maj_flt > r->first_maj_flt ? min64(r->maj_flt - r->first_maj_flt, n - 1) : 0;
+	/* its first fault, as ev_fault counts one */
+	if (a) {
+		fault_count(e, a, t->fault_map, 1);
+		if (t->major_faults_known && r->first_maj_flt > t->last_major_faults)
+			a->count[ENG_N_MAJOR_FAULTS]++;
+	}
+	t->last_major_faults = r->maj_flt;
+	t->major_faults_known = true;
+}
+
 static void ev_fault(struct engine *e, const struct sb_fault *r)
 {
 	struct thread *t = thread_find(e, r->h.tid);
@@ -300,7 +456,9 @@ static void ev_fault(struct engine *e, const struct sb_fault *r)
 	t->fault_open = true;
 	t->fault_decided = false;
 	t->fault_blocked = false;
-	t->fault_at = r->h.ts;
+	t->fault_at = t->fault_last = r->h.ts;
+	t->run_n = t->run_counted = 0;
+	fault_tracer_set(e, t, 1);
 	if (!t->fault_map || t->fault_map > e->nmaps || e->maps[t->fault_map - 1].gone ||
 	    r->addr < e->maps[t->fault_map - 1].start || r->addr >= e->maps[t->fault_map - 1].end)
 		t->fault_map = e->nmaps ? map_find(e, r->addr) : 0; /* not in its last fault's region */
@@ -674,6 +832,10 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 
 		if (n)
 			e->current_step->events_by_cost[cls] += n;
+		/* a fault run: one record, and its other faults each extended it */
+		if (h->type == SB_EV_FAULT_RUN && ((const struct sb_fault_run *)h)->count > 1)
+			e->current_step->events_by_cost[SB_COST_FAULT_EXT] +=
+				((const struct sb_fault_run *)h)->count - 1;
 	}
 
 	switch (h->type) {
@@ -694,6 +856,9 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		break;
 	case SB_EV_FAULT:
 		ev_fault(e, (const struct sb_fault *)h);
+		break;
+	case SB_EV_FAULT_RUN:
+		ev_fault_run(e, (const struct sb_fault_run *)h, key);
 		break;
 	case SB_EV_RECLAIM: {
 		const struct sb_reclaim *r = (const void *)h;

@@ -143,6 +143,13 @@ struct thread {
 	bool major_faults_known;
 	uint64_t affinity_end;   /* return of its last sched_setaffinity() */
 	uint32_t fault_map;      /* its open fault's region: 1 + index in e->maps, 0 none */
+	/* a fault run (host.c, ev_fault_run): the open fault's last entry (else fault_at) */
+	uint64_t fault_last;
+	/* its run's faults, counted as the time they fell in is accounted (run_count) */
+	uint64_t run_first, run_span, run_n, run_counted, run_major;
+	uint32_t run_map;
+	/* the open fault's probes' cost not yet drawn as tracer, and all of it */
+	uint64_t fault_tracer, fault_tracer_all;
 	/* its last move, and who made it (eng_move) */
 	uint8_t mv_how;
 	uint32_t mv_by;
@@ -481,6 +488,7 @@ struct engine {
 	struct sb_costs costs;
 	uint64_t burst_call_floor; /* least time per call over the bursts of 64+ calls seen (host.c) */
 	bool costs_given;
+	bool fault_tracer_on;    /* the costs record prices fault runs: faults' probes are tracer */
 	struct eng_guard guard;
 	struct { uint64_t ts; int mode; } *guard_changes;
 	uint32_t nguard_changes, guard_changes_cap, guard_change_next;
@@ -610,6 +618,8 @@ void gpu_record(struct engine *e, const struct sb_gpu *g);
 void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int ev,
 		 int cause, int count);
 void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h);
+/* count the faults of t's run that fell up to `to`; those at or after `from` into a (if any) */
+void run_count(struct engine *e, struct thread *t, struct accum *a, uint64_t from, uint64_t to);
 
 /* ---- text records and the clock (meta.c) */
 

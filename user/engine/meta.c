@@ -201,6 +201,10 @@ void meta_record(struct engine *e, const struct sb_hdr *h)
 		text_of(h, &s, &n, &id);
 		sb_costs_parse(&e->costs, s, n);
 		e->costs_given = true;
+		/* a recorder that writes fault runs prices them: its faults' probes are tracer */
+		e->fault_tracer_on = kv_get(s, n, sb_cost_key[SB_COST_FAULT_EXT], buf, sizeof(buf));
+		if (!e->fault_tracer_on)
+			e->costs.ns[SB_COST_FAULT_EXT] = 0;
 		break;
 	case SB_REC_GUARD:
 		text_of(h, &s, &n, &id);

@@ -11,13 +11,14 @@ const char *const sb_cost_key[SB_NCOST] = {
 	[SB_COST_SCHED] = "sched_ns", [SB_COST_FAULT] = "fault_ns",
 	[SB_COST_SYSCALL] = "syscall_ns", [SB_COST_ALLOC_CALL] = "alloc_call_ns",
 	[SB_COST_UPROBE] = "uprobe_ns", [SB_COST_CUDA_CALL] = "cuda_call_ns",
-	[SB_COST_STACK] = "stack_ns",
+	[SB_COST_STACK] = "stack_ns", [SB_COST_FAULT_EXT] = "fault_ext_ns",
 };
 
 const char *const sb_cost_name[SB_NCOST] = {
 	[SB_COST_SCHED] = "sched", [SB_COST_FAULT] = "fault", [SB_COST_SYSCALL] = "syscall",
 	[SB_COST_ALLOC_CALL] = "alloc_call", [SB_COST_UPROBE] = "uprobe",
 	[SB_COST_CUDA_CALL] = "cuda_call", [SB_COST_STACK] = "stack",
+	[SB_COST_FAULT_EXT] = "fault_ext",
 };
 
 /*
@@ -38,6 +39,8 @@ void sb_costs_default(struct sb_costs *c)
 	c->ns[SB_COST_CUDA_CALL] = 14850;
 	/* bench/RESULTS.md, "Stack capture" */
 	c->ns[SB_COST_STACK] = 2900;
+	/* bench/RESULTS.md, "Page-fault runs" */
+	c->ns[SB_COST_FAULT_EXT] = 100;
 }
 
 size_t sb_costs_format(const struct sb_costs *c, char *buf, size_t cap)

@@ -25,6 +25,8 @@ enum sb_cost {
 	SB_COST_UPROBE,     /* a single uprobe hit: USDT step mark, step uprobe */
 	SB_COST_CUDA_CALL,  /* a CUDA driver call: its uprobe and uretprobe */
 	SB_COST_STACK,      /* a user stack captured at an event (on top of the event's own cost) */
+	SB_COST_FAULT_EXT,  /* a user page fault that only extended its thread's fault run (no record);
+			       SB_COST_FAULT is then what a run's record costs */
 	SB_NCOST,
 };
 
@@ -36,7 +38,7 @@ struct sb_costs {
 
 /* "sched_ns", "fault_ns", ... (the record's keys) */
 extern const char *const sb_cost_key[SB_NCOST];
-/* "sched", "fault", "syscall", "alloc_call", "uprobe", "cuda_call", "stack" (report names) */
+/* "sched", "fault", "syscall", "alloc_call", "uprobe", "cuda_call", "stack", "fault_ext" (report names) */
 extern const char *const sb_cost_name[SB_NCOST];
 
 /* the benchmark's figures (bench/RESULTS.md), for what is not calibrated */
