@@ -8,6 +8,11 @@
  *   sbwork malloc N         N malloc(100000+i) + free on sbw-main
  *   sbwork migrate M        M forced moves between the first two allowed CPUs
  *   sbwork faults P         touch P fresh pages (one fault each)
+ *   sbwork faultsteps S     S steps (USDT stepblame:step marks, numbered 3000.., and one
+ *                           that closes the last): the even ones touch 2000 fresh pages,
+ *                           the odd ones spin 3 ms; at the end, prints "faultstep N F" for
+ *                           each, F = the thread's minflt + majflt over it
+ *                           (/proc/thread-self/stat, read right before each mark)
  *   sbwork sleep MS         one nanosleep of MS milliseconds
  *   sbwork mmap K           K mmap + munmap pairs of 3 pages
  *   sbwork steps S          S USDT stepblame:step marks, numbered 1000..
@@ -66,6 +71,81 @@ static uint64_t now_ms(void)
 	return ts.tv_sec * 1000ull + ts.tv_nsec / 1000000;
 }
 
+/* the calling thread's minflt + majflt (/proc/thread-self/stat, into a static buffer) */
+static uint64_t thread_faults(void)
+{
+	static char buf[1024];
+	int fd = open("/proc/thread-self/stat", O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	uint64_t minflt = 0, majflt = 0;
+	char *p;
+	int field = 3;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		exit(6);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	if (!p)
+		exit(6);
+	/* after the comm: field 3 (state) on; minflt is field 10, majflt 12 */
+	for (p++; *p && field <= 12; field++) {
+		while (*p == ' ')
+			p++;
+		if (field == 10)
+			minflt = strtoull(p, NULL, 10);
+		if (field == 12)
+			majflt = strtoull(p, NULL, 10);
+		while (*p && *p != ' ')
+			p++;
+	}
+	return minflt + majflt;
+}
+
+static void fault_steps(long n)
+{
+	long pg = sysconf(_SC_PAGESIZE), np = 2000;
+	uint64_t f0, f1, *got = calloc(n > 0 ? n : 1, sizeof(*got));
+
+	if (!got)
+		exit(4);
+	f0 = thread_faults();
+	for (long k = 0; k < n; k++) {
+		uint64_t step = 3000 + k;
+
+		STAP_PROBE1(stepblame, step, step);
+		if (k % 2 == 0) {
+			char *m = mmap(NULL, np * pg, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+			if (m == MAP_FAILED)
+				exit(4);
+			madvise(m, np * pg, MADV_NOHUGEPAGE);
+			for (long i = 0; i < np; i++)
+				m[i * pg] = 1;
+			munmap(m, np * pg);
+		} else {
+			uint64_t end = now_ms() + 3;
+
+			while (now_ms() < end)
+				sink++;
+		}
+		f1 = thread_faults();
+		got[k] = f1 - f0;
+		f0 = f1;
+	}
+	{
+		uint64_t step = 3000 + n;
+
+		STAP_PROBE1(stepblame, step, step);
+	}
+	for (long k = 0; k < n; k++)
+		printf("faultstep %ld %llu\n", 3000 + k, (unsigned long long)got[k]);
+	fflush(stdout);
+	free(got);
+}
+
 static void *work(void *arg)
 {
 	char **argv = arg;
@@ -116,6 +196,8 @@ static void *work(void *arg)
 			for (long k = 0; k < n; k++)
 				m[k * pg] = 1;
 			munmap(m, n * pg);
+		} else if (!strcmp(what, "faultsteps")) {
+			fault_steps(n);
 		} else if (!strcmp(what, "sleep")) {
 			struct timespec ts = { n / 1000, (n % 1000) * 1000000 };
 

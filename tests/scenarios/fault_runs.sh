@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Page-fault runs, real probes on a real program (tests/progs/sbwork faultsteps):
+# steps that touch 2000 fresh pages each, steps that only compute, marked by
+# USDT. The program reads its thread's minflt + majflt (/proc/thread-self/stat)
+# right before each mark. The report's fault count for each step is the
+# kernel's, its fault steps have page_fault time, and the trace holds far fewer
+# fault_run records than faults (docs/ARCHITECTURE.md, "Page-fault runs").
+set -u
+. "$(dirname "$0")/../lib.sh"
+T=fault_runs
+
+need_bpf $T || exit 0
+prog="${BUILD:-build}/tests/progs/sbwork"
+if [ ! -x "$prog" ] || ! "${STEPBLAME:-false}" record --help >/dev/null 2>&1; then
+	skip $T "no $prog or no stepblame that records"; exit 0
+fi
+tmp=$(mktemp -d)
+pid=
+cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+STEPS=20
+mkfifo "$tmp/go"
+"$prog" faultsteps $STEPS <"$tmp/go" >"$tmp/prog.out" 2>&1 &
+pid=$!
+exec 7>"$tmp/go"
+"$STEPBLAME" record -p "$pid" -d 60 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1 &
+rec=$!
+for _ in $(seq 1 300); do grep -q "attached" "$tmp/record.out" && break; sleep 0.1; done
+echo go >&7
+exec 7>&-
+wait "$pid"; prc=$?
+wait "$rec"; rc=$?
+pid=
+if [ $rc != 0 ] || [ $prc != 0 ]; then
+	fail $T "record exited $rc, sbwork $prc: $(tail -2 "$tmp/record.out" | tr '\n' ' ')"; exit 0
+fi
+if ! "$STEPBLAME" report --format json "$tmp/trace.sbt" >"$tmp/report.json" 2>"$tmp/err" ||
+   ! "$STEPBLAME" dump --jsonl "$tmp/trace.sbt" >"$tmp/dump.jsonl" 2>>"$tmp/err"; then
+	fail $T "report or dump failed: $(head -1 "$tmp/err")"; exit 0
+fi
+python3 - "$tmp/prog.out" "$tmp/report.json" "$tmp/dump.jsonl" $STEPS <<'EOF'
+import json, sys
+
+T = "fault_runs"
+prog, report, dump, nsteps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+truth = {}
+for line in open(prog):
+    w = line.split()
+    if len(w) == 3 and w[0] == "faultstep":
+        truth[int(w[1])] = int(w[2])
+r = json.load(open(report))
+steps = {s["step"]: s for s in r["steps"] if not s["incomplete"]}
+bad = []
+if len(truth) != nsteps:
+    bad.append("sbwork reported %d steps of %d" % (len(truth), nsteps))
+n_fault_steps = 0
+for n, want in sorted(truth.items()):
+    s = steps.get(n)
+    if s is None:
+        bad.append("step %d missing from the report" % n)
+        continue
+    got = s["counts"]["faults"]
+    # the kernel's counter is read a few instructions before each mark: no fault between
+    if abs(got - want) > 2:
+        bad.append("step %d: %d faults reported, the kernel counted %d" % (n, got, want))
+    if (n - 3000) % 2 == 0:
+        n_fault_steps += 1
+        if want < 2000:
+            bad.append("step %d: the kernel counted %d faults, 2000 pages were touched" % (n, want))
+        pf = sum(b["ns"] for b in s["blame"] if b["cause"] == "page_fault")
+        if pf <= 0:
+            bad.append("step %d: no page_fault time" % n)
+# every fault of the program's thread, and the records that carried them
+faults = runs = 0
+tid = None
+for line in open(dump):
+    d = json.loads(line)
+    if d.get("type") == "rename" and d.get("newcomm") == "sbw-main":
+        tid = d["tid"]
+for line in open(dump):
+    d = json.loads(line)
+    if d.get("tid") != tid:
+        continue
+    if d.get("type") == "fault":
+        faults += 1
+    elif d.get("type") == "fault_run":
+        faults += d["count"]
+        runs += 1
+if tid is None:
+    bad.append("no rename to sbw-main in the trace")
+if faults < 2000 * n_fault_steps:
+    bad.append("%d faults of sbw-main in the trace, %d pages touched" % (faults, 2000 * n_fault_steps))
+# the faults come in runs: one record per run, not per fault
+if runs == 0 or runs * 20 > faults:
+    bad.append("%d fault_run records for %d faults" % (runs, faults))
+if bad:
+    print("FAIL %s: %s" % (T, "; ".join(bad[:6])))
+else:
+    print("PASS %s (%d faults in %d fault_run records)" % (T, faults, runs))
+EOF
