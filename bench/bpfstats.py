@@ -12,6 +12,7 @@ of bench.py are measured without them, in a separate pass.
 Output: per kind, the BPF program time per op, and per program ns per run and
 runs per op. The rest of the added cost per op is the probe mechanism (uprobe
 trap and single-step, tracepoint dispatch, ring buffer wakeups).
+BPFSTATS_KINDS="fault mmap" measures only those kinds.
 """
 import ctypes
 import json
@@ -114,7 +115,11 @@ def main():
     fd = enable_stats()
     results = []
     try:
+        # BPFSTATS_KINDS="fault": only those kinds (bench/RESULTS.md, section 14)
+        only = os.environ.get("BPFSTATS_KINDS", "").split()
         for kind, rate, what in KINDS:
+            if only and kind not in only:
+                continue
             r = measure(kind, rate)
             r["what"] = what
             results.append(r)
