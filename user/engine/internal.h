@@ -82,6 +82,24 @@ struct map_region {
 	uint64_t used;           /* when last met: the least recent is replaced when full */
 	bool gone;               /* unmapped: kept for the steps whose faults were in it */
 	char path[ENG_IO_PATH_MAX];
+	uint32_t pid;            /* the process it is a mapping of */
+	uint8_t region;          /* from a mapping record (a seed): enum eng_region; 0: from mmap */
+	bool before;             /* a seed there when the capture started */
+};
+
+/*
+ * A mapping read from /proc/PID/maps (trace record "mapping"): the regions
+ * faults may hit that no mmap record of the capture made. Sorted by (pid,
+ * start), apart per process; one that faults hit is copied into the regions
+ * above (region != 0) for the steps to name.
+ */
+#define SEEDS_MAX 65536
+struct map_seed {
+	uint32_t pid;
+	uint64_t start, end;
+	uint8_t region;          /* enum eng_region */
+	bool attach;             /* there when the capture started */
+	char *name;
 };
 
 /* page_fault time by mapping in an accumulator */
@@ -497,6 +515,9 @@ struct engine {
 	struct map_region *maps;
 	uint32_t nmaps;
 	uint64_t map_seq;
+	/* the mappings the trace's mapping records name (host.c, map_seed) */
+	struct map_seed *seeds;
+	uint32_t nseeds, seeds_cap;
 };
 
 typedef void (*runslice_fn)(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
@@ -544,6 +565,9 @@ static inline size_t rec_size(unsigned type)
 /* ---- memory (engine.c) */
 
 void heap_account(struct engine *e, int64_t d);
+/* a mapping record: its region for the fault blame (host.c) */
+void map_seed_record(struct engine *e, const struct sb_hdr *h, const char *s, size_t n);
+void map_seeds_free(struct engine *e);
 void heap_grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t sz);
 void *heap_calloc(struct engine *e, size_t n, size_t sz);
 char *heap_strndup(struct engine *e, const char *s, size_t n);
