@@ -82,7 +82,7 @@ static int put(struct capture *c, const struct sb_hdr *rec)
 	if (rec->type == SB_EV_ALLOC && c->guard)
 		guard_slow_call(c->guard, rec->tid);
 	if (c->maps && (rec->type == SB_EV_STACK || rec->type == SB_EV_MMSYS ||
-			rec->type == SB_EV_FAULT))
+			rec->type == SB_EV_FAULT || rec->type == SB_EV_THREAD_EXIT))
 		stackmaps_saw(c->maps, rec);
 	err = c->sink(c->ctx, rec);
 	if (err)

@@ -187,6 +187,14 @@ void stackmaps_saw(struct stackmaps *s, const struct sb_hdr *h)
 	if (!s)
 		return;
 	p = proc_of(s, (pid_t)h->pid);
+	/* a child's main thread exited: its slot is free for the next child */
+	if (h->type == SB_EV_THREAD_EXIT) {
+		if (p && h->tid == h->pid && p != &s->procs[0]) {
+			free(p->r);
+			memset(p, 0, sizeof(*p));
+		}
+		return;
+	}
 	/* a followed process not heard of yet (forked before its parent's record passed) */
 	if (!p && (h->type == SB_EV_STACK || h->type == SB_EV_FAULT))
 		p = proc_add(s, (pid_t)h->pid, false);
