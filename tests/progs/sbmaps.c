@@ -6,12 +6,15 @@
  * the go byte on stdin it
  *   - maps PRE_MIB MiB of anonymous memory (pre_region), untouched;
  *   - grows its brk heap by HEAP_MIB MiB (sbrk), untouched;
+ *   - maps 4 MiB of a file in /dev/shm whose name holds an escape sequence
+ *     and a newline ("sbmaps-ESC[31m-NEWLINE-PID"), shared, untouched;
  *   - forks a child that execs this program again ("child"): a new address
  *     layout, whose loop child_work_loop spins a little and naps 3 ms
  *     (off-CPU stacks, CPU samples) until it is killed.
  * Then 16 steps (USDT stepblame:step at each start), each sleeping 10 ms,
  * and in step 4 it touches every page of pre_region, in step 8 every page of
- * the heap grown before the attach, in step 12 it grows the heap by HEAP_MIB
+ * the heap grown before the attach, in step 6 every page of the shared file
+ * (removed at the end), in step 12 it grows the heap by HEAP_MIB
  * MiB more (brk during the capture) and touches that. It prints the
  * addresses (pre_region, heap_start, heap2_start) on stdout and kills the
  * child at the end.
@@ -23,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/sdt.h>
@@ -63,8 +67,9 @@ static __attribute__((noinline)) void touch(volatile char *p, size_t len)
 int main(int argc, char **argv)
 {
 	size_t pre, heap;
-	char *region, *h1, *h2, c;
+	char *region, *h1, *h2, *shm, c, shm_path[128];
 	pid_t kid;
+	int fd;
 
 	if (argc == 2 && !strcmp(argv[1], "child")) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -79,7 +84,16 @@ int main(int argc, char **argv)
 	heap = (size_t)atoi(argv[2]) << 20;
 	region = mmap(NULL, pre, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	h1 = sbrk((intptr_t)heap);
-	if (region == MAP_FAILED || h1 == (void *)-1) {
+	/* a name the target chose to be hostile to whoever prints it */
+	snprintf(shm_path, sizeof(shm_path), "/dev/shm/sbmaps-\x1b[31m-\n-%d", (int)getpid());
+	fd = open(shm_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || ftruncate(fd, 4 << 20)) {
+		perror(shm_path);
+		return 1;
+	}
+	shm = mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (region == MAP_FAILED || h1 == (void *)-1 || shm == MAP_FAILED) {
 		perror("sbmaps");
 		return 1;
 	}
@@ -88,7 +102,8 @@ int main(int argc, char **argv)
 		execl("/proc/self/exe", argv[0], "child", (char *)NULL);
 		_exit(127);
 	}
-	printf("pre_region=%p\nheap_start=%p\n", (void *)region, (void *)h1);
+	printf("pre_region=%p\nheap_start=%p\nshm_start=%p\n", (void *)region, (void *)h1,
+	       (void *)shm);
 	fflush(stdout);
 	if (read(0, &c, 1) != 1)
 		return 1;
@@ -96,6 +111,8 @@ int main(int argc, char **argv)
 		STAP_PROBE1(stepblame, step, step);
 		if (step == 4)
 			touch(region, pre);
+		if (step == 6)
+			touch(shm, 4 << 20);
 		if (step == 8)
 			touch(h1, heap);
 		if (step == 12) {
@@ -109,6 +126,7 @@ int main(int argc, char **argv)
 		sleep_ms(10);
 	}
 	STAP_PROBE1(stepblame, step, 16);
+	unlink(shm_path);
 	kill(kid, SIGKILL);
 	waitpid(kid, NULL, 0);
 	return 0;

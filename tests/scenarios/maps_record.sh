@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Mappings read from /proc/PID/maps, real probes on a real program
 # (tests/progs/sbmaps, built with frame pointers): its page faults in 64 MiB of
-# anonymous memory and in the brk heap, both mapped before the tracer attached,
-# are named with their kind and size as mapped before the capture; the heap
+# anonymous memory, in the brk heap and in a /dev/shm file whose name holds an
+# escape sequence and a newline, all mapped before the tracer attached, are
+# named with their kind and size as mapped before the capture (the hostile
+# name with no control character left in either report); the heap
 # grown by brk during the capture is still [heap]; and the stacks of its child
 # process (forked and exec'd again before the attach: its own address layout)
 # are symbolised with the child's own mappings (child_work_loop).
@@ -17,12 +19,18 @@ if [ ! -x "$prog" ] || ! "${STEPBLAME:-false}" record --help >/dev/null 2>&1; th
 fi
 tmp=$(mktemp -d /tmp/maps_record.XXXXXX)
 pid=
-cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
+cleanup() {
+	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+	[ -n "$tpid" ] && rm -f /dev/shm/sbmaps-*-"$tpid"
+	rm -rf "$tmp"
+}
+tpid=
 trap cleanup EXIT
 
 mkfifo "$tmp/go"
 "$prog" 64 32 <"$tmp/go" >"$tmp/prog.out" 2>&1 &
 pid=$!
+tpid=$pid
 exec 7>"$tmp/go"
 # its child has exec'd once the addresses are printed
 for _ in $(seq 1 100); do grep -q heap_start "$tmp/prog.out" && break; sleep 0.05; done
@@ -32,7 +40,7 @@ for _ in $(seq 1 300); do grep -q "attached" "$tmp/record.out" && break; sleep 0
 echo go >&7
 exec 7>&-
 wait "$pid"; prc=$?
-tpid=$pid; pid=
+pid=
 wait "$rec"; rc=$?
 if [ $rc != 0 ] || [ $prc != 0 ]; then
 	fail $T "record exited $rc, sbmaps $prc: $(tail -2 "$tmp/record.out" | tr '\n' ' ')"; exit 0
@@ -74,6 +82,16 @@ if not m or m.get("region") != "heap" or m.get("name") != "[heap]" or not m.get(
 m = region_at(12, addr["heap2_start"])
 if not m or m.get("region") != "heap":
     bad.append("step 12 region: %s" % (m or steps.get(12, {}).get("maps")))
+# step 6 the shared file: named, its control characters made harmless
+m = region_at(6, addr["shm_start"])
+if not m or m.get("region") != "shm" or m["len"] != 4 << 20 or not m.get("before_capture"):
+    bad.append("step 6 region: %s" % (m or steps.get(6, {}).get("maps")))
+elif not m["path"].startswith("/dev/shm/sbmaps-") or any(ord(ch) < 0x20 for ch in m["path"]):
+    bad.append("step 6 path %r" % m["path"])
+if "\x1b" in text or "\x1b" in open(sys.argv[1]).read():
+    bad.append("an escape character reached a report")
+if "shared memory mapping 4.0 MiB of /dev/shm/sbmaps-" not in text:
+    bad.append("the text report does not name the shared file")
 if "in [heap] mapping" not in text or "(mapped before the capture)" not in text:
     bad.append("the text report does not name [heap] mapped before the capture")
 # the child's off-CPU stacks, symbolised with its own mappings
