@@ -439,7 +439,7 @@ int for_each_mapping(pid_t pid, int (*cb)(void *ctx, const struct mapping *m), v
 
 	if (!m)
 		return -ENOMEM;
-	len = read_maps(pid, &text);
+	len = read_maps(pid, &text, 0);
 	if (len < 0) {
 		free(m);
 		return (int)len;
@@ -464,16 +464,22 @@ int for_each_mapping(pid_t pid, int (*cb)(void *ctx, const struct mapping *m), v
  * The whole of /proc/PID/maps. The kernel builds that text under the
  * process's mmap lock, which the process can hold for as long as it likes:
  * the read goes through timedread (SECURITY.md, "What the trainer can do to
- * the agent"). A buffer that fills is doubled and the file read again, up to
- * MAPS_TEXT_MAX; past that the text ends at the last whole line.
+ * the agent"). A buffer that fills is made four times larger and the file
+ * read again (the kernel writes the whole text again: bench/RESULTS.md,
+ * section 15), up to MAPS_TEXT_MAX; past that the text ends at the last
+ * whole line. hint: the size of this process's maps when last read, or 0.
  */
-ssize_t read_maps(pid_t pid, char **out)
+ssize_t read_maps(pid_t pid, char **out, size_t hint)
 {
 	char path[64];
-	size_t cap = 256u << 10;
+	size_t cap = 1u << 20;
 	ssize_t n;
 
 	*out = NULL;
+	while (cap < hint + hint / 2 && cap < MAPS_TEXT_MAX)
+		cap *= 2;
+	if (cap > MAPS_TEXT_MAX)
+		cap = MAPS_TEXT_MAX;
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	for (;;) {
 		char *buf = malloc(cap);
@@ -490,7 +496,7 @@ ssize_t read_maps(pid_t pid, char **out)
 			return n;
 		}
 		free(buf);
-		cap *= 2;
+		cap *= 4;
 	}
 }
 

@@ -215,11 +215,12 @@ int for_each_mapping(pid_t pid, int (*cb)(void *ctx, const struct mapping *m), v
 /*
  * pid's /proc/PID/maps into *out (malloc'd, NUL-terminated): its length, or
  * -errno (-ETIMEDOUT: the read stalled, -EDEADLK: one did before; timedread.h).
- * At most MAPS_TEXT_MAX bytes; the last line may be cut short.
+ * At most MAPS_TEXT_MAX bytes; the last line may be cut short. hint: its
+ * size when last read (0: not known), to read it once.
  */
 #define MAPS_TEXT_MAX (16u << 20)
 #define MAPS_TIMEOUT_MS 500
-ssize_t read_maps(pid_t pid, char **out);
+ssize_t read_maps(pid_t pid, char **out, size_t hint);
 const char *base_name(const char *path);
 bool is_libc(const char *path);
 

@@ -54,6 +54,7 @@ struct proc {
 	uint64_t next_scan;
 	struct range *r;         /* sorted by start */
 	size_t n;
+	size_t maps_bytes;       /* its maps text when last read */
 	struct range recent[RECENT_MAX]; /* mmap()ed since the last scan (no record) */
 	size_t nrecent;
 };
@@ -428,7 +429,7 @@ static int scan_proc(struct scan_ctx *c, struct proc *pr)
 
 	c->pr = pr;
 	pr->stale = false;
-	len = read_maps(pr->pid, &text);
+	len = read_maps(pr->pid, &text, pr->maps_bytes);
 	if (len < 0) {
 		/* gone: the slot is free for another process */
 		if ((len == -ENOENT || len == -ESRCH) && pr != &c->s->procs[0]) {
@@ -437,6 +438,7 @@ static int scan_proc(struct scan_ctx *c, struct proc *pr)
 		}
 		return (int)len;
 	}
+	pr->maps_bytes = (size_t)len;
 	for (char *q = text; (q = strchr(q, '\n')); q++)
 		nl_count++;
 	if (nl_count > RANGES_MAX)
