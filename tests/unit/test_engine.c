@@ -912,6 +912,89 @@ static void t_faults_premapped(void)
 	world_free(&w);
 }
 
+/*
+ * Step 2: a fault in 64 MiB read from the maps, then 1 MiB mmap()ed inside it
+ * (the maps read again after an mmap the kernel merged with its neighbour
+ * show one region over both) and 100 faults there.
+ */
+static void inj_mmap_in_seed(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w->fault_addr = PRE_AT;
+	w_fault(w, at, T_LAUNCHER, 0, 0);
+	w_mmap_map(w, at + 10 * US, at + 20 * US, T_LAUNCHER, PRE_AT + (32u << 20), 1 << 20, "");
+	for (int i = 0; i < 100; i++) {
+		w->fault_addr = PRE_AT + (32u << 20) + (uint64_t)i * 4096;
+		w_fault(w, at + 30 * US + (uint64_t)i * 10 * US, T_LAUNCHER, 0, 1 + (uint64_t)i);
+	}
+	w->fault_addr = 0;
+}
+
+/* a region mmap()ed during the capture is named before a region read from the maps around it */
+static void t_faults_mmap_in_seed(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 8 * MS, .inj = inj_mmap_in_seed };
+	struct engine *e;
+	const struct eng_step *s;
+
+	world_init(&w);
+	w_mapping(&w, T_PID, PRE_AT, PRE_AT + (64ull << 20), "anon", "");
+	run_steps(&w, 8, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nmaps == 2, "step 2: %u maps, want 2", s ? s->nmaps : 0);
+	CHECK(s->maps[0].addr == PRE_AT + (32u << 20) && s->maps[0].len == 1 << 20 &&
+	      !s->maps[0].region && s->maps[0].step_known && s->maps[0].step_number == 2 &&
+	      s->maps[0].faults == 100,
+	      "maps[0]: at %" PRIx64 " len %" PRIu64 " region %u step %" PRIu64 " faults %u",
+	      s->maps[0].addr, s->maps[0].len, s->maps[0].region, s->maps[0].step_number,
+	      s->maps[0].faults);
+	CHECK(s->maps[1].addr == PRE_AT && s->maps[1].region == ENG_REGION_ANON &&
+	      s->maps[1].faults == 1, "maps[1]: at %" PRIx64 " region %u faults %u",
+	      s->maps[1].addr, s->maps[1].region, s->maps[1].faults);
+	engine_free(e);
+	world_free(&w);
+}
+
+/* step 2: one fault in each of five regions read from the maps, then 100 in a sixth */
+static void inj_in_passing(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	for (int r = 0; r < 5; r++) {
+		w->fault_addr = PRE_AT + (uint64_t)r * (1u << 20);
+		w_fault(w, at + (uint64_t)r * 100 * US, T_LAUNCHER, 0, (uint64_t)r);
+	}
+	for (int i = 0; i < 100; i++) {
+		w->fault_addr = PRE_AT + (5u << 20) + (uint64_t)i * 4096;
+		w_fault(w, at + 600 * US + (uint64_t)i * 10 * US, T_LAUNCHER, 0, 5 + (uint64_t)i);
+	}
+	w->fault_addr = 0;
+}
+
+/* regions touched in passing first do not keep out the one most faults were in */
+static void t_faults_in_passing(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 8 * MS, .inj = inj_in_passing };
+	struct engine *e;
+	const struct eng_step *s;
+
+	world_init(&w);
+	for (int r = 0; r < 6; r++)
+		w_mapping(&w, T_PID, PRE_AT + (uint64_t)r * (1u << 20),
+			  PRE_AT + (uint64_t)(r + 1) * (1u << 20), "anon", "");
+	run_steps(&w, 8, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nmaps >= 1, "step 2: %u maps", s ? s->nmaps : 0);
+	CHECK(s->maps[0].addr == PRE_AT + (5u << 20) && s->maps[0].faults == 100,
+	      "maps[0]: at %" PRIx64 " faults %u, want the sixth region's 100", s->maps[0].addr,
+	      s->maps[0].faults);
+	engine_free(e);
+	world_free(&w);
+}
+
 #define CKPT_INO 4242
 #define CKPT_PATH "/ckpt/model.pt"
 
@@ -1781,6 +1864,8 @@ int main(void)
 	RUN(t_moved_by);
 	RUN(t_faults_mapping);
 	RUN(t_faults_premapped);
+	RUN(t_faults_mmap_in_seed);
+	RUN(t_faults_in_passing);
 	RUN(t_setaffinity);
 	RUN(t_tracer_cost);
 	RUN(t_fault_then_sleep_is_not_the_faults);

@@ -304,23 +304,20 @@ static void ev_fault(struct engine *e, const struct sb_fault *r)
 	t->fault_blocked = false;
 	t->fault_at = r->h.ts;
 	if (!t->fault_map || t->fault_map > e->nmaps || e->maps[t->fault_map - 1].gone ||
-	    r->addr < e->maps[t->fault_map - 1].start || r->addr >= e->maps[t->fault_map - 1].end)
+	    r->addr < e->maps[t->fault_map - 1].start || r->addr >= e->maps[t->fault_map - 1].end ||
+	    /* a region read from the maps, and one mmap()ed since may lie inside it */
+	    (e->maps[t->fault_map - 1].region && t->fault_map_gen != e->map_gen)) {
 		/* not in its last fault's region */
 		t->fault_map = e->nmaps || e->nseeds ? map_find(e, r->h.pid, r->addr) : 0;
+		t->fault_map_gen = e->map_gen;
+	} else if (e->maps[t->fault_map - 1].region) {
+		/* a copy in use is not the one to replace */
+		e->maps[t->fault_map - 1].used = ++e->map_seq;
+	}
 	if (a && t->fault_map) {
 		/* count it with its region's (map_use) */
-		struct map_use *u = NULL;
+		struct map_use *u = map_use_of(e, a, t->fault_map);
 
-		for (uint32_t i = 0; i < a->nmaps && !u; i++)
-			if (a->maps[i].map == t->fault_map &&
-			    a->maps[i].start == e->maps[t->fault_map - 1].start)
-				u = &a->maps[i];
-		if (!u && a->nmaps < MAP_USES_MAX) {
-			u = &a->maps[a->nmaps++];
-			memset(u, 0, sizeof(*u));
-			u->map = t->fault_map;
-			u->start = e->maps[t->fault_map - 1].start;
-		}
 		if (u)
 			u->faults++;
 	}
@@ -336,27 +333,97 @@ static void ev_fault(struct engine *e, const struct sb_fault *r)
 	t->major_faults_known = true;
 }
 
-/* a slot in e->maps for a new region: the least recently met, unmapped ones first when full */
-static struct map_region *map_slot(struct engine *e)
+/*
+ * A slot in e->maps for a new region. The regions mmap()ed during the capture
+ * are the last MAPS_MAX met: when there are that many, the least recently
+ * met (unmapped ones first) is replaced. The copies of regions read from the
+ * maps (copy) are kept apart, the last COPIES_MAX met, so that a process with
+ * many mappings its threads fault in does not push out the mmap()ed ones.
+ */
+static struct map_region *map_slot(struct engine *e, bool copy)
 {
-	uint32_t k = e->nmaps;
+	uint32_t k = UINT32_MAX, n = 0;
 	struct map_region *x;
 
-	if (!e->maps)
+	if (!e->maps) {
 		e->maps = heap_calloc(e, MAPS_MAX, sizeof(*e->maps));
-	if (k == MAPS_MAX) {
-		k = 0;
-		for (uint32_t i = 1; i < e->nmaps; i++)
-			if (e->maps[i].gone > e->maps[k].gone ||
+		e->maps_cap = MAPS_MAX;
+	}
+	for (uint32_t i = 0; i < e->nmaps; i++)
+		n += !e->maps[i].region == !copy;
+	if (n >= (copy ? COPIES_MAX : MAPS_MAX)) {
+		for (uint32_t i = 0; i < e->nmaps; i++) {
+			if (!e->maps[i].region != !copy)
+				continue;
+			if (k == UINT32_MAX || e->maps[i].gone > e->maps[k].gone ||
 			    (e->maps[i].gone == e->maps[k].gone && e->maps[i].used < e->maps[k].used))
 				k = i;
+		}
 	} else {
-		e->nmaps++;
+		if (e->nmaps == e->maps_cap)
+			heap_grow(e, (void **)&e->maps, &e->maps_cap, e->nmaps + 1, sizeof(*e->maps));
+		k = e->nmaps++;
 	}
 	x = &e->maps[k];
 	memset(x, 0, sizeof(*x));
 	x->used = ++e->map_seq;
 	return x;
+}
+
+/*
+ * The accumulator's entry for region map (1 + index in e->maps), made if
+ * need be; NULL when it is full. Full, a region takes the place of the copy
+ * of a region read from the maps with the least time, if there is one: the
+ * regions of a process's many mappings met first do not keep out the one
+ * most of its faults are in (steps name the top few).
+ */
+struct map_use *map_use_of(struct engine *e, struct accum *a, uint32_t map)
+{
+	struct map_use *u = NULL;
+	uint64_t start = e->maps[map - 1].start;
+
+	for (uint32_t i = 0; i < a->nmaps; i++)
+		if (a->maps[i].map == map && a->maps[i].start == start)
+			return &a->maps[i];
+	if (a->nmaps < MAP_USES_MAX) {
+		u = &a->maps[a->nmaps++];
+	} else {
+		/* a copy with a few faults only: a region its thread touched in passing */
+		uint32_t i = map_use_spare(e, a->maps, a->nmaps, UINT64_MAX, MAP_USE_FEW);
+
+		if (i == UINT32_MAX)
+			return NULL;
+		u = &a->maps[i];
+	}
+	memset(u, 0, sizeof(*u));
+	u->map = map;
+	u->start = start;
+	return u;
+}
+
+/*
+ * Of n full entries, the one a new region may take, or UINT32_MAX: in a
+ * trace with mapping records, an entry whose region's slot holds another
+ * region now (it cannot be named), else the copy of a region read from the
+ * maps with the least time, if less than ns and with fewer than faults faults.
+ */
+uint32_t map_use_spare(const struct engine *e, const struct map_use *m, uint32_t n, uint64_t ns,
+		       uint32_t faults)
+{
+	uint32_t k = UINT32_MAX;
+
+	if (!e->nseeds)
+		return k;
+	for (uint32_t i = 0; i < n; i++) {
+		bool live = m[i].map && m[i].map <= e->nmaps && e->maps[m[i].map - 1].start == m[i].start;
+
+		if (!live)
+			return i;
+		if (e->maps[m[i].map - 1].region && m[i].ns < ns && m[i].faults < faults &&
+		    (k == UINT32_MAX || m[i].ns < m[k].ns))
+			k = i;
+	}
+	return k;
 }
 
 /* the first seed of pid at or after start (e->nseeds: none) */
@@ -473,15 +540,23 @@ static uint32_t map_find(struct engine *e, uint32_t pid, uint64_t addr)
 	struct map_region *x;
 
 	for (uint32_t i = e->nmaps; i-- > 0;)
-		if (!e->maps[i].gone && e->maps[i].pid == pid && addr >= e->maps[i].start &&
-		    addr < e->maps[i].end) {
+		if (!e->maps[i].gone && !e->maps[i].region && e->maps[i].pid == pid &&
+		    addr >= e->maps[i].start && addr < e->maps[i].end) {
 			e->maps[i].used = ++e->map_seq;
 			return i + 1;
 		}
 	m = e->nseeds ? seed_find(e, pid, addr) : NULL;
 	if (!m)
 		return 0;
-	x = map_slot(e);
+	/* copied already */
+	for (uint32_t i = 0; i < e->nmaps; i++)
+		if (!e->maps[i].gone && e->maps[i].region && e->maps[i].pid == pid &&
+		    e->maps[i].start == m->start) {
+			e->maps[i].end = m->end;
+			e->maps[i].used = ++e->map_seq;
+			return i + 1;
+		}
+	x = map_slot(e, true);
 	x->start = m->start;
 	x->end = m->end;
 	x->pid = pid;
@@ -551,7 +626,8 @@ static void ev_mmsys(struct engine *e, const struct sb_hdr *h, uint64_t s)
 	}
 	if (!m || r->ret <= 0 || !r->len)
 		return;
-	x = map_slot(e);
+	x = map_slot(e, false);
+	e->map_gen++;
 	x->start = (uint64_t)r->ret;
 	x->end = x->start + ((r->len + 4095) & ~4095ull);
 	x->pid = h->pid;

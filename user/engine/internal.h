@@ -73,6 +73,7 @@ struct move_use {
 
 /* a region mmap()ed during the capture (struct sb_mmsys_map) */
 #define MAPS_MAX 256
+#define COPIES_MAX 768           /* regions read from the maps that faults met (map_slot) */
 struct map_region {
 	uint64_t start, end;
 	bool anon;
@@ -161,6 +162,7 @@ struct thread {
 	bool major_faults_known;
 	uint64_t affinity_end;   /* return of its last sched_setaffinity() */
 	uint32_t fault_map;      /* its open fault's region: 1 + index in e->maps, 0 none */
+	uint32_t fault_map_gen;  /* e->map_gen when fault_map was found */
 	/* its last move, and who made it (eng_move) */
 	uint8_t mv_how;
 	uint32_t mv_by;
@@ -513,11 +515,12 @@ struct engine {
 	uint32_t io_seq;
 	/* regions mmap()ed during the capture (allocated at the first such record) */
 	struct map_region *maps;
-	uint32_t nmaps;
+	uint32_t nmaps, maps_cap;
 	uint64_t map_seq;
 	/* the mappings the trace's mapping records name (host.c, map_seed) */
 	struct map_seed *seeds;
 	uint32_t nseeds, seeds_cap;
+	uint32_t map_gen;        /* regions mmap()ed so far: a seed found before one may be hidden by it */
 };
 
 typedef void (*runslice_fn)(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
@@ -568,6 +571,10 @@ void heap_account(struct engine *e, int64_t d);
 /* a mapping record: its region for the fault blame (host.c) */
 void map_seed_record(struct engine *e, const struct sb_hdr *h, const char *s, size_t n);
 void map_seeds_free(struct engine *e);
+struct map_use *map_use_of(struct engine *e, struct accum *a, uint32_t map);
+#define MAP_USE_FEW 8
+uint32_t map_use_spare(const struct engine *e, const struct map_use *m, uint32_t n, uint64_t ns,
+		       uint32_t faults);
 void heap_grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t sz);
 void *heap_calloc(struct engine *e, size_t n, size_t sz);
 char *heap_strndup(struct engine *e, const char *s, size_t n);
