@@ -75,7 +75,7 @@
 	X(SB_REC_NOTE,        41, "note",        sb_text,        none,     NONE,       TEXT)    /* free text: what happened during capture */ \
 	X(SB_REC_COSTS,       42, "costs",       sb_text,        none,     NONE,       TEXT)    /* the tracer's per-event costs, key=value (user/format/costs.h) */ \
 	X(SB_REC_GUARD,       43, "guard",       sb_text,        none,     NONE,       TEXT)    /* the overhead guard's state, key=value, at each change */ \
-	X(SB_REC_MAPPING,     44, "mapping",     sb_text,        none,     NONE,       TEXT)    /* an executable mapping of the target, key=value */ \
+	X(SB_REC_MAPPING,     44, "mapping",     sb_text,        none,     NONE,       TEXT)    /* a mapping of the target or a followed child, key=value */ \
 	X(SB_REC_PERFMAP,     45, "perfmap",     sb_text,        none,     NONE,       TEXT)    /* symbols of JIT code from the target's /tmp/perf-PID.map */ \
 	X(SB_REC_TRAILER,     63, "trailer",     sb_trailer,     none,     NONE,       TRAILER) /* last record of a complete file */
 

@@ -912,6 +912,217 @@ static void t_fault_run_tracer(void)
 	engine_free(b);
 }
 
+#define PRE_AT 0x7f2000000000ull
+#define HEAP_AT 0x560000000000ull
+#define SHM_AT 0x7f3000000000ull
+#define KID_PID 200
+
+/* a mapping record of process pid (schemas/trace.md, "mapping") */
+static void w_mapping(struct world *w, uint32_t pid, uint64_t start, uint64_t end,
+		      const char *kind, const char *name)
+{
+	char text[400];
+	uint8_t buf[512] = { 0 };
+	struct sb_text *t = (struct sb_text *)buf;
+	size_t len;
+
+	len = (size_t)snprintf(text, sizeof(text),
+			       "start=0x%" PRIx64 "\nend=0x%" PRIx64 "\noffset=0x0\ndev=0:0\ninode=0\n"
+			       "perms=rw-p\nkind=%s\nattach=1\ndeleted=0\nname=%s\n",
+			       start, end, kind, name);
+	hdr(&t->h, SB_REC_MAPPING, (sizeof(*t) + len + 7) & ~7ul, 0, pid, 0, 0);
+	t->len = (uint32_t)len;
+	memcpy(t->text, text, len);
+	st_put(&w->meta, t);
+}
+
+/*
+ * Step 2: 200 back-to-back faults in 64 MiB of anonymous memory mapped
+ * before the capture, the heap grown by brk from 1 to 3 MiB and a fault in
+ * the part grown, a fault in a shared-memory file whose name holds control
+ * characters.
+ */
+static void inj_premapped(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	struct sb_mmsys b;
+
+	for (int i = 0; i < 200; i++) {
+		w->fault_addr = PRE_AT + (uint64_t)i * 4096;
+		w_fault(w, at + (uint64_t)i * 10 * US, T_LAUNCHER, 0, (uint64_t)i);
+	}
+	memset(&b, 0, sizeof(b));
+	hdr(&b.h, SB_EV_MMSYS, sizeof(b), at + 2100 * US, T_PID, T_LAUNCHER, T_CPU);
+	b.start_ns = at + 2090 * US;
+	b.call = SB_SYS_BRK;
+	b.len = HEAP_AT + (3u << 20);
+	b.ret = (int64_t)(HEAP_AT + (3u << 20));
+	st_put(&w->host, &b);
+	w->fault_addr = HEAP_AT + (2u << 20) + 4096;
+	w_fault(w, at + 2500 * US, T_LAUNCHER, 0, 200);
+	w->fault_addr = SHM_AT + 4096;
+	w_fault(w, at + 3000 * US, T_LAUNCHER, 0, 201);
+	w->fault_addr = 0;
+}
+
+/*
+ * Faults in memory read from /proc/PID/maps (mapping records) are named:
+ * kind, size, "before the capture"; per process (a child's mapping at the
+ * same address is not the target's); [heap] follows brk; a name's control
+ * characters come out as '?' in text and escaped in JSON.
+ */
+static void t_faults_premapped(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 8 * MS, .inj = inj_premapped };
+	struct eng_summary sum;
+	struct engine *e;
+	const struct eng_step *s;
+	const struct eng_map *anon = NULL, *heap = NULL, *shm = NULL;
+	char *line = NULL, *js;
+	size_t len = 0;
+	FILE *f;
+
+	world_init(&w);
+	w_mapping(&w, T_PID, PRE_AT, PRE_AT + (64ull << 20), "anon", "");
+	w_mapping(&w, T_PID, HEAP_AT, HEAP_AT + (1u << 20), "heap", "[heap]");
+	w_mapping(&w, T_PID, SHM_AT, SHM_AT + (1u << 20), "shm", "/dev/shm/ba\x1b[31md\x07name");
+	/* the child's, at the same address as the target's anonymous memory */
+	w_mapping(&w, KID_PID, PRE_AT, PRE_AT + (8u << 20), "file", "/child.bin");
+	run_steps(&w, 8, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	CHECK(s && !s->nmaps, "a plain step has maps");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nmaps == 3, "step 2: %u maps, want 3", s ? s->nmaps : 0);
+	for (uint32_t i = 0; i < s->nmaps; i++) {
+		if (s->maps[i].addr == PRE_AT)
+			anon = &s->maps[i];
+		else if (s->maps[i].addr == HEAP_AT)
+			heap = &s->maps[i];
+		else if (s->maps[i].addr == SHM_AT)
+			shm = &s->maps[i];
+	}
+	REQUIRE(anon && heap && shm, "maps at %" PRIx64 ", %" PRIx64 ", %" PRIx64, s->maps[0].addr,
+		s->maps[1].addr, s->maps[2].addr);
+	CHECK(anon == &s->maps[0] && anon->anon && anon->region == ENG_REGION_ANON &&
+	      anon->len == 64ull << 20 && anon->before_capture && !anon->step_known &&
+	      anon->pid == T_PID && anon->faults == 200,
+	      "anon: region %u len %" PRIu64 " before %d pid %u faults %u", anon->region, anon->len,
+	      anon->before_capture, anon->pid, anon->faults);
+	CHECK(heap->region == ENG_REGION_HEAP && heap->len == 3u << 20 && heap->faults == 1 &&
+	      !strcmp(heap->path, "[heap]"),
+	      "heap: region %u len %" PRIu64 " faults %u name %s", heap->region, heap->len,
+	      heap->faults, heap->path);
+	CHECK(shm->region == ENG_REGION_SHM && !shm->anon && shm->faults == 1,
+	      "shm: region %u anon %d faults %u", shm->region, shm->anon, shm->faults);
+	engine_summarise(e, &sum);
+	f = open_memstream(&line, &len);
+	REQUIRE(f, "memstream");
+	report_step_line(e, s, &sum, f);
+	fclose(f);
+	CHECK(strstr(line, "200 faults (2.00 ms) in anon mapping 64 MiB (mapped before the capture)") &&
+	      strstr(line, "in [heap] mapping 3.0 MiB (mapped before the capture)") &&
+	      strstr(line, "in shared memory mapping 1.0 MiB of /dev/shm/ba?[31md?name (mapped "
+		     "before the capture)"),
+	      "text: %s", line);
+	CHECK(!strchr(line, '\x1b') && !strchr(line, '\x07'), "text holds a control character: %s",
+	      line);
+	free(line);
+	js = render(e, report_json);
+	REQUIRE(js, "json");
+	CHECK(strstr(js, "\"path\": \"/dev/shm/ba\\u001b[31md\\u0007name\"") &&
+	      !strchr(js, '\x1b') && !strchr(js, '\x07') && strstr(js, "\"region\": \"heap\"") &&
+	      strstr(js, "\"before_capture\": true"), "json maps: %.900s",
+	      strstr(js, "\"maps\"") ? strstr(js, "\"maps\"") : js);
+	free(js);
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
+ * Step 2: a fault in 64 MiB read from the maps, then 1 MiB mmap()ed inside it
+ * (the maps read again after an mmap the kernel merged with its neighbour
+ * show one region over both) and 100 faults there.
+ */
+static void inj_mmap_in_seed(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w->fault_addr = PRE_AT;
+	w_fault(w, at, T_LAUNCHER, 0, 0);
+	w_mmap_map(w, at + 10 * US, at + 20 * US, T_LAUNCHER, PRE_AT + (32u << 20), 1 << 20, "");
+	for (int i = 0; i < 100; i++) {
+		w->fault_addr = PRE_AT + (32u << 20) + (uint64_t)i * 4096;
+		w_fault(w, at + 30 * US + (uint64_t)i * 10 * US, T_LAUNCHER, 0, 1 + (uint64_t)i);
+	}
+	w->fault_addr = 0;
+}
+
+/* a region mmap()ed during the capture is named before a region read from the maps around it */
+static void t_faults_mmap_in_seed(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 8 * MS, .inj = inj_mmap_in_seed };
+	struct engine *e;
+	const struct eng_step *s;
+
+	world_init(&w);
+	w_mapping(&w, T_PID, PRE_AT, PRE_AT + (64ull << 20), "anon", "");
+	run_steps(&w, 8, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nmaps == 2, "step 2: %u maps, want 2", s ? s->nmaps : 0);
+	CHECK(s->maps[0].addr == PRE_AT + (32u << 20) && s->maps[0].len == 1 << 20 &&
+	      !s->maps[0].region && s->maps[0].step_known && s->maps[0].step_number == 2 &&
+	      s->maps[0].faults == 100,
+	      "maps[0]: at %" PRIx64 " len %" PRIu64 " region %u step %" PRIu64 " faults %u",
+	      s->maps[0].addr, s->maps[0].len, s->maps[0].region, s->maps[0].step_number,
+	      s->maps[0].faults);
+	CHECK(s->maps[1].addr == PRE_AT && s->maps[1].region == ENG_REGION_ANON &&
+	      s->maps[1].faults == 1, "maps[1]: at %" PRIx64 " region %u faults %u",
+	      s->maps[1].addr, s->maps[1].region, s->maps[1].faults);
+	engine_free(e);
+	world_free(&w);
+}
+
+/* step 2: one fault in each of five regions read from the maps, then 100 in a sixth */
+static void inj_in_passing(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	for (int r = 0; r < 5; r++) {
+		w->fault_addr = PRE_AT + (uint64_t)r * (1u << 20);
+		w_fault(w, at + (uint64_t)r * 100 * US, T_LAUNCHER, 0, (uint64_t)r);
+	}
+	for (int i = 0; i < 100; i++) {
+		w->fault_addr = PRE_AT + (5u << 20) + (uint64_t)i * 4096;
+		w_fault(w, at + 600 * US + (uint64_t)i * 10 * US, T_LAUNCHER, 0, 5 + (uint64_t)i);
+	}
+	w->fault_addr = 0;
+}
+
+/* regions touched in passing first do not keep out the one most faults were in */
+static void t_faults_in_passing(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 8 * MS, .inj = inj_in_passing };
+	struct engine *e;
+	const struct eng_step *s;
+
+	world_init(&w);
+	for (int r = 0; r < 6; r++)
+		w_mapping(&w, T_PID, PRE_AT + (uint64_t)r * (1u << 20),
+			  PRE_AT + (uint64_t)(r + 1) * (1u << 20), "anon", "");
+	run_steps(&w, 8, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nmaps >= 1, "step 2: %u maps", s ? s->nmaps : 0);
+	CHECK(s->maps[0].addr == PRE_AT + (5u << 20) && s->maps[0].faults == 100,
+	      "maps[0]: at %" PRIx64 " faults %u, want the sixth region's 100", s->maps[0].addr,
+	      s->maps[0].faults);
+	engine_free(e);
+	world_free(&w);
+}
+
 #define CKPT_INO 4242
 #define CKPT_PATH "/ckpt/model.pt"
 
@@ -1782,6 +1993,9 @@ int main(void)
 	RUN(t_iosys_file);
 	RUN(t_moved_by);
 	RUN(t_faults_mapping);
+	RUN(t_faults_premapped);
+	RUN(t_faults_mmap_in_seed);
+	RUN(t_faults_in_passing);
 	RUN(t_setaffinity);
 	RUN(t_tracer_cost);
 	RUN(t_fault_then_sleep_is_not_the_faults);

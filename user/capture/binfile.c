@@ -18,6 +18,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "base/timedread.h"
 #include "capture/probes_internal.h"
 
 /* an ELF section larger than this is not read (a note or symbol table never is) */
@@ -264,13 +265,18 @@ void drop_lease(int fd)
  */
 int open_mapped(struct probes *p, const struct mapping *m)
 {
+	return open_mapped_pid(p, p->o.pid, m);
+}
+
+int open_mapped_pid(struct probes *p, pid_t pid, const struct mapping *m)
+{
 	char path[PATH_MAX + 64];
 	struct stat st;
 	bool by_map_files = !p->no_map_files;
 	int pfd = -1, fd, err;
 
 	if (by_map_files) {
-		snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", (int)p->o.pid, m->start,
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", (int)pid, m->start,
 			 m->end);
 		pfd = open(path, O_PATH | O_CLOEXEC);
 		if (pfd < 0 && (errno == EPERM || errno == EACCES)) {
@@ -283,7 +289,7 @@ int open_mapped(struct probes *p, const struct mapping *m)
 	if (!by_map_files) {
 		if (m->deleted)
 			return -ENOENT;
-		snprintf(path, sizeof(path), "/proc/%d/root%s", (int)p->o.pid, m->path);
+		snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, m->path);
 		pfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		if (pfd < 0)
 			return -errno;
@@ -426,33 +432,72 @@ struct file_key *file_get(struct file_set *s, uint64_t dev, uint64_t ino)
  */
 int for_each_mapping(pid_t pid, int (*cb)(void *ctx, const struct mapping *m), void *ctx)
 {
-	char path[64], *line = NULL;
 	struct mapping *m = malloc(sizeof(*m));
-	size_t cap = 0;
-	FILE *f;
+	char *text = NULL, *line, *nl;
+	ssize_t len;
 	int n = 0;
 
 	if (!m)
 		return -ENOMEM;
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	f = fopen(path, "re");
-	if (!f) {
+	len = read_maps(pid, &text, 0);
+	if (len < 0) {
 		free(m);
-		return -errno;
+		return (int)len;
 	}
-	/* fewer, larger reads: the kernel builds the text as it is read */
-	setvbuf(f, NULL, _IOFBF, 1 << 16);
-	while (getline(&line, &cap, f) > 0) {
+	for (line = text; line < text + len; line = nl + 1) {
+		nl = strchr(line, '\n');
+		if (!nl)
+			break; /* a line cut short at the size limit */
+		*nl = 0;
 		if (!parse_maps_line(line, m))
 			continue;
 		n++;
 		if (cb(ctx, m))
 			break;
 	}
-	free(line);
-	fclose(f);
+	free(text);
 	free(m);
 	return n;
+}
+
+/*
+ * The whole of /proc/PID/maps. The kernel builds that text under the
+ * process's mmap lock, which the process can hold for as long as it likes:
+ * the read goes through timedread (SECURITY.md, "What the trainer can do to
+ * the agent"). A buffer that fills is made four times larger and the file
+ * read again (the kernel writes the whole text again: bench/RESULTS.md,
+ * section 15), up to MAPS_TEXT_MAX; past that the text ends at the last
+ * whole line. hint: the size of this process's maps when last read, or 0.
+ */
+ssize_t read_maps(pid_t pid, char **out, size_t hint)
+{
+	char path[64];
+	size_t cap = 1u << 20;
+	ssize_t n;
+
+	*out = NULL;
+	while (cap < hint + hint / 2 && cap < MAPS_TEXT_MAX)
+		cap *= 2;
+	if (cap > MAPS_TEXT_MAX)
+		cap = MAPS_TEXT_MAX;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	for (;;) {
+		char *buf = malloc(cap);
+
+		if (!buf)
+			return -ENOMEM;
+		n = read_small_file_timed(path, buf, cap, MAPS_TIMEOUT_MS);
+		if (n < 0) {
+			free(buf);
+			return n;
+		}
+		if ((size_t)n + 1 < cap || cap >= MAPS_TEXT_MAX) {
+			*out = buf;
+			return n;
+		}
+		free(buf);
+		cap *= 4;
+	}
 }
 
 const char *base_name(const char *path)

@@ -81,7 +81,8 @@ static int put(struct capture *c, const struct sb_hdr *rec)
 	/* the guard counts the slow allocator calls as they pass (the fast ones in the kernel) */
 	if (rec->type == SB_EV_ALLOC && c->guard)
 		guard_slow_call(c->guard, rec->tid);
-	if (c->maps && (rec->type == SB_EV_STACK || rec->type == SB_EV_MMSYS))
+	if (c->maps && (rec->type == SB_EV_STACK || rec->type == SB_EV_MMSYS ||
+			rec->type == SB_EV_FAULT || rec->type == SB_EV_THREAD_EXIT))
 		stackmaps_saw(c->maps, rec);
 	err = c->sink(c->ctx, rec);
 	if (err)
@@ -125,11 +126,11 @@ static pid_t parent_of(pid_t pid)
 	return ppid;
 }
 
-static void put_map_text(void *ctx, uint16_t type, const char *text, size_t len)
+static void put_map_text(void *ctx, uint16_t type, uint32_t pid, const char *text, size_t len)
 {
 	struct capture *c = ctx;
 
-	put_text(c, type, 0, c->o->probe.pid, 0, text, len);
+	put_text(c, type, 0, pid, 0, text, len);
 }
 
 static int ring_cb(void *ctx, void *data, size_t size)
@@ -145,14 +146,19 @@ static int ring_cb(void *ctx, void *data, size_t size)
 	if (h->type == SB_EV_THREAD_NEW && h->size >= sizeof(struct sb_thread)) {
 		const struct sb_thread *t = data;
 
-		if (t->parent_pid && t->parent_pid != h->pid && h->tid == h->pid)
+		if (t->parent_pid && t->parent_pid != h->pid && h->tid == h->pid) {
+			/* its mappings are read at the next second's tick */
+			stackmaps_follow(c->maps, (pid_t)h->pid, false);
 			return put_process(c, (pid_t)h->pid, (pid_t)t->parent_pid, t->comm) ?
 			       -ECANCELED : 0;
+		}
 	} else if (h->type == SB_EV_RENAME && h->tid == h->pid && h->pid != (uint32_t)c->o->probe.pid &&
 		   h->size >= sizeof(struct sb_rename)) {
 		const struct sb_rename *r = data;
 		pid_t ppid = parent_of((pid_t)h->pid);
 
+		/* an exec: new mappings */
+		stackmaps_exec(c->maps, (pid_t)h->pid);
 		if (ppid)
 			return put_process(c, (pid_t)h->pid, ppid, r->newcomm) ? -ECANCELED : 0;
 	}
@@ -252,6 +258,7 @@ static int follow_existing(void *ctx, pid_t pid, pid_t ppid)
 		return 1;
 	}
 	c->children_followed++;
+	stackmaps_follow(c->maps, pid, true);
 	put_process(c, pid, ppid, NULL);
 	target_threads(pid, put_child_thread, &k);
 	return 0;

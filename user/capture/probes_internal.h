@@ -202,6 +202,8 @@ uint64_t elf_parse_count(void);
  * controls, with a read lease held until it is closed: fd, or -errno.
  */
 int open_mapped(struct probes *p, const struct mapping *m);
+/* the same for a mapping of process pid (a followed child) */
+int open_mapped_pid(struct probes *p, pid_t pid, const struct mapping *m);
 /* give up the read lease open_mapped took on fd */
 void drop_lease(int fd);
 /* the path that names the file open on fd, for libbpf and the kernel */
@@ -212,6 +214,15 @@ bool on_fuse(struct probes *p, dev_t dev);
 struct file_key *file_get(struct file_set *s, uint64_t dev, uint64_t ino);
 /* cb once per file mapping in pid's maps (non-zero stops): how many, or -errno */
 int for_each_mapping(pid_t pid, int (*cb)(void *ctx, const struct mapping *m), void *ctx);
+/*
+ * pid's /proc/PID/maps into *out (malloc'd, NUL-terminated): its length, or
+ * -errno (-ETIMEDOUT: the read stalled, -EDEADLK: one did before; timedread.h).
+ * At most MAPS_TEXT_MAX bytes; the last line may be cut short. hint: its
+ * size when last read (0: not known), to read it once.
+ */
+#define MAPS_TEXT_MAX (16u << 20)
+#define MAPS_TIMEOUT_MS 500
+ssize_t read_maps(pid_t pid, char **out, size_t hint);
 const char *base_name(const char *path);
 bool is_libc(const char *path);
 

@@ -20,25 +20,48 @@
 #include <elfutils/libdwelf.h>
 #include <gelf.h>
 
+#include "base/clock.h"
 #include "capture/probes_internal.h"
 #include "capture/stackmaps.h"
 
-#define RANGES_MAX 8192      /* executable mappings remembered */
+#define PROCS_MAX 64         /* processes whose mappings are followed */
+#define RANGES_MAX 65536     /* mappings remembered per process (of its maps, in order) */
+#define DATA_MAX 2048        /* data mappings recorded per process and scan, the largest first */
+#define RECENT_MAX 256       /* regions mmap()ed since the last scan, remembered */
 #define JIT_ADDRS_MAX 4096   /* distinct stack addresses in anonymous code kept for the perf map */
 #define PERFMAP_MAX_BYTES (64u << 20)
 #define RESCAN_SPACING_NS 1000000000ull
+#define ATTACH_BUDGET_NS 2000000000ull /* the scans at attach, all processes */
+#define TICK_BUDGET_NS 100000000ull    /* the scans of one later call */
+
+enum {
+	R_FILE = 1,              /* executable file mapping with a record: symbolised */
+	R_REC = 2,               /* a record was written for it */
+	R_ATTACH = 4,            /* there when the capture started */
+	R_HEAP = 8,              /* [heap]: brk moves its end */
+};
 
 struct range {
 	uint64_t start, end;
-	bool file;               /* file-backed (a mapping record was written) */
+	uint8_t flags;
+};
+
+struct proc {
+	pid_t pid;               /* 0: a free slot */
+	bool scanned;            /* read at least once */
+	bool stale;              /* an address outside every range: read again */
+	bool attach;             /* followed from the start: its mappings were there before */
+	uint64_t next_scan;
+	struct range *r;         /* sorted by start */
+	size_t n;
+	size_t maps_bytes;       /* its maps text when last read */
+	struct range recent[RECENT_MAX]; /* mmap()ed since the last scan (no record) */
+	size_t nrecent;
 };
 
 struct stackmaps {
-	pid_t pid;
-	struct range *r;         /* sorted by start */
-	size_t n;
-	bool stale;              /* a stack named an address outside every range */
-	uint64_t next_scan;
+	pid_t pid;               /* the target: procs[0] */
+	struct proc procs[PROCS_MAX];
 	uint64_t *jit;           /* open addressing, 0 = empty */
 	size_t njit;
 };
@@ -50,9 +73,10 @@ struct stackmaps *stackmaps_new(pid_t pid)
 	if (!s)
 		return NULL;
 	s->pid = pid;
-	s->r = calloc(RANGES_MAX, sizeof(*s->r));
+	s->procs[0].pid = pid;
+	s->procs[0].attach = true;
 	s->jit = calloc(JIT_ADDRS_MAX, sizeof(*s->jit));
-	if (!s->r || !s->jit) {
+	if (!s->jit) {
 		stackmaps_free(s);
 		return NULL;
 	}
@@ -63,26 +87,83 @@ void stackmaps_free(struct stackmaps *s)
 {
 	if (!s)
 		return;
-	free(s->r);
+	for (size_t i = 0; i < PROCS_MAX; i++)
+		free(s->procs[i].r);
 	free(s->jit);
 	free(s);
 }
 
-static const struct range *find(const struct stackmaps *s, uint64_t a)
+static struct proc *proc_of(struct stackmaps *s, pid_t pid)
 {
-	size_t lo = 0, hi = s->n;
+	for (size_t i = 0; i < PROCS_MAX; i++)
+		if (s->procs[i].pid == pid)
+			return &s->procs[i];
+	return NULL;
+}
+
+/* a process whose mappings to follow from now: at_attach, it was there at the start */
+static struct proc *proc_add(struct stackmaps *s, pid_t pid, bool at_attach)
+{
+	struct proc *p = proc_of(s, pid);
+
+	if (p || pid <= 0)
+		return p;
+	for (size_t i = 1; i < PROCS_MAX; i++)
+		if (!s->procs[i].pid) {
+			p = &s->procs[i];
+			memset(p, 0, sizeof(*p));
+			p->pid = pid;
+			p->attach = at_attach;
+			return p;
+		}
+	return NULL; /* full: its stacks stay unsymbolised, its faults unnamed */
+}
+
+void stackmaps_follow(struct stackmaps *s, pid_t pid, bool at_attach)
+{
+	if (s)
+		proc_add(s, pid, at_attach);
+}
+
+void stackmaps_exec(struct stackmaps *s, pid_t pid)
+{
+	struct proc *p = s ? proc_of(s, pid) : NULL;
+
+	/*
+	 * An exec (or a rename: the same event): read at the next tick. What the
+	 * new program maps is new; what a rename left in place keeps its records.
+	 */
+	if (p) {
+		p->stale = true;
+		p->next_scan = 0;
+	}
+}
+
+static const struct range *find_in(const struct range *r, size_t n, uint64_t a)
+{
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
 
-		if (s->r[mid].end <= a)
+		if (r[mid].end <= a)
 			lo = mid + 1;
-		else if (s->r[mid].start > a)
+		else if (r[mid].start > a)
 			hi = mid;
 		else
-			return &s->r[mid];
+			return &r[mid];
 	}
 	return NULL;
+}
+
+static const struct range *find(const struct proc *p, uint64_t a)
+{
+	const struct range *r = find_in(p->r, p->n, a);
+
+	for (size_t i = 0; !r && i < p->nrecent; i++)
+		if (a >= p->recent[i].start && a < p->recent[i].end)
+			r = &p->recent[i];
+	return r;
 }
 
 static void jit_add(struct stackmaps *s, uint64_t a)
@@ -102,28 +183,64 @@ static void jit_add(struct stackmaps *s, uint64_t a)
 
 void stackmaps_saw(struct stackmaps *s, const struct sb_hdr *h)
 {
+	struct proc *p;
+
 	if (!s)
+		return;
+	p = proc_of(s, (pid_t)h->pid);
+	/* a child's main thread exited: its slot is free for the next child */
+	if (h->type == SB_EV_THREAD_EXIT) {
+		if (p && h->tid == h->pid && p != &s->procs[0]) {
+			free(p->r);
+			memset(p, 0, sizeof(*p));
+		}
+		return;
+	}
+	/* a followed process not heard of yet (forked before its parent's record passed) */
+	if (!p && (h->type == SB_EV_STACK || h->type == SB_EV_FAULT))
+		p = proc_add(s, (pid_t)h->pid, false);
+	if (!p)
 		return;
 	if (h->type == SB_EV_STACK && h->size >= sizeof(struct sb_stack)) {
 		const struct sb_stack *st = (const void *)h;
 		uint32_t n = st->nframes < SB_STACK_MAX ? st->nframes : SB_STACK_MAX;
 
 		for (uint32_t i = 0; i < n; i++) {
-			const struct range *r = find(s, st->ip[i]);
+			const struct range *r = find(p, st->ip[i]);
 
 			/* outside every mapping known: new code, perhaps a JIT's */
 			if (!r)
-				s->stale = true;
-			if (!r || !r->file)
+				p->stale = true;
+			if ((!r || !(r->flags & R_FILE)) && p->pid == s->pid)
 				jit_add(s, st->ip[i]);
 		}
+	} else if (h->type == SB_EV_FAULT && h->size >= sizeof(struct sb_fault)) {
+		const struct sb_fault *f = (const void *)h;
+
+		/* memory the maps did not hold when last read (a stack grown, say) */
+		if (p->scanned && !find(p, f->addr))
+			p->stale = true;
 	} else if (h->type == SB_EV_MMSYS && h->size >= sizeof(struct sb_mmsys)) {
 		const struct sb_mmsys *m = (const void *)h;
 
 		/* new code: mmap or mprotect with PROT_EXEC */
 		if ((m->call == SB_SYS_MMAP || m->call == SB_SYS_MPROTECT) && (m->arg & 0x4) &&
 		    m->ret >= 0)
-			s->stale = true;
+			p->stale = true;
+		/* the mmsys record names it in the trace: known, no rescan for its faults */
+		if (m->call == SB_SYS_MMAP && m->ret > 0 && m->len && p->nrecent < RECENT_MAX)
+			p->recent[p->nrecent++] = (struct range){
+				.start = (uint64_t)m->ret,
+				.end = (uint64_t)m->ret + ((m->len + 4095) & ~4095ull),
+			};
+		/* the heap grown or shrunk */
+		if (m->call == SB_SYS_BRK && m->ret > 0)
+			for (size_t i = 0; i < p->n; i++)
+				if ((p->r[i].flags & R_HEAP) && (uint64_t)m->ret > p->r[i].start) {
+					p->r[i].end = ((uint64_t)m->ret + 4095) & ~4095ull;
+					if (i + 1 < p->n && p->r[i].end > p->r[i + 1].start)
+						p->r[i].end = p->r[i + 1].start;
+				}
 	}
 }
 
@@ -145,13 +262,129 @@ static void build_id_hex(int fd, char *out, size_t len)
 	elf_end(elf);
 }
 
+/* one line of /proc/PID/maps, parsed; name points into the line */
+struct line {
+	uint64_t start, end, off, ino;
+	unsigned maj, min;
+	char perms[8];
+	const char *name;
+	size_t name_len;
+	const char *kind;        /* schemas/trace.md, "mapping" */
+	uint8_t flags;
+	bool deleted;
+};
+
+static bool parse_line(char *text, struct line *l)
+{
+	unsigned long start, end, off, ino;
+	int n = 0;
+
+	memset(l, 0, sizeof(*l));
+	if (sscanf(text, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, l->perms, &off, &l->maj,
+		   &l->min, &ino, &n) < 7 || !n || end <= start)
+		return false;
+	l->start = start;
+	l->end = end;
+	l->off = off;
+	l->ino = ino;
+	l->name = text + n;
+	while (*l->name == ' ')
+		l->name++;
+	l->name_len = strlen(l->name);
+	l->deleted = l->name_len > 10 && !strcmp(l->name + l->name_len - 10, " (deleted)");
+	if (l->deleted)
+		l->name_len -= 10;
+	if (!l->name_len)
+		l->kind = "anon";
+	else if (l->name_len == 6 && !strncmp(l->name, "[heap]", 6))
+		l->kind = "heap";
+	else if (l->name_len == 7 && !strncmp(l->name, "[stack]", 7))
+		l->kind = "stack";
+	else if (!strncmp(l->name, "[anon:", 6) || !strncmp(l->name, "[anon_shmem:", 12))
+		l->kind = "anon";
+	else if (*l->name == '/' && (!strncmp(l->name, "/dev/shm/", 9) ||
+				     !strncmp(l->name, "/memfd:", 7) || !strncmp(l->name, "/SYSV", 5)))
+		l->kind = "shm";
+	else if (*l->name == '/' && ino)
+		l->kind = "file";
+	else
+		l->kind = "other";
+	return true;
+}
+
 struct scan_ctx {
 	struct stackmaps *s;
+	struct proc *pr;
 	struct probes *p;
 	stackmaps_put_fn put;
 	void *put_ctx;
 	int written;
+	uint64_t deadline;
+	bool out_of_time;
 };
+
+/* the name as the record holds it: a control character (the target names its files) as '?' */
+static size_t safe_name(char *out, size_t cap, const char *name, size_t len)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < len && o + 1 < cap; i++) {
+		unsigned char ch = (unsigned char)name[i];
+
+		out[o++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+	}
+	out[o] = 0;
+	return o;
+}
+
+/*
+ * A mapping record (schemas/trace.md, "mapping"). The target's executable
+ * file mappings keep the form readers before the data mappings read (the file
+ * in `path`); every other mapping names its file or kind in `name`, which
+ * those readers do not look for.
+ */
+static void put_line(struct scan_ctx *c, const struct line *l, bool attach)
+{
+	char text[PATH_MAX + 512], bid[96], name[PATH_MAX];
+	bool exec_file = l->perms[2] == 'x' && !strcmp(l->kind, "file");
+	bool old_form = exec_file && c->pr->pid == c->s->pid;
+	int n;
+
+	safe_name(name, sizeof(name), l->name, l->name_len);
+	bid[0] = 0;
+	if (exec_file) {
+		struct mapping *m = malloc(sizeof(*m));
+		int fd;
+
+		if (m) {
+			/* the file opened through map_files, never by a name the target controls */
+			memset(m, 0, sizeof(*m));
+			snprintf(m->path, sizeof(m->path), "%s", name);
+			m->start = l->start;
+			m->end = l->end;
+			m->dev = makedev(l->maj, l->min);
+			m->ino = l->ino;
+			m->deleted = l->deleted;
+			fd = open_mapped_pid(c->p, c->pr->pid, m);
+			if (fd >= 0) {
+				build_id_hex(fd, bid, sizeof(bid));
+				drop_lease(fd);
+				close(fd);
+			}
+			free(m);
+		}
+	}
+	n = snprintf(text, sizeof(text),
+		     "start=0x%" PRIx64 "\nend=0x%" PRIx64 "\noffset=0x%" PRIx64 "\ndev=%u:%u\n"
+		     "inode=%" PRIu64 "\nperms=%s\nkind=%s\nattach=%d\n%s%s%sdeleted=%d\n%s=%s\n",
+		     l->start, l->end, l->off, l->maj, l->min, l->ino, l->perms, l->kind, attach,
+		     exec_file ? "build_id=" : "", exec_file ? bid : "", exec_file ? "\n" : "",
+		     l->deleted, old_form ? "path" : "name", name);
+	if (n > 0 && (size_t)n < sizeof(text)) {
+		c->put(c->put_ctx, SB_REC_MAPPING, (uint32_t)c->pr->pid, text, (size_t)n);
+		c->written++;
+	}
+}
 
 static int cmp_range(const void *a, const void *b)
 {
@@ -160,124 +393,168 @@ static int cmp_range(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-static bool known(const struct stackmaps *s, uint64_t start, uint64_t end)
+struct cand {
+	size_t line;             /* index in lines */
+	uint64_t size;
+};
+
+static int cmp_cand(const void *a, const void *b)
 {
-	const struct range *r = find(s, start);
+	const struct cand *x = a, *y = b;
 
-	return r && r->start == start && r->end == end;
-}
-
-static void add_range(struct stackmaps *s, uint64_t start, uint64_t end, bool file)
-{
-	struct range *r;
-
-	if (s->n >= RANGES_MAX || known(s, start, end))
-		return;
-	/* a new mapping over an old one replaces it */
-	for (size_t i = 0; i < s->n;) {
-		if (s->r[i].start < end && start < s->r[i].end) {
-			s->r[i] = s->r[--s->n];
-			continue;
-		}
-		i++;
-	}
-	r = &s->r[s->n++];
-	*r = (struct range){ .start = start, .end = end, .file = file };
-	qsort(s->r, s->n, sizeof(*s->r), cmp_range);
+	if (x->size != y->size)
+		return x->size > y->size ? -1 : 1;
+	return x->line < y->line ? -1 : x->line > y->line;
 }
 
 /*
- * One line of /proc/PID/maps: executable mappings only. File-backed ones get
- * a mapping record (their file opened through open_mapped, never by a name the
- * target controls, to read its build id); anonymous ones are remembered so
- * that their addresses go to the perf map.
+ * Read one process's maps and rebuild its ranges from them. A mapping
+ * already recorded with the same bounds is not written again; an executable
+ * file mapping gets a record (with its build id, for the symbols), anonymous
+ * code is remembered for the perf map, and of the data mappings (anonymous
+ * memory, [heap], [stack], files mapped for data, shared memory) the
+ * DATA_MAX largest not yet recorded get one. A mapping that replaces one that
+ * was there at the start with the same start (the heap grown) or end (the
+ * stack grown) was there at the start too.
  */
-static void scan_line(struct scan_ctx *c, const char *line)
+static int scan_proc(struct scan_ctx *c, struct proc *pr)
 {
-	unsigned long start, end, off, ino;
-	unsigned int maj, min;
-	char perms[8], text[PATH_MAX + 256], bid[96];
-	struct mapping *m;
-	int n = 0, fd;
-	size_t len;
-	const char *p;
+	char *text = NULL, *line, *nl;
+	struct line *lines = NULL;
+	struct range *r = NULL;
+	struct cand *cand = NULL;
+	size_t nl_count = 0, n = 0, nc = 0;
+	bool first = !pr->scanned;
+	ssize_t len;
 
-	if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &off, &maj, &min,
-		   &ino, &n) < 7 || !n || perms[2] != 'x')
-		return;
-	/* full: a target mapping more than RANGES_MAX pieces of code gets no more records */
-	if (known(c->s, start, end) || c->s->n >= RANGES_MAX)
-		return;
-	p = line + n;
-	while (*p == ' ')
-		p++;
-	if (!ino || *p != '/') {
-		add_range(c->s, start, end, false);
-		return;
+	c->pr = pr;
+	pr->stale = false;
+	len = read_maps(pr->pid, &text, pr->maps_bytes);
+	if (len < 0) {
+		/* gone: the slot is free for another process */
+		if ((len == -ENOENT || len == -ESRCH) && pr != &c->s->procs[0]) {
+			free(pr->r);
+			memset(pr, 0, sizeof(*pr));
+		}
+		return (int)len;
 	}
-	m = malloc(sizeof(*m));
-	if (!m)
-		return;
-	len = strcspn(p, "\n");
-	if (len >= sizeof(m->path))
-		len = sizeof(m->path) - 1;
-	memcpy(m->path, p, len);
-	m->path[len] = 0;
-	m->deleted = len > 10 && !strcmp(m->path + len - 10, " (deleted)");
-	if (m->deleted)
-		m->path[len - 10] = 0;
-	m->start = start;
-	m->end = end;
-	m->dev = makedev(maj, min);
-	m->ino = ino;
-	bid[0] = 0;
-	fd = open_mapped(c->p, m);
-	if (fd >= 0) {
-		build_id_hex(fd, bid, sizeof(bid));
-		drop_lease(fd);
-		close(fd);
+	pr->maps_bytes = (size_t)len;
+	for (char *q = text; (q = strchr(q, '\n')); q++)
+		nl_count++;
+	if (nl_count > RANGES_MAX)
+		nl_count = RANGES_MAX;
+	lines = malloc((nl_count + 1) * sizeof(*lines));
+	r = malloc((nl_count + 1) * sizeof(*r));
+	cand = malloc((nl_count + 1) * sizeof(*cand));
+	if (!lines || !r || !cand)
+		goto out;
+	for (line = text; n < nl_count && (nl = strchr(line, '\n')); line = nl + 1) {
+		const struct range *old;
+		struct line *l = &lines[n];
+
+		*nl = 0;
+		if (!parse_line(line, l))
+			continue;
+		old = find_in(pr->r, pr->n, l->start);
+		if (old && old->start == l->start && old->end == l->end) {
+			l->flags = old->flags;
+		} else {
+			const struct range *o2 = find_in(pr->r, pr->n, l->end - 1);
+
+			if ((old && (old->flags & R_ATTACH) && old->start == l->start) ||
+			    (o2 && (o2->flags & R_ATTACH) && o2->end == l->end) ||
+			    (first && pr->attach))
+				l->flags |= R_ATTACH;
+		}
+		if (!strcmp(l->kind, "heap"))
+			l->flags |= R_HEAP;
+		n++;
 	}
-	n = snprintf(text, sizeof(text),
-		     "start=0x%lx\nend=0x%lx\noffset=0x%lx\ndev=%u:%u\ninode=%lu\nbuild_id=%s\n"
-		     "deleted=%d\npath=%s\n",
-		     start, end, off, maj, min, ino, bid, m->deleted, m->path);
-	free(m);
-	if (n > 0 && (size_t)n < sizeof(text)) {
-		c->put(c->put_ctx, SB_REC_MAPPING, text, (size_t)n);
-		c->written++;
+	/* what to write: the executable files in order, then the largest data mappings */
+	for (size_t i = 0; i < n; i++) {
+		struct line *l = &lines[i];
+
+		if (l->flags & R_REC)
+			continue;
+		if (l->perms[2] == 'x') {
+			if (strcmp(l->kind, "file"))
+				continue; /* anonymous code: its addresses go to the perf map */
+			if (c->out_of_time || mono_ns() > c->deadline) {
+				c->out_of_time = true;
+				continue;
+			}
+			put_line(c, l, l->flags & R_ATTACH);
+			l->flags |= R_REC | R_FILE;
+		} else if (strcmp(l->kind, "other")) {
+			cand[nc++] = (struct cand){ .line = i, .size = l->end - l->start };
+		}
 	}
-	add_range(c->s, start, end, true);
+	qsort(cand, nc, sizeof(*cand), cmp_cand);
+	for (size_t k = 0; k < nc && k < DATA_MAX; k++) {
+		struct line *l = &lines[cand[k].line];
+
+		if ((k % 64 == 0 && mono_ns() > c->deadline) || c->out_of_time) {
+			c->out_of_time = true;
+			break;
+		}
+		put_line(c, l, l->flags & R_ATTACH);
+		l->flags |= R_REC;
+	}
+	for (size_t i = 0; i < n; i++)
+		r[i] = (struct range){ .start = lines[i].start, .end = lines[i].end,
+				       .flags = lines[i].flags };
+	/* maps is in address order already; sorted all the same */
+	qsort(r, n, sizeof(*r), cmp_range);
+	free(pr->r);
+	pr->r = r;
+	pr->n = n;
+	r = NULL;
+	pr->nrecent = 0;
+	pr->scanned = true;
+	/* cut short by the budget: the rest at the next chance */
+	if (c->out_of_time)
+		pr->stale = true;
+out:
+	free(cand);
+	free(r);
+	free(lines);
+	free(text);
+	return c->written;
+}
+
+static int scan_some(struct stackmaps *s, struct probes *p, uint64_t now, uint64_t budget,
+		     bool all, stackmaps_put_fn put, void *ctx)
+{
+	struct scan_ctx c = { .s = s, .p = p, .put = put, .put_ctx = ctx,
+			      .deadline = mono_ns() + budget };
+
+	for (size_t i = 0; i < PROCS_MAX && !c.out_of_time; i++) {
+		struct proc *pr = &s->procs[i];
+
+		if (!pr->pid)
+			continue;
+		if (!all && pr->scanned && !(pr->stale && now >= pr->next_scan))
+			continue;
+		pr->next_scan = now + RESCAN_SPACING_NS;
+		scan_proc(&c, pr);
+	}
+	return c.written;
 }
 
 int stackmaps_scan(struct stackmaps *s, struct probes *p, uint64_t now, stackmaps_put_fn put,
 		   void *ctx)
 {
-	struct scan_ctx c = { .s = s, .p = p, .put = put, .put_ctx = ctx };
-	char path[64], *line = NULL;
-	size_t cap = 0;
-	FILE *f;
-
 	if (!s)
 		return 0;
-	s->stale = false;
-	s->next_scan = now + RESCAN_SPACING_NS;
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)s->pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (getline(&line, &cap, f) > 0)
-		scan_line(&c, line);
-	free(line);
-	fclose(f);
-	return c.written;
+	return scan_some(s, p, now, ATTACH_BUDGET_NS, true, put, ctx);
 }
 
 int stackmaps_maybe_scan(struct stackmaps *s, struct probes *p, uint64_t now,
 			 stackmaps_put_fn put, void *ctx)
 {
-	if (!s || !s->stale || now < s->next_scan)
+	if (!s)
 		return 0;
-	return stackmaps_scan(s, p, now, put, ctx);
+	return scan_some(s, p, now, TICK_BUDGET_NS, false, put, ctx);
 }
 
 static bool jit_any_in(const struct stackmaps *s, uint64_t lo, uint64_t hi)
@@ -335,7 +612,7 @@ int stackmaps_perfmap(struct stackmaps *s, uid_t target_uid, stackmaps_put_fn pu
 		if (len > 512)
 			len = 512;
 		if (used + len + 64 > bufcap) {
-			put(ctx, SB_REC_PERFMAP, buf, used);
+			put(ctx, SB_REC_PERFMAP, (uint32_t)s->pid, buf, used);
 			used = 0;
 		}
 		used += (size_t)snprintf(buf + used, bufcap - used, "%llx %llx %.*s\n", start, size,
@@ -343,7 +620,7 @@ int stackmaps_perfmap(struct stackmaps *s, uid_t target_uid, stackmaps_put_fn pu
 		lines++;
 	}
 	if (used)
-		put(ctx, SB_REC_PERFMAP, buf, used);
+		put(ctx, SB_REC_PERFMAP, (uint32_t)s->pid, buf, used);
 	free(line);
 	free(buf);
 	fclose(f);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The target's executable mappings and JIT symbols, written into the trace so
- * that the report can symbolise user stacks (schemas/trace.md, "mapping" and
+ * The mappings of the target and its followed children and the target's JIT
+ * symbols, written into the trace so that the report can symbolise user
+ * stacks and name the memory faults hit (schemas/trace.md, "mapping" and
  * "perfmap"; docs/ARCHITECTURE.md, "Stacks").
  */
 #ifndef STEPBLAME_STACKMAPS_H
@@ -16,17 +17,26 @@
 struct probes;
 struct stackmaps;
 
-/* write one text record of type (SB_REC_MAPPING, SB_REC_PERFMAP) */
-typedef void (*stackmaps_put_fn)(void *ctx, uint16_t type, const char *text, size_t len);
+/* write one text record of type (SB_REC_MAPPING, SB_REC_PERFMAP) for process pid */
+typedef void (*stackmaps_put_fn)(void *ctx, uint16_t type, uint32_t pid, const char *text,
+				 size_t len);
 
 struct stackmaps *stackmaps_new(pid_t pid);
 void stackmaps_free(struct stackmaps *s);
+/* a followed process (at_attach: there when the capture started): its mappings too */
+void stackmaps_follow(struct stackmaps *s, pid_t pid, bool at_attach);
+/* pid exec'd: its mappings are read again, all new */
+void stackmaps_exec(struct stackmaps *s, pid_t pid);
 /* a record on its way to the trace: stacks outside the known mappings, new code mapped */
 void stackmaps_saw(struct stackmaps *s, const struct sb_hdr *h);
-/* read /proc/PID/maps, a record for each executable file mapping not written yet */
+/*
+ * read /proc/PID/maps of every process followed, a record for each
+ * executable file mapping and each of the largest data mappings not written
+ * yet (through timedread, within a time budget)
+ */
 int stackmaps_scan(struct stackmaps *s, struct probes *p, uint64_t now, stackmaps_put_fn put,
 		   void *ctx);
-/* the same when a record asked for it, at most once a second */
+/* the same for the processes new since, or whose records asked for it (at most once a second each) */
 int stackmaps_maybe_scan(struct stackmaps *s, struct probes *p, uint64_t now,
 			 stackmaps_put_fn put, void *ctx);
 /* at the end: the perf map's lines that cover stack addresses in anonymous code */

@@ -154,21 +154,12 @@ static void accum_map(struct engine *e, struct accum *a, const struct thread *t,
 
 	if (!ns || !t->fault_map || t->fault_map > e->nmaps)
 		return;
-	for (uint32_t i = 0; i < a->nmaps && !u; i++)
-		if (a->maps[i].map == t->fault_map && a->maps[i].start == e->maps[t->fault_map - 1].start)
-			u = &a->maps[i];
-	if (!u) {
-		if (a->nmaps == MAP_USES_MAX)
-			return;
-		u = &a->maps[a->nmaps++];
-		memset(u, 0, sizeof(*u));
-		u->map = t->fault_map;
-		u->start = e->maps[t->fault_map - 1].start;
-	}
-	u->ns += ns;
+	u = map_use_of(e, a, t->fault_map);
+	if (u)
+		u->ns += ns;
 }
 
-static void maps_merge(struct accum *dst, const struct accum *src)
+static void maps_merge(struct engine *e, struct accum *dst, const struct accum *src)
 {
 	for (uint32_t k = 0; k < src->nmaps; k++) {
 		const struct map_use *s = &src->maps[k];
@@ -178,8 +169,15 @@ static void maps_merge(struct accum *dst, const struct accum *src)
 			if (dst->maps[i].map == s->map && dst->maps[i].start == s->start)
 				u = &dst->maps[i];
 		if (!u) {
-			if (dst->nmaps < MAP_USES_MAX)
+			if (dst->nmaps < MAP_USES_MAX) {
 				dst->maps[dst->nmaps++] = *s;
+				continue;
+			}
+			/* full: in place of an entry that cannot be named, or a copy with less time */
+			uint32_t i = map_use_spare(e, dst->maps, dst->nmaps, s->ns, UINT32_MAX);
+
+			if (i != UINT32_MAX)
+				dst->maps[i] = *s;
 			continue;
 		}
 		u->ns += s->ns;
@@ -240,7 +238,7 @@ void accum_merge(struct engine *e, struct accum *dst, const struct accum *src)
 {
 	io_merge(dst, src);
 	moves_merge(dst, src);
-	maps_merge(dst, src);
+	maps_merge(e, dst, src);
 	for (int c = 0; c < ENG_NCAUSE; c++)
 		dst->ns[c] += src->ns[c];
 	for (int c = 0; c < ENG_NCOUNT; c++)

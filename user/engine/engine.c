@@ -92,6 +92,14 @@ const char *eng_cause_name(int c)
 	return c >= 0 && c < ENG_NCAUSE ? cause_names[c] : "unknown";
 }
 
+const char *eng_region_name(unsigned region)
+{
+	static const char *const n[] = { "none", "file", "shm", "anon", "heap", "stack", "other" };
+
+	_Static_assert(sizeof(n) / sizeof(n[0]) == ENG_NREGION, "region names");
+	return region < ENG_NREGION ? n[region] : "other";
+}
+
 const char *eng_move_how_name(int how)
 {
 	switch (how) {
@@ -369,6 +377,7 @@ void engine_free(struct engine *e)
 	free(e->launches);
 	free(e->io_files);
 	free(e->maps);
+	map_seeds_free(e);
 	free(e->kernel_shapes);
 	free(e->guard_changes);
 	for (uint32_t i = 0; i < e->nstrings; i++)

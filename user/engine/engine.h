@@ -233,7 +233,23 @@ struct eng_map {
 	uint32_t faults;
 	uint64_t ns;             /* page_fault time of those faults */
 	char path[ENG_IO_PATH_MAX];
+	uint32_t pid;            /* the process whose mapping it is */
+	uint8_t region;          /* enum eng_region: read from /proc/PID/maps; 0: mmap()ed in the capture */
+	bool before_capture;     /* region: there when the capture started (else found during it) */
 };
+
+/* what a region read from /proc/PID/maps is (schemas/trace.md, "mapping" kind) */
+enum eng_region {
+	ENG_REGION_NONE = 0,     /* not read from maps: mmap()ed during the capture */
+	ENG_REGION_FILE,
+	ENG_REGION_SHM,
+	ENG_REGION_ANON,
+	ENG_REGION_HEAP,
+	ENG_REGION_STACK,
+	ENG_REGION_OTHER,
+	ENG_NREGION
+};
+const char *eng_region_name(unsigned region);
 
 /* room for every cause without a culprit, and a few culprits */
 #define ENG_MAX_BLAME 16
@@ -307,6 +323,7 @@ struct eng_stack {
 	uint64_t start_ns, ts;   /* the event's interval (start_ns == ts: an instant) */
 	uint32_t nframes;
 	const uint64_t *ip;
+	uint32_t pid;            /* the thread's process */
 };
 
 /*
@@ -318,13 +335,14 @@ struct eng_stack {
 int engine_stacks(const struct engine *e, uint32_t tid, uint64_t lo, uint64_t hi,
 		  struct eng_stack *out, int max);
 
-/* an executable mapping of the target (trace record "mapping") */
+/* an executable file mapping of the target or a followed child (trace record "mapping") */
 struct eng_mapping {
 	uint64_t ts;             /* when it was read */
 	uint64_t start, end, offset;
 	const char *path;
 	const char *build_id;    /* hex, "" if not known */
 	bool deleted;
+	uint32_t pid;            /* the process it is a mapping of */
 };
 
 uint32_t engine_nmappings(const struct engine *e);

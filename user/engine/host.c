@@ -5,10 +5,12 @@
  * allocator, I/O, CUDA, affinity) that overlay a thread's time with a cause.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/internal.h"
+#include "format/costs.h"
 #include "format/gpu.h"
 
 /*
@@ -314,7 +316,7 @@ static void ev_migrate(struct engine *e, const struct sb_migrate *r)
 		e->current_piece->accum[t->candidate].count[ENG_N_MIGRATIONS]++;
 }
 
-static uint32_t map_find(struct engine *e, uint64_t addr);
+static uint32_t map_find(struct engine *e, uint32_t pid, uint64_t addr);
 
 /*
  * The probes' cost of the open fault, n faults (a run: one record and n - 1
@@ -341,17 +343,26 @@ static void fault_count(struct engine *e, struct accum *a, uint32_t map, uint64_
 	a->count[ENG_N_FAULTS] += (uint32_t)min64(n, UINT32_MAX - a->count[ENG_N_FAULTS]);
 	if (!map || map > e->nmaps)
 		return;
-	for (uint32_t i = 0; i < a->nmaps && !u; i++)
-		if (a->maps[i].map == map && a->maps[i].start == e->maps[map - 1].start)
-			u = &a->maps[i];
-	if (!u && a->nmaps < MAP_USES_MAX) {
-		u = &a->maps[a->nmaps++];
-		memset(u, 0, sizeof(*u));
-		u->map = map;
-		u->start = e->maps[map - 1].start;
-	}
+	/* count them with their region's (map_use) */
+	u = map_use_of(e, a, map);
 	if (u)
 		u->faults += (uint32_t)n;
+}
+
+/* the region of t's fault at addr in process pid, into t->fault_map */
+static void fault_region(struct engine *e, struct thread *t, uint32_t pid, uint64_t addr)
+{
+	if (!t->fault_map || t->fault_map > e->nmaps || e->maps[t->fault_map - 1].gone ||
+	    addr < e->maps[t->fault_map - 1].start || addr >= e->maps[t->fault_map - 1].end ||
+	    /* a region read from the maps, and one mmap()ed since may lie inside it */
+	    (e->maps[t->fault_map - 1].region && t->fault_map_gen != e->map_gen)) {
+		/* not in its last fault's region */
+		t->fault_map = e->nmaps || e->nseeds ? map_find(e, pid, addr) : 0;
+		t->fault_map_gen = e->map_gen;
+	} else if (e->maps[t->fault_map - 1].region) {
+		/* a copy in use is not the one to replace */
+		e->maps[t->fault_map - 1].used = ++e->map_seq;
+	}
 }
 
 /* faults 0..k-1 of t's run: the major ones among them, spread evenly over faults 1..n-1 */
@@ -421,9 +432,7 @@ static void ev_fault_run(struct engine *e, const struct sb_fault_run *r, uint64_
 	t->fault_at = s;
 	t->fault_last = last;
 	fault_tracer_set(e, t, n);
-	if (!t->fault_map || t->fault_map > e->nmaps || e->maps[t->fault_map - 1].gone ||
-	    r->addr < e->maps[t->fault_map - 1].start || r->addr >= e->maps[t->fault_map - 1].end)
-		t->fault_map = e->nmaps ? map_find(e, r->addr) : 0;
+	fault_region(e, t, r->h.pid, r->addr);
 	t->run_map = t->fault_map;
 	t->run_first = s;
 	t->run_span = last - s;
@@ -459,28 +468,9 @@ static void ev_fault(struct engine *e, const struct sb_fault *r)
 	t->fault_at = t->fault_last = r->h.ts;
 	t->run_n = t->run_counted = 0;
 	fault_tracer_set(e, t, 1);
-	if (!t->fault_map || t->fault_map > e->nmaps || e->maps[t->fault_map - 1].gone ||
-	    r->addr < e->maps[t->fault_map - 1].start || r->addr >= e->maps[t->fault_map - 1].end)
-		t->fault_map = e->nmaps ? map_find(e, r->addr) : 0; /* not in its last fault's region */
-	if (a && t->fault_map) {
-		/* count it with its region's (map_use) */
-		struct map_use *u = NULL;
-
-		for (uint32_t i = 0; i < a->nmaps && !u; i++)
-			if (a->maps[i].map == t->fault_map &&
-			    a->maps[i].start == e->maps[t->fault_map - 1].start)
-				u = &a->maps[i];
-		if (!u && a->nmaps < MAP_USES_MAX) {
-			u = &a->maps[a->nmaps++];
-			memset(u, 0, sizeof(*u));
-			u->map = t->fault_map;
-			u->start = e->maps[t->fault_map - 1].start;
-		}
-		if (u)
-			u->faults++;
-	}
+	fault_region(e, t, r->h.pid, r->addr);
 	if (a) {
-		a->count[ENG_N_FAULTS]++;
+		fault_count(e, a, t->fault_map, 1);
 		/* the counter moved since the last fault: that many were major */
 		if (t->major_faults_known && r->maj_flt > t->last_major_faults && !(r->h.flags & SB_FAULT_MINOR))
 			a->count[ENG_N_MAJOR_FAULTS] += (uint32_t)min64(r->maj_flt - t->last_major_faults, 1);
@@ -491,67 +481,312 @@ static void ev_fault(struct engine *e, const struct sb_fault *r)
 	t->major_faults_known = true;
 }
 
-/* the region mmap()ed during the capture that holds addr: 1 + its index, 0 none */
-static uint32_t map_find(struct engine *e, uint64_t addr)
+/*
+ * A slot in e->maps for a new region. The regions mmap()ed during the capture
+ * are the last MAPS_MAX met: when there are that many, the least recently
+ * met (unmapped ones first) is replaced. The copies of regions read from the
+ * maps (copy) are kept apart, the last COPIES_MAX met, so that a process with
+ * many mappings its threads fault in does not push out the mmap()ed ones.
+ */
+static struct map_region *map_slot(struct engine *e, bool copy)
 {
+	uint32_t k = UINT32_MAX, n = 0;
+	struct map_region *x;
+
+	if (!e->maps) {
+		e->maps = heap_calloc(e, MAPS_MAX, sizeof(*e->maps));
+		e->maps_cap = MAPS_MAX;
+	}
+	for (uint32_t i = 0; i < e->nmaps; i++)
+		n += !e->maps[i].region == !copy;
+	if (n >= (copy ? COPIES_MAX : MAPS_MAX)) {
+		for (uint32_t i = 0; i < e->nmaps; i++) {
+			if (!e->maps[i].region != !copy)
+				continue;
+			if (k == UINT32_MAX || e->maps[i].gone > e->maps[k].gone ||
+			    (e->maps[i].gone == e->maps[k].gone && e->maps[i].used < e->maps[k].used))
+				k = i;
+		}
+	} else {
+		if (e->nmaps == e->maps_cap)
+			heap_grow(e, (void **)&e->maps, &e->maps_cap, e->nmaps + 1, sizeof(*e->maps));
+		k = e->nmaps++;
+	}
+	x = &e->maps[k];
+	memset(x, 0, sizeof(*x));
+	x->used = ++e->map_seq;
+	return x;
+}
+
+/*
+ * The accumulator's entry for region map (1 + index in e->maps), made if
+ * need be; NULL when it is full. Full, a region takes the place of the copy
+ * of a region read from the maps with the least time, if there is one: the
+ * regions of a process's many mappings met first do not keep out the one
+ * most of its faults are in (steps name the top few).
+ */
+struct map_use *map_use_of(struct engine *e, struct accum *a, uint32_t map)
+{
+	struct map_use *u = NULL;
+	uint64_t start = e->maps[map - 1].start;
+
+	for (uint32_t i = 0; i < a->nmaps; i++)
+		if (a->maps[i].map == map && a->maps[i].start == start)
+			return &a->maps[i];
+	if (a->nmaps < MAP_USES_MAX) {
+		u = &a->maps[a->nmaps++];
+	} else {
+		/* a copy with a few faults only: a region its thread touched in passing */
+		uint32_t i = map_use_spare(e, a->maps, a->nmaps, UINT64_MAX, MAP_USE_FEW);
+
+		if (i == UINT32_MAX)
+			return NULL;
+		u = &a->maps[i];
+	}
+	memset(u, 0, sizeof(*u));
+	u->map = map;
+	u->start = start;
+	return u;
+}
+
+/*
+ * Of n full entries, the one a new region may take, or UINT32_MAX: in a
+ * trace with mapping records, an entry whose region's slot holds another
+ * region now (it cannot be named), else the copy of a region read from the
+ * maps with the least time, if less than ns and with fewer than faults faults.
+ */
+uint32_t map_use_spare(const struct engine *e, const struct map_use *m, uint32_t n, uint64_t ns,
+		       uint32_t faults)
+{
+	uint32_t k = UINT32_MAX;
+
+	if (!e->nseeds)
+		return k;
+	for (uint32_t i = 0; i < n; i++) {
+		bool live = m[i].map && m[i].map <= e->nmaps && e->maps[m[i].map - 1].start == m[i].start;
+
+		if (!live)
+			return i;
+		if (e->maps[m[i].map - 1].region && m[i].ns < ns && m[i].faults < faults &&
+		    (k == UINT32_MAX || m[i].ns < m[k].ns))
+			k = i;
+	}
+	return k;
+}
+
+/* the first seed of pid at or after start (e->nseeds: none) */
+static uint32_t seed_lower(const struct engine *e, uint32_t pid, uint64_t start)
+{
+	uint32_t lo = 0, hi = e->nseeds;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const struct map_seed *m = &e->seeds[mid];
+
+		if (m->pid < pid || (m->pid == pid && m->start < start))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* the seed of pid that holds addr, or NULL */
+static struct map_seed *seed_find(struct engine *e, uint32_t pid, uint64_t addr)
+{
+	uint32_t i = seed_lower(e, pid, addr);
+
+	if (i < e->nseeds && e->seeds[i].pid == pid && e->seeds[i].start == addr)
+		return &e->seeds[i];
+	if (i > 0 && e->seeds[i - 1].pid == pid && addr < e->seeds[i - 1].end)
+		return &e->seeds[i - 1];
+	return NULL;
+}
+
+/* the copies of a seed that faults met: no longer what is there */
+static void seed_copies_gone(struct engine *e, const struct map_seed *m)
+{
+	for (uint32_t i = 0; i < e->nmaps; i++)
+		if (e->maps[i].region && e->maps[i].pid == m->pid && e->maps[i].start == m->start)
+			e->maps[i].gone = true;
+}
+
+static uint8_t region_of(const char *kind)
+{
+	for (unsigned r = 1; r < ENG_NREGION; r++)
+		if (!strcmp(kind, eng_region_name(r)))
+			return (uint8_t)r;
+	return ENG_REGION_OTHER;
+}
+
+/*
+ * A mapping record (schemas/trace.md, "mapping"): a region of its process
+ * that faults may hit. It replaces the regions of that process it overlaps
+ * (read again: grown, or a new program). Records without `kind` (written
+ * before data mappings were) seed nothing: their traces report as before.
+ */
+void map_seed_record(struct engine *e, const struct sb_hdr *h, const char *s, size_t n)
+{
+	char kind[16], buf[64], name[ENG_IO_PATH_MAX];
+	uint64_t start, end;
+	uint32_t i, j;
+	struct map_seed *m;
+
+	if (!kv_get(s, n, "kind", kind, sizeof(kind)) || !kv_get(s, n, "start", buf, sizeof(buf)))
+		return;
+	start = strtoull(buf, NULL, 0);
+	end = kv_get(s, n, "end", buf, sizeof(buf)) ? strtoull(buf, NULL, 0) : 0;
+	if (end <= start)
+		return;
+	if (!kv_get(s, n, "name", name, sizeof(name)) && !kv_get(s, n, "path", name, sizeof(name)))
+		name[0] = 0;
+	/* the overlapped ones of the same process go */
+	i = seed_lower(e, h->pid, start);
+	if (i > 0 && e->seeds[i - 1].pid == h->pid && e->seeds[i - 1].end > start)
+		i--;
+	for (j = i; j < e->nseeds && e->seeds[j].pid == h->pid && e->seeds[j].start < end; j++) {
+		seed_copies_gone(e, &e->seeds[j]);
+		free(e->seeds[j].name);
+	}
+	if (j > i) {
+		memmove(&e->seeds[i], &e->seeds[j], (e->nseeds - j) * sizeof(*e->seeds));
+		e->nseeds -= j - i;
+	}
+	if (e->nseeds >= SEEDS_MAX)
+		return;
+	if (e->nseeds == e->seeds_cap)
+		heap_grow(e, (void **)&e->seeds, &e->seeds_cap, e->nseeds + 1, sizeof(*e->seeds));
+	memmove(&e->seeds[i + 1], &e->seeds[i], (e->nseeds - i) * sizeof(*e->seeds));
+	e->nseeds++;
+	m = &e->seeds[i];
+	*m = (struct map_seed){
+		.pid = h->pid,
+		.start = start,
+		.end = end,
+		.region = region_of(kind),
+		.attach = kv_get(s, n, "attach", buf, sizeof(buf)) && buf[0] == '1',
+		.name = heap_strndup(e, name, strlen(name)),
+	};
+}
+
+void map_seeds_free(struct engine *e)
+{
+	for (uint32_t i = 0; i < e->nseeds; i++)
+		free(e->seeds[i].name);
+	free(e->seeds);
+	e->seeds = NULL;
+	e->nseeds = e->seeds_cap = 0;
+}
+
+/*
+ * The region of process pid that holds addr: 1 + its index in e->maps, 0
+ * none. One mmap()ed during the capture first; else a seed, copied in.
+ */
+static uint32_t map_find(struct engine *e, uint32_t pid, uint64_t addr)
+{
+	struct map_seed *m;
+	struct map_region *x;
+
 	for (uint32_t i = e->nmaps; i-- > 0;)
-		if (!e->maps[i].gone && addr >= e->maps[i].start && addr < e->maps[i].end) {
+		if (!e->maps[i].gone && !e->maps[i].region && e->maps[i].pid == pid &&
+		    addr >= e->maps[i].start && addr < e->maps[i].end) {
 			e->maps[i].used = ++e->map_seq;
 			return i + 1;
 		}
-	return 0;
+	m = e->nseeds ? seed_find(e, pid, addr) : NULL;
+	if (!m)
+		return 0;
+	/* copied already */
+	for (uint32_t i = 0; i < e->nmaps; i++)
+		if (!e->maps[i].gone && e->maps[i].region && e->maps[i].pid == pid &&
+		    e->maps[i].start == m->start) {
+			e->maps[i].end = m->end;
+			e->maps[i].used = ++e->map_seq;
+			return i + 1;
+		}
+	x = map_slot(e, true);
+	x->start = m->start;
+	x->end = m->end;
+	x->pid = pid;
+	x->region = m->region;
+	x->before = m->attach;
+	x->anon = m->region == ENG_REGION_ANON || m->region == ENG_REGION_HEAP ||
+		  m->region == ENG_REGION_STACK || m->region == ENG_REGION_OTHER;
+	x->kind = x->anon ? SB_FILE_NONE : SB_FILE_REGULAR;
+	snprintf(x->path, sizeof(x->path), "%s", m->name);
+	return (uint32_t)(x - e->maps) + 1;
+}
+
+/* brk moved pid's break to brk: its [heap] ends there */
+static void heap_moved(struct engine *e, uint32_t pid, uint64_t brk)
+{
+	uint32_t i = seed_lower(e, pid, 0);
+	uint64_t end = (brk + 4095) & ~4095ull;
+
+	for (; i < e->nseeds && e->seeds[i].pid == pid; i++) {
+		struct map_seed *m = &e->seeds[i];
+
+		if (m->region != ENG_REGION_HEAP || brk <= m->start)
+			continue;
+		/* not over the next region */
+		if (i + 1 < e->nseeds && e->seeds[i + 1].pid == pid && end > e->seeds[i + 1].start)
+			end = e->seeds[i + 1].start;
+		m->end = end;
+		for (uint32_t k = 0; k < e->nmaps; k++)
+			if (e->maps[k].region == ENG_REGION_HEAP && e->maps[k].pid == pid &&
+			    e->maps[k].start == m->start)
+				e->maps[k].end = end;
+		return;
+	}
 }
 
 /*
  * An mmap family record: mappings made (with what they map, when the record
- * says) and unmapped, for the fault blame (eng_map); the call itself is alloc.
+ * says) and unmapped, and the heap moved, for the fault blame (eng_map); the
+ * call itself is alloc.
  */
 static void ev_mmsys(struct engine *e, const struct sb_hdr *h, uint64_t s)
 {
 	const struct sb_mmsys *r = (const void *)h;
 	const struct sb_mmsys_map *m = sb_mmsys_map_of(h);
+	struct map_region *x;
 
 	ev_interval(e, h->tid, s, h->ts, SB_EV_MMSYS, ENG_ALLOC, ENG_N_MMAP);
-	if (r->call == SB_SYS_MUNMAP && r->ret == 0 && e->nmaps) {
+	if (r->call == SB_SYS_MUNMAP && r->ret == 0 && (e->nmaps || e->nseeds)) {
 		uint64_t lo = r->addr, hi = r->addr + r->len;
+		uint32_t i = seed_lower(e, h->pid, lo), j;
 
-		for (uint32_t i = 0; i < e->nmaps; i++)
-			if (e->maps[i].start >= lo && e->maps[i].end <= hi)
-				e->maps[i].gone = true;
+		for (uint32_t k = 0; k < e->nmaps; k++)
+			if (e->maps[k].pid == h->pid && e->maps[k].start >= lo && e->maps[k].end <= hi)
+				e->maps[k].gone = true;
+		/* the seeds wholly inside go; a part unmapped keeps its name */
+		for (j = i; j < e->nseeds && e->seeds[j].pid == h->pid && e->seeds[j].end <= hi; j++)
+			free(e->seeds[j].name);
+		if (j > i) {
+			memmove(&e->seeds[i], &e->seeds[j], (e->nseeds - j) * sizeof(*e->seeds));
+			e->nseeds -= j - i;
+		}
 		return;
 	}
-	if (!m || r->ret <= 0 || !r->len || h->pid != e->target_pid)
+	if (r->call == SB_SYS_BRK && r->ret > 0 && e->nseeds) {
+		heap_moved(e, h->pid, (uint64_t)r->ret);
 		return;
-	if (!e->maps)
-		e->maps = heap_calloc(e, MAPS_MAX, sizeof(*e->maps));
-	{
-		uint32_t k = e->nmaps;
-		struct map_region *x;
-
-		if (k == MAPS_MAX) {
-			/* the least recently met, unmapped ones first */
-			k = 0;
-			for (uint32_t i = 1; i < e->nmaps; i++)
-				if (e->maps[i].gone > e->maps[k].gone ||
-				    (e->maps[i].gone == e->maps[k].gone && e->maps[i].used < e->maps[k].used))
-					k = i;
-		} else {
-			e->nmaps++;
-		}
-		x = &e->maps[k];
-		memset(x, 0, sizeof(*x));
-		x->start = (uint64_t)r->ret;
-		x->end = x->start + ((r->len + 4095) & ~4095ull);
-		x->anon = (m->flags & 0x20) != 0; /* MAP_ANONYMOUS */
-		x->kind = m->file.kind;
-		x->used = ++e->map_seq;
-		if (e->current_step) {
-			x->step_known = true;
-			x->step_number = e->current_step->number;
-		}
-		if (!x->anon)
-			sb_iosys_file_path(&m->file, x->path, sizeof(x->path));
 	}
+	if (!m || r->ret <= 0 || !r->len)
+		return;
+	x = map_slot(e, false);
+	e->map_gen++;
+	x->start = (uint64_t)r->ret;
+	x->end = x->start + ((r->len + 4095) & ~4095ull);
+	x->pid = h->pid;
+	x->anon = (m->flags & 0x20) != 0; /* MAP_ANONYMOUS */
+	x->kind = m->file.kind;
+	if (e->current_step) {
+		x->step_known = true;
+		x->step_number = e->current_step->number;
+	}
+	if (!x->anon)
+		sb_iosys_file_path(&m->file, x->path, sizeof(x->path));
 }
 
 void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int ev,

@@ -73,6 +73,7 @@ struct move_use {
 
 /* a region mmap()ed during the capture (struct sb_mmsys_map) */
 #define MAPS_MAX 256
+#define COPIES_MAX 768           /* regions read from the maps that faults met (map_slot) */
 struct map_region {
 	uint64_t start, end;
 	bool anon;
@@ -82,6 +83,24 @@ struct map_region {
 	uint64_t used;           /* when last met: the least recent is replaced when full */
 	bool gone;               /* unmapped: kept for the steps whose faults were in it */
 	char path[ENG_IO_PATH_MAX];
+	uint32_t pid;            /* the process it is a mapping of */
+	uint8_t region;          /* from a mapping record (a seed): enum eng_region; 0: from mmap */
+	bool before;             /* a seed there when the capture started */
+};
+
+/*
+ * A mapping read from /proc/PID/maps (trace record "mapping"): the regions
+ * faults may hit that no mmap record of the capture made. Sorted by (pid,
+ * start), apart per process; one that faults hit is copied into the regions
+ * above (region != 0) for the steps to name.
+ */
+#define SEEDS_MAX 65536
+struct map_seed {
+	uint32_t pid;
+	uint64_t start, end;
+	uint8_t region;          /* enum eng_region */
+	bool attach;             /* there when the capture started */
+	char *name;
 };
 
 /* page_fault time by mapping in an accumulator */
@@ -150,6 +169,7 @@ struct thread {
 	uint32_t run_map;
 	/* the open fault's probes' cost not yet drawn as tracer, and all of it */
 	uint64_t fault_tracer, fault_tracer_all;
+	uint32_t fault_map_gen;  /* e->map_gen when fault_map was found */
 	/* its last move, and who made it (eng_move) */
 	uint8_t mv_how;
 	uint32_t mv_by;
@@ -503,8 +523,12 @@ struct engine {
 	uint32_t io_seq;
 	/* regions mmap()ed during the capture (allocated at the first such record) */
 	struct map_region *maps;
-	uint32_t nmaps;
+	uint32_t nmaps, maps_cap;
 	uint64_t map_seq;
+	/* the mappings the trace's mapping records name (host.c, map_seed) */
+	struct map_seed *seeds;
+	uint32_t nseeds, seeds_cap;
+	uint32_t map_gen;        /* regions mmap()ed so far: a seed found before one may be hidden by it */
 };
 
 typedef void (*runslice_fn)(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
@@ -552,6 +576,13 @@ static inline size_t rec_size(unsigned type)
 /* ---- memory (engine.c) */
 
 void heap_account(struct engine *e, int64_t d);
+/* a mapping record: its region for the fault blame (host.c) */
+void map_seed_record(struct engine *e, const struct sb_hdr *h, const char *s, size_t n);
+void map_seeds_free(struct engine *e);
+struct map_use *map_use_of(struct engine *e, struct accum *a, uint32_t map);
+#define MAP_USE_FEW 8
+uint32_t map_use_spare(const struct engine *e, const struct map_use *m, uint32_t n, uint64_t ns,
+		       uint32_t faults);
 void heap_grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t sz);
 void *heap_calloc(struct engine *e, size_t n, size_t sz);
 char *heap_strndup(struct engine *e, const char *s, size_t n);

@@ -245,6 +245,8 @@ void meta_record(struct engine *e, const struct sb_hdr *h)
 	case SB_REC_PERFMAP:
 		text_of(h, &s, &n, &id);
 		stacks_meta(e, h, s, n);
+		if (h->type == SB_REC_MAPPING)
+			map_seed_record(e, h, s, n);
 		break;
 	case SB_REC_DROPS:
 		memcpy(&e->drops, h, sizeof(e->drops));

@@ -58,6 +58,7 @@ void stacks_record(struct engine *e, const struct sb_hdr *h)
 		.start_ns = r->ev_start_ns <= h->ts ? r->ev_start_ns : h->ts,
 		.ts = h->ts,
 		.nframes = n,
+		.pid = h->pid,
 	};
 }
 
@@ -74,7 +75,13 @@ static void add_mapping(struct engine *e, struct stack_store *st, const struct s
 	char path[4096], bid[128], buf[16];
 	struct eng_mapping *m;
 
-	if (st->nmaps >= MAPPINGS_MAX || !kv_get(s, n, "path", path, sizeof(path)))
+	if (st->nmaps >= MAPPINGS_MAX)
+		return;
+	/* the target's in `path`; a child's in `name`, read when it is executable code of a file */
+	if (!kv_get(s, n, "path", path, sizeof(path)) &&
+	    !(kv_get(s, n, "perms", buf, sizeof(buf)) && buf[0] && buf[1] && buf[2] == 'x' &&
+	      kv_get(s, n, "kind", bid, sizeof(bid)) && !strcmp(bid, "file") &&
+	      kv_get(s, n, "name", path, sizeof(path))))
 		return;
 	if (!kv_get(s, n, "build_id", bid, sizeof(bid)))
 		bid[0] = 0;
@@ -87,6 +94,7 @@ static void add_mapping(struct engine *e, struct stack_store *st, const struct s
 		.end = kv_u64(s, n, "end"),
 		.offset = kv_u64(s, n, "offset"),
 		.deleted = kv_get(s, n, "deleted", buf, sizeof(buf)) && buf[0] == '1',
+		.pid = h->pid,
 	};
 	if (m->end <= m->start)
 		return;

@@ -131,6 +131,9 @@ static void step_maps(struct engine *e, struct eng_step *r, const struct accum *
 		tmp[n].faults = u->faults;
 		tmp[n].ns = u->ns;
 		memcpy(tmp[n].path, x->path, sizeof(tmp[n].path));
+		tmp[n].pid = x->pid;
+		tmp[n].region = x->region;
+		tmp[n].before_capture = x->before;
 		for (uint32_t j = n; j > 0 && tmp[j - 1].ns < tmp[j].ns; j--) {
 			struct eng_map t = tmp[j];
 

@@ -341,7 +341,7 @@ static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_
 		jw_arr_end(w);
 	}
 	if (s->nmaps) {
-		/* the regions mmap()ed during the capture that the faults were in */
+		/* the regions the faults were in: mmap()ed during the capture, or read from maps */
 		jw_key(w, "maps");
 		jw_arr(w);
 		for (uint32_t i = 0; i < s->nmaps; i++) {
@@ -363,6 +363,19 @@ static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_
 			if (m->step_known) {
 				jw_key(w, "mapped_in_step");
 				jw_u64(w, m->step_number);
+			}
+			if (m->region) {
+				/* read from /proc/PID/maps, not mmap()ed during the capture */
+				jw_key(w, "region");
+				jw_str(w, eng_region_name(m->region));
+				if (m->anon && m->path[0]) {
+					jw_key(w, "name");
+					jw_str(w, m->path);
+				}
+				jw_key(w, "before_capture");
+				jw_bool(w, m->before_capture);
+				jw_key(w, "pid");
+				jw_u64(w, m->pid);
 			}
 			jw_key(w, "faults");
 			jw_u64(w, m->faults);

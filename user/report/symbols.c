@@ -171,22 +171,34 @@ static void open_module(struct module *md)
 	}
 }
 
-/* the mapping covering addr: the latest recorded at or before ts, else the first after */
-static struct module *find_module(struct symbols *s, uint64_t addr, uint64_t ts)
+/*
+ * The mapping of process pid covering addr: the latest recorded at or before
+ * ts, else the first after. A process none of whose mappings the trace holds
+ * (a trace from before children's mappings were recorded) is looked up in
+ * all of them, as then.
+ */
+static struct module *find_module(struct symbols *s, uint64_t addr, uint64_t ts, uint32_t pid)
 {
-	struct module *before = NULL, *after = NULL;
+	struct module *before[2] = { NULL, NULL }, *after[2] = { NULL, NULL };
+	bool pid_seen = false;
 
 	for (uint32_t i = 0; i < s->n; i++) {
 		const struct eng_mapping *m = s->mods[i].m;
+		int own = m->pid == pid;
 
+		pid_seen |= own;
 		if (addr < m->start || addr >= m->end)
 			continue;
-		if (m->ts <= ts)
-			before = &s->mods[i];
-		else if (!after)
-			after = &s->mods[i];
+		for (int k = 0; k <= own; k++) {
+			if (m->ts <= ts)
+				before[k] = &s->mods[i];
+			else if (!after[k])
+				after[k] = &s->mods[i];
+		}
 	}
-	return before ? before : after;
+	if (pid_seen)
+		return before[1] ? before[1] : after[1];
+	return before[0] ? before[0] : after[0];
 }
 
 static const struct eng_jitsym *find_jit(const struct engine *e, uint64_t addr)
@@ -228,7 +240,7 @@ void symbols_frame(struct symbols *s, const struct eng_stack *st, uint32_t i,
 			s->n = n;
 		}
 	}
-	md = s ? find_module(s, look, st->ts) : NULL;
+	md = s ? find_module(s, look, st->ts, st->pid) : NULL;
 	if (!md) {
 		j = s ? find_jit(s->e, look) : NULL;
 		if (j) {

@@ -149,22 +149,38 @@ static const char *fmt_size(char *buf, size_t len, uint64_t b)
 }
 
 /* a region the faults were in: "30,000 faults in anon mapping 384 MiB (mmap in step 41)" */
+/* the traced process: its own threads are named by tid, other tasks by pid */
+static uint32_t target_pid;
+
 static void map_phrase(FILE *f, const struct eng_map *m)
 {
-	char n1[32], sz[32], t[32];
+	static const char *const what[ENG_NREGION] = { "", "file", "shared memory", "anon",
+							"[heap]", "[stack]", "anon" };
+	char n1[32], sz[32], t[32], p[ENG_IO_PATH_MAX];
 
+	if (m->region) {
+		/* read from /proc/PID/maps (schemas/report.md, "Which mapping") */
+		fprintf(f, " %s faults (%s) in %s mapping %s", fmt_count(n1, sizeof(n1), m->faults),
+			fmt_ns(t, sizeof(t), m->ns), what[m->region < ENG_NREGION ? m->region : 0],
+			fmt_size(sz, sizeof(sz), m->len));
+		if (m->path[0] && m->region != ENG_REGION_HEAP && m->region != ENG_REGION_STACK)
+			fprintf(f, " %s%s", m->anon ? "" : "of ", clean(p, sizeof(p), m->path));
+		if (target_pid && m->pid != target_pid)
+			fprintf(f, " of pid %" PRIu32, m->pid);
+		fputs(m->before_capture ? " (mapped before the capture)"
+					: " (found in the maps during the capture)", f);
+		return;
+	}
 	fprintf(f, " %s faults (%s) in %s mapping %s", fmt_count(n1, sizeof(n1), m->faults),
 		fmt_ns(t, sizeof(t), m->ns), m->anon ? "anon" : "file", fmt_size(sz, sizeof(sz), m->len));
 	if (!m->anon && m->path[0])
-		fprintf(f, " of %s", m->path);
+		fprintf(f, " of %s", clean(p, sizeof(p), m->path));
 	if (m->step_known)
 		fprintf(f, " (mmap in step %" PRIu64 ")", m->step_number);
 	else
 		fputs(" (mmap before the first step)", f);
 }
 
-/* the traced process: its own threads are named by tid, other tasks by pid */
-static uint32_t target_pid;
 /* the report's engine: names the followed processes other than the target */
 static const struct engine *cur_engine;
 
