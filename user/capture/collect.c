@@ -63,7 +63,7 @@ struct capture {
 	                                target (its credentials changed) */
 	bool chan_broken;            /* its producer cut the channel file short under us */
 	int children_followed;       /* descendants found at attach and followed */
-	struct stackmaps *maps;      /* NULL: no stacks */
+	struct stackmaps *maps;      /* the mappings of the followed processes (fault regions, stacks) */
 	uid_t target_uid;
 	/* one buffer for every record the agent builds itself */
 	union {
@@ -629,8 +629,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		goto out;
 	}
 	c->rb = rb;
-	if (!o->probe.no_stacks)
-		c->maps = stackmaps_new(pid);
+	/* with or without stacks: the regions that faults hit are named from them */
+	c->maps = stackmaps_new(pid);
 	pidfd = pidfd_open_(pid);
 	start = mono_ns();
 	res->start_ns = start;
