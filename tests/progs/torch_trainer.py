@@ -111,6 +111,7 @@ def main():
     ap.add_argument("--migrate", default="")
     ap.add_argument("--ready", default="", help="file to create once the loop is about to start")
     ap.add_argument("--go", default="", help="then wait for this file before the first step")
+    ap.add_argument("--stop", default="", help="end the loop (before --steps) once this file exists")
     a = ap.parse_args()
 
     sb = ctypes.CDLL(a.lib)
@@ -149,6 +150,8 @@ def main():
             time.sleep(0.01)
     rows, keep = [], []
     for step in range(a.steps):
+        if a.stop and os.path.exists(a.stop):
+            break
         inj = []
         if step in hog:
             open(a.hog_file, "w").close()  # the hog sees it within a millisecond
@@ -195,7 +198,7 @@ def main():
         t1 = now()
         rows.append({"step": step, "start_ns": t0, "end_ns": t1, "tid": tid, "run_delay_ns": rd1 - rd0, "exec_ns": ex1 - ex0,
                      "next_ns": n1 - n0, "inject": inj})
-    sb.stepblame_step(a.steps)
+    sb.stepblame_step(len(rows))
     with open(a.truth, "w") as out:
         out.write(json.dumps({"pid": os.getpid(), "tid": tid, "workers": workers, "slow_items": sorted(slow)}) + "\n")
         for r in rows:

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Step time traced over untraced within one trainer process (bench/RESULTS.md):
+the real PyTorch loop of the tests (tests/progs/torch_trainer.py: a conv net,
+DataLoader with 2 worker processes, steps marked through libstepblame.so) runs
+for a long time, and `stepblame record -p PID` attaches and detaches in cycles:
+CYC_OFF seconds untraced, then a capture of CYC_ON seconds, CYC_CYCLES times.
+
+Separate processes differ by more than the effect measured here (memory layout,
+which CPU the workers land on, the VM's neighbours: the A/A control of
+bench/safe_start.py moves 0.78-1.19 between runs on this VM), so the comparison
+stays inside one process and one stretch of time. Each capture is compared with
+the untraced windows just before and just after it:
+
+  ratio = P50 of the steps inside the capture / P50 of the steps in the two
+          untraced windows around it
+
+A step counts as traced when it starts at or after the capture's start (its
+first probe attached: the report's capture.start_ns) and ends before the
+capture's end; as untraced when it lies between one capture's end and the next
+recorder's launch. Steps during the recorder's start (loading and verifying the
+BPF programs, before the first probe is in) belong to neither. Two clocks:
+wall time (mark to mark), and the marking thread's CPU time in the step
+(schedstat, as written by the loop: the probes' traps are charged to it,
+preemptions by other tasks are not). "first 10" compares the first 10 steps
+after the capture's start with the untraced windows around it: the time right
+after attach, when the overhead guard has not measured the probes yet.
+
+The A/A control: the same ratio with an untraced window in the place of the
+capture (window k over windows k-1 and k+1), from the same run.
+
+Also from each capture's report: the tracer's own estimate (steps[].tracer_ns)
+over the step time, at the median, and the tail steps whose largest excess is
+`tracer`-inflated alloc (there should be none).
+
+Environment: STEPBLAME (build/stepblame), CYC_CYCLES (12), CYC_ON (4), CYC_OFF
+(4), CYC_OPTS (extra record options, e.g. "--no-stacks"), BENCH_CPU (1: the
+loop and its workers), AGENT_CPU (0), BENCH_OUT (build/bench), PYTHON
+(/usr/bin/python3, with torch), STEPBLAME_LIB (build/libstepblame.so).
+
+    sudo python3 bench/attach_cycles.py
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import bench  # noqa: E402  (record_attached)
+
+SB = os.path.abspath(os.environ.get("STEPBLAME", os.path.join(ROOT, "build", "stepblame")))
+CYCLES = int(os.environ.get("CYC_CYCLES", "12"))
+ON = float(os.environ.get("CYC_ON", "4"))
+OFF = float(os.environ.get("CYC_OFF", "4"))
+OPTS = os.environ.get("CYC_OPTS", "").split()
+CPU = os.environ.get("BENCH_CPU", "1")
+AGENT = os.environ.get("AGENT_CPU", "0")
+OUT = os.path.abspath(os.environ.get("BENCH_OUT", os.path.join(ROOT, "build", "bench")))
+PY = os.environ.get("PYTHON", "/usr/bin/python3")
+LIB = os.path.abspath(os.environ.get("STEPBLAME_LIB", os.path.join(ROOT, "build", "libstepblame.so")))
+LOOP = os.path.join(ROOT, "tests", "progs", "torch_trainer.py")
+FIRST = 10
+
+
+def now():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def p50(xs):
+    return statistics.median(xs) if xs else None
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    truth = os.path.join(OUT, "cycles-truth.jsonl")
+    ready = os.path.join(OUT, "cycles-ready")
+    stop = os.path.join(OUT, "cycles-stop")
+    for f in (truth, ready, stop):
+        if os.path.exists(f):
+            os.unlink(f)
+    # more steps than the cycles take at the loop's ~25 ms a step; ended by the stop file
+    steps = int((CYCLES * (ON + OFF + 3) + OFF + 10) / 0.010)
+    loop = subprocess.Popen(["taskset", "-c", CPU, PY, LOOP, "--steps", str(steps), "--workers", "2",
+                             "--threads", "1", "--lib", LIB, "--truth", truth, "--ready", ready,
+                             "--stop", stop],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not os.path.exists(ready):
+        if loop.poll() is not None:
+            raise SystemExit("the loop exited before its first step (python3-torch missing?)")
+        time.sleep(0.1)
+    time.sleep(2)  # past the loop's own warm-up
+    windows = []   # (kind, start_ns, end_ns, report or None)
+    t_untraced = now()
+    for k in range(CYCLES):
+        time.sleep(OFF)
+        launch = now()
+        windows.append(("off", t_untraced, launch, None))
+        trace = os.path.join(OUT, "cycles-%d.sbt" % k)
+        rec = bench.record_attached([SB, "record", "-p", str(loop.pid), "-d", "%gs" % ON,
+                                     "--agent-cpu", AGENT, "-q", "-o", trace] + OPTS)
+        if rec.wait():
+            raise SystemExit("stepblame record: exit %d" % rec.returncode)
+        t_untraced = now()
+        rep = json.loads(subprocess.run([SB, "report", "--format", "json", trace],
+                                        capture_output=True, check=True).stdout)
+        os.unlink(trace)
+        windows.append(("on", rep["capture"]["start_ns"], rep["capture"]["end_ns"], rep))
+    time.sleep(OFF)
+    windows.append(("off", t_untraced, now(), None))
+    open(stop, "w").close()
+    if loop.wait():
+        raise SystemExit("the loop: exit %d" % loop.returncode)
+    with open(truth) as f:
+        lines = [json.loads(x) for x in f if x.strip()]
+    st = [x for x in lines if "step" in x and "start_ns" in x and "end_ns" in x]
+
+    def inside(w):
+        return [s for s in st if s["start_ns"] >= w[1] and s["end_ns"] <= w[2]]
+
+    res = {"wall": [], "cpu": [], "wall_first": [], "cpu_first": [], "aa_wall": [], "aa_cpu": []}
+    est, tails, tail_tracer = [], 0, 0
+    offs = [w for w in windows if w[0] == "off"]
+    ons = [w for w in windows if w[0] == "on"]
+    for k, w in enumerate(ons):
+        around = inside(offs[k]) + inside(offs[k + 1])
+        mine = inside(w)
+        if len(mine) < FIRST or len(around) < FIRST:
+            print("cycle %d: too few steps (%d traced, %d untraced)" % (k, len(mine), len(around)),
+                  file=sys.stderr)
+            continue
+        for key, f in (("wall", lambda s: s["end_ns"] - s["start_ns"]), ("cpu", lambda s: s["exec_ns"])):
+            base = p50([f(s) for s in around])
+            res[key].append(p50([f(s) for s in mine]) / base)
+            res[key + "_first"].append(p50([f(s) for s in mine[:FIRST]]) / base)
+        rep = w[3]
+        for s in rep["steps"]:
+            if s.get("duration_ns"):
+                est.append(s.get("tracer_ns", 0) / s["duration_ns"])
+            if s.get("tail"):
+                tails += 1
+                if s.get("excess") and s["excess"][0]["cause"] == "alloc":
+                    tail_tracer += 1
+        print("cycle %d: %d traced steps, wall %.3f, cpu %.3f" % (k, len(mine), res["wall"][-1],
+                                                                 res["cpu"][-1]), file=sys.stderr)
+    for k in range(1, len(offs) - 1):
+        mine, around = inside(offs[k]), inside(offs[k - 1]) + inside(offs[k + 1])
+        if len(mine) < FIRST or len(around) < FIRST:
+            continue
+        for key, f in (("aa_wall", lambda s: s["end_ns"] - s["start_ns"]), ("aa_cpu", lambda s: s["exec_ns"])):
+            res[key].append(p50([f(s) for s in mine]) / p50([f(s) for s in around]))
+
+    def row(name, xs):
+        if not xs:
+            return "| %s | - | - |" % name
+        return "| %s | %.3f (%.3f..%.3f) | %d |" % (name, statistics.median(xs), min(xs), max(xs), len(xs))
+
+    print("untraced step P50: %.1f ms wall, %.1f ms CPU" % (
+        p50([s["end_ns"] - s["start_ns"] for w in offs for s in inside(w)]) / 1e6,
+        p50([s["exec_ns"] for w in offs for s in inside(w)]) / 1e6))
+    print("| ratio of step P50s | median (min..max) | windows |")
+    print("|---|---|---|")
+    print(row("traced / untraced around it, wall", res["wall"]))
+    print(row("traced / untraced around it, CPU", res["cpu"]))
+    print(row("first %d steps after attach / untraced around, wall" % FIRST, res["wall_first"]))
+    print(row("first %d steps after attach / untraced around, CPU" % FIRST, res["cpu_first"]))
+    print(row("A/A: untraced / untraced around it, wall", res["aa_wall"]))
+    print(row("A/A: untraced / untraced around it, CPU", res["aa_cpu"]))
+    if est:
+        print("tracer's own estimate, steps[].tracer_ns / duration: P50 %.2f%%, P90 %.2f%%" % (
+            100 * statistics.median(est), 100 * sorted(est)[int(0.9 * (len(est) - 1))]))
+    print("tail steps: %d, of them alloc on top: %d" % (tails, tail_tracer))
+
+
+main()
