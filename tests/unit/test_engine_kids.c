@@ -283,6 +283,46 @@ static void t_same_process_waker(void)
 	world_free(&w);
 }
 
+static void t_waker_io_and_faults(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 60 * MS, .inj = inj_busy_loader };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	const struct eng_act *a;
+	struct engine *e;
+	uint64_t fc = 3500, sum = 0; /* the default fault cost: nothing calibrates it here */
+
+	world_init(&w);
+	w.fault_addr = ACT_MAP + 4096;
+	run_steps(&w, 4, 1, &inj);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	b = waker_entry(s, T_LOADER);
+	REQUIRE(b, "no blocked entry for the loader");
+	a = &b->who.act;
+	CHECK(a->ns[ENG_ACT_FAULTING] == 9 * MS + 2 * fc, "faulting %" PRIu64,
+	      a->ns[ENG_ACT_FAULTING]);
+	CHECK(a->ns[ENG_ACT_IO] == 10 * MS, "in I/O %" PRIu64, a->ns[ENG_ACT_IO]);
+	CHECK(a->io_call == SB_IO_FSYNC && !strcmp(engine_act_path(e, a->io_path), "/data/shard3.bin"),
+	      "I/O named %u '%s'", a->io_call, engine_act_path(e, a->io_path));
+	CHECK(a->ns[ENG_ACT_RECLAIM] == 2 * MS, "reclaim %" PRIu64, a->ns[ENG_ACT_RECLAIM]);
+	CHECK(a->ns[ENG_ACT_ALLOC] == 4 * MS - fc, "alloc %" PRIu64, a->ns[ENG_ACT_ALLOC]);
+	CHECK(a->ns[ENG_ACT_ON_CPU] == 35 * MS - 5 * US - fc, "on CPU %" PRIu64,
+	      a->ns[ENG_ACT_ON_CPU]);
+	/* the longest faulting piece: the fault that slept, in the anon region */
+	CHECK(a->fault_region && a->fault_anon && a->fault_len == 64 << 20,
+	      "fault region %d anon %d len %" PRIu64, a->fault_region, a->fault_anon, a->fault_len);
+	for (int k = 0; k < ENG_NACT; k++)
+		sum += a->ns[k];
+	CHECK(sum == 60 * MS - 5 * US, "the parts sum to %" PRIu64, sum);
+	CHECK(!engine_act_path(e, 0)[0] && !engine_act_path(e, 99)[0], "ids never given name nothing");
+	engine_free(e);
+	world_free(&w);
+}
+
 /* a waker that is no followed thread: no account of what it did (nothing is known) */
 static void inj_stranger(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
@@ -359,6 +399,7 @@ int main(void)
 	RUN(t_chain_into_child);
 	RUN(t_chain_through_two_children);
 	RUN(t_same_process_waker);
+	RUN(t_waker_io_and_faults);
 	RUN(t_stranger_waker);
 	RUN(t_process_names);
 	return test_summary();

@@ -61,6 +61,19 @@ static void act_merge(struct eng_act *d, const struct eng_act *s)
 		d->on_tid = s->on_tid;
 		memcpy(d->on_comm, s->on_comm, sizeof(d->on_comm));
 	}
+	if (s->io_max > d->io_max) {
+		d->io_max = s->io_max;
+		d->io_call = s->io_call;
+		d->io_kind = s->io_kind;
+		d->io_path = s->io_path;
+	}
+	if (s->fault_max > d->fault_max) {
+		d->fault_max = s->fault_max;
+		d->fault_region = s->fault_region;
+		d->fault_anon = s->fault_anon;
+		d->fault_len = s->fault_len;
+		d->fault_path = s->fault_path;
+	}
 }
 
 static void accum_culprit(struct engine *e, struct accum *a, int cause, const struct eng_who *w,
@@ -631,6 +644,79 @@ static void act_blocked_on(struct engine *e, struct eng_act *act, const struct e
 		memcpy(act->on_comm, by->comm, sizeof(act->on_comm));
 }
 
+/* a waker's activity, inside what else it did: the innermost wins (as overlay_priority) */
+static const uint8_t act_priority[ENG_NACT] = {
+	[ENG_ACT_RECLAIM] = 4, [ENG_ACT_FAULTING] = 3, [ENG_ACT_IO] = 2, [ENG_ACT_ALLOC] = 1,
+};
+
+static void act_piece(struct eng_act *act, int kind, const struct act_iv *v, uint64_t ns)
+{
+	act->ns[kind] += ns;
+	if (!v)
+		return;
+	if (kind == ENG_ACT_IO && v->io_call && ns > act->io_max) {
+		act->io_max = ns;
+		act->io_call = v->io_call;
+		act->io_kind = v->io_kind;
+		act->io_path = v->path;
+	}
+	if (kind == ENG_ACT_FAULTING && v->region && ns > act->fault_max) {
+		act->fault_max = ns;
+		act->fault_region = true;
+		act->fault_anon = v->region == 1;
+		act->fault_len = v->maplen;
+		act->fault_path = v->path;
+	}
+}
+
+/*
+ * Waker w over [a, b], on a CPU (dflt ENG_ACT_ON_CPU) or in uninterruptible
+ * sleep (ENG_ACT_IO): the parts its faults, reclaim, recorded I/O and
+ * allocator calls (struct act_iv) cover are theirs, the innermost first.
+ * Bounded: w keeps at most ACTS_MAX of them.
+ */
+static void act_split(const struct thread *w, struct eng_act *act, uint64_t a, uint64_t b,
+		      int dflt)
+{
+	uint64_t pts[2 * ACTS_MAX + 2];
+	int np = 0;
+
+	pts[np++] = a;
+	pts[np++] = b;
+	for (uint32_t i = 0; i < w->nacts; i++) {
+		const struct act_iv *v = &w->acts[(w->acts_head + i) % ACTS_MAX];
+
+		if (v->s > a && v->s < b)
+			pts[np++] = v->s;
+		if (v->e > a && v->e < b)
+			pts[np++] = v->e;
+	}
+	for (int i = 1; i < np; i++)
+		for (int j = i; j > 0 && pts[j - 1] > pts[j]; j--) {
+			uint64_t x = pts[j];
+
+			pts[j] = pts[j - 1];
+			pts[j - 1] = x;
+		}
+	for (int i = 0; i + 1 < np; i++) {
+		uint64_t x = pts[i], y = pts[i + 1];
+		const struct act_iv *best = NULL;
+
+		if (y <= x)
+			continue;
+		for (uint32_t k = 0; k < w->nacts; k++) {
+			const struct act_iv *v = &w->acts[(w->acts_head + k) % ACTS_MAX];
+
+			if (v->s > x || v->e < y)
+				continue;
+			if (!best || act_priority[v->kind] > act_priority[best->kind] ||
+			    (v->kind == best->kind && v->io_call && !best->io_call))
+				best = v;
+		}
+		act_piece(act, best ? best->kind : dflt, best, y - x);
+	}
+}
+
 /*
  * [s, end] of a sleep that `w` ended. Where w (or, a few hops on, the
  * followed thread that woke w) sat runnable and preempted, the preemptor is
@@ -684,7 +770,7 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 		if (x > cur) {
 			accum_add(e, a, ENG_BLOCKED, x - cur, dflt);
 			if (act)
-				act->ns[ENG_ACT_ON_CPU] += x - cur;
+				act_split(w, act, cur, x, ENG_ACT_ON_CPU);
 		}
 		if (ep.kind == EP_RUN) {
 			struct classify_ctx c = { .a = a, .via = w, .dflt = dflt, .act = act };
@@ -704,8 +790,13 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 			 * a sleep that no followed thread ended: a timer, a socket,
 			 * the interrupt's "waker" is whoever ran: asleep, on nobody named
 			 */
-			if (act && ep.kind == EP_SLEEP_D)
-				act->ns[ENG_ACT_IO] += y - x;
+			if (act && ep.kind == EP_SLEEP_D && i == w->nepisodes && w->act_fault_sleep &&
+			    w->nacts)
+				/* asleep inside a fault now: the fault is not over yet */
+				act_piece(act, ENG_ACT_FAULTING,
+					  &w->acts[(w->acts_head + w->nacts - 1) % ACTS_MAX], y - x);
+			else if (act && ep.kind == EP_SLEEP_D)
+				act_split(w, act, x, y, ENG_ACT_IO);
 			else if (act && ep.kind == EP_SLEEP_S)
 				act->ns[ENG_ACT_BLOCKED] += y - x;
 		}
@@ -715,7 +806,7 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 		accum_add(e, a, ENG_BLOCKED, end - cur, dflt);
 		/* past its last episode: on a CPU since, if it is running */
 		if (act && w->state == TS_RUNNING)
-			act->ns[ENG_ACT_ON_CPU] += end - cur;
+			act_split(w, act, cur, end, ENG_ACT_ON_CPU);
 	}
 }
 

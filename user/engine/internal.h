@@ -60,6 +60,7 @@ struct io_file {
 	uint64_t step_seq;
 	uint64_t used;           /* when last met (e->io_seq): the least recent is replaced */
 	char path[ENG_IO_PATH_MAX];
+	uint32_t act_path;       /* its engine_act_path() id, 0: not asked yet */
 };
 
 /* migration time by who moved the thread, in an accumulator */
@@ -82,6 +83,7 @@ struct map_region {
 	uint64_t used;           /* when last met: the least recent is replaced when full */
 	bool gone;               /* unmapped: kept for the steps whose faults were in it */
 	char path[ENG_IO_PATH_MAX];
+	uint32_t act_path;       /* its engine_act_path() id, 0: not asked yet */
 };
 
 /* page_fault time by mapping in an accumulator */
@@ -116,6 +118,23 @@ struct burst {
 	uint64_t tracer_all, calls_ns; /* tracer at first, and the calls' own time (sum_ns) */
 };
 
+/*
+ * What a followed thread did on a CPU (or asleep inside) besides its own code,
+ * kept for the wakeup chains (waker_act_*, classify.c): a ring of the last
+ * ACTS_MAX such intervals of every followed thread, back-to-back faults
+ * merged into one.
+ */
+#define ACTS_MAX 32
+struct act_iv {
+	uint64_t s, e;
+	uint64_t last;           /* faulting: the start of the last fault merged in */
+	uint64_t maplen;         /* faulting in a known region: its length */
+	uint32_t path;           /* engine_act_path() id, 0 none */
+	uint8_t kind;            /* ENG_ACT_FAULTING, _RECLAIM, _ALLOC, _IO */
+	uint8_t io_call, io_kind; /* io: the call and its file's kind, 0 not named */
+	uint8_t region;          /* faulting: 0 none known, 1 anon, 2 a file's */
+};
+
 struct thread {
 	uint32_t tid, pid;
 	char comm[SB_COMM_LEN + 1];
@@ -130,6 +149,11 @@ struct thread {
 	uint32_t episodes_head, nepisodes, episodes_cap;
 	uint64_t episodes_end_max; /* the largest episode end ever pushed */
 	int candidate;           /* its index in e->candidates; -1: not a candidate */
+	/* every followed thread: what it did besides its own code (struct act_iv) */
+	struct act_iv *acts;
+	uint32_t acts_head, nacts;
+	bool act_fault_sleep;    /* asleep (D) inside its last fault: the fault lasts the sleep */
+	uint32_t act_map;        /* its last fault's region: 1 + index in e->maps, 0 none */
 	/* candidates only */
 	uint64_t last_cut;       /* its time is accounted up to here */
 	struct overlay overlays[OVERLAYS_MAX];
@@ -492,6 +516,9 @@ struct engine {
 	/* the files of iosys records (allocated at the first that names one) */
 	struct io_file *io_files;
 	uint32_t nio_files;
+	/* the files the wakers' activities name (engine_act_path) */
+	char (*act_paths)[ENG_IO_PATH_MAX];
+	uint32_t nact_paths;
 	uint32_t io_seq;
 	/* regions mmap()ed during the capture (allocated at the first such record) */
 	struct map_region *maps;
@@ -568,6 +595,12 @@ struct thread *thread_get(struct engine *e, uint32_t tid, uint32_t pid);
 void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n);
 void procs_free(struct engine *e);
 const char *thread_name_of(const struct engine *e, uint32_t tid);
+/* what a followed thread did besides its own code (struct act_iv, threads.c) */
+void act_push(struct engine *e, struct thread *t, int kind, uint64_t s, uint64_t end);
+void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr);
+void act_switch_out(struct thread *t, uint8_t out_state, uint64_t ts);
+void act_io_name(struct engine *e, struct thread *t, uint64_t s, uint8_t call, struct io_file *f);
+uint32_t act_path_id(struct engine *e, const char *path);
 void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, uint64_t end,
 		  uint16_t cpu, uint32_t wpid, uint32_t wtid);
 void runslice_push(struct engine *e, uint32_t cpu, const struct runslice *r);

@@ -4,6 +4,7 @@
  * are forgotten to make room), each thread's history of off-CPU episodes, and
  * the runslices of the tasks that ran on each CPU while a target thread waited.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +62,10 @@ static bool thread_forgettable(const struct engine *e, const struct thread *t)
 
 static void thread_release(struct engine *e, struct thread *t)
 {
+	if (t->acts) {
+		free(t->acts);
+		heap_account(e, -(int64_t)(ACTS_MAX * sizeof(*t->acts)));
+	}
 	free(t->episodes);
 	heap_account(e, -(int64_t)(t->episodes_cap * sizeof(*t->episodes)));
 	e->episodes -= t->nepisodes;
@@ -160,6 +165,130 @@ const char *thread_name_of(const struct engine *e, uint32_t tid)
 	return t && t->comm[0] ? t->comm : "";
 }
 
+/* back-to-back faults of a waker: as host.c's FAULT_RUN_NS */
+#define ACT_FAULT_RUN_NS 1000000ull
+
+static struct act_iv *act_last(struct thread *t)
+{
+	return t->nacts ? &t->acts[(t->acts_head + t->nacts - 1) % ACTS_MAX] : NULL;
+}
+
+static struct act_iv *act_new(struct engine *e, struct thread *t)
+{
+	struct act_iv *a;
+
+	if (!t->acts)
+		t->acts = heap_calloc(e, ACTS_MAX, sizeof(*t->acts));
+	if (t->nacts == ACTS_MAX) {
+		/* the ring is full: the oldest goes (its time counts as on a CPU) */
+		t->acts_head = (t->acts_head + 1) % ACTS_MAX;
+		t->nacts--;
+	}
+	a = &t->acts[(t->acts_head + t->nacts++) % ACTS_MAX];
+	memset(a, 0, sizeof(*a));
+	return a;
+}
+
+/* an interval [s, end] of t in reclaim, an allocator or mmap call, a recorded I/O call */
+void act_push(struct engine *e, struct thread *t, int kind, uint64_t s, uint64_t end)
+{
+	struct act_iv *a;
+
+	if (t->sink || end <= s)
+		return;
+	a = act_new(e, t);
+	a->s = s;
+	a->e = end;
+	a->kind = (uint8_t)kind;
+}
+
+/*
+ * A page fault of t at `at`, at address addr:
+ * its cost is the calibrated one, and a fault that follows the last one
+ * within ACT_FAULT_RUN_NS with t on a CPU all along lasted until it
+ * (docs/ARCHITECTURE.md, "Fault cost calibration").
+ */
+void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr)
+{
+	struct act_iv *a = act_last(t);
+	const struct map_region *m;
+	uint32_t map = t->act_map;
+
+	if (t->sink)
+		return;
+	/* its region: that of its last fault, else looked up (without touching the regions' order) */
+	if (!map || map > e->nmaps || e->maps[map - 1].gone || addr < e->maps[map - 1].start ||
+	    addr >= e->maps[map - 1].end) {
+		map = 0;
+		for (uint32_t i = e->nmaps; i-- > 0 && !map;)
+			if (!e->maps[i].gone && addr >= e->maps[i].start && addr < e->maps[i].end)
+				map = i + 1;
+		t->act_map = map;
+	}
+	m = map ? &e->maps[map - 1] : NULL;
+	if (a && a->kind == ENG_ACT_FAULTING && at >= a->last && at - a->last < ACT_FAULT_RUN_NS &&
+	    t->state == TS_RUNNING && t->since <= a->last && !a->region == !m) {
+		a->e = max64(a->e, at + e->fault_cost);
+		a->last = at;
+		return;
+	}
+	a = act_new(e, t);
+	a->s = a->last = at;
+	a->e = at + e->fault_cost;
+	a->kind = ENG_ACT_FAULTING;
+	if (m) {
+		a->region = m->anon ? 1 : 2;
+		a->maplen = m->end - m->start;
+		if (!m->anon && m->path[0]) {
+			struct map_region *mm = &e->maps[map - 1];
+
+			if (!mm->act_path)
+				mm->act_path = act_path_id(e, mm->path);
+			a->path = mm->act_path;
+		}
+	}
+}
+
+/* t leaves its CPU in state out_state at ts: asleep (D) inside the fault it was in? */
+void act_switch_out(struct thread *t, uint8_t out_state, uint64_t ts)
+{
+	struct act_iv *a = act_last(t);
+
+	t->act_fault_sleep = out_state == SB_STATE_DISK && a && a->kind == ENG_ACT_FAULTING &&
+			     t->state == TS_RUNNING && t->since <= a->last && a->last <= ts &&
+			     ts - a->last < ACT_FAULT_RUN_NS;
+}
+
+/* the I/O call act_push() just added at s: its call and file */
+void act_io_name(struct engine *e, struct thread *t, uint64_t s, uint8_t call, struct io_file *f)
+{
+	struct act_iv *a = act_last(t);
+
+	if (!a || a->kind != ENG_ACT_IO || a->s != s)
+		return;
+	a->io_call = call;
+	a->io_kind = f->kind;
+	if (f->path[0] && !f->act_path)
+		f->act_path = act_path_id(e, f->path);
+	a->path = f->act_path;
+}
+
+/* the id of a path in the table of named files (the first ENG_ACT_PATHS_MAX), 0 when full */
+uint32_t act_path_id(struct engine *e, const char *path)
+{
+	if (!path[0])
+		return 0;
+	for (uint32_t i = 0; i < e->nact_paths; i++)
+		if (!strcmp(e->act_paths[i], path))
+			return i + 1;
+	if (e->nact_paths == ENG_ACT_PATHS_MAX)
+		return 0;
+	if (!e->act_paths)
+		e->act_paths = heap_calloc(e, ENG_ACT_PATHS_MAX, sizeof(*e->act_paths));
+	snprintf(e->act_paths[e->nact_paths], sizeof(e->act_paths[0]), "%s", path);
+	return ++e->nact_paths;
+}
+
 void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, uint64_t end,
 		  uint16_t cpu, uint32_t wpid, uint32_t wtid)
 {
@@ -167,6 +296,14 @@ void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, 
 
 	if (end <= s || t->sink)
 		return;
+	/* asleep inside its last fault: the fault lasted the sleep */
+	if (t->act_fault_sleep && kind == EP_SLEEP_D) {
+		struct act_iv *a = act_last(t);
+
+		if (a && a->kind == ENG_ACT_FAULTING)
+			a->e = max64(a->e, end);
+	}
+	t->act_fault_sleep = false;
 	/* the history only needs to reach back as far as a wakeup chain looks */
 	while (t->nepisodes && t->episodes[t->episodes_head].e + e->history_ns < e->now) {
 		t->episodes_head = (t->episodes_head + 1) % t->episodes_cap;
@@ -357,6 +494,11 @@ uint32_t engine_process_parent(const struct engine *e, uint32_t pid)
 	const struct proc *p = proc_find(e, pid);
 
 	return p ? p->ppid : 0;
+}
+
+const char *engine_act_path(const struct engine *e, uint32_t id)
+{
+	return id && id <= e->nact_paths ? e->act_paths[id - 1] : "";
 }
 
 /* the comm of a process: its main thread's, the target's */

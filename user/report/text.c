@@ -227,6 +227,15 @@ static void act_phrase(FILE *f, const struct eng_act *a)
 		case ENG_ACT_IO:
 			fputs("in I/O", f);
 			break;
+		case ENG_ACT_FAULTING:
+			fputs("faulting", f);
+			break;
+		case ENG_ACT_RECLAIM:
+			fputs("reclaiming memory", f);
+			break;
+		case ENG_ACT_ALLOC:
+			fputs("in the allocator", f);
+			break;
 		case ENG_ACT_BLOCKED:
 			if (a->on_max && a->on_tid && proc_str(n, sizeof(n), a->on_pid, a->on_tid))
 				fprintf(f, "itself blocked on %s", n);
@@ -238,6 +247,28 @@ static void act_phrase(FILE *f, const struct eng_act *a)
 			break;
 		}
 		fprintf(f, " %s", fmt_ns(d, sizeof(d), a->ns[k]));
+		/* "in I/O 80 ms (fsync /data/shard3.bin)" */
+		if (k == ENG_ACT_IO && a->io_call && cur_engine) {
+			const char *p = engine_act_path(cur_engine, a->io_path);
+			char pb[ENG_IO_PATH_MAX];
+
+			fprintf(f, " (%s %s)", sb_io_name(a->io_call),
+				clean(pb, sizeof(pb), p[0] ? p : sb_file_kind_name(a->io_kind)));
+		}
+		/* "faulting 40 ms (in anon mapping 384 MiB)" */
+		if (k == ENG_ACT_FAULTING && a->fault_region) {
+			char sz[32];
+
+			fprintf(f, " (in %s mapping %s", a->fault_anon ? "anon" : "file",
+				fmt_size(sz, sizeof(sz), a->fault_len));
+			if (!a->fault_anon && a->fault_path && cur_engine) {
+				char pb[ENG_IO_PATH_MAX];
+
+				fprintf(f, " of %s", clean(pb, sizeof(pb),
+							   engine_act_path(cur_engine, a->fault_path)));
+			}
+			fputs(")", f);
+		}
 	}
 }
 
