@@ -231,6 +231,10 @@ static void t_chain_through_two_children(void)
 	CHECK(b->who.act.on_pid == KID2 && b->who.act.on_tid == KID2 + 1 &&
 	      !strcmp(b->who.act.on_comm, "pt_loader"), "blocked on %u/%u %s", b->who.act.on_pid,
 	      b->who.act.on_tid, b->who.act.on_comm);
+	/* what KID2's thread did while the worker slept on it: 6 ms on a CPU, 4 ms preempted */
+	CHECK(b->who.act.on_ns[ENG_ACT_ON_CPU] == 6 * MS && b->who.act.on_ns[ENG_ACT_PREEMPTED] == 4 * MS,
+	      "blocked on KID2, which was on CPU %" PRIu64 ", preempted %" PRIu64,
+	      b->who.act.on_ns[ENG_ACT_ON_CPU], b->who.act.on_ns[ENG_ACT_PREEMPTED]);
 	{
 		char name[128];
 

@@ -162,6 +162,12 @@ struct eng_act {
 	bool fault_anon;
 	uint64_t fault_len;
 	uint32_t fault_path;     /* a file's mapping: engine_act_path(), 0: none */
+	/*
+	 * Of ns[ENG_ACT_BLOCKED], the sleeps a followed thread ended: what those
+	 * threads did meanwhile (a queue's feeder thread asleep on the thread
+	 * that fills the queue). The io and faulting names above cover them too.
+	 */
+	uint64_t on_ns[ENG_NACT];
 };
 
 struct eng_who {

@@ -477,7 +477,7 @@ static void ev_iosys(struct engine *e, const struct sb_hdr *h, uint64_t s)
 	x->last_written = f->written;
 	t = thread_find(e, h->tid);
 	if (t)
-		act_io_name(e, t, s, (uint8_t)r->call, x);
+		act_io_name(e, t, s, (uint8_t)r->call, id);
 	if (!t || t->candidate < 0 || !t->noverlays)
 		return;
 	/* the overlay ev_interval() just added */

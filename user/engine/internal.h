@@ -124,12 +124,19 @@ struct burst {
  * ACTS_MAX such intervals of every followed thread, back-to-back faults
  * merged into one.
  */
-#define ACTS_MAX 32
+#define ACTS_MAX 64
+#define ACT_RINGS_MAX 1024       /* threads that hold such a ring at one time */
 struct act_iv {
 	uint64_t s, e;
 	uint64_t last;           /* faulting: the start of the last fault merged in */
 	uint64_t maplen;         /* faulting in a known region: its length */
-	uint32_t path;           /* engine_act_path() id, 0 none */
+	/*
+	 * io: 1 + its file's index in e->io_files, with its inode and device;
+	 * faulting: 1 + its region's index in e->maps, with its start (a slot
+	 * reused since names nothing). Named only when a wait is told.
+	 */
+	uint32_t ref, dev;
+	uint64_t key;
 	uint8_t kind;            /* ENG_ACT_FAULTING, _RECLAIM, _ALLOC, _IO */
 	uint8_t io_call, io_kind; /* io: the call and its file's kind, 0 not named */
 	uint8_t region;          /* faulting: 0 none known, 1 anon, 2 a file's */
@@ -519,6 +526,7 @@ struct engine {
 	/* the files the wakers' activities name (engine_act_path) */
 	char (*act_paths)[ENG_IO_PATH_MAX];
 	uint32_t nact_paths;
+	uint32_t nact_rings;     /* threads holding a ring of struct act_iv */
 	uint32_t io_seq;
 	/* regions mmap()ed during the capture (allocated at the first such record) */
 	struct map_region *maps;
@@ -599,7 +607,8 @@ const char *thread_name_of(const struct engine *e, uint32_t tid);
 void act_push(struct engine *e, struct thread *t, int kind, uint64_t s, uint64_t end);
 void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr);
 void act_switch_out(struct thread *t, uint8_t out_state, uint64_t ts);
-void act_io_name(struct engine *e, struct thread *t, uint64_t s, uint8_t call, struct io_file *f);
+void act_io_name(struct engine *e, struct thread *t, uint64_t s, uint8_t call, uint32_t file);
+uint32_t act_name_of(struct engine *e, const struct act_iv *v);
 uint32_t act_path_id(struct engine *e, const char *path);
 void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, uint64_t end,
 		  uint16_t cpu, uint32_t wpid, uint32_t wtid);

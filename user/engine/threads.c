@@ -65,6 +65,7 @@ static void thread_release(struct engine *e, struct thread *t)
 	if (t->acts) {
 		free(t->acts);
 		heap_account(e, -(int64_t)(ACTS_MAX * sizeof(*t->acts)));
+		e->nact_rings--;
 	}
 	free(t->episodes);
 	heap_account(e, -(int64_t)(t->episodes_cap * sizeof(*t->episodes)));
@@ -177,8 +178,13 @@ static struct act_iv *act_new(struct engine *e, struct thread *t)
 {
 	struct act_iv *a;
 
-	if (!t->acts)
+	if (!t->acts) {
+		/* past ACT_RINGS_MAX threads, what a new one does is not kept */
+		if (e->nact_rings >= ACT_RINGS_MAX)
+			return NULL;
 		t->acts = heap_calloc(e, ACTS_MAX, sizeof(*t->acts));
+		e->nact_rings++;
+	}
 	if (t->nacts == ACTS_MAX) {
 		/* the ring is full: the oldest goes (its time counts as on a CPU) */
 		t->acts_head = (t->acts_head + 1) % ACTS_MAX;
@@ -194,9 +200,8 @@ void act_push(struct engine *e, struct thread *t, int kind, uint64_t s, uint64_t
 {
 	struct act_iv *a;
 
-	if (t->sink || end <= s)
+	if (t->sink || end <= s || !(a = act_new(e, t)))
 		return;
-	a = act_new(e, t);
 	a->s = s;
 	a->e = end;
 	a->kind = (uint8_t)kind;
@@ -216,8 +221,13 @@ void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr)
 
 	if (t->sink)
 		return;
-	/* its region: that of its last fault, else looked up (without touching the regions' order) */
-	if (!map || map > e->nmaps || e->maps[map - 1].gone || addr < e->maps[map - 1].start ||
+	/*
+	 * its region: that of its last fault, else looked up (without touching
+	 * the regions' order); e->maps holds the target's regions only
+	 */
+	if (t->pid != e->target_pid) {
+		map = 0;
+	} else if (!map || map > e->nmaps || e->maps[map - 1].gone || addr < e->maps[map - 1].start ||
 	    addr >= e->maps[map - 1].end) {
 		map = 0;
 		for (uint32_t i = e->nmaps; i-- > 0 && !map;)
@@ -232,20 +242,16 @@ void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr)
 		a->last = at;
 		return;
 	}
-	a = act_new(e, t);
+	if (!(a = act_new(e, t)))
+		return;
 	a->s = a->last = at;
 	a->e = at + e->fault_cost;
 	a->kind = ENG_ACT_FAULTING;
 	if (m) {
 		a->region = m->anon ? 1 : 2;
 		a->maplen = m->end - m->start;
-		if (!m->anon && m->path[0]) {
-			struct map_region *mm = &e->maps[map - 1];
-
-			if (!mm->act_path)
-				mm->act_path = act_path_id(e, mm->path);
-			a->path = mm->act_path;
-		}
+		a->ref = map;
+		a->key = m->start;
 	}
 }
 
@@ -260,17 +266,46 @@ void act_switch_out(struct thread *t, uint8_t out_state, uint64_t ts)
 }
 
 /* the I/O call act_push() just added at s: its call and file */
-void act_io_name(struct engine *e, struct thread *t, uint64_t s, uint8_t call, struct io_file *f)
+void act_io_name(struct engine *e, struct thread *t, uint64_t s, uint8_t call, uint32_t file)
 {
 	struct act_iv *a = act_last(t);
+	const struct io_file *f = &e->io_files[file - 1];
 
 	if (!a || a->kind != ENG_ACT_IO || a->s != s)
 		return;
 	a->io_call = call;
 	a->io_kind = f->kind;
-	if (f->path[0] && !f->act_path)
-		f->act_path = act_path_id(e, f->path);
-	a->path = f->act_path;
+	a->ref = file;
+	a->key = f->ino;
+	a->dev = f->dev;
+}
+
+/*
+ * The engine_act_path() id of what v names (its I/O call's file, its
+ * faults' file mapping), 0 when none or its slot in e->io_files or e->maps
+ * was reused since. Asked only for the longest pieces of a told wait.
+ */
+uint32_t act_name_of(struct engine *e, const struct act_iv *v)
+{
+	if (v->kind == ENG_ACT_IO && v->ref && v->ref <= e->nio_files) {
+		struct io_file *f = &e->io_files[v->ref - 1];
+
+		if (f->ino != v->key || f->dev != v->dev || !f->path[0])
+			return 0;
+		if (!f->act_path)
+			f->act_path = act_path_id(e, f->path);
+		return f->act_path;
+	}
+	if (v->kind == ENG_ACT_FAULTING && v->region == 2 && v->ref && v->ref <= e->nmaps) {
+		struct map_region *m = &e->maps[v->ref - 1];
+
+		if (m->start != v->key || m->anon || !m->path[0])
+			return 0;
+		if (!m->act_path)
+			m->act_path = act_path_id(e, m->path);
+		return m->act_path;
+	}
+	return 0;
 }
 
 /* the id of a path in the table of named files (the first ENG_ACT_PATHS_MAX), 0 when full */

@@ -54,7 +54,7 @@ static void waker_activity(struct jw *w, const struct engine *e, const struct en
 		jw_key(w, key);
 		jw_u64(w, a->ns[k]);
 	}
-	if (a->ns[ENG_ACT_IO] && a->io_call) {
+	if ((a->ns[ENG_ACT_IO] || a->on_ns[ENG_ACT_IO]) && a->io_call) {
 		/* the recorded I/O call the longest piece of io_ns was in */
 		jw_key(w, "io_call");
 		jw_str(w, sb_io_name(a->io_call));
@@ -63,7 +63,7 @@ static void waker_activity(struct jw *w, const struct engine *e, const struct en
 		jw_key(w, "io_file");
 		jw_str(w, engine_act_path(e, a->io_path));
 	}
-	if (a->ns[ENG_ACT_FAULTING] && a->fault_region) {
+	if ((a->ns[ENG_ACT_FAULTING] || a->on_ns[ENG_ACT_FAULTING]) && a->fault_region) {
 		/* the region mmap()ed during the capture the longest piece of faulting_ns was in */
 		jw_key(w, "fault_region");
 		jw_obj(w);
@@ -88,6 +88,27 @@ static void waker_activity(struct jw *w, const struct engine *e, const struct en
 		comm_val(w, a->by_comm);
 		process_keys(w, e, a->by_pid);
 		jw_obj_end(w);
+	}
+	{
+		uint64_t on = 0;
+
+		for (int k = 0; k < ENG_NACT; k++)
+			on += a->on_ns[k];
+		if (on) {
+			/* of blocked_ns, the sleeps followed threads ended: what they did */
+			jw_key(w, "blocked_on_activity");
+			jw_obj(w);
+			for (int k = 0; k < ENG_NACT; k++) {
+				char key[32];
+
+				if (k > ENG_ACT_BLOCKED && !a->on_ns[k])
+					continue;
+				snprintf(key, sizeof(key), "%s_ns", eng_act_name(k));
+				jw_key(w, key);
+				jw_u64(w, a->on_ns[k]);
+			}
+			jw_obj_end(w);
+		}
 	}
 	if (a->on_max && a->on_tid) {
 		jw_key(w, "blocked_on");
