@@ -51,6 +51,10 @@ static pid_t spawn_go(char *const argv[], int *go)
 	return pid;
 }
 
+/* trace_tree: with the allocator probes; how the target exited */
+static bool tree_alloc;
+static int tree_status;
+
 /* capture argv from before its go byte until it exits; NULL if it could not run */
 static struct cap *trace_tree(char *const argv[], bool no_children, pid_t *target)
 {
@@ -74,7 +78,7 @@ static struct cap *trace_tree(char *const argv[], bool no_children, pid_t *targe
 	c->o.probe.ring_bytes = 16 << 20;
 	c->o.probe.wake_bytes = 64 << 10;
 	c->o.probe.no_children = no_children;
-	c->o.probe.no_alloc = true;
+	c->o.probe.no_alloc = !tree_alloc;
 	c->o.duration_ns = 60000000000ll;
 	c->o.agent_cpu = -2;
 	c->o.quiet = true;
@@ -84,6 +88,7 @@ static struct cap *trace_tree(char *const argv[], bool no_children, pid_t *targe
 		kill(pid, SIGKILL);
 	close(go);
 	waitpid(pid, &status, 0);
+	tree_status = status;
 	pthread_join(t, NULL);
 	*target = pid;
 	return c;
@@ -231,6 +236,96 @@ static void t_no_children(void)
 	free_cap(c);
 }
 
+/*
+ * The allocator probes in the children: two workers (one there at attach,
+ * one forked after) free 64 MiB each round (a slow call) and make 1000
+ * small calls (a burst); the main thread marks steps and calls no allocator
+ * in its loop. Each worker's calls are recorded with its own pid, each once
+ * (its 64 MiB mallocs: at most one a round); no worker dies of a breakpoint
+ * it inherited.
+ */
+#define ALLOC_ROUNDS 10
+
+static void t_alloc_in_children(void)
+{
+	char *argv[] = { (char *)prog_path("sbkids"), "1", "1", "10", "5", "10", "64", NULL };
+	uint32_t procs[16];
+	int np, slow[16] = { 0 }, bursts[16] = { 0 };
+	bool dup = false, mislabeled = false;
+	struct cap *c;
+	pid_t pid;
+
+	KIDS_OR_SKIP();
+	tree_alloc = true;
+	c = trace_tree(argv, false, &pid);
+	tree_alloc = false;
+	REQUIRE(c && c->rc == 0, "capture failed to start");
+	CHECK(WIFEXITED(tree_status) && WEXITSTATUS(tree_status) == 0,
+	      "sbkids exited with status %#x (a worker killed?)", tree_status);
+	np = recorded_procs(c, (uint32_t)pid, procs, 16);
+	REQUIRE(np == 2, "%d worker processes recorded, 2 forked", np);
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_hdr *h = c->recs[i];
+
+		if (h->type != SB_EV_ALLOC && h->type != SB_EV_ALLOC_BURST)
+			continue;
+		for (int k = 0; k < np; k++) {
+			/* a worker is single-threaded: its tid is its pid */
+			if (h->tid != procs[k])
+				continue;
+			mislabeled |= h->pid != procs[k];
+			if (h->type == SB_EV_ALLOC_BURST) {
+				bursts[k]++;
+				continue;
+			}
+			const struct sb_alloc *a = (const void *)h;
+
+			/* one malloc of 64 MiB a round */
+			if (a->fn == SB_FN_MALLOC && a->size == 64 << 20)
+				slow[k]++;
+
+			for (size_t j = i + 1; j < c->n; j++) {
+				const struct sb_alloc *b = (const void *)c->recs[j];
+
+				if (b->h.type == SB_EV_ALLOC && b->h.tid == a->h.tid &&
+				    b->start_ns == a->start_ns)
+					dup = true;
+			}
+		}
+	}
+	CHECK(!mislabeled, "a worker's allocator record carries another pid");
+	CHECK(!dup, "a worker's allocator call recorded twice");
+	for (int k = 0; k < np; k++) {
+		CHECK(slow[k] + bursts[k] > 0, "worker %u: no allocator records (%d slow, %d bursts)",
+		      procs[k], slow[k], bursts[k]);
+		CHECK(slow[k] <= ALLOC_ROUNDS, "worker %u: %d mallocs of 64 MiB recorded, %d made",
+		      procs[k], slow[k], ALLOC_ROUNDS);
+	}
+	free_cap(c);
+}
+
+/* under --no-children the forked worker inherits the breakpoints, not the probes: it runs on */
+static void t_alloc_no_children(void)
+{
+	char *argv[] = { (char *)prog_path("sbkids"), "0", "1", "4", "5", "5", "64", NULL };
+	size_t theirs = 0;
+	struct cap *c;
+	pid_t pid;
+
+	KIDS_OR_SKIP();
+	tree_alloc = true;
+	c = trace_tree(argv, true, &pid);
+	tree_alloc = false;
+	REQUIRE(c && c->rc == 0, "capture failed to start");
+	CHECK(WIFEXITED(tree_status) && WEXITSTATUS(tree_status) == 0,
+	      "sbkids exited with status %#x (the worker killed?)", tree_status);
+	for (size_t i = 0; i < c->n; i++)
+		theirs += (c->recs[i]->type == SB_EV_ALLOC || c->recs[i]->type == SB_EV_ALLOC_BURST) &&
+			  c->recs[i]->tid != (uint32_t)pid;
+	CHECK(theirs == 0, "%zu allocator records of the worker under --no-children", theirs);
+	free_cap(c);
+}
+
 static void t_chain_into_child(void)
 {
 	/* one worker forked after attach: 6 rounds of 60 ms on its CPU, then a byte */
@@ -360,6 +455,8 @@ int main(void)
 {
 	RUN(t_children_followed);
 	RUN(t_no_children);
+	RUN(t_alloc_in_children);
+	RUN(t_alloc_no_children);
 	RUN(t_chain_into_child);
 	RUN(t_spawn_named);
 	return test_summary();

@@ -63,6 +63,7 @@ struct capture {
 	                                target (its credentials changed) */
 	bool chan_broken;            /* its producer cut the channel file short under us */
 	int children_followed;       /* descendants found at attach and followed */
+	bool kids_full_said;         /* the note that the allocator probes' child table is full */
 	struct stackmaps *maps;      /* NULL: no stacks */
 	uid_t target_uid;
 	/* one buffer for every record the agent builds itself */
@@ -90,6 +91,8 @@ static int put(struct capture *c, const struct sb_hdr *rec)
 		c->records++;
 	return err;
 }
+
+static void alloc_kid(struct capture *c, pid_t pid);
 
 static int put_text(struct capture *c, uint16_t type, uint32_t id, uint32_t pid, uint32_t tid,
 		    const char *text, size_t len)
@@ -145,9 +148,15 @@ static int ring_cb(void *ctx, void *data, size_t size)
 	if (h->type == SB_EV_THREAD_NEW && h->size >= sizeof(struct sb_thread)) {
 		const struct sb_thread *t = data;
 
-		if (t->parent_pid && t->parent_pid != h->pid && h->tid == h->pid)
+		if (t->parent_pid && t->parent_pid != h->pid && h->tid == h->pid) {
+			alloc_kid(c, (pid_t)h->pid);
 			return put_process(c, (pid_t)h->pid, (pid_t)t->parent_pid, t->comm) ?
 			       -ECANCELED : 0;
+		}
+	} else if (h->type == SB_EV_THREAD_EXIT && h->tid == h->pid &&
+		   h->pid != (uint32_t)c->o->probe.pid) {
+		/* a followed child's main thread: its process is gone, and its allocator links */
+		probes_alloc_kid_gone(c->probes, (pid_t)h->pid);
 	} else if (h->type == SB_EV_RENAME && h->tid == h->pid && h->pid != (uint32_t)c->o->probe.pid &&
 		   h->size >= sizeof(struct sb_rename)) {
 		const struct sb_rename *r = data;
@@ -235,6 +244,16 @@ static int put_child_thread(void *ctx, pid_t tid)
 
 static void note(struct capture *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* a followed child process: the allocator probes in it too (probes_alloc_kid), bounded */
+static void alloc_kid(struct capture *c, pid_t pid)
+{
+	if (probes_alloc_kid(c->probes, pid) == -ENOSPC && !c->kids_full_said) {
+		c->kids_full_said = true;
+		note(c, "allocator probes: %d child processes have them; process %d and any "
+		     "later ones have none while that many live", PROBES_KIDS_MAX, (int)pid);
+	}
+}
+
 /* a descendant found at attach: followed unless its credentials differ (then not its children) */
 static int follow_existing(void *ctx, pid_t pid, pid_t ppid)
 {
@@ -252,6 +271,7 @@ static int follow_existing(void *ctx, pid_t pid, pid_t ppid)
 		return 1;
 	}
 	c->children_followed++;
+	alloc_kid(c, pid);
 	put_process(c, pid, ppid, NULL);
 	target_threads(pid, put_child_thread, &k);
 	return 0;

@@ -134,6 +134,18 @@ bool probes_has_alloc(const struct probes *p);
  */
 int probes_alloc_attach(struct probes *p, bool on);
 /*
+ * The allocator probes in a followed child process too (found at attach,
+ * forked, spawned), to the same library and functions, switched by the
+ * guard with the target's: 0 or how many functions attached, -ENOENT
+ * without allocator probes, -ENOSPC past ALLOC_KIDS_MAX children at a time
+ * (counted: probes_alloc_kids). _gone: its process exited, its links go.
+ */
+#define PROBES_KIDS_MAX 64
+int probes_alloc_kid(struct probes *p, pid_t pid);
+void probes_alloc_kid_gone(struct probes *p, pid_t pid);
+/* children with allocator probes now; *left_out: those refused, the table full */
+int probes_alloc_kids(const struct probes *p, uint64_t *left_out);
+/*
  * What an allocator call's probes (uprobe + uretprobe) and a single uprobe
  * cost the calling thread on this machine: the allocator's own programs are
  * attached to functions of this binary for a few hundred timed calls (about
