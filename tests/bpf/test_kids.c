@@ -451,12 +451,73 @@ static void t_spawn_named(void)
 	free_cap(c);
 }
 
+/*
+ * Spawned children (fork and exec of python3): the allocator probes attached
+ * by pid at the fork stay through the exec; each child's bytearray of 64 MiB
+ * is a malloc recorded with its pid.
+ */
+static void t_alloc_in_spawned(void)
+{
+	static const char script[] =
+		"import multiprocessing as mp, sys\n"
+		"if __name__ == '__main__':\n"
+		"    sys.stdin.read(1)\n"
+		"    ctx = mp.get_context('spawn')\n"
+		"    ps = [ctx.Process(target=bytearray, args=(64 << 20,)) for i in range(2)]\n"
+		"    [p.start() for p in ps]\n"
+		"    [p.join() for p in ps]\n"
+		"    sys.exit(any(p.exitcode for p in ps))\n";
+	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, NULL };
+	uint32_t kids[8];
+	int nk = 0, big = 0;
+	struct cap *c;
+	pid_t pid;
+
+	NEED_BPF();
+	if (access(argv[0], X_OK))
+		SKIP("no %s", argv[0]);
+	tree_alloc = true;
+	c = trace_tree(argv, false, &pid);
+	tree_alloc = false;
+	REQUIRE(c && c->rc == 0, "capture failed to start");
+	CHECK(WIFEXITED(tree_status) && WEXITSTATUS(tree_status) == 0, "python3 exited %#x",
+	      tree_status);
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_text *t = (const void *)c->recs[i];
+		int k;
+
+		if (t->h.type != SB_REC_THREAD || t->h.pid == (uint32_t)pid || t->h.pid != t->h.tid ||
+		    !memmem(t->text, t->len, "spawn_main", 10))
+			continue;
+		for (k = 0; k < nk && kids[k] != t->h.pid; k++)
+			;
+		if (k == nk && nk < 8)
+			kids[nk++] = t->h.pid;
+	}
+	REQUIRE(nk == 2, "%d spawned children seen", nk);
+	for (int k = 0; k < nk; k++) {
+		bool found = false;
+
+		for (size_t i = 0; i < c->n && !found; i++) {
+			const struct sb_alloc *a = (const void *)c->recs[i];
+
+			found = a->h.type == SB_EV_ALLOC && a->h.pid == kids[k] &&
+				a->fn == SB_FN_MALLOC && a->size >= 64 << 20;
+		}
+		big += found;
+		CHECK(found, "no malloc of 64 MiB recorded in spawned child %u", kids[k]);
+	}
+	CHECK(big == nk, "%d of %d children", big, nk);
+	free_cap(c);
+}
+
 int main(void)
 {
 	RUN(t_children_followed);
 	RUN(t_no_children);
 	RUN(t_alloc_in_children);
 	RUN(t_alloc_no_children);
+	RUN(t_alloc_in_spawned);
 	RUN(t_chain_into_child);
 	RUN(t_spawn_named);
 	return test_summary();
