@@ -327,6 +327,51 @@ static void t_waker_io_and_faults(void)
 	world_free(&w);
 }
 
+/*
+ * A fault run of the loader preempted in the middle (2 ms by hogP): one run,
+ * the faults on both sides back to back; the preemption is preempted time.
+ */
+static void inj_preempted_faults(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	w_switch_in(w, at - 1 * MS, T_LOADER, 2);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	for (int i = 0; i <= 100; i++)
+		w_fault(w, at + 2 * MS + (uint64_t)i * 10 * US, T_LOADER, 0, (uint64_t)i);
+	w_switch_out(w, at + 3 * MS + 5 * US, T_LOADER, 2, SB_STATE_RUNNABLE);
+	w_runslice(w, at + 3 * MS + 5 * US, at + 5 * MS + 5 * US, 2, 555, 556, "hogP");
+	w_switch_in(w, at + 5 * MS + 5 * US, T_LOADER, 2);
+	for (int i = 0; i <= 100; i++)
+		w_fault(w, at + 5 * MS + 10 * US + (uint64_t)i * 10 * US, T_LOADER, 0, (uint64_t)i);
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, T_PID, T_LOADER, "loader");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_waker_faults_across_preemption(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 20 * MS, .inj = inj_preempted_faults };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+
+	world_init(&w);
+	run_steps(&w, 4, 1, &inj);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	b = waker_entry(s, T_LOADER);
+	REQUIRE(b, "no blocked entry for the loader");
+	/* 3.005 - 2 ms, then 6.01 ms + one fault's cost (3.5 us) - 5.005 ms */
+	CHECK(b->who.act.ns[ENG_ACT_FAULTING] == 2 * MS + 13500, "faulting %" PRIu64,
+	      b->who.act.ns[ENG_ACT_FAULTING]);
+	CHECK(b->who.act.ns[ENG_ACT_PREEMPTED] == 2 * MS && b->who.act.by_pid == 555,
+	      "preempted %" PRIu64 " by %u", b->who.act.ns[ENG_ACT_PREEMPTED], b->who.act.by_pid);
+	engine_free(e);
+	world_free(&w);
+}
+
 /* a waker that is no followed thread: no account of what it did (nothing is known) */
 static void inj_stranger(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
@@ -404,6 +449,7 @@ int main(void)
 	RUN(t_chain_through_two_children);
 	RUN(t_same_process_waker);
 	RUN(t_waker_io_and_faults);
+	RUN(t_waker_faults_across_preemption);
 	RUN(t_stranger_waker);
 	RUN(t_process_names);
 	return test_summary();

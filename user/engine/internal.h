@@ -130,6 +130,7 @@ struct act_iv {
 	uint64_t s, e;
 	uint64_t last;           /* faulting: the start of the last fault merged in */
 	uint64_t maplen;         /* faulting in a known region: its length */
+	uint64_t wait;           /* faulting: the thread's act_wait at `last` */
 	/*
 	 * io: 1 + its file's index in e->io_files, with its inode and device;
 	 * faulting: 1 + its region's index in e->maps, with its start (a slot
@@ -160,6 +161,8 @@ struct thread {
 	struct act_iv *acts;
 	uint32_t acts_head, nacts;
 	bool act_fault_sleep;    /* asleep (D) inside its last fault: the fault lasts the sleep */
+	uint64_t act_wait;       /* its time runnable, off its CPU, so far (EP_RUN episodes) */
+	uint64_t act_slept;      /* the end of its last sleep */
 	uint32_t act_map;        /* its last fault's region: 1 + index in e->maps, 0 none */
 	/* candidates only */
 	uint64_t last_cut;       /* its time is accounted up to here */

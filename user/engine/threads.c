@@ -236,10 +236,17 @@ void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr)
 		t->act_map = map;
 	}
 	m = map ? &e->maps[map - 1] : NULL;
-	if (a && a->kind == ENG_ACT_FAULTING && at >= a->last && at - a->last < ACT_FAULT_RUN_NS &&
-	    t->state == TS_RUNNING && t->since <= a->last && !a->region == !m) {
+	/*
+	 * back to back: within ACT_FAULT_RUN_NS of the last one on its CPU (a
+	 * preemption between them is no gap: the chain counts it apart), with no
+	 * sleep between them
+	 */
+	if (a && a->kind == ENG_ACT_FAULTING && at >= a->last && t->act_slept <= a->last &&
+	    t->act_wait >= a->wait && at - a->last - min64(t->act_wait - a->wait, at - a->last) <
+	    ACT_FAULT_RUN_NS && !a->region == !m) {
 		a->e = max64(a->e, at + e->fault_cost);
 		a->last = at;
+		a->wait = t->act_wait;
 		return;
 	}
 	if (!(a = act_new(e, t)))
@@ -247,6 +254,7 @@ void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr)
 	a->s = a->last = at;
 	a->e = at + e->fault_cost;
 	a->kind = ENG_ACT_FAULTING;
+	a->wait = t->act_wait;
 	if (m) {
 		a->region = m->anon ? 1 : 2;
 		a->maplen = m->end - m->start;
@@ -339,6 +347,10 @@ void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, 
 			a->e = max64(a->e, end);
 	}
 	t->act_fault_sleep = false;
+	if (kind == EP_RUN)
+		t->act_wait += end - s;
+	else
+		t->act_slept = max64(t->act_slept, end);
 	/* the history only needs to reach back as far as a wakeup chain looks */
 	while (t->nepisodes && t->episodes[t->episodes_head].e + e->history_ns < e->now) {
 		t->episodes_head = (t->episodes_head + 1) % t->episodes_cap;
