@@ -572,7 +572,7 @@ static void flush_idle_burst(const struct probes *p, uint32_t tid, const struct 
 }
 
 static int walk_totals(const struct probes *p,
-		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+		       void (*cb)(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 				  const uint64_t ns[SB_FN_MAX]),
 		       void *ctx, bool flush)
 {
@@ -591,7 +591,8 @@ static int walk_totals(const struct probes *p,
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, &v))
 			continue;
-		cb(ctx, key, v.calls, v.ns);
+		/* the thread's process, as its burst says (0 before its first fast call: the target) */
+		cb(ctx, v.b.tgid ? v.b.tgid : (uint32_t)p->o.pid, key, v.calls, v.ns);
 		if (flush)
 			flush_idle_burst(p, key, &v);
 		n++;
@@ -600,7 +601,7 @@ static int walk_totals(const struct probes *p,
 }
 
 int probes_alloc_stats(const struct probes *p,
-		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+		       void (*cb)(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 				  const uint64_t ns[SB_FN_MAX]),
 		       void *ctx)
 {
@@ -608,7 +609,7 @@ int probes_alloc_stats(const struct probes *p,
 }
 
 int probes_alloc_totals(const struct probes *p,
-			void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+			void (*cb)(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 				   const uint64_t ns[SB_FN_MAX]),
 			void *ctx)
 {

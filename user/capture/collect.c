@@ -173,7 +173,7 @@ static int chan_cb(void *ctx, const struct sb_hdr *rec)
 	return put(ctx, rec) ? -ECANCELED : 0;
 }
 
-static void alloc_stats_cb(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+static void alloc_stats_cb(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 			   const uint64_t ns[SB_FN_MAX])
 {
 	struct capture *c = ctx;
@@ -182,7 +182,7 @@ static void alloc_stats_cb(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_M
 	memset(s, 0, sizeof(*s));
 	s->h.type = SB_REC_ALLOC_STATS;
 	s->h.size = sizeof(*s);
-	s->h.pid = c->o->probe.pid;
+	s->h.pid = pid;
 	s->h.tid = tid;
 	s->h.ts = mono_ns();
 	memcpy(s->calls, calls, sizeof(s->calls));

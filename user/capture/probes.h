@@ -110,7 +110,7 @@ void probes_drops(const struct probes *p, __u64 ring[SB_EV_KERNEL_MAX + 1], __u6
  * enough (a thread may make no further call to end its burst).
  */
 int probes_alloc_stats(const struct probes *p,
-		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+		       void (*cb)(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 				  const uint64_t ns[SB_FN_MAX]),
 		       void *ctx);
 /*
@@ -118,7 +118,7 @@ int probes_alloc_stats(const struct probes *p,
  * (the overhead guard's reading).
  */
 int probes_alloc_totals(const struct probes *p,
-			void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+			void (*cb)(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 				   const uint64_t ns[SB_FN_MAX]),
 			void *ctx);
 /* the allocator probes found their library and attached (the guard may have them off now) */
