@@ -75,7 +75,7 @@ struct burst {
 	__u64 bytes;   /* bytes asked for */
 	__u64 gap_min; /* shortest pause between two calls of the thread, ever */
 	__u32 cpu;     /* CPU of its first call */
-	__u32 pad;
+	__u32 tgid;    /* the thread's process (the target or a followed child) */
 	__u64 calls;   /* fast calls in it; 0: no burst. Written last */
 };
 
@@ -133,7 +133,7 @@ static __always_inline void burst_emit(__u32 tid, const struct burst *c, __u64 n
 	if (!e)
 		return;
 	/* reserve() names the current task: the agent's, when it flushes */
-	e->h.pid = targ_tgid;
+	e->h.pid = c->tgid ? c->tgid : targ_tgid;
 	e->h.tid = tid;
 	e->h.cpu = c->cpu;
 	e->h.flags = flags;
@@ -266,6 +266,7 @@ static __always_inline int leave(void *ctx, __u64 ret)
 			b->slow_ns = 0;
 			b->bytes = 0;
 			b->cpu = bpf_get_smp_processor_id();
+			b->tgid = bpf_get_current_pid_tgid() >> 32;
 		} else if (start > b->last) {
 			b->sum_ns += trap_gap(b, start - b->last);
 		}

@@ -51,6 +51,10 @@ static pid_t spawn_go(char *const argv[], int *go)
 	return pid;
 }
 
+/* trace_tree: with the allocator probes; how the target exited */
+static bool tree_alloc;
+static int tree_status;
+
 /* capture argv from before its go byte until it exits; NULL if it could not run */
 static struct cap *trace_tree(char *const argv[], bool no_children, pid_t *target)
 {
@@ -74,7 +78,8 @@ static struct cap *trace_tree(char *const argv[], bool no_children, pid_t *targe
 	c->o.probe.ring_bytes = 16 << 20;
 	c->o.probe.wake_bytes = 64 << 10;
 	c->o.probe.no_children = no_children;
-	c->o.probe.no_alloc = true;
+	c->o.probe.no_alloc = !tree_alloc;
+	c->o.probe.alloc_min_ns = 10000; /* the command line's default */
 	c->o.duration_ns = 60000000000ll;
 	c->o.agent_cpu = -2;
 	c->o.quiet = true;
@@ -84,6 +89,7 @@ static struct cap *trace_tree(char *const argv[], bool no_children, pid_t *targe
 		kill(pid, SIGKILL);
 	close(go);
 	waitpid(pid, &status, 0);
+	tree_status = status;
 	pthread_join(t, NULL);
 	*target = pid;
 	return c;
@@ -232,6 +238,109 @@ static void t_no_children(void)
 	free_cap(c);
 }
 
+/*
+ * The allocator probes in the children: two workers (one there at attach,
+ * one forked after) free 64 MiB each round (a slow call) and make 1000
+ * small calls (a burst); the main thread marks steps and calls no allocator
+ * in its loop. Each worker's calls are recorded with its own pid, each once
+ * (its 64 MiB mallocs: at most one a round); no worker dies of a breakpoint
+ * it inherited.
+ */
+#define ALLOC_ROUNDS 10
+
+static void t_alloc_in_children(void)
+{
+	/* workers that live over a second: the agent reads their fast calls' totals meanwhile */
+	char *argv[] = { (char *)prog_path("sbkids"), "1", "1", "10", "5", "150", "64", NULL };
+	uint32_t procs[16];
+	int np, slow[16] = { 0 }, bursts[16] = { 0 }, stats[16] = { 0 };
+	bool dup = false, mislabeled = false;
+	struct cap *c;
+	pid_t pid;
+
+	KIDS_OR_SKIP();
+	tree_alloc = true;
+	c = trace_tree(argv, false, &pid);
+	tree_alloc = false;
+	REQUIRE(c && c->rc == 0, "capture failed to start");
+	CHECK(WIFEXITED(tree_status) && WEXITSTATUS(tree_status) == 0,
+	      "sbkids exited with status %#x (a worker killed?)", tree_status);
+	np = recorded_procs(c, (uint32_t)pid, procs, 16);
+	REQUIRE(np == 2, "%d worker processes recorded, 2 forked", np);
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_hdr *h = c->recs[i];
+
+		if (h->type != SB_EV_ALLOC && h->type != SB_EV_ALLOC_BURST &&
+		    h->type != SB_REC_ALLOC_STATS)
+			continue;
+		for (int k = 0; k < np; k++) {
+			/* a worker is single-threaded: its tid is its pid */
+			if (h->tid != procs[k])
+				continue;
+			mislabeled |= h->pid != procs[k];
+			stats[k] += h->type == SB_REC_ALLOC_STATS;
+			if (h->type == SB_REC_ALLOC_STATS)
+				continue;
+			if (h->type == SB_EV_ALLOC_BURST) {
+				bursts[k]++;
+				continue;
+			}
+			const struct sb_alloc *a = (const void *)h;
+
+			/* one malloc of 64 MiB a round */
+			if (a->fn == SB_FN_MALLOC && a->size == 64 << 20)
+				slow[k]++;
+
+			for (size_t j = i + 1; j < c->n; j++) {
+				const struct sb_alloc *b = (const void *)c->recs[j];
+
+				if (b->h.type == SB_EV_ALLOC && b->h.tid == a->h.tid &&
+				    b->start_ns == a->start_ns)
+					dup = true;
+			}
+		}
+	}
+	CHECK(!mislabeled, "a worker's allocator record (or alloc_stats) carries another pid");
+	{
+		int st = 0;
+
+		for (int k = 0; k < np; k++)
+			st += stats[k];
+		/* read once a second: a worker that lived past one reading has its own */
+		CHECK(st > 0, "no alloc_stats record of a worker");
+	}
+	CHECK(!dup, "a worker's allocator call recorded twice");
+	for (int k = 0; k < np; k++) {
+		CHECK(slow[k] + bursts[k] > 0, "worker %u: no allocator records (%d slow, %d bursts)",
+		      procs[k], slow[k], bursts[k]);
+		CHECK(slow[k] <= ALLOC_ROUNDS, "worker %u: %d mallocs of 64 MiB recorded, %d made",
+		      procs[k], slow[k], ALLOC_ROUNDS);
+	}
+	free_cap(c);
+}
+
+/* under --no-children the forked worker inherits the breakpoints, not the probes: it runs on */
+static void t_alloc_no_children(void)
+{
+	char *argv[] = { (char *)prog_path("sbkids"), "0", "1", "4", "5", "5", "64", NULL };
+	size_t theirs = 0;
+	struct cap *c;
+	pid_t pid;
+
+	KIDS_OR_SKIP();
+	tree_alloc = true;
+	c = trace_tree(argv, true, &pid);
+	tree_alloc = false;
+	REQUIRE(c && c->rc == 0, "capture failed to start");
+	CHECK(WIFEXITED(tree_status) && WEXITSTATUS(tree_status) == 0,
+	      "sbkids exited with status %#x (the worker killed?)", tree_status);
+	for (size_t i = 0; i < c->n; i++)
+		theirs += (c->recs[i]->type == SB_EV_ALLOC || c->recs[i]->type == SB_EV_ALLOC_BURST) &&
+			  c->recs[i]->tid != (uint32_t)pid;
+	CHECK(theirs == 0, "%zu allocator records of the worker under --no-children", theirs);
+	free_cap(c);
+}
+
 static void t_chain_into_child(void)
 {
 	/* one worker forked after attach: 6 rounds of 60 ms on its CPU, then a byte */
@@ -357,10 +466,74 @@ static void t_spawn_named(void)
 	free_cap(c);
 }
 
+/*
+ * Spawned children (fork and exec of python3): the allocator probes attached
+ * by pid at the fork stay through the exec; each child's bytearray of 64 MiB
+ * is a malloc recorded with its pid.
+ */
+static void t_alloc_in_spawned(void)
+{
+	static const char script[] =
+		"import multiprocessing as mp, sys\n"
+		"if __name__ == '__main__':\n"
+		"    sys.stdin.read(1)\n"
+		"    ctx = mp.get_context('spawn')\n"
+		"    ps = [ctx.Process(target=bytearray, args=(64 << 20,)) for i in range(2)]\n"
+		"    [p.start() for p in ps]\n"
+		"    [p.join() for p in ps]\n"
+		"    sys.exit(any(p.exitcode for p in ps))\n";
+	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, NULL };
+	uint32_t kids[8];
+	int nk = 0, big = 0;
+	struct cap *c;
+	pid_t pid;
+
+	NEED_BPF();
+	if (access(argv[0], X_OK))
+		SKIP("no %s", argv[0]);
+	tree_alloc = true;
+	c = trace_tree(argv, false, &pid);
+	tree_alloc = false;
+	REQUIRE(c && c->rc == 0, "capture failed to start");
+	CHECK(WIFEXITED(tree_status) && WEXITSTATUS(tree_status) == 0, "python3 exited %#x",
+	      tree_status);
+	/* the children (the workers, and multiprocessing's resource tracker) by their fork */
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_thread *t = (const void *)c->recs[i];
+		int k;
+
+		if (t->h.type != SB_EV_THREAD_NEW || t->h.pid == (uint32_t)pid ||
+		    t->parent_pid != (uint32_t)pid || t->h.tid != t->h.pid)
+			continue;
+		for (k = 0; k < nk && kids[k] != t->h.pid; k++)
+			;
+		if (k == nk && nk < 8)
+			kids[nk++] = t->h.pid;
+	}
+	REQUIRE(nk >= 2, "%d children forked", nk);
+	for (int k = 0; k < nk; k++) {
+		bool found = false;
+
+		for (size_t i = 0; i < c->n && !found; i++) {
+			const struct sb_alloc *a = (const void *)c->recs[i];
+
+			found = a->h.type == SB_EV_ALLOC && a->h.pid == kids[k] &&
+				a->fn == SB_FN_MALLOC && a->size >= 64 << 20;
+		}
+		big += found;
+	}
+	/* both workers, after their exec (the tracker allocates no 64 MiB) */
+	CHECK(big == 2, "%d of the %d children made a malloc of 64 MiB that was recorded", big, nk);
+	free_cap(c);
+}
+
 int main(void)
 {
 	RUN(t_children_followed);
 	RUN(t_no_children);
+	RUN(t_alloc_in_children);
+	RUN(t_alloc_no_children);
+	RUN(t_alloc_in_spawned);
 	RUN(t_chain_into_child);
 	RUN(t_spawn_named);
 	return test_summary();

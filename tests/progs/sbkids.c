@@ -6,19 +6,25 @@
  * through one pipe. It waits for one byte on stdin (the tracer is attached
  * by then) before the rounds begin.
  *
- *   sbkids BEFORE AFTER ROUNDS SPIN_MS SLEEP_MS
+ *   sbkids BEFORE AFTER ROUNDS SPIN_MS SLEEP_MS [ALLOC_MIB]
  *
  * BEFORE workers are forked before the go byte (found by the tracer in
  * /proc), AFTER workers right after it. Each worker, ROUNDS times: spins on
  * the CPU for SPIN_MS milliseconds, sleeps SLEEP_MS milliseconds, writes one
- * byte to the pipe. The main thread reads BEFORE+AFTER times ROUNDS bytes,
- * marking a step after each, then reaps the workers and exits. Workers
- * keep the parent's comm and command line, as forked children do.
+ * byte to the pipe. With ALLOC_MIB, each round also begins with a malloc of
+ * ALLOC_MIB MiB, written and freed (a free that unmaps that much memory: a
+ * slow allocator call) and 1000 small malloc/free pairs (a burst of fast
+ * ones); the main thread calls no allocator in its loop. The main thread
+ * reads BEFORE+AFTER times ROUNDS bytes, marking a step after each, then
+ * reaps the workers and exits: 3 if one of them did not exit 0 (killed by a
+ * stray breakpoint: SIGTRAP). Workers keep the parent's comm and command
+ * line, as forked children do.
  */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/sdt.h>
 #include <sys/wait.h>
@@ -35,9 +41,30 @@ static uint64_t now_ns(void)
 
 static volatile uint64_t sink;
 
+static int alloc_mib;
+
 static void worker(int fd, int rounds, int spin_ms, int sleep_ms)
 {
 	for (int r = 0; r < rounds; r++) {
+		if (alloc_mib) {
+			size_t len = (size_t)alloc_mib << 20;
+			char *big = malloc(len);
+
+			if (!big)
+				_exit(1);
+			memset(big, r, len);
+			sink += (uint64_t)big[len / 2];
+			free(big);
+			for (int i = 0; i < 1000; i++) {
+				char *x = malloc(32 + (i & 63));
+
+				if (!x)
+					_exit(1);
+				x[0] = (char)i;
+				sink += (uint64_t)x[0];
+				free(x);
+			}
+		}
 		/* on-CPU time: spin for SPIN_MS of the thread's own CPU time */
 		struct timespec ts;
 		uint64_t end;
@@ -77,8 +104,9 @@ int main(int argc, char **argv)
 	pid_t kids[64];
 	char go;
 
-	if (argc != 6)
+	if (argc != 6 && argc != 7)
 		return 2;
+	alloc_mib = argc == 7 ? atoi(argv[6]) : 0;
 	before = atoi(argv[1]);
 	after = atoi(argv[2]);
 	rounds = atoi(argv[3]);
@@ -123,7 +151,13 @@ int main(int argc, char **argv)
 		STAP_PROBE1(stepblame, step, step);
 		sink += now_ns();
 	}
-	for (int i = 0; i < n; i++)
-		waitpid(kids[i], NULL, 0);
-	return 0;
+	int bad = 0;
+
+	for (int i = 0; i < n; i++) {
+		int st = 0;
+
+		if (waitpid(kids[i], &st, 0) != kids[i] || !WIFEXITED(st) || WEXITSTATUS(st))
+			bad = 3;
+	}
+	return bad;
 }

@@ -16,9 +16,13 @@ the marking thread and the DataLoader worker processes:
 Injections (each --X takes a step list: 5 or 5-9 or 5,8,12-14):
   --hog STEPS            create HOG_FILE during the steps: an outside hog spins
                          while it exists (the harness runs it; it is not ours)
-  --slow-item STEPS:MS[:cpu]  the DataLoader worker that loads the batch of
-                         those steps sleeps MS ms in __getitem__ (slow
-                         storage), or spins MS ms on the CPU with :cpu
+  --slow-item STEPS:MS[:cpu|:io|:fault]  the DataLoader worker that loads the
+                         batch of those steps sleeps MS ms in __getitem__ (slow
+                         storage), or spins MS ms on the CPU with :cpu, or for
+                         MS ms writes 4 MiB to SLOW_DIR/shardSTEP.bin and
+                         fsyncs it with :io, or fills fresh 64 MiB tensors
+                         (page faults) with :fault
+  --slow-dir DIR         where :io writes (default: the current directory)
   --tensor STEP:MIB      allocate and fill a fresh MIB MiB tensor
   --ckpt STEP:DIR        torch.save the model and a 64 MiB tensor to DIR, fsync
   --migrate STEPS        the marking thread moves itself between the CPUs it
@@ -57,8 +61,8 @@ def spin(ms):
 class Images(Dataset):
     """Synthetic images; the samples of slow batches spin in __getitem__."""
 
-    def __init__(self, n, batch, slow):
-        self.n, self.batch, self.slow = n, batch, slow
+    def __init__(self, n, batch, slow, slow_dir="."):
+        self.n, self.batch, self.slow, self.slow_dir = n, batch, slow, slow_dir
 
     def __len__(self):
         return self.n
@@ -69,6 +73,22 @@ class Images(Dataset):
             ms, how = self.slow[step]
             if how == "cpu":
                 spin(ms)
+            elif how == "io":
+                # slow storage that is disk: writes and fsyncs, in the worker
+                end = time.perf_counter() + ms / 1000.0
+                fd = os.open(os.path.join(self.slow_dir, "shard%d.bin" % step), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                blob = os.urandom(4 << 20)
+                while time.perf_counter() < end:
+                    os.write(fd, blob)
+                    os.fsync(fd)
+                os.close(fd)
+            elif how == "fault":
+                # fresh memory, each time: the worker's page faults
+                end = time.perf_counter() + ms / 1000.0
+                while time.perf_counter() < end:
+                    t = torch.empty(64 << 18)
+                    t.fill_(1.0)
+                    del t
             else:
                 time.sleep(ms / 1000.0)  # slow storage
         g = torch.Generator().manual_seed(i)
@@ -106,6 +126,7 @@ def main():
     ap.add_argument("--hog", default="")
     ap.add_argument("--hog-file", default="")
     ap.add_argument("--slow-item", action="append", default=[])
+    ap.add_argument("--slow-dir", default=".")
     ap.add_argument("--tensor", action="append", default=[])
     ap.add_argument("--ckpt", action="append", default=[])
     ap.add_argument("--migrate", default="")
@@ -135,7 +156,7 @@ def main():
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
-    data = Images(a.batch * (a.steps + 2), a.batch, slow)
+    data = Images(a.batch * (a.steps + 2), a.batch, slow, a.slow_dir)
     loader = DataLoader(data, batch_size=a.batch, num_workers=a.workers, shuffle=False)
     it = iter(loader)
     workers = [w.pid for w in getattr(it, "_workers", [])]
@@ -200,7 +221,9 @@ def main():
                      "next_ns": n1 - n0, "inject": inj})
     sb.stepblame_step(len(rows))
     with open(a.truth, "w") as out:
-        out.write(json.dumps({"pid": os.getpid(), "tid": tid, "workers": workers, "slow_items": sorted(slow)}) + "\n")
+        out.write(json.dumps({"pid": os.getpid(), "tid": tid, "workers": workers, "slow_items": sorted(slow),
+                              "slow_how": {str(k): v[1] for k, v in sorted(slow.items())},
+                              "slow_dir": os.path.abspath(a.slow_dir)}) + "\n")
         for r in rows:
             out.write(json.dumps(r) + "\n")
 

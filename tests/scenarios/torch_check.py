@@ -8,7 +8,7 @@ Time the report gives to other processes (tasks outside the trainer that took
 its CPU, named as culprits) is real interference on a busy machine: a check on
 an injected cause deducts it from what the injection is expected to explain.
 """
-import json, statistics, sys
+import json, os, statistics, sys
 
 rep = json.load(open(sys.argv[1]))
 lines = [json.loads(l) for l in open(sys.argv[2])]
@@ -111,10 +111,51 @@ for n in slow:
     if b["ns"] < 50 * MS:
         continue
     c, act = b["culprit"], b["culprit"].get("waker_activity", {})
-    told = sum(act.get(k, 0) for k in ("on_cpu_ns", "preempted_ns", "runnable_ns", "io_ns", "blocked_ns"))
+    told = sum(v for k, v in act.items() if k.endswith("_ns"))
     if "process" not in c or not c["process"] or c["process"].startswith("python3[") or told < 0.9 * b["ns"]:
         bad.append("step %d: %s blocked on %s, activity %.1f of %.1f ms" % (n, c.get("comm"), c.get("process"), told / MS, b["ns"] / MS))
 out(not bad, "loader_chain", "; ".join(bad))
+
+
+# a worker whose __getitem__ writes and fsyncs a file (:io), or fills fresh
+# memory (:fault): the launcher's longest wait on a worker around those steps
+# says the worker was in I/O on that file, or faulting, for most of the wait
+def chain_kind(how, key):
+    items = sorted(int(k) for k, v in head.get("slow_how", {}).items() if v == how)
+    if not items:
+        return None, "no %s items" % how
+    waits = [b for n in steps if any(n - 6 <= k <= n + 1 for k in items)
+             for b in steps[n]["blame"] if b["cause"] == "blocked" and b.get("culprit", {}).get("pid") in workers
+             and "via" not in b["culprit"]]
+    if not waits:
+        return False, "no wait on a loader worker around steps %s" % items
+    b = max(waits, key=lambda b: b["ns"])
+    act = b["culprit"].get("waker_activity", {})
+    # the waker's own account, its sleeps on other followed threads replaced by
+    # what those did (a queue's feeder thread waits for the worker's main thread)
+    inner = act.get("blocked_on_activity", {})
+    eff = {k: v for k, v in act.items() if k.endswith("_ns")}
+    eff["blocked_ns"] = eff.get("blocked_ns", 0) - sum(inner.values())
+    for k, v in inner.items():
+        eff[k] = eff.get(k, 0) + v
+    # the time other tasks held its CPU is theirs (a busy machine), not the worker's doing
+    told = sum(eff.values()) - eff.get("preempted_ns", 0) - eff.get("runnable_ns", 0)
+    ok = b["ns"] >= 20 * MS and told > 0 and eff.get(key, 0) >= 0.5 * told
+    return ok, "steps %s: longest wait on a worker %.1f ms, waker_activity %s" % (items, b["ns"] / MS, act)
+
+
+ok, why = chain_kind("io", "io_ns")
+if ok is not None:
+    b_act = why
+    files = {os.path.join(head["slow_dir"], "shard%s.bin" % k) for k, v in head["slow_how"].items() if v == "io"}
+    # the worker's longest I/O piece is one of its writes (throttled by writeback) or fsyncs of the file
+    named = [b for s in steps.values() for b in s["blame"]
+             if b.get("culprit", {}).get("waker_activity", {}).get("io_file") in files
+             and b["culprit"]["waker_activity"].get("io_call") in ("write", "fsync")]
+    out(ok and named, "loader_chain_io", "%s; entries naming %s: %d" % (why, sorted(files), len(named)))
+ok, why = chain_kind("fault", "faulting_ns")
+if ok is not None:
+    out(ok, "loader_chain_faulting", why)
 
 # the fresh tensor: its faults
 bad = []

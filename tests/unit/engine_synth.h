@@ -625,4 +625,37 @@ static inline const struct eng_step *step_no(const struct engine *e, uint64_t n)
 	return NULL;
 }
 
+/*
+ * What the waker did besides its own code (the loader T_LOADER, on CPU 2):
+ * 101 faults 10 us apart in a region mmap()ed before (back to back: 1 ms and
+ * one fault's cost), an fsync of /data/shard3.bin of 10 ms with 8 ms of it in
+ * D, 2 ms of direct reclaim, an allocator call of 4 ms with one fault in it,
+ * and a fault that sleeps 8 ms in D.
+ */
+#define ACT_MAP 0x7f0000000000ull
+
+static inline void inj_busy_loader(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	w_mmap_map(w, at - 3 * MS, at - 3 * MS + 50 * US, T_LOADER, ACT_MAP, 64 << 20, "");
+	w_switch_in(w, at - 1 * MS, T_LOADER, 2);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	for (int i = 0; i <= 100; i++)
+		w_fault(w, at + 2 * MS + (uint64_t)i * 10 * US, T_LOADER, 0, (uint64_t)i);
+	w_iofile(w, at + 5 * MS, at + 15 * MS, T_LOADER, SB_IO_FSYNC, 0, 77, SB_FILE_REGULAR,
+		 "/data/shard3.bin", 0);
+	w_switch_out(w, at + 6 * MS, T_LOADER, 2, SB_STATE_DISK);
+	w_wakeup(w, at + 14 * MS, T_LOADER, 2, 0, 0, "swapper/2");
+	w_switch_in(w, at + 14 * MS, T_LOADER, 2);
+	w_interval(w, SB_EV_RECLAIM, at + 20 * MS, at + 22 * MS, T_LOADER, 0);
+	w_interval(w, SB_EV_ALLOC, at + 25 * MS, at + 29 * MS, T_LOADER, SB_FN_MALLOC);
+	w_fault(w, at + 26 * MS, T_LOADER, 0, 200);
+	w_fault(w, at + 32 * MS, T_LOADER, 0, 201);
+	w_switch_out(w, at + 32 * MS + 1 * US, T_LOADER, 2, SB_STATE_DISK);
+	w_wakeup(w, at + 40 * MS, T_LOADER, 2, 0, 0, "swapper/2");
+	w_switch_in(w, at + 40 * MS, T_LOADER, 2);
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, T_PID, T_LOADER, "loader");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
 #endif

@@ -231,6 +231,10 @@ static void t_chain_through_two_children(void)
 	CHECK(b->who.act.on_pid == KID2 && b->who.act.on_tid == KID2 + 1 &&
 	      !strcmp(b->who.act.on_comm, "pt_loader"), "blocked on %u/%u %s", b->who.act.on_pid,
 	      b->who.act.on_tid, b->who.act.on_comm);
+	/* what KID2's thread did while the worker slept on it: 6 ms on a CPU, 4 ms preempted */
+	CHECK(b->who.act.on_ns[ENG_ACT_ON_CPU] == 6 * MS && b->who.act.on_ns[ENG_ACT_PREEMPTED] == 4 * MS,
+	      "blocked on KID2, which was on CPU %" PRIu64 ", preempted %" PRIu64,
+	      b->who.act.on_ns[ENG_ACT_ON_CPU], b->who.act.on_ns[ENG_ACT_PREEMPTED]);
 	{
 		char name[128];
 
@@ -281,6 +285,102 @@ static void t_same_process_waker(void)
 	      name);
 	engine_free(e);
 	world_free(&w);
+}
+
+static void t_waker_io_and_faults(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 60 * MS, .inj = inj_busy_loader };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	const struct eng_act *a;
+	struct engine *e;
+	uint64_t fc = 3500, sum = 0; /* the default fault cost: nothing calibrates it here */
+
+	world_init(&w);
+	w.fault_addr = ACT_MAP + 4096;
+	run_steps(&w, 4, 1, &inj);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	b = waker_entry(s, T_LOADER);
+	REQUIRE(b, "no blocked entry for the loader");
+	a = &b->who.act;
+	CHECK(a->ns[ENG_ACT_FAULTING] == 9 * MS + 2 * fc, "faulting %" PRIu64,
+	      a->ns[ENG_ACT_FAULTING]);
+	CHECK(a->ns[ENG_ACT_IO] == 10 * MS, "in I/O %" PRIu64, a->ns[ENG_ACT_IO]);
+	CHECK(a->io_call == SB_IO_FSYNC && !strcmp(engine_act_path(e, a->io_path), "/data/shard3.bin"),
+	      "I/O named %u '%s'", a->io_call, engine_act_path(e, a->io_path));
+	CHECK(a->ns[ENG_ACT_RECLAIM] == 2 * MS, "reclaim %" PRIu64, a->ns[ENG_ACT_RECLAIM]);
+	CHECK(a->ns[ENG_ACT_ALLOC] == 4 * MS - fc, "alloc %" PRIu64, a->ns[ENG_ACT_ALLOC]);
+	CHECK(a->ns[ENG_ACT_ON_CPU] == 35 * MS - 5 * US - fc, "on CPU %" PRIu64,
+	      a->ns[ENG_ACT_ON_CPU]);
+	/* the longest faulting piece: the fault that slept, in the anon region */
+	CHECK(a->fault_region && a->fault_anon && a->fault_len == 64 << 20,
+	      "fault region %d anon %d len %" PRIu64, a->fault_region, a->fault_anon, a->fault_len);
+	for (int k = 0; k < ENG_NACT; k++)
+		sum += a->ns[k];
+	CHECK(sum == 60 * MS - 5 * US, "the parts sum to %" PRIu64, sum);
+	CHECK(!engine_act_path(e, 0)[0] && !engine_act_path(e, 99)[0], "ids never given name nothing");
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
+ * A fault run of the loader preempted in the middle (2 ms by hogP): one run,
+ * the faults on both sides back to back; the preemption is preempted time.
+ */
+static void inj_preempted_faults(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	bool run = arg != NULL; /* as the kernel writes them: a fault_run record each side */
+
+	w_switch_in(w, at - 1 * MS, T_LOADER, 2);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	w_faults(w, at + 2 * MS, 10 * US, 101, T_LOADER, 0x10000, 0, NULL, run);
+	w_switch_out(w, at + 3 * MS + 5 * US, T_LOADER, 2, SB_STATE_RUNNABLE);
+	w_runslice(w, at + 3 * MS + 5 * US, at + 5 * MS + 5 * US, 2, 555, 556, "hogP");
+	w_switch_in(w, at + 5 * MS + 5 * US, T_LOADER, 2);
+	w_faults(w, at + 5 * MS + 10 * US, 10 * US, 101, T_LOADER, 0x10000, 0, NULL, run);
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, T_PID, T_LOADER, "loader");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void waker_faults_across_preemption(bool run)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 20 * MS, .inj = inj_preempted_faults,
+			    .arg = run ? &w : NULL };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+
+	world_init(&w);
+	run_steps(&w, 4, 1, &inj);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	b = waker_entry(s, T_LOADER);
+	REQUIRE(b, "no blocked entry for the loader");
+	/* 3.005 - 2 ms, then 6.01 ms + one fault's cost (3.5 us) - 5.005 ms */
+	CHECK(b->who.act.ns[ENG_ACT_FAULTING] == 2 * MS + 13500, "faulting %" PRIu64,
+	      b->who.act.ns[ENG_ACT_FAULTING]);
+	CHECK(b->who.act.ns[ENG_ACT_PREEMPTED] == 2 * MS && b->who.act.by_pid == 555,
+	      "preempted %" PRIu64 " by %u", b->who.act.ns[ENG_ACT_PREEMPTED], b->who.act.by_pid);
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_waker_faults_across_preemption(void)
+{
+	waker_faults_across_preemption(false);
+}
+
+/* the same faults as two fault_run records (one each side of the preemption) */
+static void t_waker_fault_runs_across_preemption(void)
+{
+	waker_faults_across_preemption(true);
 }
 
 /* a waker that is no followed thread: no account of what it did (nothing is known) */
@@ -359,6 +459,9 @@ int main(void)
 	RUN(t_chain_into_child);
 	RUN(t_chain_through_two_children);
 	RUN(t_same_process_waker);
+	RUN(t_waker_io_and_faults);
+	RUN(t_waker_faults_across_preemption);
+	RUN(t_waker_fault_runs_across_preemption);
 	RUN(t_stranger_waker);
 	RUN(t_process_names);
 	return test_summary();

@@ -323,6 +323,50 @@ static void t_json_validates(void)
 	world_free(&w);
 }
 
+/*
+ * A waker's activity besides its own code (inj_busy_loader): the text names
+ * the file of its I/O and the region of its faults, and the JSON with
+ * io_file and fault_region validates.
+ */
+static void t_waker_activity_io_faults(void)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sopt inj = { .pre = 5 * MS, .gpu = 80 * MS, .len = 60 * MS, .inj = inj_busy_loader };
+	uint64_t S = 10 * SEC;
+	struct world w;
+	struct engine *e;
+	char *text, *json, msg[512] = "";
+	size_t len;
+
+	world_init(&w);
+	w.fault_addr = ACT_MAP + 4096;
+	for (unsigned k = 0; k < 12; k++)
+		S = std_step(&w, S, k, k == 6 ? &inj : &plain);
+	w_step(&w, S, T_LAUNCHER, 12);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	text = render(e, report_text, NULL);
+	REQUIRE(text, "text");
+	CHECK(strstr(text, "waited for loader[103], which was on CPU ") &&
+	      strstr(text, ", in I/O 10.0 ms (fsync /data/shard3.bin)") &&
+	      strstr(text, ", faulting 9.01 ms (in anon mapping 64 MiB)") &&
+	      strstr(text, ", reclaiming memory 2.00 ms") && strstr(text, ", in the allocator 4.00 ms"),
+	      "the waker's activity:\n%s", text);
+	free(text);
+	json = render(e, report_json, &len);
+	REQUIRE(json, "json");
+	CHECK(strstr(json, "\"io_call\": \"fsync\"") && strstr(json, "\"io_file\": \"/data/shard3.bin\"") &&
+	      strstr(json, "\"faulting_ns\": 9007000") && strstr(json, "\"fault_region\": {"),
+	      "waker_activity in JSON: %.400s", strstr(json, "waker_activity") ? strstr(json, "waker_activity") : json);
+	if (have_python) {
+		REQUIRE(write_file(tpath("wa.json"), json, len), "write");
+		CHECK(pycheck("doc", tpath("wa.json"), NULL, msg, sizeof(msg)) == 0, "schema: %s", msg);
+	}
+	free(json);
+	engine_free(e);
+	world_free(&w);
+}
+
 /* ---- user stacks: symbolised from a real binary, in JSON that validates ---- */
 
 struct elfinfo {
@@ -845,6 +889,7 @@ int main(void)
 	RUN(t_json_validates);
 	RUN(t_text_escapes_names);
 	RUN(t_text_tail_episodes);
+	RUN(t_waker_activity_io_faults);
 	RUN(t_schema_rejects);
 	RUN(t_window_json_validates);
 	RUN(t_json_stacks);

@@ -102,7 +102,7 @@ static void alink_destroy(struct alink *a)
 
 /* entry (or return) probe of the allocator's program prog at alloc_syms[i] */
 static int alloc_link(struct probes *p, struct bpf_program *prog, size_t i, const char *path,
-		      bool ret, struct alink *out)
+		      bool ret, pid_t pid, struct alink *out)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, o, .func_name = alloc_syms[i].sym, .retprobe = ret);
 
@@ -111,8 +111,7 @@ static int alloc_link(struct probes *p, struct bpf_program *prog, size_t i, cons
 	if (p->alloc_multi) {
 		if (!p->alloc_off[i])
 			return -ENOENT;
-		out->fd = uprobe_multi_link(bpf_program__fd(prog), path, p->alloc_off[i], ret,
-					    p->o.pid);
+		out->fd = uprobe_multi_link(bpf_program__fd(prog), path, p->alloc_off[i], ret, pid);
 		return out->fd < 0 ? out->fd : 0;
 	}
 	/*
@@ -121,9 +120,9 @@ static int alloc_link(struct probes *p, struct bpf_program *prog, size_t i, cons
 	 */
 	if (p->alloc_off[i]) {
 		o.func_name = NULL;
-		out->l = bpf_program__attach_uprobe_opts(prog, p->o.pid, path, p->alloc_off[i], &o);
+		out->l = bpf_program__attach_uprobe_opts(prog, pid, path, p->alloc_off[i], &o);
 	} else {
-		out->l = bpf_program__attach_uprobe_opts(prog, p->o.pid, path, 0, &o);
+		out->l = bpf_program__attach_uprobe_opts(prog, pid, path, 0, &o);
 	}
 	return out->l ? 0 : errno ? -errno : -EINVAL;
 }
@@ -139,7 +138,8 @@ static int alloc_link(struct probes *p, struct bpf_program *prog, size_t i, cons
  * later call of it ignored. A return without an entry finds no frame and
  * is ignored.
  */
-static int attach_alloc_sym(struct probes *p, size_t i, const char *path, bool *second)
+static int attach_alloc_sym_pid(struct probes *p, size_t i, const char *path, pid_t pid,
+				bool *second, struct alink *links, int *nlinks)
 {
 	struct bpf_object *obj = p->alloc->obj;
 	struct bpf_program *prog = bpf_object__find_program_by_name(obj, alloc_syms[i].prog);
@@ -147,10 +147,10 @@ static int attach_alloc_sym(struct probes *p, size_t i, const char *path, bool *
 	int err;
 
 	*second = false;
-	err = alloc_link(p, p->alloc->progs.alloc_return, i, path, true, &lr);
+	err = alloc_link(p, p->alloc->progs.alloc_return, i, path, true, pid, &lr);
 	if (err)
 		return err;
-	err = alloc_link(p, prog, i, path, false, &le);
+	err = alloc_link(p, prog, i, path, false, pid, &le);
 	if (err) {
 		alink_destroy(&lr);
 		*second = true;
@@ -161,9 +161,121 @@ static int attach_alloc_sym(struct probes *p, size_t i, const char *path, bool *
 	 * threads may finish in any order, which is why re-attaching empties
 	 * the frames first
 	 */
-	p->alloc_links[p->nalloc_links++] = lr;
-	p->alloc_links[p->nalloc_links++] = le;
+	links[(*nlinks)++] = lr;
+	links[(*nlinks)++] = le;
 	return 0;
+}
+
+static int attach_alloc_sym(struct probes *p, size_t i, const char *path, bool *second)
+{
+	return attach_alloc_sym_pid(p, i, path, p->o.pid, second, p->alloc_links, &p->nalloc_links);
+}
+
+/* ---- followed child processes ---- */
+
+/* the allocator's links in one followed child: 0 none attached, else how many functions */
+static int kid_attach(struct probes *p, struct alloc_kid *k)
+{
+	int ok = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(alloc_syms); i++) {
+		bool second;
+
+		if ((p->alloc_mask & (1u << i)) &&
+		    !attach_alloc_sym_pid(p, i, p->alloc_path, k->pid, &second, k->links, &k->nlinks))
+			ok++;
+	}
+	return ok;
+}
+
+/* destroy n links on one thread of their own (destroy_async, one for all) */
+static void *destroy_links(void *arg)
+{
+	struct alink *a = arg;
+	int n = 0;
+
+	while (a[n].l || a[n].fd >= 0)
+		n++;
+	/* from the end: each entry probe before its return probe (attach_alloc_sym) */
+	while (n-- > 0)
+		alink_destroy(&a[n]);
+	free(a);
+	return NULL;
+}
+
+/* take the links of kids[from, to) away, on one thread for all (else here, the slow way) */
+static void kids_detach(struct probes *p, int from, int to)
+{
+	struct alink *copy;
+	size_t n = 0;
+	pthread_t th;
+
+	for (int k = from; k < to; k++)
+		n += (size_t)p->kids[k].nlinks;
+	if (!n)
+		return;
+	copy = calloc(n + 1, sizeof(*copy));
+	if (copy) {
+		n = 0;
+		for (int k = from; k < to; k++) {
+			memcpy(copy + n, p->kids[k].links, (size_t)p->kids[k].nlinks * sizeof(*copy));
+			n += (size_t)p->kids[k].nlinks;
+		}
+		copy[n].fd = -1;
+		if (p->ndetach < (int)ARRAY_SIZE(p->detach_threads) &&
+		    !pthread_create(&th, NULL, destroy_links, copy)) {
+			p->detach_threads[p->ndetach++] = th;
+			for (int k = from; k < to; k++)
+				p->kids[k].nlinks = 0;
+			return;
+		}
+		free(copy);
+	}
+	for (int k = from; k < to; k++)
+		while (p->kids[k].nlinks > 0)
+			alink_destroy(&p->kids[k].links[--p->kids[k].nlinks]);
+}
+
+int probes_alloc_kid(struct probes *p, pid_t pid)
+{
+	struct alloc_kid *k;
+
+	if (!p->alloc || pid == p->o.pid)
+		return -ENOENT;
+	for (int i = 0; i < p->nkids; i++)
+		if (p->kids[i].pid == pid)
+			return 0;
+	if (p->nkids == ALLOC_KIDS_MAX) {
+		p->kids_left_out++;
+		return -ENOSPC;
+	}
+	if (!p->kids && !(p->kids = calloc(ALLOC_KIDS_MAX, sizeof(*p->kids))))
+		return -ENOMEM;
+	k = &p->kids[p->nkids++];
+	memset(k, 0, sizeof(*k));
+	k->pid = pid;
+	/*
+	 * not attached now (the guard has them off, or their library is not
+	 * found yet): they come with the target's
+	 */
+	return p->alloc_on ? kid_attach(p, k) : 0;
+}
+
+void probes_alloc_kid_gone(struct probes *p, pid_t pid)
+{
+	for (int i = 0; i < p->nkids; i++)
+		if (p->kids[i].pid == pid) {
+			kids_detach(p, i, i + 1);
+			p->kids[i] = p->kids[--p->nkids];
+			return;
+		}
+}
+
+int probes_alloc_kids(const struct probes *p, uint64_t *left_out)
+{
+	if (left_out)
+		*left_out = p->kids_left_out;
+	return p->nkids;
 }
 
 /*
@@ -230,6 +342,8 @@ void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
 		p->alloc_fd = own;
 		p->alloc_attached = true;
 		p->alloc_on = true;
+		for (int k = 0; k < p->nkids; k++)
+			kid_attach(p, &p->kids[k]);
 		/* the guard attaches them for its first window (capture/guard.h) */
 		if (p->o.alloc_start_off)
 			detach_alloc(p);
@@ -288,6 +402,7 @@ void detach_alloc(struct probes *p)
 {
 	while (p->nalloc_links > 0)
 		destroy_async(p, &p->alloc_links[--p->nalloc_links]);
+	kids_detach(p, 0, p->nkids);
 	p->alloc_on = false;
 }
 
@@ -345,6 +460,9 @@ int probes_alloc_attach(struct probes *p, bool on)
 			ok++;
 	}
 	p->alloc_on = ok > 0;
+	/* the followed children's, with the target's: the guard covers them the same way */
+	for (int k = 0; ok && k < p->nkids; k++)
+		kid_attach(p, &p->kids[k]);
 	return ok ? ok : err;
 }
 
@@ -425,7 +543,7 @@ struct alloc_totals_v {
 	uint64_t ns[SB_FN_MAX];
 	struct {
 		uint64_t first, last, sum_ns, slow_ns, bytes, gap_min;
-		uint32_t cpu, pad;
+		uint32_t cpu, tgid;
 		uint64_t calls;
 	} b;
 };
@@ -456,7 +574,7 @@ static void flush_idle_burst(const struct probes *p, uint32_t tid, const struct 
 }
 
 static int walk_totals(const struct probes *p,
-		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+		       void (*cb)(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 				  const uint64_t ns[SB_FN_MAX]),
 		       void *ctx, bool flush)
 {
@@ -475,7 +593,8 @@ static int walk_totals(const struct probes *p,
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, &v))
 			continue;
-		cb(ctx, key, v.calls, v.ns);
+		/* the thread's process, as its burst says (0 before its first fast call: the target) */
+		cb(ctx, v.b.tgid ? v.b.tgid : (uint32_t)p->o.pid, key, v.calls, v.ns);
 		if (flush)
 			flush_idle_burst(p, key, &v);
 		n++;
@@ -484,7 +603,7 @@ static int walk_totals(const struct probes *p,
 }
 
 int probes_alloc_stats(const struct probes *p,
-		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+		       void (*cb)(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 				  const uint64_t ns[SB_FN_MAX]),
 		       void *ctx)
 {
@@ -492,7 +611,7 @@ int probes_alloc_stats(const struct probes *p,
 }
 
 int probes_alloc_totals(const struct probes *p,
-			void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+			void (*cb)(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 				   const uint64_t ns[SB_FN_MAX]),
 			void *ctx)
 {

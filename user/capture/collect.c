@@ -63,6 +63,7 @@ struct capture {
 	                                target (its credentials changed) */
 	bool chan_broken;            /* its producer cut the channel file short under us */
 	int children_followed;       /* descendants found at attach and followed */
+	bool kids_full_said;         /* the note that the allocator probes' child table is full */
 	struct stackmaps *maps;      /* the mappings of the followed processes (fault regions, stacks) */
 	uid_t target_uid;
 	/* one buffer for every record the agent builds itself */
@@ -82,7 +83,8 @@ static int put(struct capture *c, const struct sb_hdr *rec)
 	if (rec->type == SB_EV_ALLOC && c->guard)
 		guard_slow_call(c->guard, rec->tid);
 	if (c->maps && (rec->type == SB_EV_STACK || rec->type == SB_EV_MMSYS ||
-			rec->type == SB_EV_FAULT || rec->type == SB_EV_THREAD_EXIT))
+			rec->type == SB_EV_FAULT || rec->type == SB_EV_FAULT_RUN ||
+			rec->type == SB_EV_THREAD_EXIT))
 		stackmaps_saw(c->maps, rec);
 	err = c->sink(c->ctx, rec);
 	if (err)
@@ -91,6 +93,8 @@ static int put(struct capture *c, const struct sb_hdr *rec)
 		c->records++;
 	return err;
 }
+
+static void alloc_kid(struct capture *c, pid_t pid);
 
 static int put_text(struct capture *c, uint16_t type, uint32_t id, uint32_t pid, uint32_t tid,
 		    const char *text, size_t len)
@@ -149,9 +153,14 @@ static int ring_cb(void *ctx, void *data, size_t size)
 		if (t->parent_pid && t->parent_pid != h->pid && h->tid == h->pid) {
 			/* its mappings are read at the next second's tick */
 			stackmaps_follow(c->maps, (pid_t)h->pid, false);
+			alloc_kid(c, (pid_t)h->pid);
 			return put_process(c, (pid_t)h->pid, (pid_t)t->parent_pid, t->comm) ?
 			       -ECANCELED : 0;
 		}
+	} else if (h->type == SB_EV_THREAD_EXIT && h->tid == h->pid &&
+		   h->pid != (uint32_t)c->o->probe.pid) {
+		/* a followed child's main thread: its process is gone, and its allocator links */
+		probes_alloc_kid_gone(c->probes, (pid_t)h->pid);
 	} else if (h->type == SB_EV_RENAME && h->tid == h->pid && h->pid != (uint32_t)c->o->probe.pid &&
 		   h->size >= sizeof(struct sb_rename)) {
 		const struct sb_rename *r = data;
@@ -170,7 +179,7 @@ static int chan_cb(void *ctx, const struct sb_hdr *rec)
 	return put(ctx, rec) ? -ECANCELED : 0;
 }
 
-static void alloc_stats_cb(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+static void alloc_stats_cb(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 			   const uint64_t ns[SB_FN_MAX])
 {
 	struct capture *c = ctx;
@@ -179,7 +188,7 @@ static void alloc_stats_cb(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_M
 	memset(s, 0, sizeof(*s));
 	s->h.type = SB_REC_ALLOC_STATS;
 	s->h.size = sizeof(*s);
-	s->h.pid = c->o->probe.pid;
+	s->h.pid = pid;
 	s->h.tid = tid;
 	s->h.ts = mono_ns();
 	memcpy(s->calls, calls, sizeof(s->calls));
@@ -241,6 +250,16 @@ static int put_child_thread(void *ctx, pid_t tid)
 
 static void note(struct capture *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* a followed child process: the allocator probes in it too (probes_alloc_kid), bounded */
+static void alloc_kid(struct capture *c, pid_t pid)
+{
+	if (probes_alloc_kid(c->probes, pid) == -ENOSPC && !c->kids_full_said) {
+		c->kids_full_said = true;
+		note(c, "allocator probes: %d child processes have them; process %d and any "
+		     "later ones have none while that many live", PROBES_KIDS_MAX, (int)pid);
+	}
+}
+
 /* a descendant found at attach: followed unless its credentials differ (then not its children) */
 static int follow_existing(void *ctx, pid_t pid, pid_t ppid)
 {
@@ -259,6 +278,7 @@ static int follow_existing(void *ctx, pid_t pid, pid_t ppid)
 	}
 	c->children_followed++;
 	stackmaps_follow(c->maps, pid, true);
+	alloc_kid(c, pid);
 	put_process(c, pid, ppid, NULL);
 	target_threads(pid, put_child_thread, &k);
 	return 0;

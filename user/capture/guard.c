@@ -179,13 +179,15 @@ const char *guard_error(const struct guard *g)
 	return g->err;
 }
 
-static void totals_cb(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+static void totals_cb(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 		      const uint64_t ns[SB_FN_MAX])
 {
 	struct guard *g = ctx;
 	struct gthread *t = thread_get(g, tid);
 	uint64_t sum = 0;
 
+	/* the target's threads and its followed children's alike */
+	(void)pid;
 	(void)ns;
 	for (int i = 0; i < SB_FN_MAX; i++)
 		sum += calls[i];

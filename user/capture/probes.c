@@ -556,6 +556,7 @@ void probes_close(struct probes *p)
 	sched_bpf__destroy(p->sched);
 	if (p->alloc_fd >= 0)
 		close(p->alloc_fd);
+	free(p->kids);
 	free(p->files.t);
 	free(p->fuse_devs);
 	free(p);

@@ -115,7 +115,7 @@ void probes_drops(const struct probes *p, __u64 ring[SB_EV_KERNEL_MAX + 1], __u6
  * enough (a thread may make no further call to end its burst).
  */
 int probes_alloc_stats(const struct probes *p,
-		       void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+		       void (*cb)(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 				  const uint64_t ns[SB_FN_MAX]),
 		       void *ctx);
 /*
@@ -123,7 +123,7 @@ int probes_alloc_stats(const struct probes *p,
  * (the overhead guard's reading).
  */
 int probes_alloc_totals(const struct probes *p,
-			void (*cb)(void *ctx, uint32_t tid, const uint64_t calls[SB_FN_MAX],
+			void (*cb)(void *ctx, uint32_t pid, uint32_t tid, const uint64_t calls[SB_FN_MAX],
 				   const uint64_t ns[SB_FN_MAX]),
 			void *ctx);
 /* the allocator probes found their library and attached (the guard may have them off now) */
@@ -138,6 +138,18 @@ bool probes_has_alloc(const struct probes *p);
  * -errno if none attached. -ENOENT without allocator probes.
  */
 int probes_alloc_attach(struct probes *p, bool on);
+/*
+ * The allocator probes in a followed child process too (found at attach,
+ * forked, spawned), to the same library and functions, switched by the
+ * guard with the target's: 0 or how many functions attached, -ENOENT
+ * without allocator probes, -ENOSPC past ALLOC_KIDS_MAX children at a time
+ * (counted: probes_alloc_kids). _gone: its process exited, its links go.
+ */
+#define PROBES_KIDS_MAX 64
+int probes_alloc_kid(struct probes *p, pid_t pid);
+void probes_alloc_kid_gone(struct probes *p, pid_t pid);
+/* children with allocator probes now; *left_out: those refused, the table full */
+int probes_alloc_kids(const struct probes *p, uint64_t *left_out);
 /*
  * What an allocator call's probes (uprobe + uretprobe) and a single uprobe
  * cost the calling thread on this machine: the allocator's own programs are

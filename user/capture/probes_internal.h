@@ -91,6 +91,18 @@ struct alink {
 	int fd;
 };
 
+/*
+ * The allocator's links in a followed child process (probes_alloc_kid): by
+ * its pid, to the target's library (a forked child maps it; a spawned one
+ * maps it after its exec, and the links follow the process through it).
+ */
+#define ALLOC_KIDS_MAX PROBES_KIDS_MAX
+struct alloc_kid {
+	pid_t pid;
+	struct alink links[2 * ALLOC_NSYMS];
+	int nlinks;
+};
+
 struct probes {
 	struct probe_opts o;
 	struct sched_bpf *sched;
@@ -130,7 +142,7 @@ struct probes {
 	struct alink alloc_links[2 * ALLOC_NSYMS];
 	int nalloc_links;
 	/* destroying allocator and calibration links (destroy_async) */
-	pthread_t detach_threads[2 * ALLOC_NSYMS + 8];
+	pthread_t detach_threads[2 * ALLOC_NSYMS + 8 + 4];
 	int ndetach;
 	uint32_t alloc_mask;         /* alloc_syms[] that attached the first time */
 	char alloc_path[PATH_MAX];   /* the path they were attached through */
@@ -141,6 +153,10 @@ struct probes {
 	bool alloc_on;
 	bool step_uprobe_attached;
 	bool alloc_flush;            /* flush_burst loaded: the agent ends idle bursts */
+	/* followed children with allocator links (ALLOC_KIDS_MAX, allocated at the first) */
+	struct alloc_kid *kids;
+	int nkids;
+	uint64_t kids_left_out;      /* children not given them: the table was full */
 };
 
 /*

@@ -197,7 +197,7 @@ void stackmaps_saw(struct stackmaps *s, const struct sb_hdr *h)
 		return;
 	}
 	/* a followed process not heard of yet (forked before its parent's record passed) */
-	if (!p && (h->type == SB_EV_STACK || h->type == SB_EV_FAULT))
+	if (!p && (h->type == SB_EV_STACK || h->type == SB_EV_FAULT || h->type == SB_EV_FAULT_RUN))
 		p = proc_add(s, (pid_t)h->pid, false);
 	if (!p)
 		return;
@@ -219,6 +219,12 @@ void stackmaps_saw(struct stackmaps *s, const struct sb_hdr *h)
 
 		/* memory the maps did not hold when last read (a stack grown, say) */
 		if (p->scanned && !find(p, f->addr))
+			p->stale = true;
+	} else if (h->type == SB_EV_FAULT_RUN && h->size >= sizeof(struct sb_fault_run)) {
+		const struct sb_fault_run *f = (const void *)h;
+
+		/* a run stays within 2 MiB of its addresses: its ends name its memory */
+		if (p->scanned && (!find(p, f->lo_addr) || !find(p, f->hi_addr)))
 			p->stale = true;
 	} else if (h->type == SB_EV_MMSYS && h->size >= sizeof(struct sb_mmsys)) {
 		const struct sb_mmsys *m = (const void *)h;

@@ -47,8 +47,10 @@ static bool who_same(const struct eng_who *a, const struct eng_who *b)
 /* what a waker did, added up: the named preemptor and sleep are those of the longest piece */
 static void act_merge(struct eng_act *d, const struct eng_act *s)
 {
-	for (int k = 0; k < ENG_NACT; k++)
+	for (int k = 0; k < ENG_NACT; k++) {
 		d->ns[k] += s->ns[k];
+		d->on_ns[k] += s->on_ns[k];
+	}
 	if (s->by_max > d->by_max) {
 		d->by_max = s->by_max;
 		d->by_pid = s->by_pid;
@@ -60,6 +62,19 @@ static void act_merge(struct eng_act *d, const struct eng_act *s)
 		d->on_pid = s->on_pid;
 		d->on_tid = s->on_tid;
 		memcpy(d->on_comm, s->on_comm, sizeof(d->on_comm));
+	}
+	if (s->io_max > d->io_max) {
+		d->io_max = s->io_max;
+		d->io_call = s->io_call;
+		d->io_kind = s->io_kind;
+		d->io_path = s->io_path;
+	}
+	if (s->fault_max > d->fault_max) {
+		d->fault_max = s->fault_max;
+		d->fault_region = s->fault_region;
+		d->fault_anon = s->fault_anon;
+		d->fault_len = s->fault_len;
+		d->fault_path = s->fault_path;
 	}
 }
 
@@ -631,6 +646,151 @@ static struct thread *followed_waker(struct engine *e, uint32_t pid, uint32_t ti
 	return w && !w->sink && w->pid == pid ? w : NULL;
 }
 
+/* a waker's activity, inside what else it did: the innermost wins (as overlay_priority) */
+static const uint8_t act_priority[ENG_NACT] = {
+	[ENG_ACT_RECLAIM] = 4, [ENG_ACT_FAULTING] = 3, [ENG_ACT_IO] = 2, [ENG_ACT_ALLOC] = 1,
+};
+
+static void act_piece(struct engine *e, struct eng_act *act, uint64_t *vec, int kind,
+		      const struct act_iv *v, uint64_t ns)
+{
+	vec[kind] += ns;
+	if (!v)
+		return;
+	if (kind == ENG_ACT_IO && v->io_call && ns > act->io_max) {
+		act->io_max = ns;
+		act->io_call = v->io_call;
+		act->io_kind = v->io_kind;
+		act->io_path = act_name_of(e, v);
+	}
+	if (kind == ENG_ACT_FAULTING && v->region && ns > act->fault_max) {
+		act->fault_max = ns;
+		act->fault_region = true;
+		act->fault_anon = v->region == 1;
+		act->fault_len = v->maplen;
+		act->fault_path = act_name_of(e, v);
+	}
+}
+
+/*
+ * Waker w over [a, b], on a CPU (dflt ENG_ACT_ON_CPU) or in uninterruptible
+ * sleep (ENG_ACT_IO): the parts its faults, reclaim, recorded I/O and
+ * allocator calls (struct act_iv) cover are theirs, the innermost first.
+ * Bounded: w keeps at most ACTS_MAX of them.
+ */
+static void act_split(struct engine *e, const struct thread *w, struct eng_act *act, uint64_t *vec,
+		      uint64_t a, uint64_t b, int dflt)
+{
+	uint64_t pts[2 * ACTS_MAX + 2];
+	int np = 0;
+
+	pts[np++] = a;
+	pts[np++] = b;
+	for (uint32_t i = 0; i < w->nacts; i++) {
+		const struct act_iv *v = &w->acts[(w->acts_head + i) % ACTS_MAX];
+
+		if (v->s > a && v->s < b)
+			pts[np++] = v->s;
+		if (v->e > a && v->e < b)
+			pts[np++] = v->e;
+	}
+	for (int i = 1; i < np; i++)
+		for (int j = i; j > 0 && pts[j - 1] > pts[j]; j--) {
+			uint64_t x = pts[j];
+
+			pts[j] = pts[j - 1];
+			pts[j - 1] = x;
+		}
+	for (int i = 0; i + 1 < np; i++) {
+		uint64_t x = pts[i], y = pts[i + 1];
+		const struct act_iv *best = NULL;
+
+		if (y <= x)
+			continue;
+		for (uint32_t k = 0; k < w->nacts; k++) {
+			const struct act_iv *v = &w->acts[(w->acts_head + k) % ACTS_MAX];
+
+			if (v->s > x || v->e < y)
+				continue;
+			if (!best || act_priority[v->kind] > act_priority[best->kind] ||
+			    (v->kind == best->kind && v->io_call && !best->io_call))
+				best = v;
+		}
+		act_piece(e, act, vec, best ? best->kind : dflt, best, y - x);
+	}
+}
+
+static void runslice_none(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
+			  uint64_t a, uint64_t b)
+{
+	(void)e, (void)ctx, (void)r, (void)cpu, (void)a, (void)b;
+}
+
+/* the first of w's episodes that may reach past s (they are kept in order of start) */
+static uint32_t episode_first(const struct thread *w, uint64_t s)
+{
+	uint32_t lo = 0, hi = w->nepisodes;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (w->episodes[(w->episodes_head + mid) % w->episodes_cap].emax <= s)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * What followed thread w did over [s, end], into act->on_ns (a sleep of the
+ * first waker that w ended): as the first waker's own account, without
+ * naming preemptors or going further down the chain.
+ */
+static void act_walk(struct engine *e, const struct thread *w, uint64_t s, uint64_t end,
+		     struct eng_act *act)
+{
+	uint64_t cur = s;
+
+	for (uint32_t i = episode_first(w, s); i <= w->nepisodes && cur < end; i++) {
+		struct episode ep;
+		uint64_t x, y;
+
+		if (i < w->nepisodes)
+			ep = w->episodes[(w->episodes_head + i) % w->episodes_cap];
+		else if (w->state == TS_RUNNABLE || w->state == TS_SLEEP_S || w->state == TS_SLEEP_D)
+			ep = (struct episode){ .s = w->since, .e = end, .cpu = w->cpu,
+					       .kind = w->state == TS_RUNNABLE ? EP_RUN :
+						       w->state == TS_SLEEP_S ? EP_SLEEP_S : EP_SLEEP_D };
+		else
+			break;
+		x = max64(ep.s, cur);
+		y = min64(ep.e, end);
+		if (y <= x)
+			continue;
+		if (x > cur)
+			act_split(e, w, act, act->on_ns, cur, x, ENG_ACT_ON_CPU);
+		if (ep.kind == EP_RUN) {
+			uint64_t cov = runslice_cover(e, ep.cpu, x, y, runslice_none, NULL);
+
+			act->on_ns[ENG_ACT_PREEMPTED] += cov;
+			act->on_ns[ENG_ACT_RUNNABLE] += y - x - cov;
+		} else if (ep.kind == EP_SLEEP_S) {
+			act->on_ns[ENG_ACT_BLOCKED] += y - x;
+		} else if (i == w->nepisodes && w->act_fault_sleep && w->nacts) {
+			act_piece(e, act, act->on_ns, ENG_ACT_FAULTING,
+				  &w->acts[(w->acts_head + w->nacts - 1) % ACTS_MAX], y - x);
+		} else {
+			act_split(e, w, act, act->on_ns, x, y, ENG_ACT_IO);
+		}
+		cur = y;
+	}
+	if (cur < end && w->state == TS_RUNNING)
+		act_split(e, w, act, act->on_ns, cur, end, ENG_ACT_ON_CPU);
+	else if (cur < end)
+		act->on_ns[ENG_ACT_BLOCKED] += end - cur;
+}
+
 static void act_blocked_on(struct engine *e, struct eng_act *act, const struct episode *ep,
 			   uint64_t ns)
 {
@@ -701,7 +861,7 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 		if (x > cur) {
 			accum_add(e, a, ENG_BLOCKED, x - cur, dflt);
 			if (act)
-				act->ns[ENG_ACT_ON_CPU] += x - cur;
+				act_split(e, w, act, act->ns, cur, x, ENG_ACT_ON_CPU);
 		}
 		if (ep.kind == EP_RUN) {
 			struct classify_ctx c = { .a = a, .via = w, .dflt = dflt, .act = act };
@@ -712,8 +872,10 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 				act->ns[ENG_ACT_RUNNABLE] += y - x - cov;
 		} else if (ep.kind == EP_SLEEP_S &&
 			   followed_waker(e, ep.wpid, ep.wtid, w) && ep.wtid != victim->tid) {
-			if (act)
+			if (act) {
 				act_blocked_on(e, act, &ep, y - x);
+				act_walk(e, thread_find(e, ep.wtid), x, y, act);
+			}
 			wakeup_chain(e, a, x, y, thread_find(e, ep.wtid), dflt, victim, depth + 1, NULL);
 		} else {
 			accum_add(e, a, ENG_BLOCKED, y - x, dflt);
@@ -721,8 +883,13 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 			 * a sleep that no followed thread ended: a timer, a socket,
 			 * the interrupt's "waker" is whoever ran: asleep, on nobody named
 			 */
-			if (act && ep.kind == EP_SLEEP_D)
-				act->ns[ENG_ACT_IO] += y - x;
+			if (act && ep.kind == EP_SLEEP_D && i == w->nepisodes && w->act_fault_sleep &&
+			    w->nacts)
+				/* asleep inside a fault now: the fault is not over yet */
+				act_piece(e, act, act->ns, ENG_ACT_FAULTING,
+					  &w->acts[(w->acts_head + w->nacts - 1) % ACTS_MAX], y - x);
+			else if (act && ep.kind == EP_SLEEP_D)
+				act_split(e, w, act, act->ns, x, y, ENG_ACT_IO);
 			else if (act && ep.kind == EP_SLEEP_S)
 				act->ns[ENG_ACT_BLOCKED] += y - x;
 		}
@@ -732,7 +899,7 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 		accum_add(e, a, ENG_BLOCKED, end - cur, dflt);
 		/* past its last episode: on a CPU since, if it is running */
 		if (act && w->state == TS_RUNNING)
-			act->ns[ENG_ACT_ON_CPU] += end - cur;
+			act_split(e, w, act, act->ns, cur, end, ENG_ACT_ON_CPU);
 	}
 }
 

@@ -82,7 +82,7 @@ static const char *const count_names[ENG_NCOUNT] = {
 const char *eng_act_name(int k)
 {
 	static const char *const names[ENG_NACT] = { "on_cpu", "preempted", "runnable", "io",
-						     "blocked" };
+						     "blocked", "faulting", "reclaim", "alloc" };
 
 	return k >= 0 && k < ENG_NACT ? names[k] : "unknown";
 }
@@ -366,6 +366,7 @@ void engine_free(struct engine *e)
 	stacks_free(e);
 	for (uint32_t i = 0; i < e->nthreads; i++) {
 		free(e->threads[i]->episodes);
+		free(e->threads[i]->acts);
 		free(e->threads[i]->nvtx);
 		free(e->threads[i]);
 	}
@@ -376,6 +377,7 @@ void engine_free(struct engine *e)
 	free(e->cpus);
 	free(e->launches);
 	free(e->io_files);
+	free(e->act_paths);
 	free(e->maps);
 	map_seeds_free(e);
 	free(e->kernel_shapes);

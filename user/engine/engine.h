@@ -133,9 +133,13 @@ enum eng_act_kind {
 	ENG_ACT_RUNNABLE,        /* runnable, nothing seen on its CPU (wakeup latency) */
 	ENG_ACT_IO,              /* in uninterruptible sleep (disk, page cache) */
 	ENG_ACT_BLOCKED,         /* itself asleep, waiting for another task */
+	ENG_ACT_FAULTING,        /* in page faults (on a CPU, or asleep inside one) */
+	ENG_ACT_RECLAIM,         /* reclaiming memory (direct reclaim) */
+	ENG_ACT_ALLOC,           /* in slow allocator calls or mmap family calls */
 	ENG_NACT,
 };
-const char *eng_act_name(int k); /* "on_cpu", "preempted", "runnable", "io", "blocked" */
+/* "on_cpu", "preempted", "runnable", "io", "blocked", "faulting", "reclaim", "alloc" */
+const char *eng_act_name(int k);
 
 struct eng_act {
 	uint64_t ns[ENG_NACT];
@@ -144,6 +148,26 @@ struct eng_act {
 	char by_comm[SB_COMM_LEN + 1];
 	uint32_t on_pid, on_tid; /* blocked: on whom (the longest wait), 0: not known */
 	char on_comm[SB_COMM_LEN + 1];
+	/*
+	 * io: the recorded I/O call the longest piece of it was in (iosys
+	 * records that name their file), io_call 0: none named
+	 */
+	uint64_t io_max;
+	uint8_t io_call;         /* enum sb_io_call */
+	uint8_t io_kind;         /* enum sb_file_kind */
+	uint32_t io_path;        /* engine_act_path(); 0: no path (a socket, a pipe) */
+	/* faulting: the region mmap()ed during the capture the longest piece was in */
+	uint64_t fault_max;
+	bool fault_region;       /* false: not in a known region */
+	bool fault_anon;
+	uint64_t fault_len;
+	uint32_t fault_path;     /* a file's mapping: engine_act_path(), 0: none */
+	/*
+	 * Of ns[ENG_ACT_BLOCKED], the sleeps a followed thread ended: what those
+	 * threads did meanwhile (a queue's feeder thread asleep on the thread
+	 * that fills the queue). The io and faulting names above cover them too.
+	 */
+	uint64_t on_ns[ENG_NACT];
 };
 
 struct eng_who {
@@ -459,6 +483,13 @@ void engine_target(const struct engine *e, struct eng_target *t);
 bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t len);
 /* the parent of a followed process; 0 if not known */
 uint32_t engine_process_parent(const struct engine *e, uint32_t pid);
+/*
+ * A file a waker's activity names (eng_act.io_path, fault_path): "" for 0 or
+ * an id it never gave. The engine keeps the first ENG_ACT_PATHS_MAX such
+ * names; past them a waker's I/O is told without its file.
+ */
+#define ENG_ACT_PATHS_MAX 64
+const char *engine_act_path(const struct engine *e, uint32_t id);
 
 struct eng_capture {
 	uint64_t start_ns, end_ns;

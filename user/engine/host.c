@@ -182,6 +182,7 @@ static void ev_switch_out(struct engine *e, const struct sb_switch_out *r)
 
 	if (t->state == TS_RUNNABLE)
 		episode_push(e, t, EP_RUN, t->since, r->h.ts, t->cpu, 0, 0);
+	act_switch_out(t, r->state, r->h.ts);
 	if (t->fault_open && r->state == SB_STATE_DISK) {
 		/*
 		 * A fault that sleeps is not thereby major (it may wait on a page
@@ -415,6 +416,8 @@ static void ev_fault_run(struct engine *e, const struct sb_fault_run *r, uint64_
 	uint64_t last = r->h.ts > s ? r->h.ts : s, n = r->count ? r->count : 1;
 	struct accum *a;
 
+	if (t)
+		act_fault_run(e, t, s, last, r->addr);
 	if (!t || t->candidate < 0)
 		return;
 	if (t->last_ev == SB_EV_FAULT && t->fault_open && s > t->last_ev_ts)
@@ -456,6 +459,8 @@ static void ev_fault(struct engine *e, const struct sb_fault *r)
 	struct accum *a;
 	bool back_to_back;
 
+	if (t)
+		act_fault(e, t, r->h.ts, r->addr);
 	if (!t || t->candidate < 0)
 		return;
 	back_to_back = t->last_ev == SB_EV_FAULT && t->fault_open;
@@ -795,6 +800,10 @@ void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int e
 	struct thread *t = thread_find(e, tid);
 	struct accum *a;
 
+	/* what it did, should it wake a candidate (a waker's activity, classify.c) */
+	if (t && (cause == ENG_MEM_RECLAIM || cause == ENG_ALLOC || cause == ENG_IO_WAIT))
+		act_push(e, t, cause == ENG_MEM_RECLAIM ? ENG_ACT_RECLAIM :
+			 cause == ENG_ALLOC ? ENG_ACT_ALLOC : ENG_ACT_IO, s, end);
 	if (!t || t->candidate < 0)
 		return;
 	a = own_event(e, t, s, ev, 0);
@@ -862,6 +871,8 @@ static void ev_iosys(struct engine *e, const struct sb_hdr *h, uint64_t s)
 		x->base_written = 0; /* a new open file with that inode: counted afresh */
 	x->last_written = f->written;
 	t = thread_find(e, h->tid);
+	if (t)
+		act_io_name(e, t, s, (uint8_t)r->call, id);
 	if (!t || t->candidate < 0 || !t->noverlays)
 		return;
 	/* the overlay ev_interval() just added */

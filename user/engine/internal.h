@@ -60,6 +60,7 @@ struct io_file {
 	uint64_t step_seq;
 	uint64_t used;           /* when last met (e->io_seq): the least recent is replaced */
 	char path[ENG_IO_PATH_MAX];
+	uint32_t act_path;       /* its engine_act_path() id, 0: not asked yet */
 };
 
 /* migration time by who moved the thread, in an accumulator */
@@ -86,6 +87,7 @@ struct map_region {
 	uint32_t pid;            /* the process it is a mapping of */
 	uint8_t region;          /* from a mapping record (a seed): enum eng_region; 0: from mmap */
 	bool before;             /* a seed there when the capture started */
+	uint32_t act_path;       /* its engine_act_path() id, 0: not asked yet */
 };
 
 /*
@@ -135,6 +137,31 @@ struct burst {
 	uint64_t tracer_all, calls_ns; /* tracer at first, and the calls' own time (sum_ns) */
 };
 
+/*
+ * What a followed thread did on a CPU (or asleep inside) besides its own code,
+ * kept for the wakeup chains (waker_act_*, classify.c): a ring of the last
+ * ACTS_MAX such intervals of every followed thread, back-to-back faults
+ * merged into one.
+ */
+#define ACTS_MAX 64
+#define ACT_RINGS_MAX 1024       /* threads that hold such a ring at one time */
+struct act_iv {
+	uint64_t s, e;
+	uint64_t last;           /* faulting: the start of the last fault merged in */
+	uint64_t maplen;         /* faulting in a known region: its length */
+	uint64_t wait;           /* faulting: the thread's act_wait at `last` */
+	/*
+	 * io: 1 + its file's index in e->io_files, with its inode and device;
+	 * faulting: 1 + its region's index in e->maps, with its start (a slot
+	 * reused since names nothing). Named only when a wait is told.
+	 */
+	uint32_t ref, dev;
+	uint64_t key;
+	uint8_t kind;            /* ENG_ACT_FAULTING, _RECLAIM, _ALLOC, _IO */
+	uint8_t io_call, io_kind; /* io: the call and its file's kind, 0 not named */
+	uint8_t region;          /* faulting: 0 none known, 1 anon, 2 a file's */
+};
+
 struct thread {
 	uint32_t tid, pid;
 	char comm[SB_COMM_LEN + 1];
@@ -149,6 +176,13 @@ struct thread {
 	uint32_t episodes_head, nepisodes, episodes_cap;
 	uint64_t episodes_end_max; /* the largest episode end ever pushed */
 	int candidate;           /* its index in e->candidates; -1: not a candidate */
+	/* every followed thread: what it did besides its own code (struct act_iv) */
+	struct act_iv *acts;
+	uint32_t acts_head, nacts;
+	bool act_fault_sleep;    /* asleep (D) inside its last fault: the fault lasts the sleep */
+	uint64_t act_wait;       /* its time runnable, off its CPU, so far (EP_RUN episodes) */
+	uint64_t act_slept;      /* the end of its last sleep */
+	uint32_t act_map;        /* its last fault's region: 1 + index in e->maps, 0 none */
 	/* candidates only */
 	uint64_t last_cut;       /* its time is accounted up to here */
 	struct overlay overlays[OVERLAYS_MAX];
@@ -520,6 +554,10 @@ struct engine {
 	/* the files of iosys records (allocated at the first that names one) */
 	struct io_file *io_files;
 	uint32_t nio_files;
+	/* the files the wakers' activities name (engine_act_path) */
+	char (*act_paths)[ENG_IO_PATH_MAX];
+	uint32_t nact_paths;
+	uint32_t nact_rings;     /* threads holding a ring of struct act_iv */
 	uint32_t io_seq;
 	/* regions mmap()ed during the capture (allocated at the first such record) */
 	struct map_region *maps;
@@ -607,6 +645,14 @@ struct thread *thread_get(struct engine *e, uint32_t tid, uint32_t pid);
 void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n);
 void procs_free(struct engine *e);
 const char *thread_name_of(const struct engine *e, uint32_t tid);
+/* what a followed thread did besides its own code (struct act_iv, threads.c) */
+void act_push(struct engine *e, struct thread *t, int kind, uint64_t s, uint64_t end);
+void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr);
+void act_fault_run(struct engine *e, struct thread *t, uint64_t first, uint64_t last, uint64_t addr);
+void act_switch_out(struct thread *t, uint8_t out_state, uint64_t ts);
+void act_io_name(struct engine *e, struct thread *t, uint64_t s, uint8_t call, uint32_t file);
+uint32_t act_name_of(struct engine *e, const struct act_iv *v);
+uint32_t act_path_id(struct engine *e, const char *path);
 void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, uint64_t end,
 		  uint16_t cpu, uint32_t wpid, uint32_t wtid);
 void runslice_push(struct engine *e, uint32_t cpu, const struct runslice *r);

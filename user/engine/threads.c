@@ -4,6 +4,7 @@
  * are forgotten to make room), each thread's history of off-CPU episodes, and
  * the runslices of the tasks that ran on each CPU while a target thread waited.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +62,11 @@ static bool thread_forgettable(const struct engine *e, const struct thread *t)
 
 static void thread_release(struct engine *e, struct thread *t)
 {
+	if (t->acts) {
+		free(t->acts);
+		heap_account(e, -(int64_t)(ACTS_MAX * sizeof(*t->acts)));
+		e->nact_rings--;
+	}
 	free(t->episodes);
 	heap_account(e, -(int64_t)(t->episodes_cap * sizeof(*t->episodes)));
 	e->episodes -= t->nepisodes;
@@ -160,6 +166,188 @@ const char *thread_name_of(const struct engine *e, uint32_t tid)
 	return t && t->comm[0] ? t->comm : "";
 }
 
+/* back-to-back faults of a waker: as host.c's FAULT_RUN_NS */
+#define ACT_FAULT_RUN_NS 1000000ull
+
+static struct act_iv *act_last(struct thread *t)
+{
+	return t->nacts ? &t->acts[(t->acts_head + t->nacts - 1) % ACTS_MAX] : NULL;
+}
+
+static struct act_iv *act_new(struct engine *e, struct thread *t)
+{
+	struct act_iv *a;
+
+	if (!t->acts) {
+		/* past ACT_RINGS_MAX threads, what a new one does is not kept */
+		if (e->nact_rings >= ACT_RINGS_MAX)
+			return NULL;
+		t->acts = heap_calloc(e, ACTS_MAX, sizeof(*t->acts));
+		e->nact_rings++;
+	}
+	if (t->nacts == ACTS_MAX) {
+		/* the ring is full: the oldest goes (its time counts as on a CPU) */
+		t->acts_head = (t->acts_head + 1) % ACTS_MAX;
+		t->nacts--;
+	}
+	a = &t->acts[(t->acts_head + t->nacts++) % ACTS_MAX];
+	memset(a, 0, sizeof(*a));
+	return a;
+}
+
+/* an interval [s, end] of t in reclaim, an allocator or mmap call, a recorded I/O call */
+void act_push(struct engine *e, struct thread *t, int kind, uint64_t s, uint64_t end)
+{
+	struct act_iv *a;
+
+	if (t->sink || end <= s || !(a = act_new(e, t)))
+		return;
+	a->s = s;
+	a->e = end;
+	a->kind = (uint8_t)kind;
+}
+
+/*
+ * A page fault of t at `at`, at address addr:
+ * its cost is the calibrated one, and a fault that follows the last one
+ * within ACT_FAULT_RUN_NS with t on a CPU all along lasted until it
+ * (docs/ARCHITECTURE.md, "Fault cost calibration").
+ */
+void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr)
+{
+	struct act_iv *a = act_last(t);
+	const struct map_region *m;
+	uint32_t map = t->act_map;
+
+	if (t->sink)
+		return;
+	/*
+	 * its region: that of its last fault, else looked up (without touching
+	 * the regions' order); e->maps holds the target's regions only
+	 */
+	if (t->pid != e->target_pid) {
+		map = 0;
+	} else if (!map || map > e->nmaps || e->maps[map - 1].gone || addr < e->maps[map - 1].start ||
+	    addr >= e->maps[map - 1].end) {
+		map = 0;
+		for (uint32_t i = e->nmaps; i-- > 0 && !map;)
+			if (!e->maps[i].gone && addr >= e->maps[i].start && addr < e->maps[i].end)
+				map = i + 1;
+		t->act_map = map;
+	}
+	m = map ? &e->maps[map - 1] : NULL;
+	/*
+	 * back to back: within ACT_FAULT_RUN_NS of the last one on its CPU (a
+	 * preemption between them is no gap: the chain counts it apart), with no
+	 * sleep between them
+	 */
+	if (a && a->kind == ENG_ACT_FAULTING && at >= a->last && t->act_slept <= a->last &&
+	    t->act_wait >= a->wait && at - a->last - min64(t->act_wait - a->wait, at - a->last) <
+	    ACT_FAULT_RUN_NS && !a->region == !m) {
+		a->e = max64(a->e, at + e->fault_cost);
+		a->last = at;
+		a->wait = t->act_wait;
+		return;
+	}
+	if (!(a = act_new(e, t)))
+		return;
+	a->s = a->last = at;
+	a->e = at + e->fault_cost;
+	a->kind = ENG_ACT_FAULTING;
+	a->wait = t->act_wait;
+	if (m) {
+		a->region = m->anon ? 1 : 2;
+		a->maplen = m->end - m->start;
+		a->ref = map;
+		a->key = m->start;
+	}
+}
+
+/*
+ * A run of back-to-back faults (a fault_run record) from first to last: the
+ * thread faulted throughout, as if each fault were recorded on its own.
+ */
+void act_fault_run(struct engine *e, struct thread *t, uint64_t first, uint64_t last, uint64_t addr)
+{
+	struct act_iv *a;
+
+	act_fault(e, t, first, addr);
+	a = act_last(t);
+	if (t->sink || !a || a->kind != ENG_ACT_FAULTING || a->last != first || last <= first)
+		return;
+	a->e = max64(a->e, last + e->fault_cost);
+	a->last = last;
+}
+
+/* t leaves its CPU in state out_state at ts: asleep (D) inside the fault it was in? */
+void act_switch_out(struct thread *t, uint8_t out_state, uint64_t ts)
+{
+	struct act_iv *a = act_last(t);
+
+	t->act_fault_sleep = out_state == SB_STATE_DISK && a && a->kind == ENG_ACT_FAULTING &&
+			     t->state == TS_RUNNING && t->since <= a->last && a->last <= ts &&
+			     ts - a->last < ACT_FAULT_RUN_NS;
+}
+
+/* the I/O call act_push() just added at s: its call and file */
+void act_io_name(struct engine *e, struct thread *t, uint64_t s, uint8_t call, uint32_t file)
+{
+	struct act_iv *a = act_last(t);
+	const struct io_file *f = &e->io_files[file - 1];
+
+	if (!a || a->kind != ENG_ACT_IO || a->s != s)
+		return;
+	a->io_call = call;
+	a->io_kind = f->kind;
+	a->ref = file;
+	a->key = f->ino;
+	a->dev = f->dev;
+}
+
+/*
+ * The engine_act_path() id of what v names (its I/O call's file, its
+ * faults' file mapping), 0 when none or its slot in e->io_files or e->maps
+ * was reused since. Asked only for the longest pieces of a told wait.
+ */
+uint32_t act_name_of(struct engine *e, const struct act_iv *v)
+{
+	if (v->kind == ENG_ACT_IO && v->ref && v->ref <= e->nio_files) {
+		struct io_file *f = &e->io_files[v->ref - 1];
+
+		if (f->ino != v->key || f->dev != v->dev || !f->path[0])
+			return 0;
+		if (!f->act_path)
+			f->act_path = act_path_id(e, f->path);
+		return f->act_path;
+	}
+	if (v->kind == ENG_ACT_FAULTING && v->region == 2 && v->ref && v->ref <= e->nmaps) {
+		struct map_region *m = &e->maps[v->ref - 1];
+
+		if (m->start != v->key || m->anon || !m->path[0])
+			return 0;
+		if (!m->act_path)
+			m->act_path = act_path_id(e, m->path);
+		return m->act_path;
+	}
+	return 0;
+}
+
+/* the id of a path in the table of named files (the first ENG_ACT_PATHS_MAX), 0 when full */
+uint32_t act_path_id(struct engine *e, const char *path)
+{
+	if (!path[0])
+		return 0;
+	for (uint32_t i = 0; i < e->nact_paths; i++)
+		if (!strcmp(e->act_paths[i], path))
+			return i + 1;
+	if (e->nact_paths == ENG_ACT_PATHS_MAX)
+		return 0;
+	if (!e->act_paths)
+		e->act_paths = heap_calloc(e, ENG_ACT_PATHS_MAX, sizeof(*e->act_paths));
+	snprintf(e->act_paths[e->nact_paths], sizeof(e->act_paths[0]), "%s", path);
+	return ++e->nact_paths;
+}
+
 void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, uint64_t end,
 		  uint16_t cpu, uint32_t wpid, uint32_t wtid)
 {
@@ -167,6 +355,18 @@ void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, 
 
 	if (end <= s || t->sink)
 		return;
+	/* asleep inside its last fault: the fault lasted the sleep */
+	if (t->act_fault_sleep && kind == EP_SLEEP_D) {
+		struct act_iv *a = act_last(t);
+
+		if (a && a->kind == ENG_ACT_FAULTING)
+			a->e = max64(a->e, end);
+	}
+	t->act_fault_sleep = false;
+	if (kind == EP_RUN)
+		t->act_wait += end - s;
+	else
+		t->act_slept = max64(t->act_slept, end);
 	/* the history only needs to reach back as far as a wakeup chain looks */
 	while (t->nepisodes && t->episodes[t->episodes_head].e + e->history_ns < e->now) {
 		t->episodes_head = (t->episodes_head + 1) % t->episodes_cap;
@@ -357,6 +557,11 @@ uint32_t engine_process_parent(const struct engine *e, uint32_t pid)
 	const struct proc *p = proc_find(e, pid);
 
 	return p ? p->ppid : 0;
+}
+
+const char *engine_act_path(const struct engine *e, uint32_t id)
+{
+	return id && id <= e->nact_paths ? e->act_paths[id - 1] : "";
 }
 
 /* the comm of a process: its main thread's, the target's */

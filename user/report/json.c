@@ -47,9 +47,35 @@ static void waker_activity(struct jw *w, const struct engine *e, const struct en
 	for (int k = 0; k < ENG_NACT; k++) {
 		char key[32];
 
+		/* the kinds after blocked are written only when there is some */
+		if (k > ENG_ACT_BLOCKED && !a->ns[k])
+			continue;
 		snprintf(key, sizeof(key), "%s_ns", eng_act_name(k));
 		jw_key(w, key);
 		jw_u64(w, a->ns[k]);
+	}
+	if ((a->ns[ENG_ACT_IO] || a->on_ns[ENG_ACT_IO]) && a->io_call) {
+		/* the recorded I/O call the longest piece of io_ns was in */
+		jw_key(w, "io_call");
+		jw_str(w, sb_io_name(a->io_call));
+		jw_key(w, "io_file_kind");
+		jw_str(w, sb_file_kind_name(a->io_kind));
+		jw_key(w, "io_file");
+		jw_str(w, engine_act_path(e, a->io_path));
+	}
+	if ((a->ns[ENG_ACT_FAULTING] || a->on_ns[ENG_ACT_FAULTING]) && a->fault_region) {
+		/* the region mmap()ed during the capture the longest piece of faulting_ns was in */
+		jw_key(w, "fault_region");
+		jw_obj(w);
+		jw_key(w, "anon");
+		jw_bool(w, a->fault_anon);
+		jw_key(w, "len");
+		jw_u64(w, a->fault_len);
+		if (!a->fault_anon && a->fault_path) {
+			jw_key(w, "path");
+			jw_str(w, engine_act_path(e, a->fault_path));
+		}
+		jw_obj_end(w);
 	}
 	if (a->by_max) {
 		jw_key(w, "preempted_by");
@@ -62,6 +88,27 @@ static void waker_activity(struct jw *w, const struct engine *e, const struct en
 		comm_val(w, a->by_comm);
 		process_keys(w, e, a->by_pid);
 		jw_obj_end(w);
+	}
+	{
+		uint64_t on = 0;
+
+		for (int k = 0; k < ENG_NACT; k++)
+			on += a->on_ns[k];
+		if (on) {
+			/* of blocked_ns, the sleeps followed threads ended: what they did */
+			jw_key(w, "blocked_on_activity");
+			jw_obj(w);
+			for (int k = 0; k < ENG_NACT; k++) {
+				char key[32];
+
+				if (k > ENG_ACT_BLOCKED && !a->on_ns[k])
+					continue;
+				snprintf(key, sizeof(key), "%s_ns", eng_act_name(k));
+				jw_key(w, key);
+				jw_u64(w, a->on_ns[k]);
+			}
+			jw_obj_end(w);
+		}
 	}
 	if (a->on_max && a->on_tid) {
 		jw_key(w, "blocked_on");

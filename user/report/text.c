@@ -210,27 +210,31 @@ static bool proc_str(char *buf, size_t len, uint32_t pid, uint32_t tid)
  * blocked on a followed waker: what it did during the waits, its parts of at
  * least 1% (", which was on CPU 70 ms, preempted by stress-ng-cpu[812] 5 ms")
  */
-static void act_phrase(FILE *f, const struct eng_act *a)
+static void act_parts(FILE *f, const struct eng_act *a, const uint64_t *vec, bool inner)
 {
-	uint64_t total = 0;
+	uint64_t total = 0, on = 0;
 	int shown = 0;
 
-	for (int k = 0; k < ENG_NACT; k++)
-		total += a->ns[k];
+	for (int k = 0; k < ENG_NACT; k++) {
+		total += vec[k];
+		on += a->on_ns[k];
+	}
 	if (!total)
 		return;
 	for (int k = 0; k < ENG_NACT; k++) {
 		char d[32], n[160];
 
-		if (!a->ns[k] || a->ns[k] * 100 < total)
+		if (!vec[k] || vec[k] * 100 < total)
 			continue;
-		fputs(shown++ ? ", " : ", which was ", f);
+		fputs(shown++ ? ", " : inner ? "which was " : ", which was ", f);
 		switch (k) {
 		case ENG_ACT_ON_CPU:
 			fputs("on CPU", f);
 			break;
 		case ENG_ACT_PREEMPTED:
 			fputs("preempted", f);
+			if (inner)
+				break; /* by_* names the waker's own preemptor */
 			if (a->by_max && proc_str(n, sizeof(n), a->by_pid, a->by_tid))
 				fprintf(f, " by %s", n);
 			else if (a->by_max)
@@ -243,8 +247,19 @@ static void act_phrase(FILE *f, const struct eng_act *a)
 		case ENG_ACT_IO:
 			fputs("in I/O", f);
 			break;
+		case ENG_ACT_FAULTING:
+			fputs("faulting", f);
+			break;
+		case ENG_ACT_RECLAIM:
+			fputs("reclaiming memory", f);
+			break;
+		case ENG_ACT_ALLOC:
+			fputs("in the allocator", f);
+			break;
 		case ENG_ACT_BLOCKED:
-			if (a->on_max && a->on_tid && proc_str(n, sizeof(n), a->on_pid, a->on_tid))
+			if (inner)
+				fputs("asleep", f);
+			else if (a->on_max && a->on_tid && proc_str(n, sizeof(n), a->on_pid, a->on_tid))
 				fprintf(f, "itself blocked on %s", n);
 			else if (a->on_max && a->on_tid)
 				fprintf(f, "itself blocked on %s", (who_str(n, sizeof(n), a->on_comm[0] ?
@@ -253,8 +268,41 @@ static void act_phrase(FILE *f, const struct eng_act *a)
 				fputs("asleep", f);
 			break;
 		}
-		fprintf(f, " %s", fmt_ns(d, sizeof(d), a->ns[k]));
+		fprintf(f, " %s", fmt_ns(d, sizeof(d), vec[k]));
+		/* what the threads it was blocked on did: "(which was faulting 90 ms)" */
+		if (k == ENG_ACT_BLOCKED && !inner && on) {
+			fputs(" (", f);
+			act_parts(f, a, a->on_ns, true);
+			fputs(")", f);
+		}
+		/* "in I/O 80 ms (fsync /data/shard3.bin)" */
+		if (k == ENG_ACT_IO && a->io_call && cur_engine) {
+			const char *p = engine_act_path(cur_engine, a->io_path);
+			char pb[ENG_IO_PATH_MAX];
+
+			fprintf(f, " (%s %s)", sb_io_name(a->io_call),
+				clean(pb, sizeof(pb), p[0] ? p : sb_file_kind_name(a->io_kind)));
+		}
+		/* "faulting 40 ms (in anon mapping 384 MiB)" */
+		if (k == ENG_ACT_FAULTING && a->fault_region) {
+			char sz[32];
+
+			fprintf(f, " (in %s mapping %s", a->fault_anon ? "anon" : "file",
+				fmt_size(sz, sizeof(sz), a->fault_len));
+			if (!a->fault_anon && a->fault_path && cur_engine) {
+				char pb[ENG_IO_PATH_MAX];
+
+				fprintf(f, " of %s", clean(pb, sizeof(pb),
+							   engine_act_path(cur_engine, a->fault_path)));
+			}
+			fputs(")", f);
+		}
 	}
+}
+
+static void act_phrase(FILE *f, const struct eng_act *a)
+{
+	act_parts(f, a, a->ns, false);
 }
 
 /* what a cause with its culprit looks like after the "+x ms" */
