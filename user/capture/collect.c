@@ -514,7 +514,8 @@ static void guard_did(struct capture *c, int flags)
 
 static void start_guard(struct capture *c)
 {
-	c->guard = guard_new(c->probes, c->o->max_overhead_ppm, c->costs.ns[SB_COST_ALLOC_CALL]);
+	c->guard = guard_new(c->probes, c->o->max_overhead_ppm, c->costs.ns[SB_COST_ALLOC_CALL],
+			     (unsigned)target_cpus(c->o->probe.pid));
 	if (!c->guard) {
 		sb_warn("out of memory: no overhead guard");
 		return;

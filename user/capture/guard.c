@@ -51,6 +51,7 @@ struct guard {
 	struct probes *p;
 	struct sb_guard st;
 	uint64_t alloc_ns;       /* what one call's probes cost */
+	unsigned cpus;           /* the CPUs the target's threads may run on, at least 1 */
 	bool started;            /* the allocator probes were found: the guard runs */
 	bool dead;               /* they could not be attached again: nothing more to do */
 	bool on;                 /* they are attached now */
@@ -126,7 +127,7 @@ static struct gthread *thread_get(struct guard *g, uint32_t tid)
 	return &g->t[i];
 }
 
-struct guard *guard_new(struct probes *p, uint64_t limit_ppm, uint64_t alloc_call_ns)
+struct guard *guard_new(struct probes *p, uint64_t limit_ppm, uint64_t alloc_call_ns, unsigned cpus)
 {
 	struct guard *g = calloc(1, sizeof(*g));
 
@@ -134,6 +135,7 @@ struct guard *guard_new(struct probes *p, uint64_t limit_ppm, uint64_t alloc_cal
 		return NULL;
 	g->p = p;
 	g->alloc_ns = alloc_call_ns;
+	g->cpus = cpus ? cpus : 1;
 	g->st.mode = SB_GUARD_FULL;
 	g->st.limit_ppm = limit_ppm;
 	g->st.duty_ppm = PPM;
@@ -250,12 +252,21 @@ static void window_count(struct guard *g, struct wsum *w, void (*drain)(void *ct
 	}
 }
 
-/* the busiest thread's calls x their cost, per million of the window */
+/*
+ * The busiest thread's calls x their cost, per million of the window; or, if
+ * more, all the threads' calls (child processes' too: DataLoader workers) x
+ * their cost over the CPUs the target may use: threads that share the
+ * critical thread's CPUs slow it down by the time their probes take there.
+ */
 static uint64_t estimate_ppm(const struct guard *g, const struct wsum *w)
 {
+	double one, all;
+
 	if (!w->len)
 		return 0;
-	return (uint64_t)((double)w->max * (double)g->alloc_ns * 1e6 / (double)w->len);
+	one = (double)w->max * (double)g->alloc_ns * 1e6 / (double)w->len;
+	all = (double)w->sum * (double)g->alloc_ns * 1e6 / (double)w->len / g->cpus;
+	return (uint64_t)(all > one ? all : one);
 }
 
 static void took(struct guard *g, const struct wsum *w)

@@ -51,8 +51,9 @@ enum {
  * limit_ppm: the limit in parts per million of the target's time; 0: the
  * guard only measures (its estimate still goes into the records) and never
  * detaches anything. alloc_call_ns: what one allocator call's probes cost.
+ * cpus: how many CPUs the target's threads may run on (0: not known).
  */
-struct guard *guard_new(struct probes *p, uint64_t limit_ppm, uint64_t alloc_call_ns);
+struct guard *guard_new(struct probes *p, uint64_t limit_ppm, uint64_t alloc_call_ns, unsigned cpus);
 void guard_free(struct guard *g);
 /* an allocator call of thread tid that was recorded on its own (SB_EV_ALLOC) */
 void guard_slow_call(struct guard *g, uint32_t tid);

@@ -193,6 +193,16 @@ static int add_affinity(void *ctx, pid_t tid)
 	return 0;
 }
 
+int target_cpus(pid_t pid)
+{
+	cpu_set_t used;
+
+	CPU_ZERO(&used);
+	if (target_threads(pid, add_affinity, &used) <= 0)
+		return 0;
+	return CPU_COUNT(&used);
+}
+
 int target_free_cpu(pid_t pid)
 {
 	cpu_set_t used, mine;

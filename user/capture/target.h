@@ -18,6 +18,8 @@ uint64_t target_start_time(pid_t pid);
 int target_threads(pid_t pid, int (*cb)(void *ctx, pid_t tid), void *ctx);
 /* a CPU this process may use but none of pid's threads may: -1 if none */
 int target_free_cpu(pid_t pid);
+/* how many CPUs the threads of pid may run on, together (0: not known) */
+int target_cpus(pid_t pid);
 /* key=value lines for SB_REC_HOST / SB_REC_TARGET (schemas/trace.md); length */
 size_t host_facts(char *buf, size_t len);
 size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid);
