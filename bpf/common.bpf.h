@@ -430,24 +430,8 @@ static __always_inline void *reserve_other(__u32 type, __u32 size)
 static __always_inline void *reserve(__u32 type, __u32 size)
 {
 	fault_flush_tid((__u32)bpf_get_current_pid_tgid());
-	struct sb_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
-
-	if (!h) {
-		count_drop(type);
-		return NULL;
-	}
-	__u64 id = bpf_get_current_pid_tgid();
-
-	h->type = type;
-	h->size = size;
-	h->cpu = bpf_get_smp_processor_id();
-	h->flags = 0;
-	h->pid = id >> 32;
-	h->tid = (__u32)id;
-	h->ts = bpf_ktime_get_ns();
-	return h;
+	return reserve_other(type, size);
 }
-
 
 /*
  * User stacks at the events that make tail steps (docs/ARCHITECTURE.md,

@@ -393,6 +393,18 @@ static uint64_t burst_take(struct thread *t, uint64_t x, uint64_t y, uint64_t *t
 	return got;
 }
 
+/* the cut points of a piece of time, in order (a few dozen: insertion sort) */
+static void sort_points(uint64_t *pts, int np)
+{
+	for (int i = 1; i < np; i++)
+		for (int j = i; j > 0 && pts[j - 1] > pts[j]; j--) {
+			uint64_t x = pts[j];
+
+			pts[j] = pts[j - 1];
+			pts[j - 1] = x;
+		}
+}
+
 /*
  * The overlays in force on t over [s, end], fault included; top priority per
  * sub-interval. a == NULL: outside any gap, only use up the bursts' budgets
@@ -429,13 +441,7 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 		if (t->bursts[i].e > s && t->bursts[i].e < end)
 			pts[np++] = t->bursts[i].e;
 	}
-	for (int i = 1; i < np; i++)
-		for (int j = i; j > 0 && pts[j - 1] > pts[j]; j--) {
-			uint64_t x = pts[j];
-
-			pts[j] = pts[j - 1];
-			pts[j - 1] = x;
-		}
+	sort_points(pts, np);
 	for (int i = 0; i + 1 < np; i++) {
 		uint64_t x = pts[i], y = pts[i + 1], tr;
 		int best = -1, bestk = -1;
@@ -694,13 +700,7 @@ static void act_split(struct engine *e, const struct thread *w, struct eng_act *
 		if (v->e > a && v->e < b)
 			pts[np++] = v->e;
 	}
-	for (int i = 1; i < np; i++)
-		for (int j = i; j > 0 && pts[j - 1] > pts[j]; j--) {
-			uint64_t x = pts[j];
-
-			pts[j] = pts[j - 1];
-			pts[j - 1] = x;
-		}
+	sort_points(pts, np);
 	for (int i = 0; i + 1 < np; i++) {
 		uint64_t x = pts[i], y = pts[i + 1];
 		const struct act_iv *best = NULL;
