@@ -324,6 +324,31 @@ struct {
 } fault_slot SEC(".maps");
 
 /*
+ * reserve a record, its header naming the current task now, with no fault run
+ * written first: its subject is another thread, or a run being written itself
+ * (the caller sets pid, tid and ts)
+ */
+static __always_inline void *reserve_other(__u32 type, __u32 size)
+{
+	struct sb_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!h) {
+		count_drop(type);
+		return NULL;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+
+	h->type = type;
+	h->size = size;
+	h->cpu = bpf_get_smp_processor_id();
+	h->flags = 0;
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	h->ts = bpf_ktime_get_ns();
+	return h;
+}
+
+/*
  * Write the run in slot s (one fault: a fault record, else a fault_run
  * record) and empty it. Dropped when its process is no longer recorded: the
  * faults after the probe stopped checking its credentials are not written.
@@ -340,16 +365,10 @@ static __always_inline void fault_flush(struct fault_slot *s)
 	if (!n || !is_target_tgid(s->pid))
 		goto out;
 	if (n == 1) {
-		struct sb_fault *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		struct sb_fault *e = reserve_other(SB_EV_FAULT, sizeof(*e));
 
-		if (!e) {
-			count_drop(SB_EV_FAULT);
+		if (!e)
 			goto out;
-		}
-		e->h.type = SB_EV_FAULT;
-		e->h.size = sizeof(*e);
-		e->h.cpu = bpf_get_smp_processor_id();
-		e->h.flags = 0;
 		e->h.pid = s->pid;
 		e->h.tid = s->tid;
 		e->h.ts = s->first;
@@ -360,16 +379,10 @@ static __always_inline void fault_flush(struct fault_slot *s)
 		e->min_flt = s->min0;
 		submit(e);
 	} else {
-		struct sb_fault_run *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		struct sb_fault_run *e = reserve_other(SB_EV_FAULT_RUN, sizeof(*e));
 
-		if (!e) {
-			count_drop(SB_EV_FAULT_RUN);
+		if (!e)
 			goto out;
-		}
-		e->h.type = SB_EV_FAULT_RUN;
-		e->h.size = sizeof(*e);
-		e->h.cpu = bpf_get_smp_processor_id();
-		e->h.flags = 0;
 		e->h.pid = s->pid;
 		e->h.tid = s->tid;
 		e->h.ts = s->last;
@@ -400,27 +413,6 @@ static __always_inline void fault_flush_tid(__u32 tid)
 
 	if (s && s->count && s->tid == tid)
 		fault_flush(s);
-}
-
-/* reserve a record with no run written first (its subject is not the current thread) */
-static __always_inline void *reserve_other(__u32 type, __u32 size)
-{
-	struct sb_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
-
-	if (!h) {
-		count_drop(type);
-		return NULL;
-	}
-	__u64 id = bpf_get_current_pid_tgid();
-
-	h->type = type;
-	h->size = size;
-	h->cpu = bpf_get_smp_processor_id();
-	h->flags = 0;
-	h->pid = id >> 32;
-	h->tid = (__u32)id;
-	h->ts = bpf_ktime_get_ns();
-	return h;
 }
 
 /*
