@@ -366,6 +366,24 @@ static void fault_region(struct engine *e, struct thread *t, uint32_t pid, uint6
 	}
 }
 
+/*
+ * t enters a fault at first, the last of n back to back at last (a run; else
+ * first == last, n = 1), at addr of process pid: open until its next event
+ * decides it (fault_decide), its region and its probes' cost with it.
+ */
+static void fault_open(struct engine *e, struct thread *t, uint64_t first, uint64_t last, uint64_t n,
+		       uint32_t pid, uint64_t addr)
+{
+	t->fault_open = true;
+	t->fault_decided = false;
+	t->fault_blocked = false;
+	t->fault_at = first;
+	t->fault_last = last;
+	t->run_n = t->run_counted = 0;
+	fault_tracer_set(e, t, n);
+	fault_region(e, t, pid, addr);
+}
+
 /* faults 0..k-1 of t's run: the major ones among them, spread evenly over faults 1..n-1 */
 static uint64_t run_majors(const struct thread *t, uint64_t k)
 {
@@ -429,13 +447,7 @@ static void ev_fault_run(struct engine *e, const struct sb_fault_run *r, uint64_
 	}
 	a = own_event(e, t, s, SB_EV_FAULT, 0);
 	t->last_ev_ts = last;
-	t->fault_open = true;
-	t->fault_decided = false;
-	t->fault_blocked = false;
-	t->fault_at = s;
-	t->fault_last = last;
-	fault_tracer_set(e, t, n);
-	fault_region(e, t, r->h.pid, r->addr);
+	fault_open(e, t, s, last, n, r->h.pid, r->addr);
 	t->run_map = t->fault_map;
 	t->run_first = s;
 	t->run_span = last - s;
@@ -467,13 +479,7 @@ static void ev_fault(struct engine *e, const struct sb_fault *r)
 	if (back_to_back && r->h.ts > t->last_ev_ts)
 		fault_calibrate(e, r->h.ts - t->last_ev_ts);
 	a = own_event(e, t, r->h.ts, SB_EV_FAULT, 0);
-	t->fault_open = true;
-	t->fault_decided = false;
-	t->fault_blocked = false;
-	t->fault_at = t->fault_last = r->h.ts;
-	t->run_n = t->run_counted = 0;
-	fault_tracer_set(e, t, 1);
-	fault_region(e, t, r->h.pid, r->addr);
+	fault_open(e, t, r->h.ts, r->h.ts, 1, r->h.pid, r->addr);
 	if (a) {
 		fault_count(e, a, t->fault_map, 1);
 		/* the counter moved since the last fault: that many were major */
