@@ -344,6 +344,47 @@ int BPF_KPROBE(memalign_enter, __u64 align, __u64 size)
 	return enter(SB_FN_MEMALIGN, size, 0);
 }
 
+/*
+ * Where the kernel makes uprobe_multi links: one program for every
+ * function's entry, the link's cookie saying which (enum sb_alloc_fn), so
+ * that a process takes two links (entries, returns) rather than one per
+ * probe. Taking a link away waits out a grace period (tens of ms on a small
+ * VM); the overhead guard does it every second for the target and each
+ * followed child (schemas/trace.md, guard record).
+ */
+SEC("uprobe")
+int alloc_enter(struct pt_regs *ctx)
+{
+	__u64 fn = bpf_get_attach_cookie(ctx);
+	__u64 a1 = PT_REGS_PARM1(ctx), a2 = PT_REGS_PARM2(ctx), size = 0, ptr = 0;
+
+	switch (fn) {
+	case SB_FN_MALLOC:
+		size = a1;
+		break;
+	case SB_FN_CALLOC:
+		size = a1 * a2;
+		break;
+	case SB_FN_REALLOC:
+		size = a2;
+		ptr = a1;
+		break;
+	case SB_FN_FREE:
+		ptr = a1;
+		break;
+	case SB_FN_POSIX_MEMALIGN:
+		size = PT_REGS_PARM3(ctx);
+		break;
+	case SB_FN_ALIGNED_ALLOC:
+	case SB_FN_MEMALIGN:
+		size = a2;
+		break;
+	default:
+		return 0;
+	}
+	return enter((__u32)fn, size, ptr);
+}
+
 /* one return program serves every function: the frame says which it was */
 SEC("uretprobe")
 int BPF_KRETPROBE(alloc_return, __u64 ret)

@@ -56,8 +56,12 @@ struct sb_uprobe_multi_attr {        /* union bpf_attr, link_create.uprobe_multi
 	__u32 cnt, uflags, pid;
 };
 
-/* a uprobe (ret: uretprobe) at off in the file at path for process pid: fd or -errno */
-int uprobe_multi_link(int prog_fd, const char *path, uint64_t off, bool ret, pid_t pid)
+/*
+ * uprobes (ret: uretprobes) at the cnt offsets offs in the file at path for
+ * process pid, with cookies (NULL: all 0), as one link: fd or -errno
+ */
+int uprobe_multi_link(int prog_fd, const char *path, const uint64_t *offs, const uint64_t *cookies,
+		      unsigned cnt, bool ret, pid_t pid)
 {
 	struct sb_uprobe_multi_attr a;
 	int fd;
@@ -67,8 +71,9 @@ int uprobe_multi_link(int prog_fd, const char *path, uint64_t off, bool ret, pid
 	a.prog_fd = prog_fd;
 	a.attach_type = SB_TRACE_UPROBE_MULTI;
 	a.path = (uintptr_t)path;
-	a.offsets = (uintptr_t)&off;
-	a.cnt = 1;
+	a.offsets = (uintptr_t)offs;
+	a.cookies = (uintptr_t)cookies;
+	a.cnt = cnt;
 	a.uflags = ret ? SB_F_UPROBE_MULTI_RETURN : 0;
 	a.pid = (__u32)pid;
 	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
@@ -83,7 +88,9 @@ int uprobe_multi_link(int prog_fd, const char *path, uint64_t off, bool ret, pid
  */
 static bool uprobe_multi_works(struct probes *p)
 {
-	int fd = uprobe_multi_link(bpf_program__fd(p->alloc->progs.malloc_enter), "/", 0, false, 0);
+	uint64_t off = 0;
+	int fd = uprobe_multi_link(bpf_program__fd(p->alloc->progs.alloc_enter), "/", &off, NULL, 1,
+				   false, 0);
 
 	if (fd >= 0)
 		close(fd);
@@ -100,7 +107,10 @@ static void alink_destroy(struct alink *a)
 	a->fd = -1;
 }
 
-/* entry (or return) probe of the allocator's program prog at alloc_syms[i] */
+/*
+ * perf-event uprobes (no uprobe_multi links): entry (or return) probe of the
+ * allocator's program prog at alloc_syms[i]
+ */
 static int alloc_link(struct probes *p, struct bpf_program *prog, size_t i, const char *path,
 		      bool ret, pid_t pid, struct alink *out)
 {
@@ -108,12 +118,6 @@ static int alloc_link(struct probes *p, struct bpf_program *prog, size_t i, cons
 
 	out->l = NULL;
 	out->fd = -1;
-	if (p->alloc_multi) {
-		if (!p->alloc_off[i])
-			return -ENOENT;
-		out->fd = uprobe_multi_link(bpf_program__fd(prog), path, p->alloc_off[i], ret, pid);
-		return out->fd < 0 ? out->fd : 0;
-	}
 	/*
 	 * By its offset where our own parse found it: libbpf then opens nothing
 	 * (the overhead guard attaches again at any time, without our lease)
@@ -166,70 +170,157 @@ static int attach_alloc_sym_pid(struct probes *p, size_t i, const char *path, pi
 	return 0;
 }
 
-static int attach_alloc_sym(struct probes *p, size_t i, const char *path, bool *second)
+/*
+ * uprobe_multi: the functions of mask in one link for their returns, then
+ * one for their entries (alloc_enter; the cookie is the function, as
+ * alloc_syms[] is in enum sb_alloc_fn's order), kept in links; 0 or -errno,
+ * with *second telling that the return link attached and the entry link did not.
+ */
+static int attach_multi_pid(struct probes *p, uint32_t mask, const char *path, pid_t pid,
+			    bool *second, struct alink *links, int *nlinks)
 {
-	return attach_alloc_sym_pid(p, i, path, p->o.pid, second, p->alloc_links, &p->nalloc_links);
+	uint64_t offs[ALLOC_NSYMS], cookies[ALLOC_NSYMS];
+	struct alink le = { NULL, -1 }, lr = { NULL, -1 };
+	unsigned n = 0;
+
+	*second = false;
+	for (size_t i = 0; i < ALLOC_NSYMS; i++)
+		if ((mask & (1u << i)) && p->alloc_off[i]) {
+			offs[n] = p->alloc_off[i];
+			cookies[n++] = i;
+		}
+	if (!n)
+		return -ENOENT;
+	lr.fd = uprobe_multi_link(bpf_program__fd(p->alloc->progs.alloc_return), path, offs, NULL,
+				  n, true, pid);
+	if (lr.fd < 0)
+		return lr.fd;
+	le.fd = uprobe_multi_link(bpf_program__fd(p->alloc->progs.alloc_enter), path, offs, cookies,
+				  n, false, pid);
+	if (le.fd < 0) {
+		int err = le.fd;
+
+		close(lr.fd);
+		*second = true;
+		return err;
+	}
+	links[(*nlinks)++] = lr;
+	links[(*nlinks)++] = le;
+	return 0;
 }
 
-/* ---- followed child processes ---- */
+_Static_assert(SB_FN_MALLOC == 0 && SB_FN_CALLOC == 1 && SB_FN_REALLOC == 2 && SB_FN_FREE == 3 &&
+		       SB_FN_POSIX_MEMALIGN == 4 && SB_FN_ALIGNED_ALLOC == 5 && SB_FN_MEMALIGN == 6,
+	       "alloc_syms[i] is function i of enum sb_alloc_fn (the cookie of attach_multi_pid)");
 
-/* the allocator's links in one followed child: 0 none attached, else how many functions */
-static int kid_attach(struct probes *p, struct alloc_kid *k)
+/*
+ * The functions of mask (those that attached the first time) in process
+ * pid, links kept in links: how many are probed now, or -errno if none.
+ */
+static int attach_pid(struct probes *p, uint32_t mask, pid_t pid, struct alink *links, int *nlinks)
 {
-	int ok = 0;
+	int ok = 0, err = -ENOENT;
+	bool second;
 
+	if (p->alloc_multi) {
+		err = attach_multi_pid(p, mask, p->alloc_path, pid, &second, links, nlinks);
+		return err ? err : __builtin_popcount(mask);
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(alloc_syms); i++) {
-		bool second;
+		int e;
 
-		if ((p->alloc_mask & (1u << i)) &&
-		    !attach_alloc_sym_pid(p, i, p->alloc_path, k->pid, &second, k->links, &k->nlinks))
+		if (!(mask & (1u << i)))
+			continue;
+		e = attach_alloc_sym_pid(p, i, p->alloc_path, pid, &second, links, nlinks);
+		if (e)
+			err = e;
+		else
 			ok++;
 	}
-	return ok;
+	return ok ? ok : err;
 }
 
-/* destroy n links on one thread of their own (destroy_async, one for all) */
+static int kid_attach(struct probes *p, struct alloc_kid *k)
+{
+	return attach_pid(p, p->alloc_mask, k->pid, k->links, &k->nlinks);
+}
+
+/* destroy the links of a (ended by one with neither), then a itself */
 static void *destroy_links(void *arg)
 {
 	struct alink *a = arg;
-	int n = 0;
 
-	while (a[n].l || a[n].fd >= 0)
-		n++;
-	/* from the end: each entry probe before its return probe (attach_alloc_sym) */
-	while (n-- > 0)
-		alink_destroy(&a[n]);
+	for (int i = 0; a[i].l || a[i].fd >= 0; i++)
+		alink_destroy(&a[i]);
 	free(a);
 	return NULL;
 }
 
-/* take the links of kids[from, to) away, on one thread for all (else here, the slow way) */
+/* run fn(arg) on a detach thread (small stack: it only waits in the kernel); -1 if none */
+static int spawn_detach(struct probes *p, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	bool have_attr = !pthread_attr_init(&attr);
+	int err = -1;
+
+	if (have_attr)
+		pthread_attr_setstacksize(&attr, 256 << 10);
+	if (p->ndetach < (int)ARRAY_SIZE(p->detach_threads))
+		err = pthread_create(&p->detach_threads[p->ndetach], have_attr ? &attr : NULL, fn, arg);
+	if (have_attr)
+		pthread_attr_destroy(&attr);
+	if (err)
+		return -1;
+	p->ndetach++;
+	return 0;
+}
+
+/*
+ * Take the links of kids[from, to) away. A link's breakpoints go when its
+ * destruction starts, which then waits out a grace period: one after the
+ * other, a child's probes would go on firing for that long per link before
+ * it. So each link gets a thread of its own while there are threads to
+ * spare, the rest shared out among them (else here, the slow way).
+ */
 static void kids_detach(struct probes *p, int from, int to)
 {
-	struct alink *copy;
-	size_t n = 0;
-	pthread_t th;
+	int n = 0, nth, free_th = (int)ARRAY_SIZE(p->detach_threads) - p->ndetach;
+	struct alink *all;
 
 	for (int k = from; k < to; k++)
-		n += (size_t)p->kids[k].nlinks;
+		n += p->kids[k].nlinks;
 	if (!n)
 		return;
-	copy = calloc(n + 1, sizeof(*copy));
-	if (copy) {
+	all = malloc((size_t)n * sizeof(*all));
+	if (all) {
 		n = 0;
 		for (int k = from; k < to; k++) {
-			memcpy(copy + n, p->kids[k].links, (size_t)p->kids[k].nlinks * sizeof(*copy));
-			n += (size_t)p->kids[k].nlinks;
+			memcpy(all + n, p->kids[k].links, (size_t)p->kids[k].nlinks * sizeof(*all));
+			n += p->kids[k].nlinks;
+			p->kids[k].nlinks = 0;
 		}
-		copy[n].fd = -1;
-		if (p->ndetach < (int)ARRAY_SIZE(p->detach_threads) &&
-		    !pthread_create(&th, NULL, destroy_links, copy)) {
-			p->detach_threads[p->ndetach++] = th;
-			for (int k = from; k < to; k++)
-				p->kids[k].nlinks = 0;
-			return;
+		nth = n < free_th ? n : free_th;
+		for (int t = 0; t < nth; t++) {
+			/* links t, t + nth, ...: every thread starts with a breakpoint-bearing link */
+			struct alink *mine = calloc((size_t)(n / nth + 2), sizeof(*mine));
+			int m = 0;
+
+			if (!mine)
+				break;
+			for (int i = t; i < n; i += nth)
+				mine[m++] = all[i];
+			mine[m].fd = -1;
+			if (spawn_detach(p, destroy_links, mine)) {
+				free(mine);
+				break;
+			}
+			for (int i = t; i < n; i += nth)
+				all[i].l = NULL, all[i].fd = -1;
 		}
-		free(copy);
+		for (int i = 0; i < n; i++)
+			alink_destroy(&all[i]);
+		free(all);
+		return;
 	}
 	for (int k = from; k < to; k++)
 		while (p->kids[k].nlinks > 0)
@@ -278,6 +369,24 @@ int probes_alloc_kids(const struct probes *p, uint64_t *left_out)
 	return p->nkids;
 }
 
+/* the status line of alloc_syms[i] in the library shown as shown, attached or err */
+static void alloc_sym_status(struct probes *p, size_t i, const char *shown, int err, bool second)
+{
+	char name[48];
+
+	snprintf(name, sizeof(name), "alloc:%s", alloc_syms[i].sym);
+	if (err && second)
+		add_status(p, name, false, false, "uretprobe attached, uprobe failed: %s",
+			   strerror(-err));
+	else if (err == -ENOENT || err == -ESRCH)
+		add_status(p, name, false, false, "%s has no %s", shown, alloc_syms[i].sym);
+	else if (err)
+		add_status(p, name, false, false, "uprobe on %s in %s: %s",
+			   alloc_syms[i].sym, shown, uprobe_why(-err));
+	else
+		add_status(p, name, true, false, "uprobe %s", shown);
+}
+
 /*
  * The allocator probes on the library open on fd (verified: the file the
  * target maps), shown as `shown`; a copy of fd is kept open as long as the
@@ -314,25 +423,38 @@ void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
 				close(efd);
 		}
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(alloc_syms); i++) {
-		char name[48];
-		bool second;
-		int err = attach_alloc_sym(p, i, open_path, &second);
+	if (p->alloc_multi) {
+		/* one pair of links for all: each function's status is theirs */
+		uint32_t found = 0;
+		bool second = false;
+		int err;
 
-		snprintf(name, sizeof(name), "alloc:%s", alloc_syms[i].sym);
-		if (err && second)
-			add_status(p, name, false, false, "uretprobe attached, uprobe failed: %s",
-				   strerror(-err));
-		else if (err == -ENOENT || err == -ESRCH)
-			add_status(p, name, false, false, "%s has no %s", shown, alloc_syms[i].sym);
-		else if (err)
-			add_status(p, name, false, false, "uprobe on %s in %s: %s",
-				   alloc_syms[i].sym, shown, uprobe_why(-err));
-		if (err)
-			continue;
-		add_status(p, name, true, false, "uprobe %s", shown);
-		p->alloc_mask |= 1u << i;
-		ok++;
+		for (size_t i = 0; i < ALLOC_NSYMS; i++)
+			if (p->alloc_off[i])
+				found |= 1u << i;
+		err = attach_multi_pid(p, found, open_path, p->o.pid, &second, p->alloc_links,
+				       &p->nalloc_links);
+		for (size_t i = 0; i < ALLOC_NSYMS; i++) {
+			int e = found & (1u << i) ? err : -ENOENT;
+
+			alloc_sym_status(p, i, shown, e, second);
+			if (!e) {
+				p->alloc_mask |= 1u << i;
+				ok++;
+			}
+		}
+	} else {
+		for (size_t i = 0; i < ARRAY_SIZE(alloc_syms); i++) {
+			bool second;
+			int err = attach_alloc_sym_pid(p, i, open_path, p->o.pid, &second,
+						       p->alloc_links, &p->nalloc_links);
+
+			alloc_sym_status(p, i, shown, err, second);
+			if (err)
+				continue;
+			p->alloc_mask |= 1u << i;
+			ok++;
+		}
 	}
 	if (ok) {
 		snprintf(p->alloc_path, sizeof(p->alloc_path), "%s", open_path);
@@ -360,36 +482,15 @@ void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
  * done. The breakpoints go at the start (a uprobe_multi link's) or one link
  * after the other (perf-event uprobes, see above).
  */
-static void *destroy_link(void *arg)
-{
-	struct alink *a = arg;
-
-	alink_destroy(a);
-	free(a);
-	return NULL;
-}
-
-/* destroy a link on a thread of its own; a (copied) is done with either way */
 void destroy_async(struct probes *p, const struct alink *a)
 {
-	struct alink *copy = malloc(sizeof(*copy));
-	pthread_attr_t attr;
-	bool have_attr = !pthread_attr_init(&attr);
-	int err = -1;
+	struct alink *copy = calloc(2, sizeof(*copy));
 
-	/* the thread only waits in the kernel: a small stack will do */
-	if (have_attr)
-		pthread_attr_setstacksize(&attr, 256 << 10);
-	if (copy && p->ndetach < (int)ARRAY_SIZE(p->detach_threads)) {
-		*copy = *a;
-		err = pthread_create(&p->detach_threads[p->ndetach], have_attr ? &attr : NULL,
-				     destroy_link, copy);
-	}
-	if (have_attr)
-		pthread_attr_destroy(&attr);
-	if (!err) {
-		p->ndetach++;
-		return;
+	if (copy) {
+		copy[0] = *a;
+		copy[1].fd = -1;
+		if (!spawn_detach(p, destroy_links, copy))
+			return;
 	}
 	free(copy);
 	if (a->l)
@@ -431,7 +532,7 @@ bool probes_has_alloc(const struct probes *p)
 
 int probes_alloc_attach(struct probes *p, bool on)
 {
-	int ok = 0, err = -ENOENT;
+	int ok;
 
 	if (!probes_has_alloc(p))
 		return -ENOENT;
@@ -447,23 +548,12 @@ int probes_alloc_attach(struct probes *p, bool on)
 	 * return: their frames would pair with the returns of later calls.
 	 */
 	clear_map(bpf_map__fd(p->alloc->maps.alloc_frames));
-	for (size_t i = 0; i < ARRAY_SIZE(alloc_syms); i++) {
-		bool second;
-		int e;
-
-		if (!(p->alloc_mask & (1u << i)))
-			continue;
-		e = attach_alloc_sym(p, i, p->alloc_path, &second);
-		if (e)
-			err = e;
-		else
-			ok++;
-	}
+	ok = attach_pid(p, p->alloc_mask, p->o.pid, p->alloc_links, &p->nalloc_links);
 	p->alloc_on = ok > 0;
 	/* the followed children's, with the target's: the guard covers them the same way */
-	for (int k = 0; ok && k < p->nkids; k++)
+	for (int k = 0; ok > 0 && k < p->nkids; k++)
 		kid_attach(p, &p->kids[k]);
-	return ok ? ok : err;
+	return ok;
 }
 
 static uint64_t or_default(uint64_t v, uint64_t dflt)
@@ -492,9 +582,17 @@ static int open_alloc_once(struct probes *p, bool with_flush, bool multi)
 	a->rodata->burst_min_ns = or_default(p->o.burst_min_ns, BURST_MIN_NS);
 	a->rodata->burst_min_calls = or_default(p->o.burst_min_calls, BURST_MIN_CALLS);
 	bpf_program__set_autoload(a->progs.flush_burst, with_flush);
-	bpf_object__for_each_program(prog, a->obj)
-		if (multi && prog != a->progs.flush_burst)
+	bpf_object__for_each_program(prog, a->obj) {
+		bool entry = strstr(bpf_program__name(prog), "_enter") != NULL;
+
+		if (prog == a->progs.flush_burst)
+			continue;
+		/* uprobe_multi: alloc_enter for every entry; else one program each */
+		if (entry)
+			bpf_program__set_autoload(prog, multi == (prog == a->progs.alloc_enter));
+		if (multi)
 			bpf_program__set_expected_attach_type(prog, SB_TRACE_UPROBE_MULTI);
+	}
 	err = reuse_shared(p, a->maps.events, a->maps.drops, a->maps.target_state,
 			   a->maps.followed, a->maps.follow_any);
 	if (!err) /* the fault run slot (bpf/common.bpf.h) */

@@ -147,7 +147,11 @@ static uint64_t minus(uint64_t a, uint64_t b)
  */
 static int calib_attach(struct probes *p, void (*fn)(void), bool pair, struct alink *l, int *n)
 {
-	struct bpf_program *progs[2] = { p->alloc->progs.malloc_enter, p->alloc->progs.alloc_return };
+	/* uprobe_multi: alloc_enter, cookie 0 (SB_FN_MALLOC) */
+	struct bpf_program *progs[2] = {
+		p->alloc_multi ? p->alloc->progs.alloc_enter : p->alloc->progs.malloc_enter,
+		p->alloc->progs.alloc_return
+	};
 	char path[PATH_MAX];
 	uint64_t off = 0;
 	int err = self_offset(fn, path, sizeof(path), &off);
@@ -159,8 +163,8 @@ static int calib_attach(struct probes *p, void (*fn)(void), bool pair, struct al
 		a->l = NULL;
 		a->fd = -1;
 		if (p->alloc_multi) {
-			a->fd = uprobe_multi_link(bpf_program__fd(progs[k]), path, off, k == 1,
-						  getpid());
+			a->fd = uprobe_multi_link(bpf_program__fd(progs[k]), path, &off, NULL, 1,
+						  k == 1, getpid());
 			err = a->fd < 0 ? a->fd : 0;
 		} else {
 			a->l = bpf_program__attach_uprobe_opts(progs[k], getpid(), path, off, &o);

@@ -269,7 +269,8 @@ int open_alloc(struct probes *p);
 /* the allocator probes on the library open on fd (verified), or at path (fd < 0: --alloc-lib) */
 void attach_alloc(struct probes *p, int fd, const char *path, const char *shown);
 /* a uprobe_multi link of one uprobe (ret: uretprobe) at off in path for pid: fd or -errno */
-int uprobe_multi_link(int prog_fd, const char *path, uint64_t off, bool ret, pid_t pid);
+int uprobe_multi_link(int prog_fd, const char *path, const uint64_t *offs, const uint64_t *cookies,
+		      unsigned cnt, bool ret, pid_t pid);
 /* destroy a link on a thread of its own (reap_detach waits for them) */
 void destroy_async(struct probes *p, const struct alink *a);
 /* take the allocator's links away (destroy_async) */
