@@ -56,6 +56,9 @@ CYCLES = int(os.environ.get("CYC_CYCLES", "12"))
 ON = float(os.environ.get("CYC_ON", "4"))
 OFF = float(os.environ.get("CYC_OFF", "4"))
 OPTS = os.environ.get("CYC_OPTS", "").split()
+# several option sets, ";"-separated ("-" for none), taken in turn by the captures of one run
+CONFIGS = [c.strip() for c in os.environ.get("CYC_CONFIGS", "").split(";") if c.strip()]
+CONFIGS = [[] if c == "-" else c.split() for c in CONFIGS] or [[]]
 CPU = os.environ.get("BENCH_CPU", "1")
 AGENT = os.environ.get("AGENT_CPU", "0")
 OUT = os.path.abspath(os.environ.get("BENCH_OUT", os.path.join(ROOT, "build", "bench")))
@@ -100,19 +103,23 @@ def main():
         windows.append(("off", t_untraced, launch, None))
         trace = os.path.join(OUT, "cycles-%d.sbt" % k)
         rec = bench.record_attached([SB, "record", "-p", str(loop.pid), "-d", "%gs" % ON,
-                                     "--agent-cpu", AGENT, "-q", "-o", trace] + OPTS)
+                                     "--agent-cpu", AGENT, "-q", "-o", trace] + OPTS +
+                                    CONFIGS[k % len(CONFIGS)])
         if rec.wait():
             raise SystemExit("stepblame record: exit %d" % rec.returncode)
         t_untraced = now()
         rep = json.loads(subprocess.run([SB, "report", "--format", "json", trace],
                                         capture_output=True, check=True).stdout)
         os.unlink(trace)
-        windows.append(("on", rep["capture"]["start_ns"], rep["capture"]["end_ns"], rep))
+        windows.append(("on", rep["capture"]["start_ns"], rep["capture"]["end_ns"], rep,
+                        k % len(CONFIGS)))
     time.sleep(OFF)
     windows.append(("off", t_untraced, now(), None))
     open(stop, "w").close()
     if loop.wait():
         raise SystemExit("the loop: exit %d" % loop.returncode)
+    with open(os.path.join(OUT, "cycles-windows.json"), "w") as f:  # for a closer look afterwards
+        json.dump([list(w[:3]) + list(w[4:]) for w in windows], f)
     with open(truth) as f:
         lines = [json.loads(x) for x in f if x.strip()]
     st = [x for x in lines if "step" in x and "start_ns" in x and "end_ns" in x]
@@ -120,11 +127,21 @@ def main():
     def inside(w):
         return [s for s in st if s["start_ns"] >= w[1] and s["end_ns"] <= w[2]]
 
-    res = {"wall": [], "cpu": [], "wall_first": [], "cpu_first": [], "aa_wall": [], "aa_cpu": []}
-    est, tails, tail_tracer = [], 0, 0
     offs = [w for w in windows if w[0] == "off"]
     ons = [w for w in windows if w[0] == "on"]
-    for k, w in enumerate(ons):
+    for c, conf in enumerate(CONFIGS):
+        if len(CONFIGS) > 1:
+            print("\n## options: %s" % (" ".join(conf) or "(defaults)"))
+        analyse(inside, offs, [(k, w) for k, w in enumerate(ons) if w[4] == c], c == 0)
+
+
+def analyse(inside, offs, ons, aa):
+    """the ratios for the captures ons ((k, window): the k-th capture), A/A if aa"""
+    parts = {"traced": [], "untraced": []}  # per capture: mean wall, exec, run delay, blocked, in next()
+    res = {"wall": [], "cpu": [], "wall_first": [], "cpu_first": [], "aa_wall": [], "aa_cpu": [],
+           "wall_mean": [], "aa_wall_mean": [], "cpu_mean": []}
+    est, tails, tail_tracer = [], 0, 0
+    for k, w in ons:
         around = inside(offs[k]) + inside(offs[k + 1])
         mine = inside(w)
         if len(mine) < FIRST or len(around) < FIRST:
@@ -135,6 +152,15 @@ def main():
             base = p50([f(s) for s in around])
             res[key].append(p50([f(s) for s in mine]) / base)
             res[key + "_first"].append(p50([f(s) for s in mine[:FIRST]]) / base)
+        wall = [s["end_ns"] - s["start_ns"] for s in mine]
+        for name, xs in (("traced", mine), ("untraced", around)):
+            parts[name].append([statistics.mean(f(s) for s in xs) for f in (
+                lambda s: s["end_ns"] - s["start_ns"], lambda s: s["exec_ns"], lambda s: s["run_delay_ns"],
+                lambda s: s["end_ns"] - s["start_ns"] - s["exec_ns"] - s["run_delay_ns"],
+                lambda s: s.get("next_ns", 0))])
+        res["wall_mean"].append(statistics.mean(wall) / statistics.mean([s["end_ns"] - s["start_ns"] for s in around]))
+        res["cpu_mean"].append(statistics.mean(s["exec_ns"] for s in mine) /
+                               statistics.mean(s["exec_ns"] for s in around))
         rep = w[3]
         for s in rep["steps"]:
             if s.get("duration_ns"):
@@ -145,12 +171,14 @@ def main():
                     tail_tracer += 1
         print("cycle %d: %d traced steps, wall %.3f, cpu %.3f" % (k, len(mine), res["wall"][-1],
                                                                  res["cpu"][-1]), file=sys.stderr)
-    for k in range(1, len(offs) - 1):
+    for k in range(1, len(offs) - 1 if aa else 1):
         mine, around = inside(offs[k]), inside(offs[k - 1]) + inside(offs[k + 1])
         if len(mine) < FIRST or len(around) < FIRST:
             continue
         for key, f in (("aa_wall", lambda s: s["end_ns"] - s["start_ns"]), ("aa_cpu", lambda s: s["exec_ns"])):
             res[key].append(p50([f(s) for s in mine]) / p50([f(s) for s in around]))
+        res["aa_wall_mean"].append(statistics.mean([s["end_ns"] - s["start_ns"] for s in mine]) /
+                                   statistics.mean([s["end_ns"] - s["start_ns"] for s in around]))
 
     def row(name, xs):
         if not xs:
@@ -168,6 +196,16 @@ def main():
     print(row("first %d steps after attach / untraced around, CPU" % FIRST, res["cpu_first"]))
     print(row("A/A: untraced / untraced around it, wall", res["aa_wall"]))
     print(row("A/A: untraced / untraced around it, CPU", res["aa_cpu"]))
+    print(row("mean step time (not P50), traced / untraced around it, wall", res["wall_mean"]))
+    print(row("mean step time (not P50), A/A, wall", res["aa_wall_mean"]))
+    print(row("mean CPU time a step, traced / untraced around it", res["cpu_mean"]))
+    if parts["traced"]:
+        # where a traced step's time goes, against the untraced steps around it (means, ms)
+        print("| step time, mean over captures (ms) | wall | on CPU | runnable (run delay) | blocked | in next(loader) |")
+        print("|---|---|---|---|---|---|")
+        for name in ("untraced", "traced"):
+            m = [statistics.mean(c[i] for c in parts[name]) / 1e6 for i in range(5)]
+            print("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |" % tuple([name] + m))
     if est:
         print("tracer's own estimate, steps[].tracer_ns / duration: P50 %.2f%%, P90 %.2f%%" % (
             100 * statistics.median(est), 100 * sorted(est)[int(0.9 * (len(est) - 1))]))
