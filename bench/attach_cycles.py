@@ -56,7 +56,8 @@ CYCLES = int(os.environ.get("CYC_CYCLES", "12"))
 ON = float(os.environ.get("CYC_ON", "4"))
 OFF = float(os.environ.get("CYC_OFF", "4"))
 OPTS = os.environ.get("CYC_OPTS", "").split()
-# several option sets, ";"-separated ("-" for none), taken in turn by the captures of one run
+# several option sets, ";"-separated ("-" for none), taken in turn by the captures of one run;
+# a set that starts with @PATH records with the stepblame binary at PATH (another build)
 CONFIGS = [c.strip() for c in os.environ.get("CYC_CONFIGS", "").split(";") if c.strip()]
 CONFIGS = [[] if c == "-" else c.split() for c in CONFIGS] or [[]]
 CPU = os.environ.get("BENCH_CPU", "1")
@@ -102,13 +103,15 @@ def main():
         launch = now()
         windows.append(("off", t_untraced, launch, None))
         trace = os.path.join(OUT, "cycles-%d.sbt" % k)
-        rec = bench.record_attached([SB, "record", "-p", str(loop.pid), "-d", "%gs" % ON,
-                                     "--agent-cpu", AGENT, "-q", "-o", trace] + OPTS +
-                                    CONFIGS[k % len(CONFIGS)])
+        conf, sb = CONFIGS[k % len(CONFIGS)], SB
+        if conf and conf[0].startswith("@"):
+            sb, conf = conf[0][1:], conf[1:]
+        rec = bench.record_attached([sb, "record", "-p", str(loop.pid), "-d", "%gs" % ON,
+                                     "--agent-cpu", AGENT, "-q", "-o", trace] + OPTS + conf)
         if rec.wait():
             raise SystemExit("stepblame record: exit %d" % rec.returncode)
         t_untraced = now()
-        rep = json.loads(subprocess.run([SB, "report", "--format", "json", trace],
+        rep = json.loads(subprocess.run([sb, "report", "--format", "json", trace],
                                         capture_output=True, check=True).stdout)
         os.unlink(trace)
         windows.append(("on", rep["capture"]["start_ns"], rep["capture"]["end_ns"], rep,
