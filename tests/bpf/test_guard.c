@@ -26,7 +26,7 @@
  * line (opts: NULL-terminated, as `stepblame record` would get them), so the
  * guard's limit is what the command line makes of them.
  */
-static struct cap *trace_work(char *const args[], char *const opts[])
+static struct cap *trace_work_perf(char *const args[], char *const opts[], bool perf_uprobes)
 {
 	char *argv[16] = { "record" };
 	struct cap *c;
@@ -38,12 +38,21 @@ static struct cap *trace_work(char *const args[], char *const opts[])
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		abort();
-	if (collect_parse_common(argc, argv, &c->o, NULL, NULL, "record") != argc ||
-	    cap_run_sbwork(c, args, NULL)) {
+	if (collect_parse_common(argc, argv, &c->o, NULL, NULL, "record") != argc) {
+		free(c);
+		return NULL;
+	}
+	c->o.probe.perf_uprobes = perf_uprobes;
+	if (cap_run_sbwork(c, args, NULL)) {
 		free(c);
 		return NULL;
 	}
 	return c;
+}
+
+static struct cap *trace_work(char *const args[], char *const opts[])
+{
+	return trace_work_perf(args, opts, false);
 }
 
 static const struct sb_text *text_rec(struct cap *c, size_t i, unsigned type)
@@ -277,6 +286,48 @@ static void t_guard_back_to_full(void)
 	free_cap(c);
 }
 
+/*
+ * The allocator on perf-event uprobes (kernels before 6.6: one link per
+ * function and probe, no cookies), forced on this one: the guard's windows
+ * attach them again and again, and each window counts calls.
+ */
+static void t_guard_perf_uprobes(void)
+{
+	char *args[] = { "churn", "3000", NULL };
+	char *opts[] = { "--max-overhead", "20", NULL };
+	struct sb_guard g[MAXG];
+	uint64_t ts[MAXG], prev = 0;
+	struct cap *c;
+	size_t ng, windows = 0, counted = 0;
+	uint32_t tid;
+
+	NEED_BPF();
+	c = trace_work_perf(args, opts, true);
+	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path("sbwork"));
+	REQUIRE(c->rc == 0, "capture failed to start");
+	tid = tid_named(c, "sbw-main");
+	REQUIRE(tid, "no rename to sbw-main seen");
+	ng = guards_of(c, g, ts, MAXG);
+	REQUIRE(ng >= 3, "%zu guard records, want a start, windows and an end", ng);
+	CHECK(g[0].reason == SB_GUARD_R_START && g[0].mode == SB_GUARD_SAMPLED,
+	      "first record: reason %d mode %d", g[0].reason, g[0].mode);
+	for (size_t i = 0; i < ng; i++) {
+		CHECK(g[i].reason != SB_GUARD_R_FAILED, "record %zu: the probes would not attach "
+		      "again", i);
+		if (g[i].reason != SB_GUARD_R_WINDOW)
+			continue;
+		windows++;
+		/* every window saw calls of its own: the links were made again */
+		if (g[i].calls_seen > prev)
+			counted++;
+		prev = g[i].calls_seen;
+	}
+	CHECK(windows >= 2, "%zu attached windows in 3 s of a malloc loop", windows);
+	CHECK(counted == windows, "%zu of %zu windows counted calls", counted, windows);
+	CHECK(burst_calls(c, tid, 0, UINT64_MAX) > 0, "no allocator bursts");
+	free_cap(c);
+}
+
 static void t_guard_off_stays_full(void)
 {
 	char *args[] = { "churn", "2500", NULL };
@@ -414,6 +465,7 @@ int main(void)
 	RUN(t_guard_samples_a_storm);
 	RUN(t_guard_back_to_full);
 	RUN(t_guard_off_stays_full);
+	RUN(t_guard_perf_uprobes);
 	RUN(t_no_alloc_keeps_defaults);
 	RUN(t_storm_steps_blame_the_tracer);
 	RUN(t_storm_steps_unguarded);

@@ -619,7 +619,7 @@ static int open_alloc_flush(struct probes *p, bool multi)
 int open_alloc(struct probes *p)
 {
 	/* uprobe_multi links where the kernel makes them, else perf-event uprobes */
-	int err = open_alloc_flush(p, true);
+	int err = p->o.perf_uprobes ? -EOPNOTSUPP : open_alloc_flush(p, true);
 
 	if (!err && !uprobe_multi_works(p)) {
 		alloc_bpf__destroy(p->alloc);

@@ -39,6 +39,12 @@ struct probe_opts {
 	 * attach: the overhead guard attaches them (capture/guard.h, safe start).
 	 */
 	bool alloc_start_off;
+	/*
+	 * The allocator on perf-event uprobes, one link per function and probe,
+	 * even where the kernel makes uprobe_multi links: the path of kernels
+	 * before 6.6, for the tests (no command-line option).
+	 */
+	bool perf_uprobes;
 };
 
 /* one line per probe, for the trace file and the user */
