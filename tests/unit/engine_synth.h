@@ -199,16 +199,23 @@ static inline void w_migrate(struct world *w, uint64_t ts, uint32_t tid, unsigne
 	st_put(&w->host, &r);
 }
 
-static inline void w_fault(struct world *w, uint64_t ts, uint32_t tid, uint64_t maj,
-			   uint64_t min)
+/* a fault of thread tid of process pid at w->fault_addr */
+static inline void w_fault_pid(struct world *w, uint64_t ts, uint32_t pid, uint32_t tid,
+			       uint64_t maj, uint64_t min)
 {
 	struct sb_fault r = { 0 };
 
 	r.addr = w->fault_addr;
-	hdr(&r.h, SB_EV_FAULT, sizeof(r), ts, T_PID, tid, T_CPU);
+	hdr(&r.h, SB_EV_FAULT, sizeof(r), ts, pid, tid, T_CPU);
 	r.maj_flt = maj;
 	r.min_flt = min;
 	st_put(&w->host, &r);
+}
+
+static inline void w_fault(struct world *w, uint64_t ts, uint32_t tid, uint64_t maj,
+			   uint64_t min)
+{
+	w_fault_pid(w, ts, T_PID, tid, maj, min);
 }
 
 /*
@@ -288,14 +295,17 @@ static inline void w_iofile(struct world *w, uint64_t s, uint64_t end, uint32_t 
 	st_put(&w->host, &r);
 }
 
-/* an mmap record that says what it mapped (struct sb_mmsys_map); path "" : anonymous */
-static inline void w_mmap_map(struct world *w, uint64_t s, uint64_t end, uint32_t tid,
-			      uint64_t addr, uint64_t len, const char *path)
+/*
+ * an mmap record of thread tid of process pid that says what it mapped
+ * (struct sb_mmsys_map); path "" : anonymous
+ */
+static inline void w_mmap_map_pid(struct world *w, uint64_t s, uint64_t end, uint32_t pid,
+				  uint32_t tid, uint64_t addr, uint64_t len, const char *path)
 {
 	struct sb_mmsys_ext r;
 
 	memset(&r, 0, sizeof(r));
-	hdr(&r.mm.h, SB_EV_MMSYS, sizeof(r), end, T_PID, tid, T_CPU);
+	hdr(&r.mm.h, SB_EV_MMSYS, sizeof(r), end, pid, tid, T_CPU);
 	r.mm.start_ns = s;
 	r.mm.call = SB_SYS_MMAP;
 	r.mm.len = len;
@@ -316,6 +326,12 @@ static inline void w_mmap_map(struct world *w, uint64_t s, uint64_t end, uint32_
 		r.map.file.ino = 99;
 	}
 	st_put(&w->host, &r);
+}
+
+static inline void w_mmap_map(struct world *w, uint64_t s, uint64_t end, uint32_t tid,
+			      uint64_t addr, uint64_t len, const char *path)
+{
+	w_mmap_map_pid(w, s, end, T_PID, tid, addr, len, path);
 }
 
 /* alloc / mmsys / reclaim / iosys / cuda intervals */

@@ -175,6 +175,56 @@ static void t_chain_into_child(void)
 }
 
 /*
+ * The worker (KID, on CPU 2) faults 101 times 10 us apart in a 16 MiB file
+ * mapping of its own; the trainer has a 64 MiB anonymous one at the same
+ * address. The chain names the worker's region, not the trainer's.
+ */
+static void inj_kid_faults(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	w_mmap_map(w, at - 4 * MS, at - 4 * MS + 50 * US, T_LAUNCHER, ACT_MAP, 64 << 20, "");
+	w_mmap_map_pid(w, at - 3 * MS, at - 3 * MS + 50 * US, KID, KID, ACT_MAP, 16 << 20,
+		       "/data/shard.bin");
+	k_switch_in(w, at - 1 * MS, KID, KID, 2);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	for (int i = 0; i <= 100; i++) {
+		w->fault_addr = ACT_MAP + (uint64_t)(i + 1) * 4096;
+		w_fault_pid(w, at + 2 * MS + (uint64_t)i * 10 * US, KID, KID, 0, (uint64_t)i);
+	}
+	w->fault_addr = 0;
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, KID, KID, "worker");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_chain_child_fault_region(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 40 * MS, .inj = inj_kid_faults };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+	uint64_t fc = 3500; /* the default fault cost: nothing calibrates it here */
+
+	world_init(&w);
+	w_thread_of(&w, KID, KID, "worker\nppid=100\ncmdline=python train.py\n");
+	k_fork(&w, 9 * SEC, KID, T_PID, "trainer");
+	run_steps(&w, 4, 1, &inj);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	b = waker_entry(s, KID);
+	REQUIRE(b, "no blocked entry for the worker");
+	CHECK(b->who.act.ns[ENG_ACT_FAULTING] == 1 * MS + fc, "faulting %" PRIu64,
+	      b->who.act.ns[ENG_ACT_FAULTING]);
+	CHECK(b->who.act.fault_region && !b->who.act.fault_anon && b->who.act.fault_len == 16 << 20,
+	      "fault region %d anon %d len %" PRIu64 " (the worker's file mapping: 16 MiB)",
+	      b->who.act.fault_region, b->who.act.fault_anon, b->who.act.fault_len);
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
  * The worker (KID) itself waits 10 ms for another child (KID2), preempted
  * there 4 ms by hogQ: the chain goes on into KID2, and the worker was
  * "itself blocked on" KID2.
@@ -460,6 +510,7 @@ int main(void)
 	RUN(t_chain_through_two_children);
 	RUN(t_same_process_waker);
 	RUN(t_waker_io_and_faults);
+	RUN(t_chain_child_fault_region);
 	RUN(t_waker_faults_across_preemption);
 	RUN(t_waker_fault_runs_across_preemption);
 	RUN(t_stranger_waker);

@@ -350,20 +350,25 @@ static void fault_count(struct engine *e, struct accum *a, uint32_t map, uint64_
 		u->faults += (uint32_t)n;
 }
 
-/* the region of t's fault at addr in process pid, into t->fault_map */
-static void fault_region(struct engine *e, struct thread *t, uint32_t pid, uint64_t addr)
+/*
+ * The region of process pid that holds addr, 1 + its index in e->maps (0:
+ * none), where *map (and *gen, the e->map_gen it was found at) says the
+ * last fault's was: that one while addr is still in it, else looked up.
+ */
+uint32_t map_at(struct engine *e, uint32_t pid, uint64_t addr, uint32_t *map, uint32_t *gen)
 {
-	if (!t->fault_map || t->fault_map > e->nmaps || e->maps[t->fault_map - 1].gone ||
-	    addr < e->maps[t->fault_map - 1].start || addr >= e->maps[t->fault_map - 1].end ||
+	const struct map_region *m = *map && *map <= e->nmaps ? &e->maps[*map - 1] : NULL;
+
+	if (!m || m->gone || m->pid != pid || addr < m->start || addr >= m->end ||
 	    /* a region read from the maps, and one mmap()ed since may lie inside it */
-	    (e->maps[t->fault_map - 1].region && t->fault_map_gen != e->map_gen)) {
-		/* not in its last fault's region */
-		t->fault_map = e->nmaps || e->nseeds ? map_find(e, pid, addr) : 0;
-		t->fault_map_gen = e->map_gen;
-	} else if (e->maps[t->fault_map - 1].region) {
+	    (m->region && *gen != e->map_gen)) {
+		*map = e->nmaps || e->nseeds ? map_find(e, pid, addr) : 0;
+		*gen = e->map_gen;
+	} else if (m->region) {
 		/* a copy in use is not the one to replace */
-		e->maps[t->fault_map - 1].used = ++e->map_seq;
+		e->maps[*map - 1].used = ++e->map_seq;
 	}
+	return *map;
 }
 
 /*
@@ -381,7 +386,7 @@ static void fault_open(struct engine *e, struct thread *t, uint64_t first, uint6
 	t->fault_last = last;
 	t->run_n = t->run_counted = 0;
 	fault_tracer_set(e, t, n);
-	fault_region(e, t, pid, addr);
+	map_at(e, pid, addr, &t->fault_map, &t->fault_map_gen);
 }
 
 /* faults 0..k-1 of t's run: the major ones among them, spread evenly over faults 1..n-1 */

@@ -183,6 +183,7 @@ struct thread {
 	uint64_t act_wait;       /* its time runnable, off its CPU, so far (EP_RUN episodes) */
 	uint64_t act_slept;      /* the end of its last sleep */
 	uint32_t act_map;        /* its last fault's region: 1 + index in e->maps, 0 none */
+	uint32_t act_map_gen;    /* e->map_gen when act_map was found */
 	/* candidates only */
 	uint64_t last_cut;       /* its time is accounted up to here */
 	struct overlay overlays[OVERLAYS_MAX];
@@ -614,6 +615,8 @@ static inline size_t rec_size(unsigned type)
 /* ---- memory (engine.c) */
 
 void heap_account(struct engine *e, int64_t d);
+/* the region of pid's memory at addr; map and gen cache the last one found (host.c) */
+uint32_t map_at(struct engine *e, uint32_t pid, uint64_t addr, uint32_t *map, uint32_t *gen);
 /* a mapping record: its region for the fault blame (host.c) */
 void map_seed_record(struct engine *e, const struct sb_hdr *h, const char *s, size_t n);
 void map_seeds_free(struct engine *e);

@@ -217,24 +217,12 @@ void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr)
 {
 	struct act_iv *a = act_last(t);
 	const struct map_region *m;
-	uint32_t map = t->act_map;
+	uint32_t map;
 
 	if (t->sink)
 		return;
-	/*
-	 * its region: that of its last fault, else looked up (without touching
-	 * the regions' order); e->maps holds the target's regions only
-	 */
-	if (t->pid != e->target_pid) {
-		map = 0;
-	} else if (!map || map > e->nmaps || e->maps[map - 1].gone || addr < e->maps[map - 1].start ||
-	    addr >= e->maps[map - 1].end) {
-		map = 0;
-		for (uint32_t i = e->nmaps; i-- > 0 && !map;)
-			if (!e->maps[i].gone && addr >= e->maps[i].start && addr < e->maps[i].end)
-				map = i + 1;
-		t->act_map = map;
-	}
+	/* its region, in its own process (a followed child's too) */
+	map = map_at(e, t->pid, addr, &t->act_map, &t->act_map_gen);
 	m = map ? &e->maps[map - 1] : NULL;
 	/*
 	 * back to back: within ACT_FAULT_RUN_NS of the last one on its CPU (a
