@@ -59,6 +59,7 @@ struct capture {
 	uint64_t last_drops_total;
 	int probes_written;          /* probe statuses already in the trace */
 	bool chan_inert;             /* the collector said it cannot work: stop looking */
+	size_t chan_maps_hint;       /* the size of the target's maps when try_channel last read them */
 	bool target_stopped;         /* the capture ended because the kernel stopped recording the
 	                                target (its credentials changed) */
 	bool chan_broken;            /* its producer cut the channel file short under us */
@@ -356,7 +357,18 @@ static void try_channel(struct capture *c, bool first)
 
 	if (c->chan || c->chan_inert || c->o->no_gpu)
 		return;
-	c->chan = sbc_attach(c->o->probe.pid, err, sizeof(err));
+	{
+		/* the maps with a time limit: the target can stall their read (SECURITY.md) */
+		char *maps = NULL;
+		ssize_t len = read_maps(c->o->probe.pid, &maps, c->chan_maps_hint);
+
+		if (len > 0)
+			c->chan_maps_hint = (size_t)len;
+		c->chan = sbc_attach_maps(c->o->probe.pid, maps, len, err, sizeof(err));
+		e = errno;
+		free(maps);
+		errno = e;
+	}
 	if (!c->chan) {
 		if (first && errno != ENOENT)
 			note(c, "GPU channel refused: %s", err);

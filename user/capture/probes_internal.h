@@ -28,6 +28,7 @@
 #include <sys/types.h>
 
 #include "capture/probes.h"
+#include "capture/target.h"
 
 struct bpf_link;
 struct bpf_map;
@@ -230,15 +231,6 @@ bool on_fuse(struct probes *p, dev_t dev);
 struct file_key *file_get(struct file_set *s, uint64_t dev, uint64_t ino);
 /* cb once per file mapping in pid's maps (non-zero stops): how many, or -errno */
 int for_each_mapping(pid_t pid, int (*cb)(void *ctx, const struct mapping *m), void *ctx);
-/*
- * pid's /proc/PID/maps into *out (malloc'd, NUL-terminated): its length, or
- * -errno (-ETIMEDOUT: the read stalled, -EDEADLK: one did before; timedread.h).
- * At most MAPS_TEXT_MAX bytes; the last line may be cut short. hint: its
- * size when last read (0: not known), to read it once.
- */
-#define MAPS_TEXT_MAX (16u << 20)
-#define MAPS_TIMEOUT_MS 500
-ssize_t read_maps(pid_t pid, char **out, size_t hint);
 const char *base_name(const char *path);
 bool is_libc(const char *path);
 

@@ -44,5 +44,14 @@ int target_descendants(pid_t root, int (*cb)(void *ctx, pid_t pid, pid_t ppid), 
 size_t process_facts(pid_t pid, pid_t ppid, const char *comm_seen, char *buf, size_t len);
 int cpu_node(int cpu);
 bool cpu_online(int cpu);
+/*
+ * pid's /proc/PID/maps into *out (malloc'd, NUL-terminated): its length, or
+ * -errno (-ETIMEDOUT: the read stalled, -EDEADLK: one did before; timedread.h).
+ * At most MAPS_TEXT_MAX bytes; the last line may be cut short. hint: its
+ * size when last read (0: not known), to read it once. (capture/binfile.c)
+ */
+#define MAPS_TEXT_MAX (16u << 20)
+#define MAPS_TIMEOUT_MS 500
+ssize_t read_maps(pid_t pid, char **out, size_t hint);
 
 #endif

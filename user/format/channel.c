@@ -788,39 +788,28 @@ static bool maps_candidate(char *line, struct cand *c)
 }
 
 /*
- * The distinct channel-like shared mappings of pid, in the order of its maps,
- * at most max of them; reads at most SBC_MAPS_LINES_MAX lines and
- * MAPS_BYTES_MAX bytes (a target can have any number of mappings). -errno if
- * the maps cannot be read.
+ * The distinct channel-like shared mappings in the maps text of a process
+ * (len bytes), in their order, at most max of them; looks at most at
+ * SBC_MAPS_LINES_MAX lines and MAPS_BYTES_MAX bytes (a target can have any
+ * number of mappings). A line longer than a path allows, or cut short at
+ * the end of the text, is no channel's.
  */
-static int scan_maps(pid_t pid, struct cand *out, unsigned max)
+static int scan_maps(const char *text, size_t len, struct cand *out, unsigned max)
 {
-	char path[64], buf[8192];
-	size_t have = 0, total = 0;
+	const char *p = text, *end = text + (len < MAPS_BYTES_MAX ? len : MAPS_BYTES_MAX);
 	unsigned lines = 0, n = 0;
-	bool skipping = false; /* in a line longer than buf: not a channel's */
-	int fd;
+	char line[8192];
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	while (n < max && lines < SBC_MAPS_LINES_MAX && total < MAPS_BYTES_MAX) {
-		ssize_t k = read(fd, buf + have, sizeof(buf) - 1 - have);
-		char *p = buf, *nl;
+	while (p < end && n < max && lines < SBC_MAPS_LINES_MAX) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		struct cand c;
 
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
+		if (!nl)
 			break;
-		have += (size_t)k;
-		total += (size_t)k;
-		while (n < max && lines < SBC_MAPS_LINES_MAX &&
-		       (nl = memchr(p, '\n', (size_t)(buf + have - p)))) {
-			struct cand c;
-
-			*nl = 0;
-			if (!skipping && maps_candidate(p, &c)) {
+		if ((size_t)(nl - p) < sizeof(line)) {
+			memcpy(line, p, (size_t)(nl - p));
+			line[nl - p] = 0;
+			if (maps_candidate(line, &c)) {
 				bool dup = false;
 
 				for (unsigned i = 0; i < n; i++)
@@ -828,19 +817,53 @@ static int scan_maps(pid_t pid, struct cand *out, unsigned max)
 				if (!dup)
 					out[n++] = c;
 			}
-			skipping = false;
-			lines++;
-			p = nl + 1;
 		}
-		have = (size_t)(buf + have - p);
-		memmove(buf, p, have);
-		if (have == sizeof(buf) - 1) {
-			skipping = true;
-			have = 0;
+		lines++;
+		p = nl + 1;
+	}
+	return (int)n;
+}
+
+/* the maps text of pid, read here (up to MAPS_BYTES_MAX) into a buffer to free: its length, or -errno */
+static ssize_t read_maps_plain(pid_t pid, char **out)
+{
+	char path[64];
+	size_t have = 0, cap = 1u << 16;
+	char *buf = NULL;
+	int fd;
+
+	*out = NULL;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t k;
+
+		if (have == cap || !buf) {
+			char *nb;
+
+			if (buf && cap >= MAPS_BYTES_MAX)
+				break;
+			cap = buf ? cap * 2 : cap;
+			nb = realloc(buf, cap);
+			if (!nb) {
+				free(buf);
+				close(fd);
+				return -ENOMEM;
+			}
+			buf = nb;
 		}
+		k = read(fd, buf + have, cap - have);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		have += (size_t)k;
 	}
 	close(fd);
-	return (int)n;
+	*out = buf;
+	return (ssize_t)have;
 }
 
 /* the checks on the file itself, on a stat of it (schemas/channel.md, "The file") */
@@ -1068,6 +1091,19 @@ static int refusal_rank(int e, bool pid_mismatch)
 
 struct sbc_reader *sbc_attach(pid_t pid, char *err, size_t errlen)
 {
+	char *maps = NULL;
+	ssize_t len = pid > 0 ? read_maps_plain(pid, &maps) : -EINVAL;
+	struct sbc_reader *r = sbc_attach_maps(pid, maps, len, err, errlen);
+	int e = errno;
+
+	free(maps);
+	errno = e;
+	return r;
+}
+
+struct sbc_reader *sbc_attach_maps(pid_t pid, const char *maps, ssize_t maps_len, char *err,
+				   size_t errlen)
+{
 	char status[4096], path[64], why[256] = "";
 	long nspids[16], uids[4];
 	struct cand cands[SBC_CANDIDATES_MAX];
@@ -1092,7 +1128,8 @@ struct sbc_reader *sbc_attach(pid_t pid, char *err, size_t errlen)
 	}
 	pid_t nspid = n > 0 ? (pid_t)nspids[n - 1] : pid;
 
-	ncand = scan_maps(pid, cands, SBC_CANDIDATES_MAX);
+	ncand = maps_len < 0 ? (int)maps_len : scan_maps(maps, (size_t)maps_len, cands,
+							    SBC_CANDIDATES_MAX);
 	if (ncand < 0) {
 		set_err(err, errlen, "cannot read the mappings of process %d: %s", (int)pid,
 			strerror(-ncand));

@@ -173,6 +173,14 @@ struct sbc_reader;
  */
 struct sbc_reader *sbc_attach(pid_t pid, char *err, size_t errlen);
 /*
+ * The same, with the text of /proc/PID/maps read by the caller (maps_len
+ * bytes; < 0: reading it failed, -errno): the agent reads it with a time
+ * limit, as the target can hold the lock the kernel builds it under
+ * (SECURITY.md, "What the trainer can do to the agent").
+ */
+struct sbc_reader *sbc_attach_maps(pid_t pid, const char *maps, ssize_t maps_len, char *err,
+				   size_t errlen);
+/*
  * Turn collection on (a new session: records left from earlier sessions are
  * discarded, names are passed on again, counters restart) or off. 0 or -errno
  * (-EBUSY: another live agent enabled it first).
