@@ -129,6 +129,16 @@ static void inj_kid(struct world *w, uint64_t at, uint64_t len, void *arg)
 	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
 }
 
+/* four steps, step 1 with inj, the trainer's forked worker KID followed */
+static struct engine *kid_world(struct world *w, const struct sopt *inj)
+{
+	world_init(w);
+	w_thread_of(w, KID, KID, "worker\nppid=100\ncmdline=python train.py\n");
+	k_fork(w, 9 * SEC, KID, T_PID, "trainer");
+	run_steps(w, 4, 1, inj);
+	return run_world(w);
+}
+
 static void t_chain_into_child(void)
 {
 	struct world w;
@@ -138,11 +148,7 @@ static void t_chain_into_child(void)
 	struct engine *e;
 	char name[128];
 
-	world_init(&w);
-	w_thread_of(&w, KID, KID, "worker\nppid=100\ncmdline=python train.py\n");
-	k_fork(&w, 9 * SEC, KID, T_PID, "trainer");
-	run_steps(&w, 4, 1, &inj);
-	e = run_world(&w);
+	e = kid_world(&w, &inj);
 	REQUIRE(e, "engine");
 	CHECK(engine_process_name(e, KID, name, sizeof(name)) &&
 	      !strcmp(name, "child process 1 of trainer[100]"), "the worker named '%s'", name);
@@ -205,11 +211,7 @@ static void t_chain_child_fault_region(void)
 	struct engine *e;
 	uint64_t fc = 3500; /* the default fault cost: nothing calibrates it here */
 
-	world_init(&w);
-	w_thread_of(&w, KID, KID, "worker\nppid=100\ncmdline=python train.py\n");
-	k_fork(&w, 9 * SEC, KID, T_PID, "trainer");
-	run_steps(&w, 4, 1, &inj);
-	e = run_world(&w);
+	e = kid_world(&w, &inj);
 	REQUIRE(e, "engine");
 	s = step_no(e, 1);
 	REQUIRE(s, "step 1");
