@@ -148,6 +148,7 @@ $(BUILD)/tests/cupti/%: tests/cupti/%.c $(CUPTI_SRCS) $(wildcard cupti/*.h) $(LI
 # the user-stack tests' target unwinds by frame pointers
 $(BUILD)/tests/progs/sbstack: PROG_CFLAGS := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
 $(BUILD)/tests/progs/sbmaps: PROG_CFLAGS := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
+$(BUILD)/tests/progs/sbstatic: PROG_CFLAGS := -static
 
 $(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard include/*.h) | $(BUILD)/tests/progs
 	$(CC) -O1 -g -std=gnu11 -Wall -Wextra -D_GNU_SOURCE $(PROG_CFLAGS) -Iinclude $< -lpthread -o $@

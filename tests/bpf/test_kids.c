@@ -17,6 +17,7 @@
  *    "multiprocessing child N" from their command line.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -527,11 +528,50 @@ static void t_alloc_in_spawned(void)
 	free_cap(c);
 }
 
+/*
+ * A child that execs a static program (tests/progs/sbstatic) maps no C
+ * library: the allocator probes on the target's never see its calls, and the
+ * capture says so, once, naming it. A dynamic child (sleep) is not named.
+ */
+static void t_alloc_lib_missing_said(void)
+{
+	char script[PATH_MAX + 64];
+	char *argv[] = { "/bin/sh", "-c", script, NULL };
+	int said = 0, other = 0;
+	struct cap *c;
+	pid_t pid;
+
+	NEED_BPF();
+	REQUIRE(!access(prog_path("sbstatic"), X_OK), "no %s (make test-bin)", prog_path("sbstatic"));
+	snprintf(script, sizeof(script), "read x; %s 4000 & /bin/sleep 4; wait",
+		 prog_path("sbstatic"));
+	tree_alloc = true;
+	c = trace_tree(argv, false, &pid);
+	tree_alloc = false;
+	REQUIRE(c && c->rc == 0, "capture failed to start");
+	CHECK(WIFEXITED(tree_status) && WEXITSTATUS(tree_status) == 0, "sh exited %#x", tree_status);
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_text *t = (const void *)c->recs[i];
+
+		if (t->h.type != SB_REC_NOTE || !memmem(t->text, t->len, "does not map", 12))
+			continue;
+		if (memmem(t->text, t->len, "process sbstatic[", 17))
+			said++;
+		else
+			other++;
+		printf("# %.*s\n", (int)t->len, t->text);
+	}
+	CHECK(said == 1, "%d notes name the static child", said);
+	CHECK(other == 0, "%d notes name another process", other);
+	free_cap(c);
+}
+
 int main(void)
 {
 	RUN(t_children_followed);
 	RUN(t_no_children);
 	RUN(t_alloc_in_children);
+	RUN(t_alloc_lib_missing_said);
 	RUN(t_alloc_no_children);
 	RUN(t_alloc_in_spawned);
 	RUN(t_chain_into_child);

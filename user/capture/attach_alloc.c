@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -457,7 +458,14 @@ void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
 		}
 	}
 	if (ok) {
+		struct stat st;
+
 		snprintf(p->alloc_path, sizeof(p->alloc_path), "%s", open_path);
+		snprintf(p->alloc_shown, sizeof(p->alloc_shown), "%s", shown);
+		if (own >= 0 ? !fstat(own, &st) : !stat(path, &st)) {
+			p->alloc_dev = st.st_dev;
+			p->alloc_ino = st.st_ino;
+		}
 		/* kept open for the path, not for the lease: the target's writers need not wait */
 		if (own >= 0)
 			drop_lease(own);
@@ -528,6 +536,16 @@ static void clear_map(int fd)
 bool probes_has_alloc(const struct probes *p)
 {
 	return p->alloc && p->alloc_attached;
+}
+
+bool probes_alloc_lib(const struct probes *p, uint64_t *dev, uint64_t *ino, const char **shown)
+{
+	if (!probes_has_alloc(p) || !p->alloc_ino)
+		return false;
+	*dev = p->alloc_dev;
+	*ino = p->alloc_ino;
+	*shown = p->alloc_shown;
+	return true;
 }
 
 int probes_alloc_attach(struct probes *p, bool on)

@@ -60,6 +60,7 @@ struct capture {
 	int probes_written;          /* probe statuses already in the trace */
 	bool chan_inert;             /* the collector said it cannot work: stop looking */
 	size_t chan_maps_hint;       /* the size of the target's maps when try_channel last read them */
+	bool lib_watched;            /* the followed children are checked for the allocator's library */
 	bool target_stopped;         /* the capture ended because the kernel stopped recording the
 	                                target (its credentials changed) */
 	bool chan_broken;            /* its producer cut the channel file short under us */
@@ -347,6 +348,42 @@ static void note(struct capture *c, const char *fmt, ...)
 	put_text(c, SB_REC_NOTE, 0, c->o->probe.pid, 0, line, n);
 	if (!c->o->quiet)
 		fprintf(stderr, "stepblame: %s\n", line);
+}
+
+/* a followed child without the allocator probes' library (stackmaps_lib_missing) */
+static void lib_missing_cb(void *ctx, pid_t pid)
+{
+	struct capture *c = ctx;
+	char path[64], comm[32] = "";
+	uint64_t dev, ino;
+	const char *lib = "";
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	if (read_small_file(path, comm, sizeof(comm)) > 0)
+		comm[strcspn(comm, "\n")] = 0;
+	for (char *q = comm; *q; q++)
+		if ((unsigned char)*q < 0x20 || *q == 0x7f)
+			*q = '?';
+	probes_alloc_lib(c->probes, &dev, &ino, &lib);
+	note(c, "allocator probes: followed process %s[%d] does not map %s (a static program, "
+	     "or another C library): its allocator calls are not traced", comm[0] ? comm : "?",
+	     (int)pid, lib);
+}
+
+/* the children to check for the allocator probes' library, once the probes are on it */
+static void watch_alloc_lib(struct capture *c, uint64_t now)
+{
+	uint64_t dev, ino;
+	const char *lib;
+
+	if (!c->maps || c->o->probe.no_children)
+		return;
+	if (!c->lib_watched && probes_alloc_lib(c->probes, &dev, &ino, &lib)) {
+		stackmaps_watch_lib(c->maps, dev, ino, lib);
+		c->lib_watched = true;
+	}
+	if (c->lib_watched)
+		stackmaps_lib_missing(c->maps, now, lib_missing_cb, c);
 }
 
 static void try_channel(struct capture *c, bool first)
@@ -734,8 +771,10 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			put_drops(c);
 			probes_rescan(c->probes);
 			put_probe_status(c);
-			if (!c->sink_err)
+			if (!c->sink_err) {
 				stackmaps_maybe_scan(c->maps, c->probes, now, put_map_text, c);
+				watch_alloc_lib(c, now);
+			}
 			try_channel(c, false);
 			if (o->on_second)
 				o->on_second(o->on_second_ctx, now);
@@ -775,6 +814,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		if (c->maps && !probes_stopped(c->probes, &stop)) {
 			stackmaps_maybe_scan(c->maps, c->probes, UINT64_MAX, put_map_text, c);
 			stackmaps_perfmap(c->maps, c->target_uid, put_map_text, c);
+			watch_alloc_lib(c, UINT64_MAX);
 		}
 		/* where the guard stood at the end, with the calls since its last window */
 		if (c->guard)

@@ -134,6 +134,8 @@ int probes_alloc_totals(const struct probes *p,
 			void *ctx);
 /* the allocator probes found their library and attached (the guard may have them off now) */
 bool probes_has_alloc(const struct probes *p);
+/* the library the allocator probes are on: its device, inode and name; false if none */
+bool probes_alloc_lib(const struct probes *p, uint64_t *dev, uint64_t *ino, const char **shown);
 /*
  * The overhead guard's switch. Off takes the allocator's links alone away
  * and returns at once (0): their breakpoints go within a millisecond or so,

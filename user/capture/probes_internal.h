@@ -147,6 +147,8 @@ struct probes {
 	int ndetach;
 	uint32_t alloc_mask;         /* alloc_syms[] that attached the first time */
 	char alloc_path[PATH_MAX];   /* the path they were attached through */
+	char alloc_shown[256];       /* the library as the user knows it */
+	uint64_t alloc_dev, alloc_ino; /* and its identity (probes_alloc_lib) */
 	int alloc_fd;                /* the library, verified, kept open for alloc_path; -1: none */
 	uint64_t alloc_off[ALLOC_NSYMS]; /* uprobe_multi: their offsets in that file */
 	bool alloc_multi;            /* the allocator's programs take uprobe_multi links */

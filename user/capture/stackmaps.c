@@ -28,6 +28,11 @@
 #define RANGES_MAX 65536     /* mappings remembered per process (of its maps, in order) */
 #define DATA_MAX 2048        /* data mappings recorded per process and scan, the largest first */
 #define RECENT_MAX 256       /* regions mmap()ed since the last scan, remembered */
+/*
+ * a process found without the watched library is looked at again this much
+ * later: a scan right after an exec can come before the dynamic loader maps it
+ */
+#define LIB_SETTLE_NS 1000000000ull
 #define JIT_ADDRS_MAX 4096   /* distinct stack addresses in anonymous code kept for the perf map */
 #define PERFMAP_MAX_BYTES (64u << 20)
 #define RESCAN_SPACING_NS 1000000000ull
@@ -57,6 +62,8 @@ struct proc {
 	size_t maps_bytes;       /* its maps text when last read */
 	struct range recent[RECENT_MAX]; /* mmap()ed since the last scan (no record) */
 	size_t nrecent;
+	uint64_t lib_missing_at; /* the scan that found no code of the watched library (0: found) */
+	bool lib_said;           /* and stackmaps_lib_missing said so */
 };
 
 struct stackmaps {
@@ -64,6 +71,9 @@ struct stackmaps {
 	struct proc procs[PROCS_MAX];
 	uint64_t *jit;           /* open addressing, 0 = empty */
 	size_t njit;
+	/* the library every followed process should map (stackmaps_watch_lib); ino 0: none */
+	uint64_t lib_dev, lib_ino;
+	char lib_path[256];
 };
 
 struct stackmaps *stackmaps_new(pid_t pid)
@@ -326,6 +336,7 @@ struct scan_ctx {
 	void *put_ctx;
 	int written;
 	uint64_t deadline;
+	uint64_t now;            /* the tick's time (its caller's clock) */
 	bool out_of_time;
 };
 
@@ -413,6 +424,17 @@ static int cmp_cand(const void *a, const void *b)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
+/* a mapping of the watched library's code: by device and inode, or by its path */
+static bool lib_line(const struct stackmaps *s, const struct line *l)
+{
+	if (l->perms[2] != 'x' || strcmp(l->kind, "file"))
+		return false;
+	if (l->ino == s->lib_ino && makedev(l->maj, l->min) == s->lib_dev)
+		return true;
+	return s->lib_path[0] && l->name_len == strlen(s->lib_path) &&
+	       !strncmp(l->name, s->lib_path, l->name_len);
+}
+
 /*
  * Read one process's maps and rebuild its ranges from them. A mapping
  * already recorded with the same bounds is not written again; an executable
@@ -476,6 +498,16 @@ static int scan_proc(struct scan_ctx *c, struct proc *pr)
 			l->flags |= R_HEAP;
 		n++;
 	}
+	if (pr != &c->s->procs[0] && c->s->lib_ino) {
+		bool has = false;
+
+		for (size_t i = 0; i < n && !has; i++)
+			has = lib_line(c->s, &lines[i]);
+		if (has)
+			pr->lib_missing_at = 0;
+		else if (!pr->lib_missing_at)
+			pr->lib_missing_at = c->now;
+	}
 	/* what to write: the executable files in order, then the largest data mappings */
 	for (size_t i = 0; i < n; i++) {
 		struct line *l = &lines[i];
@@ -532,7 +564,8 @@ static int scan_some(struct stackmaps *s, struct probes *p, uint64_t now, uint64
 		     bool all, stackmaps_put_fn put, void *ctx)
 {
 	struct scan_ctx c = { .s = s, .p = p, .put = put, .put_ctx = ctx,
-			      .deadline = mono_ns() + budget };
+			      .deadline = mono_ns() + budget,
+			      .now = now == UINT64_MAX ? mono_ns() : now };
 
 	for (size_t i = 0; i < PROCS_MAX && !c.out_of_time; i++) {
 		struct proc *pr = &s->procs[i];
@@ -561,6 +594,65 @@ int stackmaps_maybe_scan(struct stackmaps *s, struct probes *p, uint64_t now,
 	if (!s)
 		return 0;
 	return scan_some(s, p, now, TICK_BUDGET_NS, false, put, ctx);
+}
+
+void stackmaps_watch_lib(struct stackmaps *s, uint64_t dev, uint64_t ino, const char *path)
+{
+	if (!s)
+		return;
+	s->lib_dev = dev;
+	s->lib_ino = ino;
+	snprintf(s->lib_path, sizeof(s->lib_path), "%s", path ? path : "");
+	/* the children read before: read again at the next tick, to look for it */
+	for (size_t i = 1; i < PROCS_MAX; i++)
+		if (s->procs[i].pid && s->procs[i].scanned) {
+			s->procs[i].stale = true;
+			s->procs[i].next_scan = 0;
+		}
+}
+
+/* does pid map the watched library's code now? (its maps read again); true when not known */
+static bool maps_have_lib(const struct stackmaps *s, pid_t pid)
+{
+	char *text = NULL, *line, *nl;
+	bool has = false;
+	ssize_t len = read_maps(pid, &text, 0);
+
+	if (len < 0)
+		return true; /* gone, or not to be read: nothing to say */
+	for (line = text; !has && (nl = strchr(line, '\n')); line = nl + 1) {
+		struct line l;
+
+		*nl = 0;
+		has = parse_line(line, &l) && lib_line(s, &l);
+	}
+	free(text);
+	return has;
+}
+
+int stackmaps_lib_missing(struct stackmaps *s, uint64_t now, void (*cb)(void *ctx, pid_t pid),
+			  void *ctx)
+{
+	int n = 0;
+
+	if (!s || !s->lib_ino)
+		return 0;
+	for (size_t i = 1; i < PROCS_MAX; i++) {
+		struct proc *pr = &s->procs[i];
+
+		if (!pr->pid || pr->lib_said || !pr->lib_missing_at ||
+		    (now != UINT64_MAX && now - pr->lib_missing_at < LIB_SETTLE_NS))
+			continue;
+		/* the dynamic loader had time to map it: is it there now? */
+		if (maps_have_lib(s, pr->pid)) {
+			pr->lib_missing_at = 0;
+			continue;
+		}
+		pr->lib_said = true;
+		cb(ctx, pr->pid);
+		n++;
+	}
+	return n;
 }
 
 static bool jit_any_in(const struct stackmaps *s, uint64_t lo, uint64_t hi)

@@ -39,6 +39,19 @@ int stackmaps_scan(struct stackmaps *s, struct probes *p, uint64_t now, stackmap
 /* the same for the processes new since, or whose records asked for it (at most once a second each) */
 int stackmaps_maybe_scan(struct stackmaps *s, struct probes *p, uint64_t now,
 			 stackmaps_put_fn put, void *ctx);
+/*
+ * The library (device, inode, path) that every followed process should map:
+ * the one the allocator probes are on. Each scan of a followed child notes
+ * whether it maps its code.
+ */
+void stackmaps_watch_lib(struct stackmaps *s, uint64_t dev, uint64_t ino, const char *path);
+/*
+ * The followed children (not the target) found without the watched library
+ * over a second ago (now: UINT64_MAX at the end, any time ago) and still
+ * without it when their maps are read again: cb(ctx, pid) once each. How many.
+ */
+int stackmaps_lib_missing(struct stackmaps *s, uint64_t now, void (*cb)(void *ctx, pid_t pid),
+			  void *ctx);
 /* at the end: the perf map's lines that cover stack addresses in anonymous code */
 int stackmaps_perfmap(struct stackmaps *s, uid_t target_uid, stackmaps_put_fn put, void *ctx);
 
