@@ -86,6 +86,7 @@ check-deps:
 	[ -f /usr/include/elfutils/libdwfl.h ] || missing="$$missing libdw-dev"; \
 	[ -f /usr/include/zlib.h ] || missing="$$missing zlib1g-dev"; \
 	[ -f /usr/include/$$(gcc -print-multiarch 2>/dev/null)/sys/sdt.h ] || [ -f /usr/include/sys/sdt.h ] || missing="$$missing systemtap-sdt-dev"; \
+	[ -f /usr/lib/$$(gcc -print-multiarch 2>/dev/null)/libc.a ] || [ -f /usr/lib/libc.a ] || missing="$$missing libc6-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "stepblame: missing build dependencies:$$missing"; \
 		echo "  install them with: sudo apt-get install$$missing   (or: sudo make deps)"; \
@@ -100,8 +101,8 @@ deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root (sudo make deps)"; exit 1; fi
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-		make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev systemtap-sdt-dev \
-		libclang-rt-dev pkg-config python3 python3-torch
+		make gcc libc6-dev clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev \
+		systemtap-sdt-dev libclang-rt-dev pkg-config python3 python3-torch
 
 $(BUILD) $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs $(BUILD)/tests/cupti:
 	@mkdir -p $@
