@@ -1031,7 +1031,10 @@ static void ev_runslice(struct engine *e, const struct sb_runslice *r, uint64_t 
 		return;
 	/*
 	 * A slice of one of the target's threads proves it was on a CPU from its
-	 * start: if its switch-in never arrived, this stands in for it.
+	 * start: if its switch-in never arrived, this stands in for it. Besides
+	 * ring drops, the kernel itself sometimes puts a thread on a CPU with no
+	 * sched_switch event (seen on a 2-vCPU VM, perf's own record of the
+	 * tracepoint showing the same gap).
 	 */
 	if (e->target_pid && r->h.pid == e->target_pid && (t = thread_find(e, r->h.tid)) &&
 	    (t->state == TS_RUNNABLE || t->state == TS_SLEEP_S || t->state == TS_SLEEP_D ||

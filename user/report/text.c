@@ -601,6 +601,8 @@ static void loss_line(const struct engine *e, FILE *f)
 
 	engine_loss(e, &l);
 	fputs("Loss        ", f);
+	/* switch-ins put in from runslices are not lost: said on a line of their own, below */
+	l.total -= l.inferred;
 	if (!l.total) {
 		fputs("none: 0 ring-buffer drops, 0 GPU channel drops, 0 GPU source (CUPTI) drops, "
 		      "0 late records\n", f);
@@ -628,10 +630,6 @@ static void loss_line(const struct engine *e, FILE *f)
 		if (l.malformed)
 			fprintf(f, "%s %s malformed", any ? "," : "", fmt_count(n, sizeof(n), l.malformed)),
 				any = true;
-		if (l.inferred)
-			fprintf(f, "%s %s switch-in%s missing (inferred from runslices)", any ? "," : "",
-				fmt_count(n, sizeof(n), l.inferred), l.inferred == 1 ? "" : "s"),
-				any = true;
 		if (l.gpu_rejected)
 			fprintf(f, "%s %s GPU record%s rejected (times outside the capture: the "
 				"trainer's clock or channel is wrong)", any ? "," : "",
@@ -639,6 +637,13 @@ static void loss_line(const struct engine *e, FILE *f)
 				any = true;
 		fputs("; blame around them may be low\n", f);
 	}
+	if (l.inferred)
+		fprintf(f, "            %s switch-in%s inferred from runslices: a slice proved the thread "
+			"on its CPU with no switch onto it in the trace (%s); it is counted on the CPU "
+			"from the slice's start\n", fmt_count(n, sizeof(n), l.inferred),
+			l.inferred == 1 ? "" : "s",
+			l.ring[SB_EV_SWITCH_IN] ? "switch-ins dropped above" :
+			"the kernel's sched_switch events skipped it");
 	for (uint32_t i = 0; i < l.nprobes_missing; i++) {
 		char line[600];
 
