@@ -1152,6 +1152,40 @@ static void inj_ckpt(struct world *w, uint64_t at, uint64_t len, void *arg)
 	w_iofile(w, f + 3 * MS, f + 4 * MS, T_LAUNCHER, SB_IO_READ, 512, 77, SB_FILE_SOCKET, "", 0);
 }
 
+/* step 2: five 100 us reads of five pipes, then a 3 ms fsync of the checkpoint */
+static void inj_pipes_then_fsync(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	for (uint64_t i = 0; i < 5; i++)
+		w_iofile(w, at + i * 200 * US, at + i * 200 * US + 100 * US, T_LAUNCHER, SB_IO_READ, 8,
+			 80 + i, SB_FILE_PIPE, "", 0);
+	w_iofile(w, at + 1 * MS, at + 4 * MS, T_LAUNCHER, SB_IO_FSYNC, 0, CKPT_INO, SB_FILE_REGULAR,
+		 CKPT_PATH, 200000000);
+}
+
+/* the longest I/O calls of a step are listed, whatever came before them in it */
+static void t_iosys_longest_kept(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 4 * MS, .inj = inj_pipes_then_fsync };
+	const struct eng_step *s;
+	struct engine *e;
+
+	world_init(&w);
+	run_steps(&w, 8, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nio == 3, "step 2: %u io entries, want 3", s ? s->nio : 0);
+	CHECK(s->io[0].call == SB_IO_FSYNC && !strcmp(s->io[0].path, CKPT_PATH) &&
+	      s->io[0].ns == 3 * MS, "io[0]: %s %s %" PRIu64 " ns, want the 3 ms fsync",
+	      sb_io_name(s->io[0].call), s->io[0].path, s->io[0].ns);
+	CHECK(s->io[1].call == SB_IO_READ && s->io[1].ns == 100 * US && s->io[2].ns == 100 * US,
+	      "io[1], io[2]: %s %" PRIu64 " ns, %" PRIu64 " ns", sb_io_name(s->io[1].call),
+	      s->io[1].ns, s->io[2].ns);
+	engine_free(e);
+	world_free(&w);
+}
+
 /* io_wait says which file and call, and what the step wrote to it */
 static void t_iosys_file(void)
 {
@@ -1991,6 +2025,7 @@ int main(void)
 	RUN(t_alloc_burst_in_place);
 	RUN(t_iosys);
 	RUN(t_iosys_file);
+	RUN(t_iosys_longest_kept);
 	RUN(t_moved_by);
 	RUN(t_faults_mapping);
 	RUN(t_faults_premapped);

@@ -107,7 +107,25 @@ static void accum_add(struct engine *e, struct accum *a, int cause, uint64_t ns,
 		accum_culprit(e, a, cause, w, ns);
 }
 
-/* io_wait time ns of the I/O call of overlay o, with its file (past IO_USES_MAX: without) */
+/*
+ * A slot for a new (file, call) of ns in a's table: a free one, else the one
+ * with the least time if ns is more (the report keeps the longest: a
+ * checkpoint's fsync that comes after the loader's pipe reads of the step
+ * must not find the table full of them); NULL if none.
+ */
+static struct io_use *io_slot(struct accum *a, uint64_t ns)
+{
+	struct io_use *least = NULL;
+
+	if (a->nio < IO_USES_MAX)
+		return &a->io[a->nio++];
+	for (uint32_t i = 0; i < a->nio; i++)
+		if (!least || a->io[i].ns < least->ns)
+			least = &a->io[i];
+	return least && least->ns < ns ? least : NULL;
+}
+
+/* io_wait time ns of the I/O call of overlay o, with its file */
 static void accum_io(struct accum *a, const struct overlay *o, uint64_t ns)
 {
 	struct io_use *u = NULL;
@@ -116,9 +134,8 @@ static void accum_io(struct accum *a, const struct overlay *o, uint64_t ns)
 		if (a->io[i].file == o->io_file && a->io[i].call == o->io_call)
 			u = &a->io[i];
 	if (!u) {
-		if (a->nio == IO_USES_MAX)
+		if (!(u = io_slot(a, ns)))
 			return;
-		u = &a->io[a->nio++];
 		memset(u, 0, sizeof(*u));
 		u->file = o->io_file;
 		u->call = o->io_call;
@@ -232,8 +249,8 @@ static void io_merge(struct accum *dst, const struct accum *src)
 			if (dst->io[i].file == s->file && dst->io[i].call == s->call)
 				u = &dst->io[i];
 		if (!u) {
-			if (dst->nio < IO_USES_MAX)
-				dst->io[dst->nio++] = *s;
+			if ((u = io_slot(dst, s->ns)))
+				*u = *s;
 			continue;
 		}
 		u->calls += s->calls;
