@@ -529,22 +529,20 @@ static void t_alloc_in_spawned(void)
 }
 
 /*
- * A child that execs a static program (tests/progs/sbstatic) maps no C
- * library: the allocator probes on the target's never see its calls, and the
- * capture says so, once, naming it. A dynamic child (sleep) is not named.
+ * A child that execs a static program (tests/progs/sbstatic, run as prog)
+ * maps no C library: the allocator probes on the target's never see its
+ * calls, and the capture says so, once, naming it as want ("NAME["). A
+ * dynamic child (sleep) is not named. No note holds a control character.
  */
-static void t_alloc_lib_missing_said(void)
+static void lib_missing_said(const char *prog, const char *want)
 {
 	char script[PATH_MAX + 64];
 	char *argv[] = { "/bin/sh", "-c", script, NULL };
-	int said = 0, other = 0;
+	int said = 0, other = 0, raw = 0;
 	struct cap *c;
 	pid_t pid;
 
-	NEED_BPF();
-	REQUIRE(!access(prog_path("sbstatic"), X_OK), "no %s (make test-bin)", prog_path("sbstatic"));
-	snprintf(script, sizeof(script), "read x; %s 4000 & /bin/sleep 4; wait",
-		 prog_path("sbstatic"));
+	snprintf(script, sizeof(script), "read x; \"%s\" 4000 & /bin/sleep 4; wait", prog);
 	tree_alloc = true;
 	c = trace_tree(argv, false, &pid);
 	tree_alloc = false;
@@ -553,17 +551,44 @@ static void t_alloc_lib_missing_said(void)
 	for (size_t i = 0; i < c->n; i++) {
 		const struct sb_text *t = (const void *)c->recs[i];
 
-		if (t->h.type != SB_REC_NOTE || !memmem(t->text, t->len, "does not map", 12))
+		if (t->h.type != SB_REC_NOTE)
 			continue;
-		if (memmem(t->text, t->len, "process sbstatic[", 17))
+		for (uint32_t k = 0; k < t->len; k++)
+			raw += (unsigned char)t->text[k] < 0x20 || t->text[k] == 0x7f;
+		if (!memmem(t->text, t->len, "does not map", 12))
+			continue;
+		if (memmem(t->text, t->len, want, strlen(want)))
 			said++;
 		else
 			other++;
 		printf("# %.*s\n", (int)t->len, t->text);
 	}
-	CHECK(said == 1, "%d notes name the static child", said);
+	CHECK(said == 1, "%d notes name the static child as %s", said, want);
 	CHECK(other == 0, "%d notes name another process", other);
+	CHECK(raw == 0, "%d control characters in the notes", raw);
 	free_cap(c);
+}
+
+static void t_alloc_lib_missing_said(void)
+{
+	NEED_BPF();
+	REQUIRE(!access(prog_path("sbstatic"), X_OK), "no %s (make test-bin)", prog_path("sbstatic"));
+	lib_missing_said(prog_path("sbstatic"), "process sbstatic[");
+}
+
+/* the same program under a name with an escape sequence (its comm): the note shows '?' */
+static void t_alloc_lib_missing_hostile_name(void)
+{
+	char dir[] = "/tmp/sbkids.XXXXXX", link[64], target[PATH_MAX];
+
+	NEED_BPF();
+	REQUIRE(realpath(prog_path("sbstatic"), target), "no %s (make test-bin)", prog_path("sbstatic"));
+	REQUIRE(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	snprintf(link, sizeof(link), "%s/sb\033[1mx", dir);
+	REQUIRE(!symlink(target, link), "symlink: %s", strerror(errno));
+	lib_missing_said(link, "process sb?[1mx[");
+	unlink(link);
+	rmdir(dir);
 }
 
 int main(void)
@@ -572,6 +597,7 @@ int main(void)
 	RUN(t_no_children);
 	RUN(t_alloc_in_children);
 	RUN(t_alloc_lib_missing_said);
+	RUN(t_alloc_lib_missing_hostile_name);
 	RUN(t_alloc_no_children);
 	RUN(t_alloc_in_spawned);
 	RUN(t_chain_into_child);

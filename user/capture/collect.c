@@ -345,6 +345,13 @@ static void note(struct capture *c, const char *fmt, ...)
 	va_end(ap);
 	if (n >= (int)sizeof(line))
 		n = sizeof(line) - 1;
+	/*
+	 * Notes carry names the target chose (its comm, its files' paths): a
+	 * control character among them reaches the user's terminal as '?'
+	 */
+	for (int i = 0; i < n; i++)
+		if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+			line[i] = '?';
 	put_text(c, SB_REC_NOTE, 0, c->o->probe.pid, 0, line, n);
 	if (!c->o->quiet)
 		fprintf(stderr, "stepblame: %s\n", line);
@@ -361,9 +368,6 @@ static void lib_missing_cb(void *ctx, pid_t pid)
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
 	if (read_small_file(path, comm, sizeof(comm)) > 0)
 		comm[strcspn(comm, "\n")] = 0;
-	for (char *q = comm; *q; q++)
-		if ((unsigned char)*q < 0x20 || *q == 0x7f)
-			*q = '?';
 	probes_alloc_lib(c->probes, &dev, &ino, &lib);
 	note(c, "allocator probes: followed process %s[%d] does not map %s (a static program, "
 	     "or another C library): its allocator calls are not traced", comm[0] ? comm : "?",
@@ -772,8 +776,9 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			probes_rescan(c->probes);
 			put_probe_status(c);
 			if (!c->sink_err) {
-				stackmaps_maybe_scan(c->maps, c->probes, now, put_map_text, c);
+				/* first: this tick's scan looks for the library in new children too */
 				watch_alloc_lib(c, now);
+				stackmaps_maybe_scan(c->maps, c->probes, now, put_map_text, c);
 			}
 			try_channel(c, false);
 			if (o->on_second)
