@@ -5,6 +5,10 @@
  * duration. They are computed, never measured, so a busy host CPU cannot
  * stretch a kernel; the device thread only sleeps until each virtual end so
  * that whoever waits on the GPU really waits.
+ *
+ * It can only wake up late: a timer that fires late on a busy or virtualised
+ * machine keeps the launcher waiting past a virtual end. That lateness is the
+ * machine's, not an injection's, and goes into the ground truth (device_late).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,6 +25,10 @@ static struct {
 	uint64_t issued, completed;
 	uint64_t stream_end;
 	uint64_t busy_ns;
+	/* lateness: while the launcher waits (waiting_since != 0), the time past the
+	 * virtual end it waits for before the device thread got to it, less its own
+	 * run delay */
+	uint64_t waiting_since, late_until, late_ns;
 	bool quit;
 	pthread_t thr;
 	bool started;
@@ -52,6 +60,7 @@ static void emit_op(const struct op *op, uint64_t start, uint64_t end)
 static void *device_main(void *arg)
 {
 	prctl(PR_SET_NAME, "gpu-sim");
+	truth_watch_thread();
 	pthread_mutex_lock(&dev.mu);
 	for (;;) {
 		while (!dev.count && !dev.quit)
@@ -64,9 +73,32 @@ static void *device_main(void *arg)
 
 		dev.stream_end = end;
 		pthread_mutex_unlock(&dev.mu);
+		uint64_t rd0 = 0, rd1 = 0;
+		bool rd = truth_self_run_delay(&rd0);
+
 		sleep_until(end);
+		uint64_t woke = now_ns();
+
 		emit_op(&op, start, end);
 		pthread_mutex_lock(&dev.mu);
+		/* only the completion the launcher waits for: the last one of a sync,
+		 * the one that frees the slot of a launch */
+		bool awaited = dev.completed + 1 == dev.issued || dev.count == dev.cap;
+
+		if (dev.waiting_since && rd && awaited) {
+			uint64_t from = end;
+
+			if (from < dev.waiting_since)
+				from = dev.waiting_since;
+			if (from < dev.late_until)
+				from = dev.late_until;
+			/* time runnable after the timer fired is CPU contention, whoever
+			 * caused it: not counted as lateness */
+			if (woke > from && truth_self_run_delay(&rd1) && woke - from > rd1 - rd0)
+				dev.late_ns += woke - from - (rd1 - rd0);
+			if (woke > dev.late_until)
+				dev.late_until = woke;
+		}
 		dev.head = (dev.head + 1) % dev.cap;
 		dev.count--;
 		dev.completed++;
@@ -102,8 +134,11 @@ uint64_t device_launch(struct op *op)
 	uint64_t t;
 
 	pthread_mutex_lock(&dev.mu);
+	if (dev.count == dev.cap)
+		dev.waiting_since = now_ns();
 	while (dev.count == dev.cap && !dev.quit && !stopping())
 		pthread_cond_wait(&dev.not_full, &dev.mu);
+	dev.waiting_since = 0;
 	if (dev.quit || stopping()) {
 		pthread_mutex_unlock(&dev.mu);
 		return 0;
@@ -123,8 +158,11 @@ bool device_sync(void)
 	bool ok;
 
 	pthread_mutex_lock(&dev.mu);
+	if (dev.completed != dev.issued)
+		dev.waiting_since = now_ns();
 	while (dev.completed != dev.issued && !dev.quit && !stopping())
 		pthread_cond_wait(&dev.done, &dev.mu);
+	dev.waiting_since = 0;
 	ok = dev.completed == dev.issued;
 	pthread_mutex_unlock(&dev.mu);
 	return ok;
@@ -152,6 +190,16 @@ void device_join(void)
 	dev.started = false;
 	free(dev.q);
 	dev.q = NULL;
+}
+
+uint64_t device_late(void)
+{
+	uint64_t ns;
+
+	pthread_mutex_lock(&dev.mu);
+	ns = dev.late_ns;
+	pthread_mutex_unlock(&dev.mu);
+	return ns;
 }
 
 void device_stats(uint64_t *busy_ns, uint64_t *ops)

@@ -220,6 +220,7 @@ static void hog_kill(void)
 static void *injector_main(void *arg)
 {
 	prctl(PR_SET_NAME, "injector");
+	truth_watch_thread();
 	pthread_mutex_lock(&hog.mu);
 	for (;;) {
 		while (hog.req == REQ_NONE && !hog.quit)
@@ -338,8 +339,12 @@ struct pending {
 	enum inj_kind kind;
 	uint64_t start, end;
 	long param;
-	char extra[192];
+	char extra[256];
 };
+
+/* run delay when the step began (truth_run_delay), the device's lateness */
+static uint64_t step_delay0, step_self0, step_late0;
+static bool step_delay_ok;
 
 static struct pending pend[SIM_MAX_INJECT];
 static unsigned npend;
@@ -500,6 +505,8 @@ void inject_step_begin(uint64_t step, uint64_t step_start)
 
 	npend = 0;
 	stall_pend = NULL;
+	step_delay_ok = truth_run_delay(&step_delay0, &step_self0);
+	step_late0 = device_late();
 	if (hit) {
 		struct pending *p = &pend[npend++];
 
@@ -564,13 +571,29 @@ void inject_stall_done(pid_t loader_tid)
 void inject_step_end(uint64_t step, uint64_t step_end)
 {
 	bool next_hit = false;
+	uint64_t all = 0, self = 0;
 
+	if (!step_delay_ok || !truth_run_delay(&all, &self))
+		step_delay_ok = false;
+	else if (!npend)
+		/* the baselines an injected step is judged against */
+		truth_plain_step(all - step_delay0, device_late() - step_late0);
 	if (step + 1 < opt.steps && !stopping())
 		hog_param(step + 1, &next_hit);
 	for (unsigned i = 0; i < npend; i++) {
 		struct pending *p = &pend[i];
 
 		if (p->kind == INJ_HOG) {
+			/* how long the kernel kept the trainer's threads from running in this
+			 * step: all the CPU the hog can have taken from it (docs/ARCHITECTURE.md) */
+			if (step_delay_ok) {
+				size_t n = strlen(p->extra);
+
+				snprintf(p->extra + n, sizeof(p->extra) - n,
+					 ",\"run_delay_ns\":%llu,\"launcher_run_delay_ns\":%llu",
+					 (unsigned long long)(all - step_delay0),
+					 (unsigned long long)(self - step_self0));
+			}
 			p->end = step_end;
 			if (!next_hit) {
 				hog_request(REQ_STOP);
@@ -592,6 +615,14 @@ void inject_step_end(uint64_t step, uint64_t step_end)
 			snprintf(p->extra, sizeof(p->extra),
 				 ",\"ms\":%ld,\"culprit_pid\":%d,\"culprit_tid\":%d,\"culprit_comm\":\"%s\"",
 				 p->param, (int)getpid(), (int)stall_tid, comm);
+		}
+		/* the device thread's late wake-ups in the step: the machine's, not the
+		 * injection's (docs/ARCHITECTURE.md) */
+		if (step_delay_ok) {
+			size_t n = strlen(p->extra);
+
+			snprintf(p->extra + n, sizeof(p->extra) - n, ",\"device_late_ns\":%llu",
+				 (unsigned long long)(device_late() - step_late0));
 		}
 		truth_event(step, inject_kind_name(p->kind), p->start, p->end, p->extra);
 	}

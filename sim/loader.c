@@ -63,6 +63,7 @@ static void *loader_main(void *argp)
 
 	snprintf(name, sizeof(name), "loader-%u", arg->idx);
 	prctl(PR_SET_NAME, name);
+	truth_watch_thread();
 	if (opt.loader_read) {
 		struct stat st;
 

@@ -301,6 +301,7 @@ static void *launcher_main(void *arg)
 
 	prctl(PR_SET_NAME, "launcher");
 	launcher_tid = sim_gettid();
+	truth_watch_thread();
 	if (opt.launcher_cpu >= 0) {
 		cpu_set_t set;
 
@@ -384,10 +385,14 @@ static void usage(FILE *f)
 "  e.g. --inject hog@100-120 --inject ckpt/50 --inject faults@30:256\n"
 "\n"
 "Ground truth and coordination:\n"
-"  --truth FILE          JSON lines: a config line, one line per injected step\n"
-"                        (step, kind, start_ns, end_ns CLOCK_MONOTONIC, culprit_pid\n"
-"                        and culprit_comm where there is one), an end line. Written\n"
-"                        to FILE.partial.XXXXXX as it goes, renamed to FILE at exit\n"
+"  --truth FILE          JSON lines: a config line; one line per injected step:\n"
+"                        step, kind, start_ns, end_ns (CLOCK_MONOTONIC), culprit_pid\n"
+"                        and culprit_comm where there is one, device_late_ns (the\n"
+"                        launcher waited on the simulated GPU because its thread\n"
+"                        woke late), for a hog run_delay_ns (simtrainer's threads\n"
+"                        waited for a CPU); an end line with the medians of the\n"
+"                        last two over steps without injection. Written to\n"
+"                        FILE.partial.XXXXXX as it goes, renamed to FILE at exit\n"
 "  --start-delay-ms MS   sleep before the first step (0)\n"
 "  --wait-agent SEC      wait up to SEC s for an agent to enable the channel (0)\n"
 "  --ckpt-dir DIR        where ckpt writes; pick a disk, not tmpfs (/var/tmp)\n"
@@ -592,6 +597,7 @@ int main(int argc, char **argv)
 	intern_names();
 	if ((err = truth_open(opt.truth)))
 		sim_die("--truth %s: %s", opt.truth, strerror(-err));
+	truth_watch_thread();
 	if ((err = injector_start()) || (err = device_start(opt.queue_depth)) ||
 	    (err = loaders_start()))
 		sim_die("cannot start: %s", strerror(-err));

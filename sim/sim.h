@@ -102,6 +102,9 @@ uint64_t device_launch(struct op *op);
 bool device_sync(void);
 void device_wake(void);     /* on stop */
 void device_join(void);
+/* how long the launcher has waited on the device past a virtual end because the
+ * device thread woke up late (not counting its own run delay); needs --truth */
+uint64_t device_late(void);
 /* totals for the summary */
 void device_stats(uint64_t *busy_ns, uint64_t *ops);
 
@@ -134,5 +137,16 @@ void truth_config(pid_t pid, pid_t launcher_tid, int launcher_cpu, const char *c
 /* one line; extra is ",\"k\":v..." or "" */
 void truth_event(uint64_t step, const char *kind, uint64_t start, uint64_t end, const char *extra);
 void truth_close(uint64_t steps_done, const char *reason, uint64_t first_ns, uint64_t last_ns);
+/* each of simtrainer's threads registers itself, so that an injection's truth can
+ * say how long the kernel kept them waiting to run (schedstat run delay) */
+void truth_watch_thread(void);
+/* run delay so far, ns: summed over the registered threads and the caller's own;
+ * false when there is no truth or the kernel keeps no schedstat */
+bool truth_run_delay(uint64_t *all_ns, uint64_t *self_ns);
+/* the caller's own run delay so far */
+bool truth_self_run_delay(uint64_t *ns);
+/* a step without injection: its run delay and device lateness, whose medians
+ * go in the end line */
+void truth_plain_step(uint64_t run_delay_ns, uint64_t device_late_ns);
 
 #endif

@@ -83,6 +83,15 @@ def third_party(step, target, allowed, keep=()):
     return sum(b["ns"] for b in step["blame"] if is_third_party(b, target, allowed, keep))
 
 
+def truth_end(truth):
+    with open(truth) as f:
+        for line in f:
+            t = json.loads(line)
+            if "end" in t:
+                return t["end"]
+    return {}
+
+
 def injections(truth):
     events = []
     with open(truth) as f:
@@ -105,6 +114,12 @@ def accuracy(name, report, truth, skips):
         out("FAIL", name, "no injection in the ground truth")
         return
     ratios = {}
+    # a plain step's run delay over simtrainer's threads (schedstat): the baseline
+    # of what a hog step's run_delay_ns says the hog took
+    end = truth_end(truth)
+    base_delay = end.get("run_delay_median_ns")
+    # and its device lateness: the part a plain step has is in the median step
+    base_late = end.get("device_late_median_ns", 0)
     hog_steps = sorted(t["step"] for t in events if t["kind"] == "hog")
     for t in events:
         kind, n = t["kind"], t["step"]
@@ -148,6 +163,20 @@ def accuracy(name, report, truth, skips):
         tracer = min(max(0, cause_ns(s["blame"]).get("tracer", 0) - med.get("tracer", 0)),
                      s.get("tracer_ns", 0))
         other += tracer
+        # simtrainer's device thread woke up late (a timer that fired late on this
+        # machine) while the launcher waited on it: the truth measures it
+        # (device_late_ns, its own run delay left in; beyond a plain step's), and it
+        # is the machine's time, not the injection's, whatever the report calls it
+        late = max(0, t.get("device_late_ns", 0) - base_late)
+        other += late
+        # A hog takes time from a step only by keeping the trainer's threads off a
+        # CPU, which the kernel counts (the truth's run_delay_ns, schedstat summed
+        # over simtrainer's threads, less a plain step's): within noise, it did not
+        # slow the step, and a step slow for another reason is not the hog's to explain.
+        taken = None
+        if kind == "hog" and "run_delay_ns" in t and base_delay is not None:
+            taken = t["run_delay_ns"] - base_delay
+        idle_hog = taken is not None and taken <= noise
         if "culprit_pid" in t:
             want_pid, want_comm = t["culprit_pid"], t.get("culprit_comm", "")
             want_tid = t.get("culprit_tid")
@@ -156,6 +185,11 @@ def accuracy(name, report, truth, skips):
                      (want_tid is None or b["culprit"]["tid"] == want_tid)]
             if named and (not want_comm or named[0]["comm"] == want_comm):
                 out("PASS", tag + "_culprit", f"{named[0]['comm']}[{want_tid or want_pid}]")
+            elif idle_hog:
+                out("SKIP", tag + "_culprit", f"{want_comm}[{want_tid or want_pid}] not named, but "
+                    f"the kernel kept the trainer's threads waiting {taken / 1e6:.2f} ms more than in a "
+                    f"plain step "
+                    f"(noise {noise / 1e6:.2f} ms): the hog took nothing from it")
             elif excess - other <= noise:
                 # the same test as the ratio's below: an injection that did not
                 # slow the step took nothing from it, and has nothing to be named for
@@ -170,11 +204,20 @@ def accuracy(name, report, truth, skips):
             # simtrainer could not make this step slower (a hog that lost the race
             # for the CPU): there is no excess to attribute
             out("SKIP", tag + "_attributed", f"the injection did not slow the step beyond noise "
-                f"({excess / 1e6:.2f} ms over the median, noise {noise / 1e6:.2f} ms)")
+                f"({excess / 1e6:.2f} ms over the median, noise {noise / 1e6:.2f} ms" +
+                (f"; the kernel's run delay {taken / 1e6:.2f} ms over a plain step's" if taken is not None else "") + ")")
+            continue
+        if idle_hog:
+            out("SKIP", tag + "_attributed", f"the kernel kept the trainer's threads waiting "
+                f"{taken / 1e6:.2f} ms more than in a plain step (noise {noise / 1e6:.2f} ms): the hog took nothing "
+                f"from its {excess / 1e6:.2f} ms excess (" +
+                ", ".join(f"{c} {v / 1e6:.2f}" for c, v in sorted(cause_ns(s["blame"]).items(),
+                                                                  key=lambda kv: -kv[1])[:4]) + " ms)")
             continue
         if other * 2 > excess:
-            out("SKIP", tag + "_attributed", f"other tasks on the machine took {other / 1e6:.2f} of the "
-                f"{excess / 1e6:.2f} ms excess: too busy to measure the injection")
+            out("SKIP", tag + "_attributed", f"other tasks on the machine, the probes and the simulated "
+                f"GPU's late wake-ups took {other / 1e6:.2f} of the {excess / 1e6:.2f} ms excess "
+                f"({late / 1e6:.2f} ms late wake-ups): too busy to measure the injection")
             continue
         got = cause_ns(inside)
         if kind == "hog":
@@ -194,12 +237,14 @@ def accuracy(name, report, truth, skips):
         ratios.setdefault(kind, []).append(ratio)
         detail = (f"{100 * ratio:.1f}% of {(excess - other) / 1e6:.2f} ms excess is "
                   f"{'/'.join(sorted(CAUSES[kind]))}" +
-                  (f" (not counting {(other - tracer) / 1e6:.2f} ms taken by other tasks on the machine"
+                  (f" (not counting {(other - tracer - late) / 1e6:.2f} ms taken by other tasks on the machine"
+                   f", {late / 1e6:.2f} ms the simulated GPU signalled late"
                    f" and {tracer / 1e6:.2f} ms by the probes; "
                    f"{100 * attributed / excess:.1f}% of all)" if other else "") + " (" +
                   ", ".join(f"{c} {v / 1e6:.2f}" for c, v in sorted(cause_ns(s["blame"]).items(),
                                                                     key=lambda kv: -kv[1])[:4]) +
-                  f" ms; noise {noise / 1e6:.2f} ms)")
+                  f" ms; noise {noise / 1e6:.2f} ms" +
+                  (f"; the kernel's run delay {taken / 1e6:.2f} ms over a plain step's" if taken is not None else "") + ")")
         if enough:
             out("PASS", tag + "_attributed", detail)
         elif kind in skips:

@@ -517,8 +517,10 @@ static void t_full_run(void)
 	unsigned seen[8] = { 0 };
 	static const char *kinds[] = { "hog", "faults", "alloc", "migrate", "stall", "ckpt" };
 	pid_t hog_pid = 0;
+	uint64_t hog_waited = 0;
 	for (int i = 0; i < nt; i++) {
 		struct truth_line *t = &tl[i];
+		uint64_t late = 0, all = 0, self = 0;
 		int k = -1;
 
 		for (int j = 0; j < 6; j++)
@@ -531,6 +533,9 @@ static void t_full_run(void)
 		CHECK(t->start && t->start <= t->end, "bad times in %s", t->line);
 		CHECK(t->start >= begin[t->step] && t->end <= end[t->step],
 		      "injection outside its step %llu: %s", (unsigned long long)t->step, t->line);
+		/* the device thread's lateness is part of the step's wait on it */
+		CHECK(jnum(t->line, "device_late_ns", &late) && late <= end[t->step] - begin[t->step],
+		      "device_late_ns: %s", t->line);
 		switch (k) {
 		case 0:
 			CHECK(t->step >= 5 && t->step <= 14, "hog in step %llu", (unsigned long long)t->step);
@@ -539,6 +544,11 @@ static void t_full_run(void)
 			if (!hog_pid)
 				hog_pid = (pid_t)t->culprit_pid;
 			CHECK(t->culprit_pid == (uint64_t)hog_pid, "the hog changed pid within its range");
+			/* schedstat run delay: the launcher's share of all the threads' */
+			CHECK(jnum(t->line, "run_delay_ns", &all) &&
+			      jnum(t->line, "launcher_run_delay_ns", &self) && self <= all &&
+			      self <= end[t->step] - begin[t->step], "run delay: %s", t->line);
+			hog_waited += self;
 			break;
 		case 1: {
 			uint64_t pages = 0, mib = 0;
@@ -588,11 +598,16 @@ static void t_full_run(void)
 	}
 	CHECK(found, "truth hog pid %d was never seen running as noisy-neighbor (%u seen)",
 	      (int)hog_pid, r->nhogs);
+	/* a hog pinned to the launcher's CPU keeps it waiting in some of ten steps */
+	CHECK(hog_waited > 0, "the truth says the hog never kept the launcher waiting");
 	CHECK(hog_pid && kill(hog_pid, 0) && errno == ESRCH, "the hog %d outlived its steps",
 	      (int)hog_pid);
 	uint64_t esteps = 0;
 	CHECK(jnum(endl, "steps", &esteps) && esteps == STEPS && strstr(endl, "\"done\""),
 	      "end line: %s", endl);
+	uint64_t med = 0;
+	CHECK(jnum(endl, "run_delay_median_ns", &med) && jnum(endl, "device_late_median_ns", &med),
+	      "end line without the plain steps' medians: %s", endl);
 	run_cleanup(r);
 }
 
@@ -671,6 +686,9 @@ static void t_usage(void)
 	REQUIRE(f, "popen");
 	size_t n = fread(out, 1, sizeof(out) - 1, f);
 	out[n] = 0;
+	/* read the rest: closing the pipe early would kill it with SIGPIPE */
+	for (char sink[4096]; fread(sink, 1, sizeof(sink), f) > 0;)
+		;
 	st = pclose(f);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "usage: simtrainer"),
 	      "--help: status %#x", st);
