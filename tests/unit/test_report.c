@@ -75,6 +75,8 @@ static const char checker_py[] =
 "try:\n"
 "    if mode == 'doc':\n"
 "        validate(schema, json.load(open(path)))\n"
+"    elif mode == 'ranks':\n"
+"        validate(schema, json.load(open(path)), '#/$defs/ranks')\n"
 "    elif mode == 'jsonl':\n"
 "        doc = json.load(open(sys.argv[4]))\n"
 "        lines = [json.loads(l) for l in open(path)]\n"
@@ -796,6 +798,114 @@ static void t_report_command(void)
 	world_free(&w);
 }
 
+/*
+ * Three traces as the ranks of one job: rank 1 is preempted 3 ms by noisy[900]
+ * before its launches in steps 8-11; rank 2's kernels are NCCL collectives,
+ * which its own time leaves out. The ranks report names rank 1 in exactly those
+ * steps, 3 ms behind, for cpu_wait behind noisy, and follows the file when the
+ * order changes.
+ */
+static void ranks_world(struct world *w, bool hog, bool nccl)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 2 * MS };
+	struct sopt pre = { .pre = 5 * MS, .gpu = 2 * MS, .len = 3 * MS, .inj = inj_preempt };
+	uint64_t S = 10 * SEC;
+
+	world_init(w);
+	if (nccl) {
+		w_text(w, SB_REC_STRING, 9, 0, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+		w->kname = 9;
+	}
+	for (unsigned k = 0; k < 20; k++)
+		S = std_step(w, S, k, hog && k >= 8 && k <= 11 ? &pre : &plain);
+	w_step(w, S, T_LAUNCHER, 20);
+}
+
+static char *ranks_report(const char *fmt, const char *out, const char *f0, const char *f1,
+			  const char *f2)
+{
+	char *argv[] = { "report", (char *)f0, (char *)f1, (char *)f2, "--format", (char *)fmt,
+			 "-o", (char *)out, NULL };
+
+	fflush(stdout);
+	if (cmd_report(8, argv))
+		return NULL;
+	return test_slurp(out, NULL);
+}
+
+static void t_ranks_report(void)
+{
+	struct world a, b, c;
+	char msg[512] = "";
+	char *txt, *js;
+	FILE *p;
+	char cmd[4096], line[512];
+
+	ranks_world(&a, false, false);
+	ranks_world(&b, true, false);
+	ranks_world(&c, false, true);
+	REQUIRE(write_trace(&a, tpath("r0.sbt")) && write_trace(&b, tpath("r1.sbt")) &&
+		write_trace(&c, tpath("r2.sbt")), "writing the traces: %s", strerror(errno));
+	js = ranks_report("json", tpath("ranks.json"), tpath("r0.sbt"), tpath("r1.sbt"),
+			  tpath("r2.sbt"));
+	REQUIRE(js, "report of three traces failed");
+	if (have_python) {
+		CHECK(pycheck("ranks", tpath("ranks.json"), NULL, msg, sizeof(msg)) == 0, "schema: %s",
+		      msg);
+		/* the straggles, their margin and cause, the collectives left out */
+		snprintf(cmd, sizeof(cmd), "python3 -c \"\n"
+			 "import json,sys\n"
+			 "d = json.load(open('%s'))\n"
+			 "bad = []\n"
+			 "for s in d['steps']:\n"
+			 "    hog = 8 <= s['step'] <= 11\n"
+			 "    if s['straggle'] != hog: bad.append('step %%d straggle %%s' %% (s['step'], s['straggle']))\n"
+			 "    if hog and (s['last_rank'] != 1 or abs(s['behind_ns'] - 3000000) > 100000 or\n"
+			 "                s['blame'][0]['cause'] != 'cpu_wait' or s['blame'][0]['culprit']['pid'] != 900):\n"
+			 "        bad.append('step %%d: %%s' %% (s['step'], json.dumps(s)[:300]))\n"
+			 "    if s['own_ns'][2] != s['duration_ns'][2] - 2000000: bad.append('step %%d own %%s' %% (s['step'], s['own_ns']))\n"
+			 "    if s['own_ns'][0] != s['duration_ns'][0]: bad.append('rank 0 own time %%s' %% s['own_ns'])\n"
+			 "g = d['stragglers'][0]\n"
+			 "if g['rank'] != 1 or g['straggles'] != 4 or g['causes'][0]['cause'] != 'cpu_wait' or g['causes'][0]['culprit']['comm'] != 'noisy':\n"
+			 "    bad.append('summary ' + json.dumps(g)[:300])\n"
+			 "if [r['collectives_seen'] for r in d['ranks']] != [False, False, True]: bad.append('collectives_seen')\n"
+			 "print('; '.join(bad[:4]) or 'OK')\n\" 2>&1", tpath("ranks.json"));
+		p = popen(cmd, "r");
+		REQUIRE(p, "popen");
+		line[0] = 0;
+		if (!fgets(line, sizeof(line), p))
+			line[0] = 0;
+		pclose(p);
+		CHECK(!strncmp(line, "OK", 2), "ranks document: %s", line);
+	}
+	free(js);
+	txt = ranks_report("text", tpath("ranks.txt"), tpath("r0.sbt"), tpath("r1.sbt"),
+			   tpath("r2.sbt"));
+	CHECK(txt && strstr(txt, "3 ranks") && strstr(txt, "straggled in 4 of 20 steps") &&
+	      strstr(txt, "noisy[900]") && strstr(strstr(txt, "Stragglers"), "rank 1 ("),
+	      "text: %.600s", txt ? txt : "(none)");
+	free(txt);
+	/* the straggler is the file, wherever it comes */
+	js = ranks_report("json", tpath("ranks2.json"), tpath("r1.sbt"), tpath("r0.sbt"),
+			  tpath("r2.sbt"));
+	{
+		const char *g = js ? strstr(js, "\"stragglers\": [") : NULL;
+		const char *rk = g ? strstr(g, "\"rank\": ") : NULL;
+		const char *sg = g ? strstr(g, "\"straggles\": ") : NULL;
+
+		CHECK(rk && sg && atoi(rk + 8) == 0 && atoi(sg + 13) == 4,
+		      "rank 1 given first: %.300s", g ? g : js ? js : "(none)");
+	}
+	free(js);
+	/* formats that hold one trace */
+	char *argv[] = { "report", (char *)tpath("r0.sbt"), (char *)tpath("r1.sbt"), "--format",
+			 "perfetto", NULL };
+	CHECK(cmd_report(5, argv) == 2, "perfetto of two traces accepted");
+	world_free(&a);
+	world_free(&b);
+	world_free(&c);
+}
+
 static void t_report_cut_short(void)
 {
 	char *full, *text;
@@ -896,6 +1006,7 @@ int main(void)
 	RUN(t_limits_json_validates);
 	RUN(t_jsonl_lines_are_the_steps);
 	RUN(t_perfetto_tracks);
+	RUN(t_ranks_report);
 	RUN(t_report_command);
 	RUN(t_report_cut_short);
 	RUN(t_report_errors);

@@ -22,6 +22,9 @@ enum report_fmt { FMT_TEXT, FMT_JSON, FMT_JSONL, FMT_PERFETTO };
  * step definitions and lag; its perfetto and start_ns are the report's own.
  * 0, or 1 after one line on stderr.
  */
+/* several traces as the ranks of one job (report/ranks.c) */
+int report_rank_files(char **paths, int n, enum report_fmt fmt, const char *outp,
+		      const struct engine_opts *opts);
 int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
 		      const struct engine_opts *opts);
 

@@ -14,12 +14,14 @@
 #include "engine/engine.h"
 #include "report/report.h"
 #include "base/outfile.h"
+#include "format/gpu.h"
 #include "format/trace.h"
 #include "base/util.h"
 
 static const char usage[] =
 "usage: stepblame report FILE [--format text|json|jsonl|perfetto] [-o OUT]\n"
 "                        [--step-nvtx REGEX] [--step-kernel REGEX]\n"
+"       stepblame report RANK0.sbt RANK1.sbt ... [--format text|json] [-o OUT]\n"
 "\n"
 "Per-step blame from a trace written by `stepblame record`: each step's time, how\n"
 "long the GPU sat idle in it, and what on the host kept it idle (cpu_wait with the\n"
@@ -55,9 +57,17 @@ static const char usage_tail[] =
 "The JSON fields are documented in schemas/report.md. A trace cut short is\n"
 "reported as far as it goes, and the report says so.\n"
 "\n"
+"Several traces are the ranks of one job (rank N is the N-th file; from one host or\n"
+"many): steps are aligned by their number, not by clock, and for each step the\n"
+"report names the rank that finished its part last (the most time outside\n"
+"collective NCCL kernels), by how much, and why (that rank's blame); then which\n"
+"ranks straggle most and the causes. The JSON is documented in schemas/report.md\n"
+"(\"Ranks\").\n"
+"\n"
 "  stepblame report run.sbt\n"
 "  stepblame report run.sbt --format json -o report.json\n"
-"  stepblame report run.sbt --format perfetto -o run.perfetto.json\n";
+"  stepblame report run.sbt --format perfetto -o run.perfetto.json\n"
+"  stepblame report rank*.sbt                  # which rank straggles, and why\n";
 
 int cmd_report(int argc, char **argv)
 {
@@ -126,43 +136,43 @@ int cmd_report(int argc, char **argv)
 		return 2;
 	}
 	if (optind + 1 < argc) {
-		sb_err("report: one trace at a time ('%s' is extra)", argv[optind + 1]);
-		return 2;
+		if (fmt != FMT_TEXT && fmt != FMT_JSON) {
+			sb_err("report: several traces (the ranks of one job) come out as text or json, "
+			       "not %s", fmt == FMT_JSONL ? "jsonl" : "perfetto");
+			return 2;
+		}
+		return report_rank_files(argv + optind, argc - optind, fmt, outp, &eo);
 	}
 	return report_trace_file(argv[optind], fmt, outp, &eo);
 }
 
-int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
-		      const struct engine_opts *opts)
+/*
+ * Feeds a whole trace to a new engine and finishes it. *bad_input: the
+ * trace is damaged, and the engine has what came before the damage.
+ */
+static struct engine *engine_of_file(const char *path, const struct engine_opts *opts,
+				     struct sbt_reader **rp, bool *bad_input)
 {
 	struct engine_opts eo = *opts;
-	struct sbt_reader *r = NULL;
-	struct engine *e = NULL;
-	struct perfetto_stream *pf = NULL;
-	struct sb_stream out = { 0 };
+	struct sbt_reader *r;
+	struct engine *e;
 	const struct sb_hdr *rec;
 	enum sbt_status st;
 	char err[512];
-	int rc = 1, wr;
-	bool bad_input = false;
 
+	*bad_input = false;
 	r = sbt_open(path, err, sizeof(err));
 	if (!r) {
 		sb_err("%s", err);
-		return 1;
-	}
-	if (sb_stream_open(&out, outp))
-		goto done;
-	if (fmt == FMT_PERFETTO && !(pf = perfetto_stream_new(out.f, &eo.timeline))) {
-		sb_err("report: out of memory");
-		goto done;
+		return NULL;
 	}
 	/* GPU records are judged against the capture's clock, which starts here */
 	eo.start_ns = sbt_header(r)->created_mono_ns;
 	e = engine_new(&eo, err, sizeof(err));
 	if (!e) {
 		sb_err("report: %s", err);
-		goto done;
+		sbt_close(r);
+		return NULL;
 	}
 	while ((st = sbt_next(r, &rec)) == SBT_OK)
 		engine_feed(e, rec);
@@ -177,9 +187,167 @@ int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
 		/* what came before the damage is still worth reporting */
 		snprintf(err, sizeof(err), "%s: %s", path, sbt_error(r));
 		engine_set_truncated(e, err);
-		bad_input = true;
+		*bad_input = true;
 	}
 	engine_finish(e);
+	*rp = r;
+	return e;
+}
+
+/* one rank's collective kernels (NCCL's, by name), as the engine sweeps them */
+struct collectives {
+	struct { uint64_t start, end; } *iv;
+	size_t n, cap;
+	bool oom;
+};
+
+static void collective_op(void *ctx, const struct eng_gpu_op *op)
+{
+	struct collectives *c = ctx;
+
+	if (op->kind != SB_GPU_KERNEL || !op->name || !strcasestr(op->name, "nccl") ||
+	    op->end_ns <= op->start_ns)
+		return;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 1024;
+		void *p = realloc(c->iv, cap * sizeof(*c->iv));
+
+		if (!p) {
+			c->oom = true;
+			return;
+		}
+		c->iv = p;
+		c->cap = cap;
+	}
+	c->iv[c->n].start = op->start_ns;
+	c->iv[c->n].end = op->end_ns;
+	c->n++;
+}
+
+static int iv_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* time in collective kernels per step (by engine_step index), their union on any stream */
+static uint64_t *collective_time(const struct engine *e, struct collectives *c)
+{
+	uint64_t n = engine_nsteps(e), first = engine_first_step(e);
+	uint64_t *out;
+	size_t m = 0;
+
+	if (!c->n)
+		return NULL;
+	out = calloc(n + 1, sizeof(*out));
+	if (!out)
+		return NULL;
+	qsort(c->iv, c->n, sizeof(*c->iv), iv_cmp);
+	for (size_t i = 0; i < c->n; i++) {
+		if (m && c->iv[i].start <= c->iv[m - 1].end) {
+			if (c->iv[i].end > c->iv[m - 1].end)
+				c->iv[m - 1].end = c->iv[i].end;
+		} else {
+			c->iv[m++] = c->iv[i];
+		}
+	}
+	for (uint64_t i = first; i < n; i++) {
+		const struct eng_step *s = engine_step(e, i);
+
+		if (!s)
+			continue;
+		for (size_t k = 0; k < m; k++) {
+			uint64_t lo = c->iv[k].start > s->start_ns ? c->iv[k].start : s->start_ns;
+			uint64_t hi = c->iv[k].end < s->end_ns ? c->iv[k].end : s->end_ns;
+
+			if (c->iv[k].start >= s->end_ns)
+				break;
+			if (hi > lo)
+				out[i] += hi - lo;
+		}
+	}
+	return out;
+}
+
+int report_rank_files(char **paths, int n, enum report_fmt fmt, const char *outp,
+		      const struct engine_opts *opts)
+{
+	struct rank_trace *rt = calloc((size_t)n, sizeof(*rt));
+	struct engine **eng = calloc((size_t)n, sizeof(*eng));
+	struct sbt_reader **rd = calloc((size_t)n, sizeof(*rd));
+	uint64_t **coll = calloc((size_t)n, sizeof(*coll));
+	struct sb_stream out = { 0 };
+	int rc = 1, wr;
+	bool bad = false;
+
+	if (!rt || !eng || !rd || !coll) {
+		sb_err("report: out of memory");
+		goto done;
+	}
+	for (int i = 0; i < n; i++) {
+		struct engine_opts eo = *opts;
+		struct collectives c = { 0 };
+		bool bad_input;
+
+		eo.timeline = (struct eng_timeline_hooks){ .ctx = &c, .gpu_op = collective_op };
+		eng[i] = engine_of_file(paths[i], &eo, &rd[i], &bad_input);
+		if (!eng[i]) {
+			free(c.iv);
+			goto done;
+		}
+		if (bad_input) {
+			sb_err("%s: %s; rank %d covers the records before it", paths[i],
+			       sbt_error(rd[i]), i);
+			bad = true;
+		}
+		coll[i] = c.oom ? NULL : collective_time(eng[i], &c);
+		free(c.iv);
+		rt[i] = (struct rank_trace){ .path = paths[i], .e = eng[i], .coll_ns = coll[i] };
+	}
+	if (sb_stream_open(&out, outp))
+		goto done;
+	wr = fmt == FMT_JSON ? report_ranks_json(rt, n, out.f) : report_ranks_text(rt, n, out.f);
+	if (sb_stream_close(&out, wr == 0, "the report"))
+		goto done;
+	rc = bad;
+done:
+	if (out.f)
+		sb_stream_close(&out, false, "the report");
+	for (int i = 0; eng && i < n; i++) {
+		engine_free(eng[i]);
+		if (rd)
+			sbt_close(rd[i]);
+		if (coll)
+			free(coll[i]);
+	}
+	free(rt);
+	free(eng);
+	free(rd);
+	free(coll);
+	return rc;
+}
+
+int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
+		      const struct engine_opts *opts)
+{
+	struct engine_opts eo = *opts;
+	struct sbt_reader *r = NULL;
+	struct engine *e = NULL;
+	struct perfetto_stream *pf = NULL;
+	struct sb_stream out = { 0 };
+	int rc = 1, wr;
+	bool bad_input = false;
+
+	if (sb_stream_open(&out, outp))
+		goto done;
+	if (fmt == FMT_PERFETTO && !(pf = perfetto_stream_new(out.f, &eo.timeline))) {
+		sb_err("report: out of memory");
+		goto done;
+	}
+	e = engine_of_file(path, &eo, &r, &bad_input);
+	if (!e)
+		goto done;
 	switch (fmt) {
 	case FMT_TEXT: wr = report_text(e, out.f); break;
 	case FMT_JSON: wr = report_json(e, out.f); break;

@@ -125,7 +125,7 @@ static void waker_activity(struct jw *w, const struct engine *e, const struct en
 	jw_obj_end(w);
 }
 
-static void culprit(struct jw *w, const struct engine *e, const struct eng_who *c)
+void report_json_culprit(struct jw *w, const struct engine *e, const struct eng_who *c)
 {
 	jw_key(w, "culprit");
 	jw_obj(w);
@@ -156,12 +156,8 @@ static void culprit(struct jw *w, const struct engine *e, const struct eng_who *
 	jw_obj_end(w);
 }
 
-static void excess_list(struct jw *w, const struct engine *e, const struct eng_step *s,
-			const struct eng_summary *sum)
+void report_json_excess(struct jw *w, const struct engine *e, const struct eng_excess *ex, int n)
 {
-	struct eng_excess ex[ENG_NCAUSE];
-	int n = sum ? engine_step_excess(e, s, sum, ex, ENG_NCAUSE) : 0;
-
 	jw_arr(w);
 	for (int i = 0; i < n; i++) {
 		jw_obj(w);
@@ -170,10 +166,19 @@ static void excess_list(struct jw *w, const struct engine *e, const struct eng_s
 		jw_key(w, "ns");
 		jw_u64(w, ex[i].ns);
 		if (ex[i].has_who)
-			culprit(w, e, &ex[i].who);
+			report_json_culprit(w, e, &ex[i].who);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
+}
+
+static void excess_list(struct jw *w, const struct engine *e, const struct eng_step *s,
+			const struct eng_summary *sum)
+{
+	struct eng_excess ex[ENG_NCAUSE];
+	int n = sum ? engine_step_excess(e, s, sum, ex, ENG_NCAUSE) : 0;
+
+	report_json_excess(w, e, ex, n);
 }
 
 /* one stack: its event and its frames, symbolised (schemas/report.md, "Stacks") */
@@ -344,7 +349,7 @@ static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_
 		jw_key(w, "ns");
 		jw_u64(w, s->blame[i].ns);
 		if (s->blame[i].has_who)
-			culprit(w, e, &s->blame[i].who);
+			report_json_culprit(w, e, &s->blame[i].who);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

@@ -31,6 +31,32 @@ int report_step_line(const struct engine *e, const struct eng_step *s, const str
  * of memory. report_perfetto() closes the document; with no stream (p NULL,
  * or nothing streamed to f) it writes one of the steps alone.
  */
+/* pieces the multi-trace report shares with the single one (text.c, json.c) */
+struct jw;
+void report_json_culprit(struct jw *w, const struct engine *e, const struct eng_who *c);
+/* an array of {cause, ns, culprit} */
+void report_json_excess(struct jw *w, const struct engine *e, const struct eng_excess *ex, int n);
+/* " — launcher[12] preempted by stress-ng-cpu[99] on CPU 3": what follows a cause's time */
+void report_cause_phrase(const struct engine *e, const struct eng_step *s, int cause,
+			 const struct eng_who *w, bool has_who, FILE *f);
+const char *report_fmt_ns(char *buf, size_t len, uint64_t ns);   /* "1.25 ms" */
+const char *report_clean(char *buf, size_t len, const char *s); /* printable, for a terminal */
+
+/*
+ * Several traces as the ranks of one job (ranks.c, schemas/report.md "Ranks"):
+ * rank i is traces[i], its engine finished, its collective kernels' time per
+ * step given (NULL: none known).
+ */
+#define RANKS_SCHEMA_NAME "stepblame-ranks"
+#define RANKS_SCHEMA_VERSION 1
+struct rank_trace {
+	const char *path;
+	const struct engine *e;
+	const uint64_t *coll_ns;  /* by step index (engine_step), time in collective kernels */
+};
+int report_ranks_text(const struct rank_trace *r, int n, FILE *f);
+int report_ranks_json(const struct rank_trace *r, int n, FILE *f);
+
 struct perfetto_stream;
 struct perfetto_stream *perfetto_stream_new(FILE *f, struct eng_timeline_hooks *hooks);
 void perfetto_stream_free(struct perfetto_stream *p);

@@ -453,6 +453,27 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 	}
 }
 
+const char *report_fmt_ns(char *buf, size_t len, uint64_t ns)
+{
+	return fmt_ns(buf, len, ns);
+}
+
+const char *report_clean(char *buf, size_t len, const char *s)
+{
+	return clean(buf, len, s);
+}
+
+void report_cause_phrase(const struct engine *e, const struct eng_step *s, int cause,
+			 const struct eng_who *w, bool has_who, FILE *f)
+{
+	struct eng_target tg;
+
+	engine_target(e, &tg);
+	target_pid = tg.pid;
+	cur_engine = e;
+	cause_phrase(f, s, cause, w, has_who);
+}
+
 int report_step_line(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
 		     FILE *f)
 {

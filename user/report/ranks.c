@@ -1,0 +1,689 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Several traces as the ranks of one job: which rank finished its part of each
+ * step last, by how much, and why (schemas/report.md, "Ranks").
+ *
+ * Steps are aligned by their number, never by clock: the ranks may be on
+ * different hosts. A rank's own time in a step is the step's time less the
+ * time its GPU spent in collective kernels (NCCL's, by name): a rank that
+ * arrives late at an all-reduce keeps the others' collectives waiting, so
+ * their own time stays short and the late one's is long. The rank with the
+ * most own time finished last; it straggled when its lead over the median rank
+ * was over three times the job's usual lead (the median lead over the steps;
+ * robust while fewer than half the steps straggle), and at least 1% of the
+ * median own time. Why: each cause's time in the straggler's step over the
+ * median rank's in the same step (what made it later than the others, not what
+ * made the step slow for all), with the straggler's culprit for it. Ranks are
+ * listed by the time their straggles cost the job.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report.h"
+#include "base/json.h"
+#include "base/util.h"
+
+#define STEPS_SHOWN 10
+
+struct aligned {
+	uint64_t step;
+	int last;                /* -1: fewer than two ranks have it */
+	int nhave;
+	uint64_t behind_ns;      /* the last rank's own time over the median rank's */
+	bool straggle;
+};
+
+/* a culprit of one cause over a rank's straggles: the excess it was named for */
+#define CULPRITS 8
+struct culprit_sum {
+	struct eng_who who;
+	uint64_t ns;
+	const struct eng_step *step; /* where it took the most */
+	uint64_t step_ns;
+};
+
+struct rank_sum {
+	uint64_t last, straggles;
+	uint64_t behind_total;   /* over the straggles: the time they cost the job */
+	uint64_t *behind;        /* of the straggles, for the median */
+	uint64_t cause_ns[ENG_NCAUSE];
+	struct culprit_sum who[ENG_NCAUSE][CULPRITS];
+};
+
+/* adds ns to who's sum for its cause (the smallest gives way when all are taken) */
+static void culprit_add(struct culprit_sum *cs, const struct eng_who *w, uint64_t ns,
+			const struct eng_step *s)
+{
+	int free_at = -1, least = 0;
+
+	for (int i = 0; i < CULPRITS; i++) {
+		if (!cs[i].ns) {
+			if (free_at < 0)
+				free_at = i;
+			continue;
+		}
+		if (cs[i].who.pid == w->pid && cs[i].who.tid == w->tid &&
+		    !strncmp(cs[i].who.comm, w->comm, sizeof(w->comm))) {
+			cs[i].ns += ns;
+			if (ns > cs[i].step_ns) {
+				cs[i].step = s;
+				cs[i].step_ns = ns;
+			}
+			return;
+		}
+		if (cs[i].ns < cs[least].ns)
+			least = i;
+	}
+	if (free_at < 0) {
+		if (cs[least].ns >= ns)
+			return;
+		free_at = least;
+	}
+	cs[free_at] = (struct culprit_sum){ .who = *w, .ns = ns, .step = s, .step_ns = ns };
+}
+
+/* the cause's culprit with the most time, NULL if none was named */
+static const struct culprit_sum *top_culprit(const struct culprit_sum *cs)
+{
+	const struct culprit_sum *best = NULL;
+
+	for (int i = 0; i < CULPRITS; i++)
+		if (cs[i].ns && (!best || cs[i].ns > best->ns))
+			best = &cs[i];
+	return best;
+}
+
+struct ranks {
+	const struct rank_trace *r;
+	int n;
+	struct eng_summary *sum;     /* per rank */
+	const struct eng_step ***at; /* at[rank][aligned index]: NULL where absent */
+	uint64_t **own;              /* own[rank][aligned index] */
+	struct aligned *st;
+	size_t nst;
+	uint64_t noise_ns;
+	struct rank_sum *rs;
+};
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t median_of(uint64_t *v, size_t n)
+{
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), u64_cmp);
+	return n % 2 ? v[n / 2] : v[n / 2 - 1] / 2 + v[n / 2] / 2 + (v[n / 2 - 1] % 2 + v[n / 2] % 2) / 2;
+}
+
+static uint64_t own_time(const struct rank_trace *r, const struct eng_step *s, uint64_t idx)
+{
+	uint64_t coll = r->coll_ns ? r->coll_ns[idx] : 0;
+
+	return s->duration_ns > coll ? s->duration_ns - coll : 0;
+}
+
+/* the complete steps of one rank, by step number; the first of a repeated number wins */
+struct numbered {
+	uint64_t step, idx;
+};
+
+static int numbered_cmp(const void *a, const void *b)
+{
+	const struct numbered *x = a, *y = b;
+
+	if (x->step != y->step)
+		return x->step < y->step ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static struct numbered *rank_steps(const struct engine *e, size_t *n)
+{
+	uint64_t first = engine_first_step(e), all = engine_nsteps(e);
+	struct numbered *v = calloc(all - first + 1, sizeof(*v));
+	size_t k = 0;
+
+	if (!v)
+		return NULL;
+	for (uint64_t i = first; i < all; i++) {
+		const struct eng_step *s = engine_step(e, i);
+
+		if (s && !s->incomplete)
+			v[k++] = (struct numbered){ s->step, i };
+	}
+	qsort(v, k, sizeof(*v), numbered_cmp);
+	/* keep the first of each number */
+	size_t o = 0;
+
+	for (size_t i = 0; i < k; i++)
+		if (!o || v[o - 1].step != v[i].step)
+			v[o++] = v[i];
+	*n = o;
+	return v;
+}
+
+/*
+ * The straggler's causes in aligned step j over the median rank's, largest
+ * first, each with its culprit in the straggler's blame; returns how many
+ */
+static int relative_excess(const struct ranks *R, size_t j, int last, struct eng_excess *out)
+{
+	const struct eng_step *s = R->at[last][j];
+	uint64_t v[R->n];
+	int n = 0;
+
+	for (int c = 0; c < ENG_NCAUSE; c++) {
+		size_t m = 0;
+
+		for (int i = 0; i < R->n; i++)
+			if (R->at[i][j])
+				v[m++] = R->at[i][j]->cause_ns[c];
+		uint64_t med = median_of(v, m);
+
+		if (c == ENG_TRACER || s->cause_ns[c] <= med)
+			continue;
+		struct eng_excess *x = &out[n++];
+
+		memset(x, 0, sizeof(*x));
+		x->cause = (uint8_t)c;
+		x->ns = s->cause_ns[c] - med;
+		for (uint32_t b = 0; b < s->nblame; b++)
+			if (s->blame[b].cause == c && s->blame[b].has_who) {
+				x->has_who = true; /* the blame list is by ns, descending */
+				x->who = s->blame[b].who;
+				break;
+			}
+	}
+	for (int i = 1; i < n; i++)
+		for (int k = i; k > 0 && out[k].ns > out[k - 1].ns; k--) {
+			struct eng_excess t = out[k];
+
+			out[k] = out[k - 1];
+			out[k - 1] = t;
+		}
+	return n;
+}
+
+static void ranks_free(struct ranks *R)
+{
+	for (int i = 0; i < R->n; i++) {
+		if (R->at)
+			free(R->at[i]);
+		if (R->own)
+			free(R->own[i]);
+		if (R->rs)
+			free(R->rs[i].behind);
+	}
+	free(R->at);
+	free(R->own);
+	free(R->rs);
+	free(R->st);
+	free(R->sum);
+}
+
+static int ranks_build(struct ranks *R, const struct rank_trace *r, int n)
+{
+	struct numbered **num = calloc((size_t)n, sizeof(*num));
+	size_t *nnum = calloc((size_t)n, sizeof(*nnum)), total = 0;
+	uint64_t *steps = NULL;
+	int rc = -ENOMEM;
+
+	memset(R, 0, sizeof(*R));
+	R->r = r;
+	R->n = n;
+	R->sum = calloc((size_t)n, sizeof(*R->sum));
+	R->at = calloc((size_t)n, sizeof(*R->at));
+	R->own = calloc((size_t)n, sizeof(*R->own));
+	R->rs = calloc((size_t)n, sizeof(*R->rs));
+	if (!num || !nnum || !R->sum || !R->at || !R->own || !R->rs)
+		goto out;
+	for (int i = 0; i < n; i++) {
+		engine_summarise(r[i].e, &R->sum[i]);
+		if (!(num[i] = rank_steps(r[i].e, &nnum[i])))
+			goto out;
+		total += nnum[i];
+	}
+	/* every step number any rank has, once */
+	steps = malloc((total + 1) * sizeof(*steps));
+	if (!steps)
+		goto out;
+	for (int i = 0; i < n; i++)
+		for (size_t k = 0; k < nnum[i]; k++)
+			steps[R->nst++] = num[i][k].step;
+	qsort(steps, R->nst, sizeof(*steps), u64_cmp);
+	size_t u = 0;
+
+	for (size_t k = 0; k < R->nst; k++)
+		if (!u || steps[u - 1] != steps[k])
+			steps[u++] = steps[k];
+	R->nst = u;
+	R->st = calloc(u + 1, sizeof(*R->st));
+	if (!R->st)
+		goto out;
+	for (int i = 0; i < n; i++) {
+		R->at[i] = calloc(u + 1, sizeof(*R->at[i]));
+		R->own[i] = calloc(u + 1, sizeof(*R->own[i]));
+		R->rs[i].behind = calloc(u + 1, sizeof(uint64_t));
+		if (!R->at[i] || !R->own[i] || !R->rs[i].behind)
+			goto out;
+		/* both lists are sorted by number: one merge */
+		size_t k = 0;
+
+		for (size_t j = 0; j < u; j++) {
+			while (k < nnum[i] && num[i][k].step < steps[j])
+				k++;
+			if (k < nnum[i] && num[i][k].step == steps[j]) {
+				R->at[i][j] = engine_step(r[i].e, num[i][k].idx);
+				R->own[i][j] = own_time(&r[i], R->at[i][j], num[i][k].idx);
+			}
+		}
+	}
+	/* each step's last rank and its lead over the median rank */
+	uint64_t *v = malloc((u + 1) * sizeof(*v)), *lead = malloc((u + 1) * sizeof(*lead));
+	uint64_t *meds = malloc((u + 1) * sizeof(*meds));
+	size_t nlead = 0;
+
+	if (!v || !lead || !meds) {
+		free(v);
+		free(lead);
+		free(meds);
+		goto out;
+	}
+	for (size_t j = 0; j < u; j++) {
+		struct aligned *a = &R->st[j];
+		size_t m = 0;
+
+		a->step = steps[j];
+		a->last = -1;
+		for (int i = 0; i < n; i++) {
+			if (!R->at[i][j])
+				continue;
+			v[m++] = R->own[i][j];
+			if (a->last < 0 || R->own[i][j] > R->own[a->last][j])
+				a->last = i;
+		}
+		a->nhave = (int)m;
+		if (m < 2) {
+			a->last = -1;
+			continue;
+		}
+		uint64_t med = median_of(v, m), mine = R->own[a->last][j];
+
+		a->behind_ns = mine > med ? mine - med : 0;
+		meds[nlead] = med;
+		lead[nlead++] = a->behind_ns;
+	}
+	/* the noise: three times the usual lead */
+	R->noise_ns = 3 * median_of(lead, nlead);
+	/* and at least 1% of the median rank's usual own time */
+	if (R->noise_ns < median_of(meds, nlead) / 100)
+		R->noise_ns = median_of(meds, nlead) / 100;
+	free(lead);
+	free(meds);
+	/* who straggled, and why */
+	for (size_t j = 0; j < u; j++) {
+		struct aligned *a = &R->st[j];
+
+		if (a->last < 0)
+			continue;
+		a->straggle = a->behind_ns > R->noise_ns;
+		struct rank_sum *rs = &R->rs[a->last];
+
+		rs->last++;
+		if (!a->straggle)
+			continue;
+		rs->behind[rs->straggles++] = a->behind_ns;
+		rs->behind_total += a->behind_ns;
+		/* why: its causes over the median rank's in the step */
+		struct eng_excess ex[ENG_NCAUSE];
+		const struct eng_step *s = R->at[a->last][j];
+		int ne = relative_excess(R, j, a->last, ex);
+
+		for (int k = 0; k < ne; k++) {
+			int c = ex[k].cause;
+
+			rs->cause_ns[c] += ex[k].ns;
+			if (ex[k].has_who)
+				culprit_add(rs->who[c], &ex[k].who, ex[k].ns, s);
+		}
+	}
+	free(v);
+	rc = 0;
+out:
+	for (int i = 0; num && i < n; i++)
+		free(num[i]);
+	free(num);
+	free(nnum);
+	free(steps);
+	if (rc)
+		ranks_free(R);
+	return rc;
+}
+
+/* ranks by the time their straggles cost, most first, then by rank */
+static int *rank_order(const struct ranks *R)
+{
+	int *o = malloc((size_t)R->n * sizeof(*o));
+
+	if (!o)
+		return NULL;
+	for (int i = 0; i < R->n; i++)
+		o[i] = i;
+	for (int i = 1; i < R->n; i++)
+		for (int k = i; k > 0 && R->rs[o[k]].behind_total > R->rs[o[k - 1]].behind_total; k--) {
+			int t = o[k];
+
+			o[k] = o[k - 1];
+			o[k - 1] = t;
+		}
+	return o;
+}
+
+/* the causes of a rank's straggles, largest first (the tracer's own is never one) */
+static int top_causes(const struct rank_sum *rs, int *out)
+{
+	int n = 0;
+
+	for (int c = 0; c < ENG_NCAUSE; c++)
+		if (rs->cause_ns[c] && c != ENG_TRACER)
+			out[n++] = c;
+	for (int i = 1; i < n; i++)
+		for (int k = i; k > 0 && rs->cause_ns[out[k]] > rs->cause_ns[out[k - 1]]; k--) {
+			int t = out[k];
+
+			out[k] = out[k - 1];
+			out[k - 1] = t;
+		}
+	return n;
+}
+
+static uint64_t common_steps(const struct ranks *R)
+{
+	uint64_t n = 0;
+
+	for (size_t j = 0; j < R->nst; j++)
+		n += R->st[j].nhave == R->n;
+	return n;
+}
+
+static void rank_label(FILE *f, const struct ranks *R, int i)
+{
+	struct eng_target t;
+	char a[256], b[64];
+
+	engine_target(R->r[i].e, &t);
+	fprintf(f, "rank %d (%s, %s[%" PRIu32 "])", i,
+		report_clean(a, sizeof(a), R->r[i].path),
+		report_clean(b, sizeof(b), t.comm[0] ? t.comm : "?"), t.pid);
+}
+
+static int straggle_cmp_desc(const void *a, const void *b, const struct aligned *st)
+{
+	const struct aligned *x = &st[*(const size_t *)a], *y = &st[*(const size_t *)b];
+
+	if (x->behind_ns != y->behind_ns)
+		return x->behind_ns > y->behind_ns ? -1 : 1;
+	return x->step < y->step ? -1 : x->step > y->step;
+}
+
+static const struct aligned *sort_base;
+
+static int straggle_cmp(const void *a, const void *b)
+{
+	return straggle_cmp_desc(a, b, sort_base);
+}
+
+int report_ranks_text(const struct rank_trace *r, int n, FILE *f)
+{
+	struct ranks R;
+	char x[32], y[32];
+	int *order;
+
+	if (ranks_build(&R, r, n))
+		return -ENOMEM;
+	fprintf(f, "stepblame report: %d ranks, %" PRIu64 " steps that all have, %zu that at least "
+		"two have (aligned by step number)\n", n, common_steps(&R), R.nst);
+	for (int i = 0; i < n; i++) {
+		struct eng_summary *s = &R.sum[i];
+
+		fputs("  ", f);
+		rank_label(f, &R, i);
+		fprintf(f, ": %" PRIu64 " complete steps, P50 %s, P99 %s", s->ncomplete,
+			report_fmt_ns(x, sizeof(x), s->p50), report_fmt_ns(y, sizeof(y), s->p99));
+		if (!r[i].coll_ns)
+			fputs(", no collective kernels seen", f);
+		fputc('\n', f);
+	}
+	fprintf(f, "Own time    a step's time less its collective (NCCL) kernels: the rank with the most "
+		"finished its part last,\n            and the others' collectives waited for it\n");
+	order = rank_order(&R);
+	if (!order) {
+		ranks_free(&R);
+		return -ENOMEM;
+	}
+	uint64_t any = 0;
+
+	for (int i = 0; i < n; i++)
+		any += R.rs[i].straggles;
+	if (!any) {
+		fprintf(f, "Stragglers  none: no rank was last by more than %s (3 times the usual lead) "
+			"in any step\n",
+			report_fmt_ns(x, sizeof(x), R.noise_ns));
+	} else {
+		fprintf(f, "Stragglers  ranks last by more than %s (3 times the usual lead), the most "
+			"time behind first;\n            why: their causes over the median rank's in the "
+			"same steps\n", report_fmt_ns(x, sizeof(x), R.noise_ns));
+		for (int k = 0; k < n; k++) {
+			const struct rank_sum *rs = &R.rs[order[k]];
+			int causes[ENG_NCAUSE], nc;
+
+			if (!rs->straggles)
+				continue;
+			fputs("  ", f);
+			rank_label(f, &R, order[k]);
+			fprintf(f, " straggled in %" PRIu64 " of %zu steps, %s behind in all, %s at the "
+				"median", rs->straggles, R.nst,
+				report_fmt_ns(y, sizeof(y), rs->behind_total),
+				report_fmt_ns(x, sizeof(x), median_of(rs->behind, rs->straggles)));
+			nc = top_causes(rs, causes);
+			for (int c = 0; c < nc && c < 3; c++) {
+				int cause = causes[c];
+
+				if (c && rs->cause_ns[cause] * 20 < rs->cause_ns[causes[0]])
+					break;
+				const struct culprit_sum *cs = top_culprit(rs->who[cause]);
+
+				fprintf(f, "%s%s +%s in all", c ? "; " : ": ", eng_cause_name(cause),
+					report_fmt_ns(x, sizeof(x), rs->cause_ns[cause]));
+				if (cs)
+					report_cause_phrase(r[order[k]].e, cs->step, cause, &cs->who, true, f);
+			}
+			fputc('\n', f);
+		}
+		/* the longest straggles, each with the straggler's own blame */
+		size_t *idx = malloc((R.nst + 1) * sizeof(*idx)), m = 0;
+
+		if (!idx) {
+			free(order);
+			ranks_free(&R);
+			return -ENOMEM;
+		}
+		for (size_t j = 0; j < R.nst; j++)
+			if (R.st[j].straggle)
+				idx[m++] = j;
+		sort_base = R.st;
+		qsort(idx, m, sizeof(*idx), straggle_cmp);
+		if (m > STEPS_SHOWN)
+			fprintf(f, "Steps       the %d longest straggles (--format json lists every step):\n",
+				STEPS_SHOWN);
+		else
+			fprintf(f, "Steps       every straggle, longest first:\n");
+		for (size_t k = 0; k < m && k < STEPS_SHOWN; k++) {
+			const struct aligned *a = &R.st[idx[k]];
+			const struct eng_step *s = R.at[a->last][idx[k]];
+			struct eng_excess ex[ENG_NCAUSE];
+			int ne = relative_excess(&R, idx[k], a->last, ex);
+
+			fprintf(f, "  step %" PRIu64 ": rank %d last, +%s over the median rank", a->step,
+				a->last, report_fmt_ns(x, sizeof(x), a->behind_ns));
+			for (int c = 0, shown = 0; c < ne && shown < 2; c++) {
+				if (shown && ex[c].ns * 20 < a->behind_ns)
+					break;
+				fprintf(f, "%s%s +%s", shown ? "; " : ": ", eng_cause_name(ex[c].cause),
+					report_fmt_ns(x, sizeof(x), ex[c].ns));
+				report_cause_phrase(r[a->last].e, s, ex[c].cause, &ex[c].who, ex[c].has_who, f);
+				shown++;
+			}
+			fputc('\n', f);
+		}
+		if (m > STEPS_SHOWN)
+			fprintf(f, "  ... and %zu more\n", m - STEPS_SHOWN);
+		free(idx);
+	}
+	free(order);
+	ranks_free(&R);
+	return ferror(f) ? -EIO : 0;
+}
+
+int report_ranks_json(const struct rank_trace *r, int n, FILE *f)
+{
+	struct ranks R;
+	struct jw w;
+	int *order;
+
+	if (ranks_build(&R, r, n))
+		return -ENOMEM;
+	order = rank_order(&R);
+	if (!order) {
+		ranks_free(&R);
+		return -ENOMEM;
+	}
+	jw_init(&w, f, true);
+	jw_obj(&w);
+	jw_key(&w, "schema");
+	jw_obj(&w);
+	jw_key(&w, "name");
+	jw_str(&w, RANKS_SCHEMA_NAME);
+	jw_key(&w, "version");
+	jw_u64(&w, RANKS_SCHEMA_VERSION);
+	jw_obj_end(&w);
+	jw_key(&w, "ranks");
+	jw_arr(&w);
+	for (int i = 0; i < n; i++) {
+		struct eng_target t;
+
+		engine_target(r[i].e, &t);
+		jw_obj(&w);
+		jw_key(&w, "rank");
+		jw_u64(&w, (uint64_t)i);
+		jw_key(&w, "file");
+		jw_str(&w, r[i].path);
+		jw_key(&w, "target");
+		jw_obj(&w);
+		jw_key(&w, "pid");
+		jw_u64(&w, t.pid);
+		jw_key(&w, "comm");
+		jw_strn(&w, t.comm, strnlen(t.comm, SB_COMM_LEN));
+		jw_obj_end(&w);
+		jw_key(&w, "complete_steps");
+		jw_u64(&w, R.sum[i].ncomplete);
+		jw_key(&w, "p50_ns");
+		jw_u64(&w, R.sum[i].p50);
+		jw_key(&w, "p99_ns");
+		jw_u64(&w, R.sum[i].p99);
+		jw_key(&w, "collectives_seen");
+		jw_bool(&w, r[i].coll_ns != NULL);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	jw_key(&w, "noise_ns");
+	jw_u64(&w, R.noise_ns);
+	jw_key(&w, "steps");
+	jw_arr(&w);
+	for (size_t j = 0; j < R.nst; j++) {
+		const struct aligned *a = &R.st[j];
+
+		jw_obj(&w);
+		jw_key(&w, "step");
+		jw_u64(&w, a->step);
+		jw_key(&w, "own_ns");
+		jw_arr(&w);
+		for (int i = 0; i < n; i++) {
+			if (R.at[i][j])
+				jw_u64(&w, R.own[i][j]);
+			else
+				jw_null(&w);
+		}
+		jw_arr_end(&w);
+		jw_key(&w, "duration_ns");
+		jw_arr(&w);
+		for (int i = 0; i < n; i++) {
+			if (R.at[i][j])
+				jw_u64(&w, R.at[i][j]->duration_ns);
+			else
+				jw_null(&w);
+		}
+		jw_arr_end(&w);
+		if (a->last >= 0) {
+			jw_key(&w, "last_rank");
+			jw_u64(&w, (uint64_t)a->last);
+			jw_key(&w, "behind_ns");
+			jw_u64(&w, a->behind_ns);
+			jw_key(&w, "straggle");
+			jw_bool(&w, a->straggle);
+			/* why, when it straggled; empty otherwise */
+			struct eng_excess ex[ENG_NCAUSE];
+			int ne = a->straggle ? relative_excess(&R, j, a->last, ex) : 0;
+
+			jw_key(&w, "blame");
+			report_json_excess(&w, r[a->last].e, ex, ne);
+		}
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	jw_key(&w, "stragglers");
+	jw_arr(&w);
+	for (int k = 0; k < n; k++) {
+		const struct rank_sum *rs = &R.rs[order[k]];
+		int causes[ENG_NCAUSE], nc = top_causes(rs, causes);
+
+		jw_obj(&w);
+		jw_key(&w, "rank");
+		jw_u64(&w, (uint64_t)order[k]);
+		jw_key(&w, "last");
+		jw_u64(&w, rs->last);
+		jw_key(&w, "straggles");
+		jw_u64(&w, rs->straggles);
+		jw_key(&w, "behind_ns");
+		jw_u64(&w, rs->behind_total);
+		jw_key(&w, "median_behind_ns");
+		jw_u64(&w, median_of(rs->behind, rs->straggles));
+		jw_key(&w, "causes");
+		jw_arr(&w);
+		for (int c = 0; c < nc; c++) {
+			jw_obj(&w);
+			jw_key(&w, "cause");
+			jw_str(&w, eng_cause_name(causes[c]));
+			jw_key(&w, "ns");
+			jw_u64(&w, rs->cause_ns[causes[c]]);
+			const struct culprit_sum *cs = top_culprit(rs->who[causes[c]]);
+
+			if (cs)
+				report_json_culprit(&w, r[order[k]].e, &cs->who);
+			jw_obj_end(&w);
+		}
+		jw_arr_end(&w);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	jw_obj_end(&w);
+	free(order);
+	ranks_free(&R);
+	return ferror(f) ? -EIO : 0;
+}
