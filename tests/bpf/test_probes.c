@@ -431,7 +431,7 @@ static void t_alloc_burst(void)
  */
 static void t_first_call_slow(void)
 {
-	uint64_t alloc_min = 10000;
+	uint64_t alloc_min = 10000, free_lo = 0, free_hi = 0;
 	struct cap *c;
 	size_t slow_frees = 0, bursts = 0;
 
@@ -441,24 +441,36 @@ static void t_first_call_slow(void)
 	REQUIRE(tid, "no rename to sbw-main seen");
 	for (size_t i = 0; i < c->n; i++) {
 		const struct sb_alloc *a = (const void *)c->recs[i];
-		const struct sb_alloc_burst *b = (const void *)c->recs[i];
 
 		if (a->h.type == SB_EV_ALLOC && a->h.tid == tid && a->fn == SB_FN_FREE) {
 			CHECK(a->floor_ns == 0, "the first free has a floor of %u ns", a->floor_ns);
 			CHECK(a->h.ts - a->start_ns >= alloc_min, "a free of %llu ns recorded as slow",
 			      (unsigned long long)(a->h.ts - a->start_ns));
 			slow_frees++;
-		}
-		if (b->h.type == SB_EV_ALLOC_BURST && b->h.tid == tid) {
-			fprintf(stderr, "  burst %llu..%llu calls %llu sum %llu bytes %llu\n",
-				(unsigned long long)b->start_ns, (unsigned long long)b->h.ts,
-				(unsigned long long)b->calls, (unsigned long long)b->sum_ns,
-				(unsigned long long)b->bytes);
-			bursts++;
+			free_lo = a->start_ns;
+			free_hi = a->h.ts;
 		}
 	}
+	/*
+	 * No burst holds the unmapping free, nor is any a burst of one call. Its
+	 * other calls (stdio's, at exit) can make a burst of their own when a
+	 * busy machine preempts them: that is what a burst is for.
+	 */
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_alloc_burst *b = (const void *)c->recs[i];
+
+		if (b->h.type != SB_EV_ALLOC_BURST || b->h.tid != tid)
+			continue;
+		fprintf(stderr, "  burst %llu..%llu calls %llu sum %llu bytes %llu\n",
+			(unsigned long long)b->start_ns, (unsigned long long)b->h.ts,
+			(unsigned long long)b->calls, (unsigned long long)b->sum_ns,
+			(unsigned long long)b->bytes);
+		if (b->calls == 1 || (free_hi && b->start_ns <= free_hi && b->h.ts >= free_lo))
+			bursts++;
+	}
 	CHECK(slow_frees == 1, "%zu slow frees of sbw-main, want 1 (the unmapping one)", slow_frees);
-	CHECK(bursts == 0, "%zu allocator bursts of sbw-main, which made two calls", bursts);
+	CHECK(bursts == 0, "%zu allocator bursts of sbw-main hold the unmapping free or one call",
+	      bursts);
 	free_cap(c);
 }
 

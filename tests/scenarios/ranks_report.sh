@@ -87,21 +87,25 @@ base = end.get("run_delay_median_ns", 0)
 hog = sorted(t["step"] for t in truth if t.get("kind") == "hog")
 slowed = [t["step"] for t in truth if t.get("kind") == "hog" and hog[0] < t["step"] < hog[-1] and
           t.get("launcher_run_delay_ns", 0) - base >= 1000000 and t["step"] in steps]
-named = [n for n in slowed if steps[n].get("last_rank") == 1 and steps[n]["straggle"] and
-         steps[n]["blame"] and steps[n]["blame"][0]["cause"] == "cpu_wait" and
-         steps[n]["blame"][0].get("culprit", {}).get("comm") == "noisy-neighbor"]
-# another rank's own noise can outlast the hog in a step, never in most of them;
-# a hog that lost the race for the CPU in every step is not measured
+def hog_named(s):
+    return any(b["cause"] == "cpu_wait" and b.get("culprit", {}).get("comm") == "noisy-neighbor"
+               for b in s["blame"])
+# In a step the hog slowed, rank 1 is last unless another rank's own time was
+# longer still (a busy machine's doing): in 60% of them at least. Where
+# rank 1 is last it straggled, and the hog is named among its causes.
+last1 = [n for n in slowed if steps[n].get("last_rank") == 1]
+wrong = [n for n in last1 if not (steps[n]["straggle"] and hog_named(steps[n]))]
 if not slowed:
     print("SKIP %s_hog: the hog never kept rank 1's launcher from its CPU 1 ms longer than a "
           "plain step" % T)
 else:
-  out(len(named) >= 0.8 * len(slowed), "hog",
-    "rank 1 named for cpu_wait behind noisy-neighbor in %d of the %d steps the hog slowed"
-    % (len(named), len(slowed)) + ("" if len(named) >= 0.8 * len(slowed) else
-    "; the others: " + "; ".join(json.dumps(steps[n])[:240] for n in slowed if n not in named)[:900]))
+    out(len(last1) >= 0.6 * len(slowed) and not wrong, "hog",
+        "rank 1 last in %d of the %d steps the hog slowed, the hog named in %d of them"
+        % (len(last1), len(slowed), len(last1) - len(wrong)) +
+        ("; " + "; ".join(json.dumps(steps[n])[:300] for n in wrong[:2]) if wrong else "") +
+        ("; the others: " + "; ".join(json.dumps(steps[n])[:200] for n in slowed if n not in last1)[:600]
+         if len(last1) < 0.6 * len(slowed) else ""))
 
-# the stalls (8 x 20 ms) outweigh anything else any rank had
 g = rep["stragglers"][0]
 top = g["causes"][0] if g["causes"] else {}
 out(g["rank"] == 1 and g["straggles"] >= 8 and top.get("cause") == "blocked" and

@@ -897,10 +897,35 @@ static void t_ranks_report(void)
 		      "rank 1 given first: %.300s", g ? g : js ? js : "(none)");
 	}
 	free(js);
-	/* formats that hold one trace */
+	/* a process per rank, its steps and its straggles */
+	js = ranks_report("perfetto", tpath("ranks.pf.json"), tpath("r0.sbt"), tpath("r1.sbt"),
+			  tpath("r2.sbt"));
+	if (js && have_python) {
+		snprintf(cmd, sizeof(cmd), "python3 -c \"\n"
+			 "import json\n"
+			 "ev = json.load(open('%s'))['traceEvents']\n"
+			 "st = [e for e in ev if e.get('cat') == 'step']\n"
+			 "sg = [e for e in ev if e.get('cat') == 'straggle']\n"
+			 "names = {e['pid']: e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] == 'process_name'}\n"
+			 "ok = len(st) == 60 and sorted({e['pid'] for e in st}) == [1, 2, 3] and "
+			 "sorted(e['args']['step'] for e in sg) == [8, 9, 10, 11] and {e['pid'] for e in sg} == {2} and "
+			 "all(e['args']['cpu_wait_ns'] > 2900000 for e in sg) and names.get(2, '').startswith('rank 1: trainer')\n"
+			 "print('OK' if ok else 'tracks: %%d steps, straggles %%s, names %%s' %% (len(st), [(e['pid'], e['args']) for e in sg][:4], names))\n"
+			 "\" 2>&1", tpath("ranks.pf.json"));
+		p = popen(cmd, "r");
+		REQUIRE(p, "popen");
+		line[0] = 0;
+		if (!fgets(line, sizeof(line), p))
+			line[0] = 0;
+		pclose(p);
+		CHECK(!strncmp(line, "OK", 2), "ranks perfetto: %s", line);
+	}
+	CHECK(js, "report of three traces --format perfetto failed");
+	free(js);
+	/* the format that streams one trace's steps */
 	char *argv[] = { "report", (char *)tpath("r0.sbt"), (char *)tpath("r1.sbt"), "--format",
-			 "perfetto", NULL };
-	CHECK(cmd_report(5, argv) == 2, "perfetto of two traces accepted");
+			 "jsonl", NULL };
+	CHECK(cmd_report(5, argv) == 2, "jsonl of two traces accepted");
 	world_free(&a);
 	world_free(&b);
 	world_free(&c);

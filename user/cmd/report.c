@@ -21,7 +21,7 @@
 static const char usage[] =
 "usage: stepblame report FILE [--format text|json|jsonl|perfetto] [-o OUT]\n"
 "                        [--step-nvtx REGEX] [--step-kernel REGEX]\n"
-"       stepblame report RANK0.sbt RANK1.sbt ... [--format text|json] [-o OUT]\n"
+"       stepblame report RANK0.sbt RANK1.sbt ... [--format text|json|perfetto] [-o OUT]\n"
 "\n"
 "Per-step blame from a trace written by `stepblame record`: each step's time, how\n"
 "long the GPU sat idle in it, and what on the host kept it idle (cpu_wait with the\n"
@@ -57,12 +57,12 @@ static const char usage_tail[] =
 "The JSON fields are documented in schemas/report.md. A trace cut short is\n"
 "reported as far as it goes, and the report says so.\n"
 "\n"
-"Several traces are the ranks of one job (rank N is the N-th file; from one host or\n"
-"many): steps are aligned by their number, not by clock, and for each step the\n"
+"Several traces are the ranks of one job (rank N is the N-th file, so list them in\n"
+"rank order: a shell glob puts rank10 before rank2; from one host or many): steps are aligned by their number, not by clock, and for each step the\n"
 "report names the rank that finished its part last (the most time outside\n"
 "collective NCCL kernels), by how much, and why (that rank's blame); then which\n"
-"ranks straggle most and the causes. The JSON is documented in schemas/report.md\n"
-"(\"Ranks\").\n"
+"ranks straggle most and the causes; Perfetto shows a process per rank, its steps\n"
+"and its straggles. The JSON is documented in schemas/report.md (\"Ranks\").\n"
 "\n"
 "  stepblame report run.sbt\n"
 "  stepblame report run.sbt --format json -o report.json\n"
@@ -136,9 +136,9 @@ int cmd_report(int argc, char **argv)
 		return 2;
 	}
 	if (optind + 1 < argc) {
-		if (fmt != FMT_TEXT && fmt != FMT_JSON) {
-			sb_err("report: several traces (the ranks of one job) come out as text or json, "
-			       "not %s", fmt == FMT_JSONL ? "jsonl" : "perfetto");
+		if (fmt == FMT_JSONL) {
+			sb_err("report: several traces (the ranks of one job) come out as text, json or "
+			       "perfetto, not jsonl");
 			return 2;
 		}
 		return report_rank_files(argv + optind, argc - optind, fmt, outp, &eo);
@@ -307,7 +307,8 @@ int report_rank_files(char **paths, int n, enum report_fmt fmt, const char *outp
 	}
 	if (sb_stream_open(&out, outp))
 		goto done;
-	wr = fmt == FMT_JSON ? report_ranks_json(rt, n, out.f) : report_ranks_text(rt, n, out.f);
+	wr = fmt == FMT_JSON ? report_ranks_json(rt, n, out.f) :
+	     fmt == FMT_PERFETTO ? report_ranks_perfetto(rt, n, out.f) : report_ranks_text(rt, n, out.f);
 	if (sb_stream_close(&out, wr == 0, "the report"))
 		goto done;
 	rc = bad;

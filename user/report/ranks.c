@@ -687,3 +687,90 @@ int report_ranks_json(const struct rank_trace *r, int n, FILE *f)
 	ranks_free(&R);
 	return ferror(f) ? -EIO : 0;
 }
+
+/*
+ * Perfetto (Chrome JSON): a process per rank, on the rank's own clock shifted so
+ * that its first step starts at 0 (the hosts' clocks differ); its steps on one
+ * track, each straggle on a second with its lead and causes (schemas/report.md,
+ * "Ranks"). The ranks' own detail is in each trace's report.
+ */
+static void pf_rank_slice(FILE *f, bool *first, int pid, int tid, const char *name, const char *cat,
+			  uint64_t s, uint64_t dur, const char *args)
+{
+	fputs(*first ? "" : ",\n", f);
+	*first = false;
+	fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":\"", pid, tid);
+	json_escape(f, name, strlen(name));
+	fprintf(f, "\",\"cat\":\"%s\",\"ts\":%" PRIu64 ".%03" PRIu64 ",\"dur\":%" PRIu64 ".%03" PRIu64
+		",\"args\":{%s}}", cat, s / 1000, s % 1000, dur / 1000, dur % 1000, args);
+}
+
+static void pf_rank_meta(FILE *f, bool *first, const char *what, int pid, int tid, const char *name)
+{
+	fputs(*first ? "" : ",\n", f);
+	*first = false;
+	fprintf(f, "{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d", what, pid);
+	if (tid >= 0)
+		fprintf(f, ",\"tid\":%d", tid);
+	fputs(",\"args\":{\"name\":\"", f);
+	json_escape(f, name, strlen(name));
+	fputs("\"}}", f);
+}
+
+int report_ranks_perfetto(const struct rank_trace *r, int n, FILE *f)
+{
+	struct ranks R;
+	bool first = true;
+	char name[96], args[512];
+
+	if (ranks_build(&R, r, n))
+		return -ENOMEM;
+	fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
+	for (int i = 0; i < n; i++) {
+		uint64_t base = UINT64_MAX;
+		struct eng_target t;
+
+		for (size_t j = 0; j < R.nst; j++)
+			if (R.at[i][j] && R.at[i][j]->start_ns < base)
+				base = R.at[i][j]->start_ns;
+		for (size_t j = 0; j < R.nst; j++) {
+			const struct eng_step *s = R.at[i][j];
+			const struct aligned *a = &R.st[j];
+			bool mine = a->last == i && a->straggle;
+
+			if (!s)
+				continue;
+			snprintf(args, sizeof(args), "\"step\":%" PRIu64 ",\"duration_ns\":%" PRIu64
+				 ",\"own_ns\":%" PRIu64 ",\"last\":%s,\"straggle\":%s", a->step,
+				 s->duration_ns, R.own[i][j], a->last == i ? "true" : "false",
+				 mine ? "true" : "false");
+			snprintf(name, sizeof(name), "step %" PRIu64 "%s", a->step, mine ? " (straggle)" : "");
+			pf_rank_slice(f, &first, i + 1, 1, name, "step", s->start_ns - base, s->duration_ns,
+				      args);
+			if (!mine)
+				continue;
+			/* the straggle: its lead, and why */
+			struct eng_excess ex[ENG_NCAUSE];
+			int ne = relative_excess(&R, j, i, ex);
+			size_t o = (size_t)snprintf(args, sizeof(args), "\"step\":%" PRIu64
+						    ",\"behind_ns\":%" PRIu64, a->step, a->behind_ns);
+
+			for (int k = 0; k < ne && o < sizeof(args); k++)
+				o += (size_t)snprintf(args + o, sizeof(args) - o, ",\"%s_ns\":%" PRIu64,
+						      eng_cause_name(ex[k].cause), ex[k].ns);
+			snprintf(name, sizeof(name), "+%.2f ms%s%s", a->behind_ns / 1e6, ne ? ": " : "",
+				 ne ? eng_cause_name(ex[0].cause) : "");
+			pf_rank_slice(f, &first, i + 1, 2, name, "straggle", s->start_ns - base,
+				      s->duration_ns, args);
+		}
+		engine_target(r[i].e, &t);
+		snprintf(name, sizeof(name), "rank %d: %.16s[%" PRIu32 "]", i, t.comm[0] ? t.comm : "?",
+			 t.pid);
+		pf_rank_meta(f, &first, "process_name", i + 1, -1, name);
+		pf_rank_meta(f, &first, "thread_name", i + 1, 1, "steps");
+		pf_rank_meta(f, &first, "thread_name", i + 1, 2, "straggles");
+	}
+	fputs("\n]}\n", f);
+	ranks_free(&R);
+	return ferror(f) ? -EIO : 0;
+}

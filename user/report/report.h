@@ -56,6 +56,7 @@ struct rank_trace {
 };
 int report_ranks_text(const struct rank_trace *r, int n, FILE *f);
 int report_ranks_json(const struct rank_trace *r, int n, FILE *f);
+int report_ranks_perfetto(const struct rank_trace *r, int n, FILE *f);
 
 struct perfetto_stream;
 struct perfetto_stream *perfetto_stream_new(FILE *f, struct eng_timeline_hooks *hooks);
