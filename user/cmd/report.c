@@ -68,7 +68,7 @@ static const char usage_tail[] =
 "  stepblame report run.sbt\n"
 "  stepblame report run.sbt --format json -o report.json\n"
 "  stepblame report run.sbt --format perfetto -o run.perfetto.json\n"
-"  stepblame report rank*.sbt                  # which rank straggles, and why\n";
+"  stepblame report rank0.sbt rank1.sbt rank2.sbt   # which rank straggles, and why\n";
 
 int cmd_report(int argc, char **argv)
 {
