@@ -30,6 +30,16 @@ CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-in
 	    -D_GNU_SOURCE -I$(BUILD) -I. -Iuser -Iinclude $(SANFLAGS) $(LTOFLAGS)
 LDFLAGS  += $(SANFLAGS) $(LTOFLAGS)
 LIBS     := -lbpf -ldw -lelf -lz -lm -lpthread
+# attach --metrics-addr: libmicrohttpd; the static build goes without (its TLS
+# dependencies do not link statically)
+# a static link also needs what libdw.a decompresses with
+LIBS     += $(STATIC_LIBS)
+METRICS_SERVER ?= 1
+ifeq ($(METRICS_SERVER),1)
+LIBS     += -lmicrohttpd
+else
+CFLAGS   += -DSTEPBLAME_NO_METRICS_SERVER
+endif
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(BUILD) -Ibpf -Wall \
 	      -I/usr/include/$(shell gcc -print-multiarch 2>/dev/null) \
 	      -Wno-unused-variable -Wno-unused-function
@@ -85,6 +95,7 @@ check-deps:
 	[ -f /usr/include/libelf.h ] || missing="$$missing libelf-dev"; \
 	[ -f /usr/include/elfutils/libdwfl.h ] || missing="$$missing libdw-dev"; \
 	[ -f /usr/include/zlib.h ] || missing="$$missing zlib1g-dev"; \
+	[ "$(METRICS_SERVER)" != 1 ] || [ -f /usr/include/microhttpd.h ] || missing="$$missing libmicrohttpd-dev"; \
 	[ -f /usr/include/$$(gcc -print-multiarch 2>/dev/null)/sys/sdt.h ] || [ -f /usr/include/sys/sdt.h ] || missing="$$missing systemtap-sdt-dev"; \
 	[ -f /usr/lib/$$(gcc -print-multiarch 2>/dev/null)/libc.a ] || [ -f /usr/lib/libc.a ] || missing="$$missing libc6-dev"; \
 	if [ -n "$$missing" ]; then \
@@ -102,7 +113,7 @@ deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		make gcc libc6-dev clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev \
-		systemtap-sdt-dev libclang-rt-dev pkg-config python3 python3-torch
+		systemtap-sdt-dev libclang-rt-dev libmicrohttpd-dev pkg-config python3 python3-torch
 
 $(BUILD) $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs $(BUILD)/tests/cupti:
 	@mkdir -p $@
@@ -162,7 +173,8 @@ $(BUILD)/tests/bpf/%: tests/bpf/%.c $(LIB_OBJS) $(wildcard tests/*.h) | $(BUILD)
 
 # one binary with no shared libraries at all: copy it to any machine with BTF
 static:
-	$(MAKE) BUILD=build/static SAN=0 check-deps build/static/stepblame LDFLAGS="-static"
+	$(MAKE) BUILD=build/static SAN=0 METRICS_SERVER=0 check-deps build/static/stepblame LDFLAGS="-static" \
+		STATIC_LIBS="-lbz2 -llzma"
 
 test:
 	@if [ "$$(id -u)" = 0 ] && ! $(MAKE) -s check-deps >/dev/null 2>&1; then $(MAKE) deps; fi

@@ -16,6 +16,16 @@ need_sim() { # name: $SIMTRAINER and a stepblame that records ($STEPBLAME); test
 	fi
 	return 0
 }
+need_prometheus() { # name: Debian's prometheus (the server binary); in CI its absence fails
+	if command -v prometheus >/dev/null; then return 0; fi
+	if [ -n "${STEPBLAME_REQUIRE_BPF:-}" ]; then
+		fail "$1" "no prometheus server: apt-get install prometheus (on a systemd machine it also starts its own service)"
+	else
+		skip "$1" "no prometheus server: apt-get install prometheus (on a systemd machine it also starts its own service)"
+	fi
+	return 1
+}
+
 need_torch() { # name: Debian's python3-torch for /usr/bin/python3; in CI its absence fails
 	if /usr/bin/python3 -c 'import torch' 2>/dev/null; then return 0; fi
 	if [ -n "${STEPBLAME_REQUIRE_BPF:-}" ]; then

@@ -855,7 +855,7 @@ out:
 
 enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AGENT_CPU,
        OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD,
-       OPT_NO_CHILDREN, OPT_NO_STACKS };
+       OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK };
 
 /* "1", "0.5", "2%" -> ppm; false unless a plain number from 0 to 100 */
 static bool parse_pct_ppm(const char *s, uint64_t *ppm)
@@ -887,6 +887,15 @@ const struct opt collect_options[] = {
 	{ "json", OPT_JSON, "OUT",
 	  "also write each step as a JSON line to OUT (the objects of\n"
 	  "`stepblame report --format jsonl`, schemas/report.schema.json)", COLLECT_ATTACH },
+	{ "metrics-addr", OPT_METRICS_ADDR, "HOST:PORT",
+	  "serve Prometheus metrics at http://HOST:PORT/metrics\n"
+	  "(schemas/metrics.md; 127.0.0.1:9464 for this host only)", COLLECT_ATTACH },
+	{ "job", OPT_JOB, "NAME",
+	  "the metrics' job label (default: the trainer's\n"
+	  "TORCHELASTIC_RUN_ID or SLURM_JOB_ID)", COLLECT_ATTACH },
+	{ "rank", OPT_RANK, "N", "the rank label (default: its RANK, SLURM_PROCID, ...)", COLLECT_ATTACH },
+	{ "local-rank", OPT_LOCAL_RANK, "N", "the local_rank label (default: its LOCAL_RANK, ...)",
+	  COLLECT_ATTACH },
 	{ "no-alloc", OPT_NO_ALLOC, NULL, "do not probe malloc and friends", COLLECT_RECORD },
 	{ "alloc-lib", OPT_ALLOC_LIB, "PATH",
 	  "probe this allocator (jemalloc, tcmalloc) instead of the libc", COLLECT_RECORD },
@@ -933,7 +942,7 @@ void collect_opts_init(struct collect_opts *o)
 }
 
 int collect_parse_common(int argc, char **argv, struct collect_opts *o, const char **out,
-			 const char **json_out, const char *cmd)
+			 struct live_args *live, const char *cmd)
 {
 	struct opts_getopt g;
 	uint64_t v;
@@ -970,11 +979,17 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			*out = optarg;
 			break;
 		case OPT_JSON:
-			if (!json_out) {
-				sb_err("%s: --json is not an option of this command", cmd);
+		case OPT_METRICS_ADDR:
+		case OPT_JOB:
+		case OPT_RANK:
+		case OPT_LOCAL_RANK:
+			if (!live) {
+				sb_err("%s: %s is not an option of this command", cmd, argv[optind - 1]);
 				return -1;
 			}
-			*json_out = optarg;
+			*(ch == OPT_JSON ? &live->json : ch == OPT_METRICS_ADDR ? &live->metrics_addr :
+			  ch == OPT_JOB ? &live->job : ch == OPT_RANK ? &live->rank : &live->local_rank) =
+				optarg;
 			break;
 		case OPT_ALLOC_LIB:
 			o->probe.alloc_lib = optarg;

@@ -61,15 +61,22 @@ void collect_opts_init(struct collect_opts *o);
 enum { COLLECT_RECORD = 1, COLLECT_ATTACH = 2 };
 extern const struct opt collect_options[];
 
+/* attach's live outputs: --json, and the Prometheus endpoint with its labels */
+struct live_args {
+	const char *json;
+	const char *metrics_addr;    /* HOST:PORT */
+	const char *job, *rank, *local_rank; /* label values given; NULL: from the environment */
+};
+
 /*
  * Parse the options record, attach and run share (collect_options) into o,
- * the defaults first; out and json_out take -o and --json where the command
- * has them (NULL: "not an option of this command"). Returns the index of the
- * first non-option, -2 for -h/--help (the help is the caller's), or -1 after
- * printing a one-line error.
+ * the defaults first; out and live take -o and attach's options where the
+ * command has them (NULL: "not an option of this command"). Returns the index
+ * of the first non-option, -2 for -h/--help (the help is the caller's), or -1
+ * after printing a one-line error.
  */
 int collect_parse_common(int argc, char **argv, struct collect_opts *o, const char **out,
-			 const char **json_out, const char *cmd);
+			 struct live_args *live, const char *cmd);
 
 /*
  * Check the target, load probes, pin, then drain into sink until -d expires,

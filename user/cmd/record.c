@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cmd/cmds.h"
+#include "cmd/metrics.h"
 #include "capture/capture_file.h"
 #include "capture/collect.h"
 #include "report/report.h"
@@ -174,6 +175,7 @@ int cmd_record(int argc, char **argv)
 struct live {
 	struct engine *eng;
 	FILE *json;
+	struct metrics *metrics;     /* --metrics-addr */
 	pid_t pid;
 	uint64_t start;
 	uint64_t steps_this_second;
@@ -195,6 +197,7 @@ static int live_sink(void *ctx, const struct sb_hdr *rec)
 		for (int i = 0; i <= SB_EV_KERNEL_MAX; i++)
 			t += d->ring[i];
 		l->drops = t;
+		metrics_drops(l->metrics, t);
 	}
 	engine_feed(l->eng, rec);
 	return 0;
@@ -212,6 +215,7 @@ static void live_step(void *ctx, const struct eng_step *s)
 		report_step_json(l->eng, s, &sum, l->json);
 		fflush(l->json);
 	}
+	metrics_step(l->metrics, s);
 	l->steps_this_second++;
 }
 
@@ -250,13 +254,13 @@ int cmd_attach(int argc, char **argv)
 	struct engine_opts eo = { 0 };
 	struct collect_opts o;
 	struct collect_result res;
-	const char *json = NULL;
+	struct live_args la = { 0 };
 	struct sb_out jout = { .fd = -1, .dirfd = -1 };
 	char err[PATH_MAX + 256];
 	struct live *l;
 	int i, rc;
 
-	i = collect_parse_common(argc, argv, &o, NULL, &json, "attach");
+	i = collect_parse_common(argc, argv, &o, NULL, &la, "attach");
 	if (i == -2) {
 		fputs(attach_usage, stdout);
 		opts_help(stdout, collect_options, HELP_COLUMN, COLLECT_ATTACH);
@@ -288,7 +292,33 @@ int cmd_attach(int argc, char **argv)
 		free(l);
 		return 1;
 	}
-	if (json) {
+	if (la.metrics_addr) {
+		struct metrics_labels lb;
+		char comm[SB_COMM_LEN + 1] = "", path[64];
+		FILE *cf;
+
+		metrics_labels_fill(&lb, o.probe.pid, la.job, la.rank, la.local_rank);
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)o.probe.pid);
+		if ((cf = fopen(path, "re"))) {
+			if (fgets(comm, sizeof(comm), cf))
+				comm[strcspn(comm, "\n")] = 0;
+			fclose(cf);
+		}
+		l->metrics = metrics_new(&lb, (uint32_t)o.probe.pid, comm);
+		if (!l->metrics || metrics_serve(l->metrics, la.metrics_addr, err, sizeof(err))) {
+			sb_err("attach: %s", l->metrics ? err : "out of memory");
+			metrics_free(l->metrics);
+			engine_free(l->eng);
+			free(l);
+			return 1;
+		}
+		if (!o.quiet)
+			fprintf(stderr, "stepblame: metrics at http://%s/metrics (job=\"%s\" rank=\"%s\" "
+				"local_rank=\"%s\" host=\"%s\")\n", la.metrics_addr, lb.job, lb.rank,
+				lb.local_rank, lb.host);
+	}
+	if (la.json) {
+		const char *json = la.json;
 		/* a temporary name, renamed at the end: never through a planted symlink */
 		bool opened = !sb_out_open(&jout, json, NULL, err, sizeof(err));
 
@@ -299,6 +329,7 @@ int cmd_attach(int argc, char **argv)
 		}
 		if (!l->json) {
 			sb_err("attach: %s", err);
+			metrics_free(l->metrics);
 			engine_free(l->eng);
 			free(l);
 			return 1;
@@ -330,6 +361,7 @@ int cmd_attach(int argc, char **argv)
 		report_text(l->eng, stdout);
 	}
 	if (l->json) {
+		const char *json = la.json;
 		bool ok = !ferror(l->json) && fflush(l->json) == 0 && fsync(fileno(l->json)) == 0;
 
 		if (fclose(l->json))
@@ -351,6 +383,7 @@ int cmd_attach(int argc, char **argv)
 			}
 		}
 	}
+	metrics_free(l->metrics);
 	engine_free(l->eng);
 	free(l);
 	return rc;
