@@ -62,6 +62,10 @@ expect report_format_missing 2 "needs|value|format" -- "$SB" report "$tmp/x.sbt"
 expect record_no_pid 2 "needs -p PID" -- "$SB" record -o "$tmp/x.sbt"
 expect record_no_output 2 "needs -p PID and -o FILE" -- "$SB" record -p $p
 expect attach_no_pid 2 "needs -p PID" -- "$SB" attach
+expect attach_rank_without_metrics 2 "label the metrics: give --metrics-addr" -- "$SB" attach -p $p --rank 3
+expect attach_metrics_addr_bad 1 "wants HOST:PORT" -- "$SB" attach -p $p --metrics-addr 9464
+expect record_metrics_addr 2 "--metrics-addr is not an option of this command" -- "$SB" record -p $p -o "$tmp/x.sbt" --metrics-addr 127.0.0.1:9464
+expect report_ranks_jsonl 2 "not jsonl" -- "$SB" report "$tmp/x.sbt" "$tmp/y.sbt" --format jsonl
 expect pid_not_a_number 2 "wants a process ID, got 'abc'" -- "$SB" record -p abc -o "$tmp/x.sbt"
 expect pid_zero 2 "wants a process ID, got '0'" -- "$SB" record -p 0 -o "$tmp/x.sbt"
 expect pid_negative 2 "wants a process ID, got '-5'" -- "$SB" record -p -5 -o "$tmp/x.sbt"

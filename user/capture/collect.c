@@ -984,7 +984,9 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 		case OPT_RANK:
 		case OPT_LOCAL_RANK:
 			if (!live) {
-				sb_err("%s: %s is not an option of this command", cmd, argv[optind - 1]);
+				sb_err("%s: --%s is not an option of this command", cmd,
+				       ch == OPT_JSON ? "json" : ch == OPT_METRICS_ADDR ? "metrics-addr" :
+				       ch == OPT_JOB ? "job" : ch == OPT_RANK ? "rank" : "local-rank");
 				return -1;
 			}
 			*(ch == OPT_JSON ? &live->json : ch == OPT_METRICS_ADDR ? &live->metrics_addr :

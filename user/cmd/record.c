@@ -276,6 +276,11 @@ int cmd_attach(int argc, char **argv)
 		sb_err("attach: needs -p PID (see stepblame attach --help)");
 		return 2;
 	}
+	if (!la.metrics_addr && (la.job || la.rank || la.local_rank)) {
+		sb_err("attach: --job, --rank and --local-rank label the metrics: give --metrics-addr "
+		       "HOST:PORT too");
+		return 2;
+	}
 	if (preflight(o.probe.pid))
 		return 1;
 	l = calloc(1, sizeof(*l));
