@@ -200,18 +200,6 @@ static void t_guard_samples_a_storm(void)
 		CHECK(g[i].mode == SB_GUARD_SAMPLED, "record %zu (%s): the probes ran full over a "
 		      "storm, estimate %llu ppm", i, sb_guard_reason_name(g[i].reason),
 		      (unsigned long long)g[i].estimate_ppm);
-		/*
-		 * Each window ran at the duty the record before it set: that duty
-		 * times what the window measured is the share of time the probes
-		 * took, within a factor of 2 of the limit (the duty follows the
-		 * estimate of the windows before).
-		 */
-		if (i && g[i].reason == SB_GUARD_R_WINDOW)
-			CHECK((double)g[i].estimate_ppm * (double)g[i - 1].duty_ppm / 1e6 <=
-				      2.0 * (double)g[i].limit_ppm,
-			      "window %zu: estimate %llu ppm while attached at duty %llu ppm", i,
-			      (unsigned long long)g[i].estimate_ppm,
-			      (unsigned long long)g[i - 1].duty_ppm);
 		if (!s && g[i].reason == SB_GUARD_R_WINDOW)
 			s = i;
 	}
@@ -223,6 +211,27 @@ static void t_guard_samples_a_storm(void)
 	CHECK(g[s].period_ns >= 1000000000ull, "period %llu ns",
 	      (unsigned long long)g[s].period_ns);
 	CHECK(g[ng - 1].reason == SB_GUARD_R_END, "last record: reason %d", g[ng - 1].reason);
+	/*
+	 * What the guard promises: over the capture, the probes took about the
+	 * limit of the storm thread's time, the calls they saw times what one
+	 * costs (calibrated), within a factor of 2. One window can measure twice
+	 * what the window before it did (a busy machine preempts the storm in
+	 * some 20 ms windows and not in others), and the duty it ran at follows
+	 * the windows before: the promise is over the run, not each window.
+	 */
+	{
+		double span = (double)(ts[ng - 1] - ts[0]);
+		double share = span > 0 ? (double)g[ng - 1].calls_seen *
+					   (double)k.ns[SB_COST_ALLOC_CALL] * 1e6 / span : 0;
+
+		CHECK(span > 0 && share <= 2.0 * (double)g[0].limit_ppm,
+		      "the probes took %.0f ppm of the storm's %.2f s (%llu calls seen at %llu ns), "
+		      "limit %llu ppm", share, span / 1e9, (unsigned long long)g[ng - 1].calls_seen,
+		      (unsigned long long)k.ns[SB_COST_ALLOC_CALL],
+		      (unsigned long long)g[0].limit_ppm);
+		fprintf(stderr, "  the probes took %.0f ppm of %.2f s (limit %llu)\n", share,
+			span / 1e9, (unsigned long long)g[0].limit_ppm);
+	}
 	CHECK(g[ng - 1].calls_estimated > g[ng - 1].calls_seen, "nothing extrapolated: %llu "
 	      "calls seen and estimated", (unsigned long long)g[ng - 1].calls_seen);
 
