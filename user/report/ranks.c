@@ -423,20 +423,16 @@ static void rank_label(FILE *f, const struct ranks *R, int i)
 		report_clean(b, sizeof(b), t.comm[0] ? t.comm : "?"), t.pid);
 }
 
-static int straggle_cmp_desc(const void *a, const void *b, const struct aligned *st)
-{
-	const struct aligned *x = &st[*(const size_t *)a], *y = &st[*(const size_t *)b];
-
-	if (x->behind_ns != y->behind_ns)
-		return x->behind_ns > y->behind_ns ? -1 : 1;
-	return x->step < y->step ? -1 : x->step > y->step;
-}
-
+/* straggles (indexes into sort_base) by lead, longest first, then by step */
 static const struct aligned *sort_base;
 
 static int straggle_cmp(const void *a, const void *b)
 {
-	return straggle_cmp_desc(a, b, sort_base);
+	const struct aligned *x = &sort_base[*(const size_t *)a], *y = &sort_base[*(const size_t *)b];
+
+	if (x->behind_ns != y->behind_ns)
+		return x->behind_ns > y->behind_ns ? -1 : 1;
+	return x->step < y->step ? -1 : x->step > y->step;
 }
 
 int report_ranks_text(const struct rank_trace *r, int n, FILE *f)
