@@ -798,17 +798,29 @@ static void t_report_command(void)
 	world_free(&w);
 }
 
+/* preempted for len: by noisy[900] for two thirds of it, then by kworker/1:2[33] */
+static void inj_preempt_two(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice(w, at, at + len * 2 / 3, T_CPU, 900, 900, "noisy");
+	w_runslice(w, at + len * 2 / 3, at + len, T_CPU, 33, 33, "kworker/1:2");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
 /*
  * Three traces as the ranks of one job: rank 1 is preempted 3 ms by noisy[900]
- * before its launches in steps 8-11; rank 2's kernels are NCCL collectives,
- * which its own time leaves out. The ranks report names rank 1 in exactly those
- * steps, 3 ms behind, for cpu_wait behind noisy, and follows the file when the
- * order changes.
+ * before its launches in steps 8-9, and in steps 10-11 2 ms by noisy and 1 ms by
+ * kworker/1:2[33]; rank 2's kernels are NCCL collectives, which its own time
+ * leaves out. The ranks report names rank 1 in exactly those steps, 3 ms behind,
+ * for cpu_wait behind noisy (and kworker where it shared the wait), and follows
+ * the file when the order changes.
  */
 static void ranks_world(struct world *w, bool hog, bool nccl)
 {
 	struct sopt plain = { .pre = 5 * MS, .gpu = 2 * MS };
 	struct sopt pre = { .pre = 5 * MS, .gpu = 2 * MS, .len = 3 * MS, .inj = inj_preempt };
+	struct sopt two = { .pre = 5 * MS, .gpu = 2 * MS, .len = 3 * MS, .inj = inj_preempt_two };
 	uint64_t S = 10 * SEC;
 
 	world_init(w);
@@ -817,7 +829,7 @@ static void ranks_world(struct world *w, bool hog, bool nccl)
 		w->kname = 9;
 	}
 	for (unsigned k = 0; k < 20; k++)
-		S = std_step(w, S, k, hog && k >= 8 && k <= 11 ? &pre : &plain);
+		S = std_step(w, S, k, !hog || k < 8 || k > 11 ? &plain : k < 10 ? &pre : &two);
 	w_step(w, S, T_LAUNCHER, 20);
 }
 
@@ -874,6 +886,9 @@ static void t_ranks_report(void)
 			 "    if hog and (s['last_rank'] != 1 or abs(s['behind_ns'] - 3000000) > 100000 or\n"
 			 "                s['blame'][0]['cause'] != 'cpu_wait' or s['blame'][0]['culprit']['pid'] != 900):\n"
 			 "        bad.append('step %%d: %%s' %% (s['step'], json.dumps(s)[:300]))\n"
+			 "    waits = [(b['culprit']['pid'], round(b['ns'] / 1e5)) for b in s['blame'] if b['cause'] == 'cpu_wait']\n"
+			 "    if hog and waits != ([(900, 30)] if s['step'] < 10 else [(900, 20), (33, 10)]):\n"
+			 "        bad.append('step %%d: cpu_wait by culprit %%s' %% (s['step'], waits))\n"
 			 "    if s['own_ns'][2] != s['duration_ns'][2] - 2000000: bad.append('step %%d own %%s' %% (s['step'], s['own_ns']))\n"
 			 "    if s['own_ns'][0] != s['duration_ns'][0]: bad.append('rank 0 own time %%s' %% s['own_ns'])\n"
 			 "g = d['stragglers'][0]\n"

@@ -170,8 +170,14 @@ static struct numbered *rank_steps(const struct engine *e, size_t *n)
 
 /*
  * The straggler's causes in aligned step j over the median rank's, largest
- * first, each with its culprit in the straggler's blame; returns how many
+ * first: each cause's excess split among the straggler's biggest culprits for
+ * it in the step (their blame lines, largest first, each up to its own time;
+ * what they do not cover stays without a culprit), so that a wait shared by
+ * two preemptors names both. out holds RANK_EXCESS_MAX; returns how many.
  */
+#define RANK_CULPRITS 3
+#define RANK_EXCESS_MAX (ENG_NCAUSE * (RANK_CULPRITS + 1))
+
 static int relative_excess(const struct ranks *R, size_t j, int last, struct eng_excess *out)
 {
 	const struct eng_step *s = R->at[last][j];
@@ -188,17 +194,29 @@ static int relative_excess(const struct ranks *R, size_t j, int last, struct eng
 
 		if (c == ENG_TRACER || s->cause_ns[c] <= med)
 			continue;
-		struct eng_excess *x = &out[n++];
+		uint64_t left = s->cause_ns[c] - med;
 
-		memset(x, 0, sizeof(*x));
-		x->cause = (uint8_t)c;
-		x->ns = s->cause_ns[c] - med;
-		for (uint32_t b = 0; b < s->nblame; b++)
-			if (s->blame[b].cause == c && s->blame[b].has_who) {
-				x->has_who = true; /* the blame list is by ns, descending */
-				x->who = s->blame[b].who;
-				break;
-			}
+		/* the blame list is by ns, descending */
+		for (uint32_t b = 0, k = 0; b < s->nblame && k < RANK_CULPRITS && left; b++) {
+			if (s->blame[b].cause != c || !s->blame[b].has_who)
+				continue;
+			struct eng_excess *x = &out[n++];
+
+			memset(x, 0, sizeof(*x));
+			x->cause = (uint8_t)c;
+			x->ns = left < s->blame[b].ns ? left : s->blame[b].ns;
+			x->has_who = true;
+			x->who = s->blame[b].who;
+			left -= x->ns;
+			k++;
+		}
+		if (left) {
+			struct eng_excess *x = &out[n++];
+
+			memset(x, 0, sizeof(*x));
+			x->cause = (uint8_t)c;
+			x->ns = left;
+		}
 	}
 	for (int i = 1; i < n; i++)
 		for (int k = i; k > 0 && out[k].ns > out[k - 1].ns; k--) {
@@ -341,7 +359,7 @@ static int ranks_build(struct ranks *R, const struct rank_trace *r, int n)
 		rs->behind[rs->straggles++] = a->behind_ns;
 		rs->behind_total += a->behind_ns;
 		/* why: its causes over the median rank's in the step */
-		struct eng_excess ex[ENG_NCAUSE];
+		struct eng_excess ex[RANK_EXCESS_MAX];
 		const struct eng_step *s = R->at[a->last][j];
 		int ne = relative_excess(R, j, a->last, ex);
 
@@ -523,7 +541,7 @@ int report_ranks_text(const struct rank_trace *r, int n, FILE *f)
 		for (size_t k = 0; k < m && k < STEPS_SHOWN; k++) {
 			const struct aligned *a = &R.st[idx[k]];
 			const struct eng_step *s = R.at[a->last][idx[k]];
-			struct eng_excess ex[ENG_NCAUSE];
+			struct eng_excess ex[RANK_EXCESS_MAX];
 			int ne = relative_excess(&R, idx[k], a->last, ex);
 
 			fprintf(f, "  step %" PRIu64 ": rank %d last, +%s over the median rank", a->step,
@@ -634,7 +652,7 @@ int report_ranks_json(const struct rank_trace *r, int n, FILE *f)
 			jw_key(&w, "straggle");
 			jw_bool(&w, a->straggle);
 			/* why, when it straggled; empty otherwise */
-			struct eng_excess ex[ENG_NCAUSE];
+			struct eng_excess ex[RANK_EXCESS_MAX];
 			int ne = a->straggle ? relative_excess(&R, j, a->last, ex) : 0;
 
 			jw_key(&w, "blame");
@@ -746,14 +764,20 @@ int report_ranks_perfetto(const struct rank_trace *r, int n, FILE *f)
 			if (!mine)
 				continue;
 			/* the straggle: its lead, and why */
-			struct eng_excess ex[ENG_NCAUSE];
+			struct eng_excess ex[RANK_EXCESS_MAX];
 			int ne = relative_excess(&R, j, i, ex);
 			size_t o = (size_t)snprintf(args, sizeof(args), "\"step\":%" PRIu64
 						    ",\"behind_ns\":%" PRIu64, a->step, a->behind_ns);
 
-			for (int k = 0; k < ne && o < sizeof(args); k++)
-				o += (size_t)snprintf(args + o, sizeof(args) - o, ",\"%s_ns\":%" PRIu64,
-						      eng_cause_name(ex[k].cause), ex[k].ns);
+			uint64_t by_cause[ENG_NCAUSE] = { 0 };
+
+			for (int k = 0; k < ne; k++)
+				by_cause[ex[k].cause] += ex[k].ns;
+			for (int c = 0; c < ENG_NCAUSE && o < sizeof(args); c++)
+				if (by_cause[c])
+					o += (size_t)snprintf(args + o, sizeof(args) - o,
+							      ",\"%s_ns\":%" PRIu64, eng_cause_name(c),
+							      by_cause[c]);
 			snprintf(name, sizeof(name), "+%.2f ms%s%s", a->behind_ns / 1e6, ne ? ": " : "",
 				 ne ? eng_cause_name(ex[0].cause) : "");
 			pf_rank_slice(f, &first, i + 1, 2, name, "straggle", s->start_ns - base,
