@@ -171,7 +171,7 @@ struct sb_runslice {
 	__u64 start_ns;        /* when it got the CPU */
 	char comm[SB_COMM_LEN];
 	__u32 nwaiting;        /* target threads waiting on this CPU at the end */
-	__u32 pad;
+	__u32 steal_us;        /* of the slice, the hypervisor's steal (saturates) */
 };
 
 struct sb_wakeup {

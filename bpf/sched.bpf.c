@@ -11,13 +11,60 @@
 #include "common.bpf.h"
 #include "task.bpf.h"
 
-/* when the task now running on each CPU got it */
+/* when the task now running on each CPU got it, and the CPU's steal count then */
+struct cpu_slice {
+	__u64 start;
+	__u64 steal;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct cpu_slice);
 } cpu_start SEC(".maps");
+
+/*
+ * Steal: time the hypervisor gave this virtual CPU's host CPU to something
+ * else. The runqueue keeps the paravirtual steal clock's count as of its last
+ * clock update (rq->prev_steal_time_rq, CONFIG_PARAVIRT_TIME_ACCOUNTING;
+ * zero and never moving on bare metal or where the hypervisor does not
+ * report it), and the scheduler updates that clock right before a switch, so
+ * the count's change between two switches of a CPU is the steal inside the
+ * slice that just ended (docs/ARCHITECTURE.md, "Steal").
+ */
+struct rq___steal {
+	__u64 prev_steal_time_rq;
+} __attribute__((preserve_access_index));
+
+struct cfs_rq___steal {
+	struct rq___steal *rq;
+} __attribute__((preserve_access_index));
+
+struct sched_entity___steal {
+	struct cfs_rq___steal *cfs_rq;
+} __attribute__((preserve_access_index));
+
+struct task_struct___steal {
+	struct sched_entity___steal se;
+} __attribute__((preserve_access_index));
+
+/*
+ * The runqueue is reached through the task leaving the CPU: its scheduling
+ * entity's cfs_rq points back to it (CONFIG_FAIR_GROUP_SCHED). The per-CPU
+ * runqueues variable itself is not addressable where the kernel lists no data
+ * symbols. 0 where the kernel has neither path nor steal accounting.
+ */
+static __always_inline __u64 cpu_steal(struct task_struct *prev)
+{
+	struct task_struct___steal *p = (void *)prev;
+
+	if (!bpf_core_field_exists(struct rq___steal, prev_steal_time_rq) ||
+	    !bpf_core_field_exists(struct cfs_rq___steal, rq) ||
+	    !bpf_core_field_exists(struct sched_entity___steal, cfs_rq))
+		return 0;
+	return BPF_CORE_READ(p, se.cfs_rq, rq, prev_steal_time_rq);
+}
 
 /* how many target threads wait (runnable, not running) on each CPU */
 struct {
@@ -124,12 +171,18 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 				     __u32 next_tgid, __u32 next_tid)
 {
 	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
-	__u64 now = bpf_ktime_get_ns(), start = 0;
-	__u64 *cs = bpf_map_lookup_elem(&cpu_start, &zero);
+	__u64 now = bpf_ktime_get_ns(), start = 0, steal = 0;
+	struct cpu_slice *cs = bpf_map_lookup_elem(&cpu_start, &zero);
 
 	if (cs) {
-		start = *cs;
-		*cs = now;
+		__u64 st = cpu_steal(prev);
+
+		/* the first switch seen on a CPU has no slice to measure */
+		if (cs->start && st > cs->steal)
+			steal = st - cs->steal;
+		start = cs->start;
+		cs->start = now;
+		cs->steal = st;
 	}
 
 	/*
@@ -151,7 +204,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 				r->start_ns = start;
 				BPF_CORE_READ_STR_INTO(&r->comm, prev, comm);
 				r->nwaiting = *n;
-				r->pad = 0;
+				r->steal_us = steal / 1000 > 0xffffffffULL ? 0xffffffff : steal / 1000;
 				submit(r);
 			}
 		}

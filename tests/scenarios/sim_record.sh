@@ -23,8 +23,10 @@ trap cleanup EXIT
 	--inject migrate@24:20 --inject stall@28:60 --inject ckpt@32:64 \
 	>"$tmp/sim.out" 2>&1 &
 sim=$!
+steal0=$(awk '/^cpu /{print $9}' /proc/stat)
 "$STEPBLAME" record -p "$sim" -d 60 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1
 rc=$?
+steal1=$(awk '/^cpu /{print $9}' /proc/stat)
 wait "$sim"; simrc=$?; sim=
 if [ $rc != 0 ] || [ ! -s "$tmp/trace.sbt" ]; then
 	fail $T "record exited $rc: $(tail -3 "$tmp/record.out" | tr '\n' ' ')"; exit 0
@@ -127,3 +129,30 @@ END {
 	check("stall", stall_sleep > 0 && stall_woken > 0,
 	      stall_sleep + 0 " sleeps of the launcher, " stall_woken + 0 " wakeups by a loader in the stall step")
 }' "$tmp/truth.jsonl" "$tmp/dump.jsonl"
+
+# The hypervisor's steal (docs/ARCHITECTURE.md, "Steal"): what the runslices say
+# was stolen inside them is within their own time and at most what the kernel
+# counted for the machine over the capture (/proc/stat, in clock ticks, plus a
+# tick per CPU of rounding at each end); a count read from the wrong place (an
+# absolute counter, another CPU's, garbage) breaks one or the other.
+python3 - "$tmp/dump.jsonl" "$steal0" "$steal1" "$(getconf CLK_TCK)" "$(nproc --all)" <<'PY'
+import json, sys
+path, s0, s1, hz, ncpu = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+total, bad, n, with_steal = 0, [], 0, 0
+for line in open(path):
+    r = json.loads(line)
+    if r.get("type") != "runslice":
+        continue
+    n += 1
+    st = r.get("steal_us", 0) * 1000
+    if st:
+        with_steal += 1
+    total += st
+    if st > r["dur_ns"] + 1000000:
+        bad.append("%s: %d us stolen in a %d us slice" % (r["comm"], st // 1000, r["dur_ns"] // 1000))
+limit = ((s1 - s0) + 2 * ncpu) * 1000000000 // hz
+ok = not bad and total <= limit
+print(("PASS" if ok else "FAIL") + " sim_record_steal: %d runslices, %d with steal, %.2f ms stolen in "
+      "them; the kernel counted %.2f ms for the machine" % (n, with_steal, total / 1e6, (s1 - s0) * 1e3 / hz) +
+      ("; " + "; ".join(bad[:3]) if bad else "") + ("" if total <= limit else "; more than the kernel's"))
+PY

@@ -176,16 +176,24 @@ static inline void w_wakeup(struct world *w, uint64_t ts, uint32_t tid, unsigned
 	st_put(&w->host, &r);
 }
 
-static inline void w_runslice(struct world *w, uint64_t s, uint64_t end, unsigned cpu,
-			      uint32_t pid, uint32_t tid, const char *comm)
+/* another task's slice on cpu, steal_us of it the hypervisor's */
+static inline void w_runslice_steal(struct world *w, uint64_t s, uint64_t end, unsigned cpu,
+				    uint32_t pid, uint32_t tid, const char *comm, uint32_t steal_us)
 {
 	struct sb_runslice r = { 0 };
 
 	hdr(&r.h, SB_EV_RUNSLICE, sizeof(r), end, pid, tid, cpu);
 	r.start_ns = s;
 	r.nwaiting = 1;
+	r.steal_us = steal_us;
 	w_comm(r.comm, comm);
 	st_put(&w->host, &r);
+}
+
+static inline void w_runslice(struct world *w, uint64_t s, uint64_t end, unsigned cpu,
+			      uint32_t pid, uint32_t tid, const char *comm)
+{
+	w_runslice_steal(w, s, end, cpu, pid, tid, comm, 0);
 }
 
 static inline void w_migrate(struct world *w, uint64_t ts, uint32_t tid, unsigned from,

@@ -131,6 +131,44 @@ static void t_preempt_while_idle(void)
 	world_free(&w);
 }
 
+/*
+ * Preempted 30 ms by noisy[900], whose slice held 12 ms of the hypervisor's
+ * steal: that is vm_steal, the rest noisy's, and noisy is an interferer for
+ * that rest only.
+ */
+static void inj_preempt_stolen(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice_steal(w, at, at + len, T_CPU, 900, 900, "noisy", 12000);
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_vm_steal(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_preempt_stolen };
+	struct eng_interferer itf[8];
+	struct engine *e;
+	const struct eng_step *s = injected_step(&w, &inj, &e);
+	int ni;
+
+	REQUIRE(s, "step 1");
+	CHECK(blame_of(s, ENG_VM_STEAL, 0) == 12 * MS, "vm_steal %" PRIu64, blame_of(s, ENG_VM_STEAL, 0));
+	CHECK(blame_of(s, ENG_CPU_WAIT, 900) == 18 * MS, "cpu_wait by noisy %" PRIu64,
+	      blame_of(s, ENG_CPU_WAIT, 900));
+	CHECK(sum_blame(s, false) == s->gpu_idle_ns, "blame %" PRIu64 " != idle %" PRIu64,
+	      sum_blame(s, false), s->gpu_idle_ns);
+	CHECK(!strcmp(eng_cause_name(ENG_VM_STEAL), "vm_steal"), "name %s", eng_cause_name(ENG_VM_STEAL));
+	ni = engine_interferers(e, itf, 8);
+	CHECK(ni == 1 && itf[0].pid == 900 && itf[0].ns == 18 * MS, "interferers: %d, first ns %" PRIu64,
+	      ni, ni ? itf[0].ns : 0);
+	s = step_no(e, 0);
+	CHECK(s && blame_of(s, ENG_VM_STEAL, 0) == 0, "step 0 has steal");
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_preempt_while_busy_is_free(void)
 {
 	struct world w;
@@ -2045,6 +2083,7 @@ int main(void)
 	RUN(t_tracer_is_never_the_tail);
 	RUN(t_periodic_dips);
 	RUN(t_gpu_slow);
+	RUN(t_vm_steal);
 	RUN(t_incomplete_last_step);
 	RUN(t_step_sources);
 	RUN(t_bad_regex);

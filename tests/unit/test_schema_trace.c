@@ -31,7 +31,7 @@ static struct field {
 	F(sb_switch_in, prev_tid), F(sb_switch_in, prev_comm), F(sb_switch_in, wait_reason),
 	F(sb_switch_in, pad),
 	F(sb_runslice, h), F(sb_runslice, start_ns), F(sb_runslice, comm),
-	F(sb_runslice, nwaiting), F(sb_runslice, pad),
+	F(sb_runslice, nwaiting), F(sb_runslice, steal_us),
 	F(sb_wakeup, h), F(sb_wakeup, waker_pid), F(sb_wakeup, waker_tid), F(sb_wakeup, waker_comm),
 	F(sb_wakeup, waker_cpu), F(sb_wakeup, is_new), F(sb_wakeup, pad),
 	F(sb_migrate, h), F(sb_migrate, orig_cpu), F(sb_migrate, dest_cpu),

@@ -596,6 +596,7 @@ static void print_sb_runslice(const struct sb_hdr *h)
 	f_comm("comm", e->comm);
 	f_span(e->start_ns, h->ts);
 	f_u("nwaiting", e->nwaiting);
+	f_u("steal_us", e->steal_us);
 }
 
 static void print_sb_wakeup(const struct sb_hdr *h)

@@ -340,13 +340,38 @@ static void who_of_runslice(struct eng_who *w, const struct runslice *r, uint16_
 	w->cpu = cpu;
 }
 
+/*
+ * Of a runslice's part [a, b], the hypervisor's steal: the slice's steal in
+ * proportion (the count says how much, not when)
+ */
+static uint64_t slice_steal(const struct runslice *r, uint64_t a, uint64_t b)
+{
+	if (!r->steal_ns || r->e <= r->s)
+		return 0;
+	return min64((uint64_t)((unsigned __int128)r->steal_ns * (b - a) / (r->e - r->s)), b - a);
+}
+
 static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
 			 uint64_t a, uint64_t b)
 {
 	struct classify_ctx *c = ctx;
 	struct eng_who w;
 	int cause;
+	uint64_t st = slice_steal(r, a, b);
 
+	if (st) {
+		accum_add(e, c->a, ENG_VM_STEAL, st, NULL);
+		if (e->opts.timeline.thread_state || e->opts.timeline.interferer) {
+			if (a > c->upto)
+				timeline_thread(e, c->t, eng_cause_name(c->t->migrated ? ENG_MIGRATION :
+									 ENG_CPU_WAIT), c->upto, a);
+			timeline_thread(e, c->t, eng_cause_name(ENG_VM_STEAL), a, a + st);
+			c->upto = a + st;
+		}
+		a += st;
+		if (b <= a)
+			return;
+	}
 	who_of_runslice(&w, r, cpu);
 	/* the wait right after a move is the move's, whoever holds the new CPU */
 	cause = is_stopper(w.comm) || c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
@@ -633,8 +658,18 @@ static void on_chain_preemptor(struct engine *e, void *ctx, const struct runslic
 {
 	struct classify_ctx *c = ctx;
 	struct eng_who w;
+	uint64_t st = slice_steal(r, a, b);
 
 	who_of_runslice(&w, r, cpu);
+	if (st) {
+		/* the waker waited for a CPU the hypervisor held */
+		if (c->act)
+			c->act->ns[ENG_ACT_PREEMPTED] += st;
+		accum_add(e, c->a, ENG_VM_STEAL, st, NULL);
+		a += st;
+		if (b <= a)
+			return;
+	}
 	if (c->act) {
 		c->act->ns[ENG_ACT_PREEMPTED] += b - a;
 		if (b - a > c->act->by_max) {

@@ -67,7 +67,7 @@ static const char *const cause_names[ENG_NCAUSE] = {
 	[ENG_CUDA_SYNC] = "cuda_sync", [ENG_CUDA_ALLOC] = "cuda_alloc",
 	[ENG_CUDA_API] = "cuda_api", [ENG_HOST_COMPUTE] = "host_compute",
 	[ENG_GPU_SLOW] = "gpu_slow", [ENG_UNKNOWN] = "unknown",
-	[ENG_TRACER] = "tracer",
+	[ENG_TRACER] = "tracer", [ENG_VM_STEAL] = "vm_steal",
 };
 
 static const char *const count_names[ENG_NCOUNT] = {

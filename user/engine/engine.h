@@ -40,6 +40,12 @@ enum eng_cause {
 	 * a user's problem, left out of the tail judgement and its causes.
 	 */
 	ENG_TRACER,
+	/*
+	 * The hypervisor ran something else on the CPU of the task that held it
+	 * (docs/ARCHITECTURE.md, "Steal"): the wait behind a task is the
+	 * machine's, not that task's.
+	 */
+	ENG_VM_STEAL,
 	ENG_NCAUSE,
 };
 

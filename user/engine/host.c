@@ -1029,6 +1029,7 @@ static void ev_runslice(struct engine *e, const struct sb_runslice *r, uint64_t 
 
 	if (x.e <= x.s)
 		return;
+	x.steal_ns = min64((uint64_t)r->steal_us * 1000, x.e - x.s);
 	/*
 	 * A slice of one of the target's threads proves it was on a CPU from its
 	 * start: if its switch-in never arrived, this stands in for it. Besides

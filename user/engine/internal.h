@@ -287,6 +287,7 @@ struct open_step {
 
 struct runslice {
 	uint64_t s, e;
+	uint64_t steal_ns;       /* of [s, e], the hypervisor's (trace record runslice) */
 	uint32_t pid, tid;
 	char comm[SB_COMM_LEN];
 };

@@ -450,6 +450,9 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 	case ENG_TRACER:
 		fputs(" — stepblame's own probes", f);
 		break;
+	case ENG_VM_STEAL:
+		fprintf(f, " — the hypervisor held the CPU %s waited for (steal)", crit);
+		break;
 	}
 }
 
