@@ -11,27 +11,33 @@
 #include "common.bpf.h"
 #include "task.bpf.h"
 
-/* when the task now running on each CPU got it, and the CPU's steal count then */
-struct cpu_slice {
-	__u64 start;
-	__u64 steal;
-};
-
+/* when the task now running on each CPU got it */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct cpu_slice);
+	__type(value, __u64);
 } cpu_start SEC(".maps");
+
+/* each CPU's steal count (below) when it was last read */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4096); /* resized by the agent to the possible CPUs */
+	__type(key, __u32);
+	__type(value, __u64);
+} steal_seen SEC(".maps");
 
 /*
  * Steal: time the hypervisor gave this virtual CPU's host CPU to something
  * else. The runqueue keeps the paravirtual steal clock's count as of its last
  * clock update (rq->prev_steal_time_rq, CONFIG_PARAVIRT_TIME_ACCOUNTING;
  * zero and never moving on bare metal or where the hypervisor does not
- * report it), and the scheduler updates that clock right before a switch, so
- * the count's change between two switches of a CPU is the steal inside the
- * slice that just ended (docs/ARCHITECTURE.md, "Steal").
+ * report it); the scheduler updates that clock right before a switch and when
+ * it queues a woken task. The count is read only where a target thread waits
+ * for the CPU: when one is preempted or woken onto it, and at each switch
+ * while one waits there; the change since the last reading is the steal
+ * inside the slice that just ended, or the part of it since the wait began
+ * (docs/ARCHITECTURE.md, "Steal").
  */
 struct rq___steal {
 	__u64 prev_steal_time_rq;
@@ -55,15 +61,36 @@ struct task_struct___steal {
  * runqueues variable itself is not addressable where the kernel lists no data
  * symbols. 0 where the kernel has neither path nor steal accounting.
  */
-static __always_inline __u64 cpu_steal(struct task_struct *prev)
+/* direct: task is a trusted pointer (tp_btf), read with plain loads */
+static __always_inline __u64 task_rq_steal(struct task_struct *task, bool direct)
 {
-	struct task_struct___steal *p = (void *)prev;
+	struct task_struct___steal *p = (void *)task;
 
 	if (!bpf_core_field_exists(struct rq___steal, prev_steal_time_rq) ||
 	    !bpf_core_field_exists(struct cfs_rq___steal, rq) ||
 	    !bpf_core_field_exists(struct sched_entity___steal, cfs_rq))
 		return 0;
+	if (direct) {
+		struct cfs_rq___steal *c = p->se.cfs_rq;
+		struct rq___steal *rq = c ? c->rq : 0;
+
+		return rq ? rq->prev_steal_time_rq : 0;
+	}
 	return BPF_CORE_READ(p, se.cfs_rq, rq, prev_steal_time_rq);
+}
+
+/* the steal on cpu since its last reading (0 at the first), read through task on it */
+static __always_inline __u64 steal_take(__u32 cpu, struct task_struct *task, bool direct)
+{
+	__u64 *seen = bpf_map_lookup_elem(&steal_seen, &cpu), st, d = 0;
+
+	if (!seen)
+		return 0;
+	st = task_rq_steal(task, direct);
+	if (*seen && st > *seen)
+		d = st - *seen;
+	*seen = st;
+	return d;
 }
 
 /* how many target threads wait (runnable, not running) on each CPU */
@@ -164,36 +191,33 @@ static __always_inline __u8 classify(bool preempt, __u32 st)
 
 /*
  * Runs on every context switch of the machine, so the ids come in already
- * read: tp_btf reads them directly, raw_tp through bpf_probe_read.
+ * read: tp_btf reads them directly, raw_tp through bpf_probe_read (direct:
+ * prev and next are trusted pointers, read with plain loads).
  */
-static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
-				     struct task_struct *next, __u32 prev_tgid, __u32 prev_tid,
-				     __u32 next_tgid, __u32 next_tid)
+static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
+				     struct task_struct *prev, struct task_struct *next,
+				     __u32 prev_tgid, __u32 prev_tid, __u32 next_tgid, __u32 next_tid)
 {
 	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
-	__u64 now = bpf_ktime_get_ns(), start = 0, steal = 0;
-	struct cpu_slice *cs = bpf_map_lookup_elem(&cpu_start, &zero);
+	__u64 now = bpf_ktime_get_ns(), start = 0;
+	__u64 *cs = bpf_map_lookup_elem(&cpu_start, &zero);
 
 	if (cs) {
-		__u64 st = cpu_steal(prev);
-
-		/* the first switch seen on a CPU has no slice to measure */
-		if (cs->start && st > cs->steal)
-			steal = st - cs->steal;
-		start = cs->start;
-		cs->start = now;
-		cs->steal = st;
+		start = *cs;
+		*cs = now;
 	}
 
 	/*
 	 * Someone ran here while a target thread waited: that is who to blame. The
 	 * trainer's own threads count too (a loader preempting the launcher).
 	 */
-	if (prev_tid != 0) {
-		__s64 *n = bpf_map_lookup_elem(&nwait, &cpu);
+	__s64 *n = bpf_map_lookup_elem(&nwait, &cpu);
 
-		/* a target no longer recorded leaves its waiters counted: nobody waits */
-		if (n && *n > 0 && !target_stopped()) {
+	/* a target no longer recorded leaves its waiters counted: nobody waits */
+	if (n && *n > 0 && !target_stopped()) {
+		__u64 steal = steal_take(cpu, prev, direct);
+
+		if (prev_tid != 0) {
 			/* about prev, not its own event: its run is written below, once it passed the filter */
 			struct sb_runslice *r = reserve_other(SB_EV_RUNSLICE, sizeof(*r));
 
@@ -228,8 +252,12 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 			BPF_CORE_READ_STR_INTO(&o->next_comm, next, comm);
 			submit(o);
 		}
-		if (s == SB_STATE_RUNNABLE)
+		if (s == SB_STATE_RUNNABLE) {
+			/* the first to wait here: the steal count from now */
+			if (!n || *n <= 0)
+				steal_take(cpu, prev, direct);
 			start_waiting(prev_tid, cpu, now, SB_WAIT_PREEMPTED);
+		}
 		sleep_stack_out(ctx, prev_tid, now, s == SB_STATE_SLEEP || s == SB_STATE_DISK);
 	}
 
@@ -277,7 +305,7 @@ static __always_inline int on_waking(struct task_struct *p)
 	return 0;
 }
 
-static __always_inline int on_wakeup(struct task_struct *p, __u8 is_new)
+static __always_inline int on_wakeup(struct task_struct *p, bool direct, __u8 is_new)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 
@@ -286,7 +314,11 @@ static __always_inline int on_wakeup(struct task_struct *p, __u8 is_new)
 	__u32 tid = BPF_CORE_READ(p, pid);
 	__u32 cpu = task_cpu(p);
 	__u64 now = bpf_ktime_get_ns();
+	__s64 *n = bpf_map_lookup_elem(&nwait, &cpu);
 
+	/* the first to wait there: the steal count from now (p is queued on cpu) */
+	if (n && *n <= 0)
+		steal_take(cpu, p, direct);
 	start_waiting(tid, cpu, now, SB_WAIT_WOKEN);
 
 	struct sb_wakeup *e = reserve(SB_EV_WAKEUP, sizeof(*e));
@@ -457,7 +489,7 @@ static __always_inline int on_exec(struct task_struct *p)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(btf_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(ctx, preempt, prev, next, prev->tgid, prev->pid, next->tgid, next->pid);
+	return on_switch(ctx, true, preempt, prev, next, prev->tgid, prev->pid, next->tgid, next->pid);
 }
 
 SEC("tp_btf/sched_waking")
@@ -469,13 +501,13 @@ int BPF_PROG(btf_waking, struct task_struct *p)
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(btf_wakeup, struct task_struct *p)
 {
-	return on_wakeup(p, 0);
+	return on_wakeup(p, true, 0);
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(btf_wakeup_new, struct task_struct *p)
 {
-	return on_wakeup(p, 1);
+	return on_wakeup(p, true, 1);
 }
 
 SEC("tp_btf/sched_migrate_task")
@@ -512,7 +544,7 @@ int BPF_PROG(btf_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm
 SEC("raw_tp/sched_switch")
 int BPF_PROG(raw_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return on_switch(ctx, preempt, prev, next, BPF_CORE_READ(prev, tgid), BPF_CORE_READ(prev, pid),
+	return on_switch(ctx, false, preempt, prev, next, BPF_CORE_READ(prev, tgid), BPF_CORE_READ(prev, pid),
 			 BPF_CORE_READ(next, tgid), BPF_CORE_READ(next, pid));
 }
 
@@ -525,13 +557,13 @@ int BPF_PROG(raw_waking, struct task_struct *p)
 SEC("raw_tp/sched_wakeup")
 int BPF_PROG(raw_wakeup, struct task_struct *p)
 {
-	return on_wakeup(p, 0);
+	return on_wakeup(p, false, 0);
 }
 
 SEC("raw_tp/sched_wakeup_new")
 int BPF_PROG(raw_wakeup_new, struct task_struct *p)
 {
-	return on_wakeup(p, 1);
+	return on_wakeup(p, false, 1);
 }
 
 SEC("raw_tp/sched_migrate_task")

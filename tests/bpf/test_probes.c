@@ -439,14 +439,20 @@ static void t_first_call_slow(void)
 	uint32_t tid = tid_named(c, "sbw-main");
 
 	REQUIRE(tid, "no rename to sbw-main seen");
+	/*
+	 * The first slow free is the unmapping one. A later free of the thread's
+	 * (stdio's, at exit) preempted on a busy machine is slow too, and judged
+	 * against the floor the faster calls set by then: it may follow.
+	 */
 	for (size_t i = 0; i < c->n; i++) {
 		const struct sb_alloc *a = (const void *)c->recs[i];
 
 		if (a->h.type == SB_EV_ALLOC && a->h.tid == tid && a->fn == SB_FN_FREE) {
+			if (slow_frees++)
+				continue;
 			CHECK(a->floor_ns == 0, "the first free has a floor of %u ns", a->floor_ns);
 			CHECK(a->h.ts - a->start_ns >= alloc_min, "a free of %llu ns recorded as slow",
 			      (unsigned long long)(a->h.ts - a->start_ns));
-			slow_frees++;
 			free_lo = a->start_ns;
 			free_hi = a->h.ts;
 		}
@@ -468,7 +474,7 @@ static void t_first_call_slow(void)
 		if (b->calls == 1 || (free_hi && b->start_ns <= free_hi && b->h.ts >= free_lo))
 			bursts++;
 	}
-	CHECK(slow_frees == 1, "%zu slow frees of sbw-main, want 1 (the unmapping one)", slow_frees);
+	CHECK(slow_frees >= 1, "no slow free of sbw-main (the unmapping one)");
 	CHECK(bursts == 0, "%zu allocator bursts of sbw-main hold the unmapping free or one call",
 	      bursts);
 	free_cap(c);
