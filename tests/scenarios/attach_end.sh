@@ -37,3 +37,26 @@ check() {
 
 check target_exit 150 target_exit
 check duration 100000 duration -d 1
+
+# A reader that goes away: `attach | head -3` ends the capture at once, the
+# probes detached, exit 0, the reason said on stderr; it never traces on for
+# the rest of -d. (The step lines come about a reorder window after the steps.)
+"$SIMTRAINER" --steps 100000 --kernels 4 --kernel-us 300 --wait-agent 30 --quiet >"$tmp/sim.out" 2>&1 &
+sim=$!
+t0=$(date +%s%N)
+timeout 120 "$STEPBLAME" attach -p "$sim" -d 60 2>"$tmp/pipe.err" | head -3 >"$tmp/pipe.out"
+rcs=("${PIPESTATUS[@]}")
+t1=$(date +%s%N)
+kill -9 "$sim" 2>/dev/null; wait "$sim" 2>/dev/null; sim=
+took=$(((t1 - t0) / 1000000))
+lines=$(grep -c . "$tmp/pipe.out")
+if [ "${rcs[0]}" != 0 ]; then
+	fail ${T}_reader_gone "attach exited ${rcs[0]}: $(tail -2 "$tmp/pipe.err" | tr '\n' ' ')"
+elif [ "$lines" != 3 ] || [ $took -gt 40000 ]; then
+	fail ${T}_reader_gone "$lines lines to head, attach ran $took ms of its 60 s"
+elif ! grep -q "detached after .* (standard output closed)" "$tmp/pipe.err"; then
+	fail ${T}_reader_gone "stderr does not say standard output closed: $(tail -2 "$tmp/pipe.err" | tr '\n' ' ')"
+else
+	pass ${T}_reader_gone
+	echo "    (3 lines to head, attach ended after $took ms of its 60 s)"
+fi

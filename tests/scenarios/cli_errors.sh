@@ -47,6 +47,15 @@ p=$$
 "$SB" >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc = 2 ] && grep -q "usage" "$tmp/err"; then pass ${T}_bare_usage; else fail ${T}_bare_usage "exit $rc"; fi
 expect unknown_command 2 "unknown command 'frobnicate'" -- "$SB" frobnicate
+expect help_unknown 2 "no command 'frobnicate' to help with" -- "$SB" help frobnicate
+# help COMMAND is the command's own --help; -V the version
+a=$("$SB" help record 2>&1); rc=$?; b=$("$SB" record --help 2>&1)
+if [ $rc = 0 ] && [ -n "$a" ] && [ "$a" = "$b" ]; then pass ${T}_help_command
+else fail ${T}_help_command "exit $rc; help record and record --help differ: $(echo "$a" | head -2 | tr '\n' '|')"; fi
+v=$("$SB" -V 2>&1); rc=$?
+if [ $rc = 0 ] && [ "$v" = "$("$SB" --version)" ] && echo "$v" | grep -qE '^stepblame [0-9]+\.[0-9]+\.[0-9]+$'; then
+	pass ${T}_version
+else fail ${T}_version "exit $rc: '$v'"; fi
 expect record_unknown_long 2 "unknown option '--bogus'" -- "$SB" record --bogus -p $p -o "$tmp/x.sbt"
 expect record_unknown_short 2 "unknown option '-x'" -- "$SB" record -x
 expect attach_unknown 2 "unknown option '--frob'" -- "$SB" attach --frob

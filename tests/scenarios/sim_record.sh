@@ -156,3 +156,21 @@ print(("PASS" if ok else "FAIL") + " sim_record_steal: %d runslices, %d with ste
       "them; the kernel counted %.2f ms for the machine" % (n, with_steal, total / 1e6, (s1 - s0) * 1e3 / hz) +
       ("; " + "; ".join(bad[:3]) if bad else "") + ("" if total <= limit else "; more than the kernel's"))
 PY
+
+# The text report under a locale without UTF-8 (LANG=C) is ASCII, the same
+# report as under C.UTF-8 with µs spelled us and the dash -.
+LC_ALL=C "$STEPBLAME" report "$tmp/trace.sbt" >"$tmp/c.txt" 2>&1
+LC_ALL=C.UTF-8 "$STEPBLAME" report "$tmp/trace.sbt" >"$tmp/u.txt" 2>&1
+python3 - "$tmp/c.txt" "$tmp/u.txt" <<'PY'
+import sys
+c, u = open(sys.argv[1], "rb").read(), open(sys.argv[2], encoding="utf-8").read()
+want = u
+for a, b in (("\u00b5", "u"), ("\u2014", "-"), ("\u00b7", "*"), ("\u2248", "~"), ("\u2192", "->")):
+    want = want.replace(a, b)
+bad = [i for i, ch in enumerate(c) if ch >= 0x80]
+ok = not bad and c.decode() == want and "\u2014" in u
+print(("PASS" if ok else "FAIL") + " sim_record_ascii" + ("" if ok else
+      ": %d non-ASCII bytes under LC_ALL=C, %s; the UTF-8 report %s a dash" %
+      (len(bad), "the same report otherwise" if c.decode(errors="replace") == want else "a different report",
+       "has" if "\u2014" in u else "lacks")))
+PY

@@ -19,6 +19,7 @@
 #include <gelf.h>
 
 #include "test.h"
+#include "base/util.h"
 #include "cmd/cmds.h"
 #include "engine_synth.h"
 #include "report/symbols.h"
@@ -997,6 +998,76 @@ static void t_report_errors(void)
 	CHECK(access(tpath("x.txt"), F_OK) != 0, "output written despite an error");
 }
 
+/*
+ * Under a locale without UTF-8 the commands print through sb_ascii_stream: the
+ * text report comes out in ASCII, µs as us and the dash as -, the rest as it
+ * was; a sequence split between two writes still becomes one letter.
+ */
+static void t_report_ascii(void)
+{
+	struct world w;
+	struct engine *e;
+	char *utf = NULL, *asc = NULL, *expect;
+	size_t nu = 0, na = 0, k = 0;
+	FILE *m, *a;
+
+	rich_world(&w, 40);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	utf = render(e, report_text, &nu);
+	REQUIRE(utf && strstr(utf, "\xc2\xb5s") && strstr(utf, "\xe2\x80\x94"),
+		"the UTF-8 report has no µs or dash to spell: %.200s", utf ? utf : "(none)");
+	m = open_memstream(&asc, &na);
+	a = m ? sb_ascii_stream(m) : NULL;
+	REQUIRE(a, "ascii stream");
+	CHECK(report_text(e, a) == 0, "report through the ASCII stream failed");
+	fputs("split \xc2", a);
+	fflush(a);
+	fputs("\xb5s \xe2\x80", a);
+	fflush(a);
+	fputs("\x94 end\n", a);
+	fclose(a);
+	fclose(m);
+	/* what it must be: the UTF-8 report with the table's spellings, then the split line */
+	expect = malloc(nu * 2 + 64);
+	REQUIRE(expect, "memory");
+	for (size_t i = 0; i < nu; i++) {
+		if (!memcmp(utf + i, "\xc2\xb5", 2)) {
+			expect[k++] = 'u';
+			i += 1;
+		} else if (!memcmp(utf + i, "\xe2\x80\x94", 3)) {
+			expect[k++] = '-';
+			i += 2;
+		} else if (!memcmp(utf + i, "\xc2\xb7", 2)) {
+			expect[k++] = '*';
+			i += 1;
+		} else if (!memcmp(utf + i, "\xe2\x89\x88", 3)) {
+			expect[k++] = '~';
+			i += 2;
+		} else if (!memcmp(utf + i, "\xe2\x86\x92", 3)) {
+			expect[k++] = '-';
+			expect[k++] = '>';
+			i += 2;
+		} else {
+			expect[k++] = utf[i];
+		}
+	}
+	memcpy(expect + k, "split us - end\n", 16);
+	k += 15;
+	CHECK(na == k && !memcmp(asc, expect, k), "ASCII report differs (%zu bytes, want %zu): %.300s",
+	      na, k, asc ? asc : "(none)");
+	for (size_t i = 0; i < na; i++)
+		if ((unsigned char)asc[i] >= 0x80) {
+			CHECK(0, "byte %#x at %zu of the ASCII report", (unsigned char)asc[i], i);
+			break;
+		}
+	free(expect);
+	free(utf);
+	free(asc);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_report_help(void)
 {
 	int saved = dup(1), fd = open(tpath("help.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -1052,6 +1123,7 @@ int main(void)
 	RUN(t_report_cut_short);
 	RUN(t_report_errors);
 	RUN(t_report_help);
+	RUN(t_report_ascii);
 	test_rm_tree(dir);
 	return test_summary();
 }

@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,4 +117,110 @@ void thread_comm(pid_t pid, pid_t tid, char *buf, size_t len)
 		return;
 	}
 	buf[strcspn(buf, "\n")] = 0;
+}
+
+bool sb_locale_utf8(void)
+{
+	locale_t l = newlocale(LC_CTYPE_MASK, "", (locale_t)0);
+	bool utf8;
+
+	if (!l)
+		return false; /* a locale that is not installed: the safe answer */
+	utf8 = !strcmp(nl_langinfo_l(CODESET, l), "UTF-8");
+	freelocale(l);
+	return utf8;
+}
+
+/*
+ * The ASCII stream: what the text output spells in UTF-8 (µs, an em dash, the
+ * middle dot, ≈, →), for a terminal whose locale cannot show it. A sequence
+ * cut between two writes waits for its rest; one not in the table is "?".
+ */
+struct ascii_cookie {
+	FILE *under;
+	unsigned char pend[4];
+	int npend;
+};
+
+static const struct {
+	const char *utf8, *ascii;
+} ascii_table[] = {
+	{ "\xc2\xb5", "u" },       /* µ */
+	{ "\xe2\x80\x94", "-" },   /* — */
+	{ "\xc2\xb7", "*" },       /* · */
+	{ "\xe2\x89\x88", "~" },   /* ≈ */
+	{ "\xe2\x86\x92", "->" },  /* → */
+	{ "\xc3\x97", "x" },       /* × */
+};
+
+static int utf8_len(unsigned char c)
+{
+	return c < 0xc0 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+}
+
+static ssize_t ascii_write(void *cookie, const char *buf, size_t n)
+{
+	struct ascii_cookie *c = cookie;
+	char out[512];
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char b = (unsigned char)buf[i];
+
+		if (o + 4 > sizeof(out)) {
+			if (fwrite(out, 1, o, c->under) != o)
+				return -1;
+			o = 0;
+		}
+		if (!c->npend && b < 0x80) {
+			out[o++] = (char)b;
+			continue;
+		}
+		if (c->npend && (b & 0xc0) != 0x80)
+			c->npend = 0; /* a broken sequence: dropped */
+		if (!c->npend && (b & 0xc0) == 0x80) {
+			out[o++] = '?';
+			continue;
+		}
+		c->pend[c->npend++] = b;
+		if (c->npend < utf8_len(c->pend[0]))
+			continue;
+		const char *a = "?";
+
+		for (size_t k = 0; k < sizeof(ascii_table) / sizeof(ascii_table[0]); k++)
+			if (strlen(ascii_table[k].utf8) == (size_t)c->npend &&
+			    !memcmp(ascii_table[k].utf8, c->pend, c->npend))
+				a = ascii_table[k].ascii;
+		while (*a)
+			out[o++] = *a++;
+		c->npend = 0;
+	}
+	/* the stream above is buffered already: its writes reach the file now (EPIPE included) */
+	if ((o && fwrite(out, 1, o, c->under) != o) || fflush(c->under))
+		return -1;
+	return (ssize_t)n;
+}
+
+static int ascii_close(void *cookie)
+{
+	struct ascii_cookie *c = cookie;
+	int rc = fflush(c->under) ? -1 : 0;
+
+	free(c);
+	return rc;
+}
+
+FILE *sb_ascii_stream(FILE *under)
+{
+	struct ascii_cookie *c = calloc(1, sizeof(*c));
+	cookie_io_functions_t io = { .write = ascii_write, .close = ascii_close };
+	FILE *f;
+
+	if (!c)
+		return NULL;
+	c->under = under;
+	f = fopencookie(c, "w", io);
+	if (!f)
+		free(c);
+	return f;
 }

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -26,5 +27,11 @@ bool parse_u64(const char *s, uint64_t *out);
 
 /* the comm of a thread (/proc/PID/task/TID/comm), "" if gone */
 void thread_comm(pid_t pid, pid_t tid, char *buf, size_t len);
+
+/* whether the user's locale (LC_ALL, LC_CTYPE, LANG) writes UTF-8; the process's own is left alone */
+bool sb_locale_utf8(void);
+
+/* a stream that writes to under, with the UTF-8 of the text output spelled in ASCII */
+FILE *sb_ascii_stream(FILE *under);
 
 #endif

@@ -21,8 +21,11 @@ static const char usage[] =
 "  run [opts] -- CMD [ARGS...]           launch CMD with the GPU collector injected, trace it\n"
 "  demo [--scenario NAME]                simulated trainer + injected interference + report\n"
 "  dump FILE [--jsonl]                   raw records, for inspection\n"
+"  help [COMMAND]                        this, or a command's own help\n"
+"  -V, --version                         the version\n"
 "\n"
-"`stepblame COMMAND --help` tells more. Tracing needs root or CAP_BPF + CAP_PERFMON.\n";
+"`stepblame help COMMAND` (or `stepblame COMMAND --help`) tells more. Tracing needs\n"
+"root or CAP_BPF + CAP_PERFMON.\n";
 
 int main(int argc, char **argv)
 {
@@ -42,17 +45,44 @@ int main(int argc, char **argv)
 		fputs(usage, stderr);
 		return 2;
 	}
+	if (!strcmp(argv[1], "help") && argc > 2) {
+		/* help COMMAND: the command's own --help */
+		for (size_t i = 0; i < ARRAY_SIZE(cmds); i++)
+			if (!strcmp(argv[2], cmds[i].name)) {
+				char *hargv[] = { argv[2], "--help", NULL };
+
+				return cmds[i].fn(2, hargv);
+			}
+		fprintf(stderr, "stepblame: no command '%s' to help with (see stepblame --help)\n",
+			argv[2]);
+		return 2;
+	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
 		fputs(usage, stdout);
 		return 0;
 	}
-	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
 		printf("stepblame %s\n", STEPBLAME_VERSION);
 		return 0;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(cmds); i++)
-		if (!strcmp(argv[1], cmds[i].name))
-			return cmds[i].fn(argc - 1, argv + 1);
+		if (!strcmp(argv[1], cmds[i].name)) {
+			/*
+			 * A locale that cannot show UTF-8 (LANG=C, POSIX): what the
+			 * commands print spelled in ASCII (µs as us)
+			 */
+			FILE *orig = stdout, *ascii = sb_locale_utf8() ? NULL : sb_ascii_stream(stdout);
+			int rc;
+
+			if (ascii)
+				stdout = ascii;
+			rc = cmds[i].fn(argc - 1, argv + 1);
+			if (ascii) {
+				fclose(ascii);
+				stdout = orig;
+			}
+			return rc;
+		}
 	fprintf(stderr, "stepblame: unknown command '%s' (see stepblame --help)\n", argv[1]);
 	return 2;
 }

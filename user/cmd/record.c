@@ -37,7 +37,8 @@ static const char attach_usage[] =
 "\n"
 "Trace process PID live: one line per finished step (time, GPU idle, the top cause\n"
 "and culprit; tail steps marked), a line per second while no step finishes, and\n"
-"the full report when it stops (-d, Ctrl-C, or PID exits). If the trainer runs the\n"
+"the full report when it stops (-d, Ctrl-C, PID exits, or the reader of its output\n"
+"goes away: `attach -p PID | head` stops with head). If the trainer runs the\n"
 "GPU collector (stepblame run --dormant), collection is turned on while attached.\n"
 "Takes the options of `stepblame record` but -o (see stepblame record --help).\n"
 "\n";
@@ -182,7 +183,22 @@ struct live {
 	uint64_t n[SB_TYPE_MAX];     /* records this second, for the no-steps-yet line */
 	uint64_t drops;
 	uint64_t gpu_rejected;       /* said so far */
+	bool out_closed;             /* standard output went away (a pipe's reader left) */
 };
+
+/*
+ * After writing to standard output: where its reader is gone (EPIPE: SIGPIPE
+ * is ignored while probes are attached, so that they are always detached),
+ * stop the capture as a signal would, and write nothing more there.
+ */
+static void live_flush(struct live *l)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return;
+	if (!l->out_closed)
+		collect_stop = 1;
+	l->out_closed = true;
+}
 
 static int live_sink(void *ctx, const struct sb_hdr *rec)
 {
@@ -209,8 +225,10 @@ static void live_step(void *ctx, const struct eng_step *s)
 	struct eng_summary sum;
 
 	engine_running_summary(l->eng, &sum);
-	report_step_line(l->eng, s, &sum, stdout);
-	fflush(stdout);
+	if (!l->out_closed) {
+		report_step_line(l->eng, s, &sum, stdout);
+		live_flush(l);
+	}
 	if (l->json) {
 		report_step_json(l->eng, s, &sum, l->json);
 		fflush(l->json);
@@ -225,7 +243,7 @@ static void live_second(void *ctx, uint64_t now)
 	struct live *l = ctx;
 
 	engine_advance(l->eng, now);
-	if (!l->steps_this_second)
+	if (!l->steps_this_second && !l->out_closed)
 		printf("%6.1fs  no step finished: %" PRIu64 " switches, %" PRIu64 " wakeups, %" PRIu64
 		       " faults, %" PRIu64 " allocator/mmap calls, %" PRIu64 " step marks, %" PRIu64
 		       " GPU records, %" PRIu64 " dropped\n",
@@ -237,14 +255,15 @@ static void live_second(void *ctx, uint64_t now)
 
 		/* GPU records with impossible times: the trainer's clock or channel is wrong */
 		engine_loss(l->eng, &loss);
-		if (loss.gpu_rejected > l->gpu_rejected) {
+		if (loss.gpu_rejected > l->gpu_rejected && !l->out_closed) {
 			printf("%6.1fs  %" PRIu64 " GPU records rejected: their times lie outside the "
 			       "capture (%" PRIu64 " in all)\n", (now - l->start) / 1e9,
 			       loss.gpu_rejected - l->gpu_rejected, loss.gpu_rejected);
 			l->gpu_rejected = loss.gpu_rejected;
 		}
 	}
-	fflush(stdout);
+	if (!l->out_closed)
+		live_flush(l);
 	memset(l->n, 0, sizeof(l->n));
 	l->steps_this_second = 0;
 }
@@ -361,9 +380,13 @@ int cmd_attach(int argc, char **argv)
 		if (!o.quiet)
 			fprintf(stderr, "stepblame: detached after %.1f s (%s); %" PRIu64
 				" events dropped\n", (res.end_ns - res.start_ns) / 1e9,
-				end_reason_text(res.end_reason), res.drops_total);
-		printf("\n");
-		report_text(l->eng, stdout);
+				l->out_closed ? "standard output closed" : end_reason_text(res.end_reason),
+				res.drops_total);
+		if (!l->out_closed) {
+			printf("\n");
+			report_text(l->eng, stdout);
+			live_flush(l);
+		}
 	}
 	if (l->json) {
 		const char *json = la.json;
