@@ -69,7 +69,6 @@ expect record_o_missing_value 2 "needs a value" -- "$SB" record -p $p -o
 expect attach_p_missing_value 2 "needs a value" -- "$SB" attach -p
 expect report_format_missing 2 "needs|value|format" -- "$SB" report "$tmp/x.sbt" --format
 expect record_no_pid 2 "needs -p PID" -- "$SB" record -o "$tmp/x.sbt"
-expect record_no_output 2 "needs -p PID and -o FILE" -- "$SB" record -p $p
 expect attach_no_pid 2 "needs -p PID" -- "$SB" attach
 expect attach_rank_without_metrics 2 "label the metrics: give --metrics-addr" -- "$SB" attach -p $p --rank 3
 expect attach_metrics_addr_bad 1 "wants HOST:PORT" -- "$SB" attach -p $p --metrics-addr 9464

@@ -224,6 +224,20 @@ int sb_out_commit(struct sb_out *o, bool sync)
 			rc = -errno;
 		o->fd = -1;
 	}
+	if (!rc && o->keep_old) {
+		struct stat st;
+		size_t n = strlen(o->name) + 5;
+		char *old = malloc(n);
+
+		/* names in the pinned directory: a symlink there is renamed, never followed */
+		if (!old)
+			rc = -ENOMEM;
+		else if (snprintf(old, n, "%s.old", o->name) > 0 &&
+			 !fstatat(o->dirfd, o->name, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) &&
+			 renameat(o->dirfd, o->name, o->dirfd, old) < 0)
+			rc = -errno;
+		free(old);
+	}
 	if (!rc && renameat(o->dirfd, o->tmp, o->dirfd, o->name) < 0)
 		rc = -errno;
 	/* some filesystems cannot fsync a directory; the rename is done either way */

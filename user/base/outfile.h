@@ -30,6 +30,7 @@ struct sb_out {
 	char *tmp;       /* temporary name inside dirfd */
 	char *path;      /* the output as given, for messages */
 	char *tmp_path;  /* the temporary as a path, for messages */
+	bool keep_old;   /* commit: a regular file already at the final name becomes NAME.old */
 };
 
 /*
@@ -42,7 +43,11 @@ struct sb_out {
  */
 int sb_out_open(struct sb_out *o, const char *path, const struct sb_owner *owner, char *err,
 		size_t errlen);
-/* fsync, rename onto the final name, fsync the directory; closes. 0 or -errno */
+/*
+ * fsync, rename onto the final name (with keep_old, an existing regular file
+ * there is first renamed NAME.old, replacing an older one: never lost
+ * silently), fsync the directory; closes. 0 or -errno
+ */
 int sb_out_commit(struct sb_out *o, bool sync);
 /* close; unlink the temporary unless keep (then it is left for the user) */
 void sb_out_abandon(struct sb_out *o, bool keep);

@@ -883,7 +883,8 @@ const struct opt collect_options[] = {
 	{ "duration", 'd', "SEC",
 	  "stop after this long (30, 30s, 500ms, 2m); default: until Ctrl-C", COLLECT_RECORD },
 	{ "output", 'o', "FILE",
-	  "trace file; written as FILE.partial.XXXXXX and renamed at the end", COLLECT_RECORD },
+	  "trace file (default: stepblame-PID.sbt); written as FILE.partial.XXXXXX\n"
+	  "and renamed at the end, a file already there kept as FILE.old", COLLECT_RECORD },
 	{ "json", OPT_JSON, "OUT",
 	  "also write each step as a JSON line to OUT (the objects of\n"
 	  "`stepblame report --format jsonl`, schemas/report.schema.json)", COLLECT_ATTACH },

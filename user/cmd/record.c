@@ -20,7 +20,7 @@
 #include "base/util.h"
 
 static const char record_usage[] =
-"usage: stepblame record -p PID [-d SEC] -o FILE [options]\n"
+"usage: stepblame record -p PID [-d SEC] [-o FILE] [options]\n"
 "\n"
 "Capture every host event that can stall a training step of process PID (all its\n"
 "threads, including threads created later) and its GPU timeline when the trainer\n"
@@ -115,6 +115,9 @@ int cmd_record(int argc, char **argv)
 	struct capture_file cf = { .on_created = record_started };
 	const struct collect_result *res = &cf.res;
 	const char *out = NULL;
+	char defout[64];
+	struct stat st;
+	bool existed;
 	int i, rc;
 
 	i = collect_parse_common(argc, argv, &o, &out, NULL, "record");
@@ -130,13 +133,18 @@ int cmd_record(int argc, char **argv)
 		sb_err("record: unexpected argument '%s'", argv[i]);
 		return 2;
 	}
-	if (!o.probe.pid || !out) {
-		sb_err("record: needs -p PID and -o FILE (see stepblame record --help)");
+	if (!o.probe.pid) {
+		sb_err("record: needs -p PID (see stepblame record --help)");
 		return 2;
+	}
+	if (!out) {
+		snprintf(defout, sizeof(defout), "stepblame-%d.sbt", (int)o.probe.pid);
+		out = defout;
 	}
 	rc = check_output(out);
 	if (rc)
 		return rc;
+	existed = !lstat(out, &st) && S_ISREG(st.st_mode);
 	if (preflight(o.probe.pid))
 		return 1;
 	cf.path = out;
@@ -162,6 +170,8 @@ int cmd_record(int argc, char **argv)
 			res->records, (res->end_ns - res->start_ns) / 1e9, out,
 			end_reason_text(res->end_reason), res->drops_total,
 			res->gpu ? "" : "; host-only (no GPU timeline)");
+	if (existed && !o.quiet)
+		fprintf(stderr, "stepblame: the %s that was there is kept as %s.old\n", out, out);
 	return 0;
 }
 

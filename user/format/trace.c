@@ -299,6 +299,8 @@ struct sbt_writer *sbt_create_as(const char *path, const struct sb_owner *owner,
 		errno = e;
 		return NULL;
 	}
+	/* a trace is a capture nobody can take again: the one it replaces is kept */
+	w->out.keep_old = true;
 	w->fd = w->out.fd;
 	fh.version = SBT_VERSION;
 	fh.hdr_size = sizeof(fh);
