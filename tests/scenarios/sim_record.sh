@@ -174,3 +174,12 @@ print(("PASS" if ok else "FAIL") + " sim_record_ascii" + ("" if ok else
       (len(bad), "the same report otherwise" if c.decode(errors="replace") == want else "a different report",
        "has" if "\u2014" in u else "lacks")))
 PY
+
+# report - reads the trace from standard input: the same report as from the file
+"$STEPBLAME" report "$tmp/trace.sbt" -f json -o "$tmp/file.json" 2>/dev/null
+cat "$tmp/trace.sbt" | "$STEPBLAME" report - -f json -o "$tmp/stdin.json" 2>"$tmp/stdin.err"
+if [ -s "$tmp/file.json" ] && cmp -s "$tmp/file.json" "$tmp/stdin.json"; then
+	pass ${T}_report_stdin
+else
+	fail ${T}_report_stdin "report - differs from report FILE: $(head -1 "$tmp/stdin.err")"
+fi

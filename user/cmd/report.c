@@ -28,6 +28,7 @@ static const char usage[] =
 "task that took the CPU, page_fault, mem_reclaim, alloc, io_wait, blocked with the\n"
 "thread that woke it, cuda_sync, host_compute, ...). Tail steps (longer than the\n"
 "median + 3 MAD) are explained by each cause's excess over the median step.\n"
+"FILE - reads the trace from standard input (ssh host cat run.sbt | stepblame report -).\n"
 "\n";
 
 enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_LAG };

@@ -717,7 +717,13 @@ struct sbt_reader *sbt_open(const char *path, char *err, size_t errlen)
 
 	if (err && errlen)
 		err[0] = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* "-": the trace read from standard input (a pipe, as it comes) */
+	if (!strcmp(path, "-")) {
+		fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+		path = "standard input";
+	} else {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
 		return NULL;

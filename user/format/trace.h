@@ -134,7 +134,7 @@ enum sbt_status {
 
 struct sbt_reader;
 
-/* open and validate the header; NULL and *err (one line) on failure */
+/* open and validate the header ("-": standard input); NULL and *err (one line) on failure */
 struct sbt_reader *sbt_open(const char *path, char *err, size_t errlen);
 /*
  * Next record into the reader's buffer (valid until the next call, 8-aligned).
