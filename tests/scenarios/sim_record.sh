@@ -17,6 +17,8 @@ cleanup() { [ -n "$sim" ] && kill -9 "$sim" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 # ckpt needs a disk: /var/tmp, not tmpfs, so that fsync really sleeps in D state
+# its launcher's ids, one of them hostile (a quote and a newline): the identity check below
+RANK=5 LOCAL_RANK=1 WORLD_SIZE=8 TORCHELASTIC_RUN_ID=$'job-42"\nx' \
 "$SIMTRAINER" --steps $STEPS --kernels $K --kernel-us 500 --wait-agent 30 --start-delay-ms 200 \
 	--truth "$tmp/truth.jsonl" --ckpt-dir "$tmp" --quiet \
 	--inject hog@8-12:-10 --inject faults@16:64 --inject alloc@20:20000 \
@@ -183,3 +185,26 @@ if [ -s "$tmp/file.json" ] && cmp -s "$tmp/file.json" "$tmp/stdin.json"; then
 else
 	fail ${T}_report_stdin "report - differs from report FILE: $(head -1 "$tmp/stdin.err")"
 fi
+
+# Whose trace it is (schemas/report.md, "Identity"): the host, its boot, the trainer,
+# the ids its launcher set (tamed), the recorder; in the report and in every JSONL line
+t_start=$(date +%s)
+"$STEPBLAME" report "$tmp/trace.sbt" -f jsonl -o "$tmp/lines.jsonl" 2>/dev/null
+python3 - "$tmp/file.json" "$tmp/lines.jsonl" "$(hostname)" "$(cat /proc/sys/kernel/random/boot_id)" \
+	"$("$STEPBLAME" -V | cut -d' ' -f2)" "$t_start" <<'PY'
+import json, sys
+doc, lines = json.load(open(sys.argv[1])), [json.loads(l) for l in open(sys.argv[2])]
+host, boot, ver, now = sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6])
+i = doc.get("identity", {})
+want = {"host": host, "boot_id": boot, "pid": doc["target"]["pid"], "rank": "5", "local_rank": "1",
+        "world_size": "8", "job": "job-42__x", "stepblame_version": ver}
+bad = [k for k, v in want.items() if i.get(k) != v]
+if not (0 < i.get("agent_pid", 0) != i.get("pid")):
+    bad.append("agent_pid")
+if abs(i.get("start_realtime_ns", 0) / 1e9 - now) > 120:
+    bad.append("start_realtime_ns")
+if not lines or any(l.get("identity") != i for l in lines):
+    bad.append("jsonl lines")
+print(("PASS" if not bad else "FAIL") + " sim_record_identity" +
+      ("" if not bad else ": %s wrong in %s" % (bad, json.dumps(i))))
+PY

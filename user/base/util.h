@@ -10,6 +10,8 @@
 
 #include "base/clock.h"         /* mono_ns, real_ns */
 
+#define STEPBLAME_VERSION "0.1.0"
+
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* one line on stderr, prefixed "stepblame: " */

@@ -2,6 +2,7 @@
 /* Facts about the host and the target process, read from /proc and /sys. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,6 +289,8 @@ size_t host_facts(char *buf, size_t len)
 	kv(buf, len, &off, "page_size", "%ld", sysconf(_SC_PAGESIZE));
 	kv(buf, len, &off, "clock_realtime_offset_ns", "%lld",
 	   (long long)(real_ns() - mono_ns()));
+	kv(buf, len, &off, "stepblame_version", "%s", STEPBLAME_VERSION);
+	kv(buf, len, &off, "agent_pid", "%d", (int)getpid());
 	return off < len ? off : len - 1;
 }
 
@@ -350,7 +353,86 @@ size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid)
 	kv(buf, len, &off, "uid", "%d", (int)*uid);
 	kv(buf, len, &off, "start_time_ticks", "%llu",
 	   (unsigned long long)target_start_time(pid));
+	{
+		struct target_ids ids;
+
+		target_env_ids(pid, &ids);
+		if (ids.job[0])
+			kv(buf, len, &off, "job", "%s", ids.job);
+		if (ids.rank[0])
+			kv(buf, len, &off, "rank", "%s", ids.rank);
+		if (ids.local_rank[0])
+			kv(buf, len, &off, "local_rank", "%s", ids.local_rank);
+		if (ids.world_size[0])
+			kv(buf, len, &off, "world_size", "%s", ids.world_size);
+	}
 	return off < len ? off : len - 1;
+}
+
+void target_id_tame(char *dst, const char *src, size_t n)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n && src[i] && o < TARGET_ID_MAX; i++) {
+		char c = src[i];
+
+		dst[o++] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+			   strchr("._:@/+-", c) ? c : '_';
+	}
+	dst[o] = 0;
+}
+
+/* the first of names set in the environment block env (NUL-separated), tamed into out */
+static bool env_pick(const char *env, size_t len, const char *const *names, char *out)
+{
+	for (int k = 0; names[k]; k++) {
+		size_t nl = strlen(names[k]);
+
+		for (size_t i = 0; i < len;) {
+			const char *v = env + i;
+			size_t vl = strnlen(v, len - i);
+
+			if (vl > nl && !strncmp(v, names[k], nl) && v[nl] == '=') {
+				target_id_tame(out, v + nl + 1, vl - nl - 1);
+				return true;
+			}
+			i += vl + 1;
+		}
+	}
+	return false;
+}
+
+void target_env_ids(pid_t pid, struct target_ids *ids)
+{
+	static const char *const jobs[] = { "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "JOB_ID", NULL };
+	static const char *const ranks[] = { "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+					     "PMI_RANK", NULL };
+	static const char *const local[] = { "LOCAL_RANK", "SLURM_LOCALID",
+					     "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", NULL };
+	static const char *const world[] = { "WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE",
+					     "PMI_SIZE", NULL };
+	char path[64], *env = NULL;
+	size_t len = 0, cap = 1 << 20;
+	int fd;
+
+	memset(ids, 0, sizeof(*ids));
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && (env = malloc(cap))) {
+		ssize_t r;
+
+		while (len < cap && (r = read(fd, env + len, cap - len)) > 0)
+			len += (size_t)r;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (env) {
+		env_pick(env, len, jobs, ids->job);
+		env_pick(env, len, ranks, ids->rank);
+		env_pick(env, len, local, ids->local_rank);
+		env_pick(env, len, world, ids->world_size);
+	}
+	free(env);
 }
 
 int target_descendants(pid_t root, int (*cb)(void *ctx, pid_t pid, pid_t ppid), void *ctx)

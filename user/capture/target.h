@@ -23,6 +23,27 @@ int target_cpus(pid_t pid);
 /* key=value lines for SB_REC_HOST / SB_REC_TARGET (schemas/trace.md); length */
 size_t host_facts(char *buf, size_t len);
 size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid);
+
+/*
+ * Who the trainer is in its job, as its launcher set it in its environment
+ * (/proc/PID/environ, as it was at exec): the job id (TORCHELASTIC_RUN_ID,
+ * SLURM_JOB_ID, JOB_ID), RANK (SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK),
+ * LOCAL_RANK (SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID) and
+ * WORLD_SIZE (SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE), the first set of
+ * each; "" where none is. The values are the target's: tamed to letters,
+ * digits and ._:@/+- (others '_'), at most TARGET_ID_MAX bytes.
+ */
+#define TARGET_ID_MAX 64
+struct target_ids {
+	char job[TARGET_ID_MAX + 1];
+	char rank[TARGET_ID_MAX + 1];
+	char local_rank[TARGET_ID_MAX + 1];
+	char world_size[TARGET_ID_MAX + 1];
+};
+
+void target_env_ids(pid_t pid, struct target_ids *ids);
+/* src (n bytes, up to a NUL) tamed as target_env_ids does, into dst[TARGET_ID_MAX + 1] */
+void target_id_tame(char *dst, const char *src, size_t n);
 /*
  * Text read from the target (a path from its maps, a comm, its command line)
  * made safe for a terminal and for line-oriented records: control characters,

@@ -5,8 +5,6 @@
 #include "base/util.h"
 #include "cmd/cmds.h"
 
-#define STEPBLAME_VERSION "0.1.0"
-
 static const char usage[] =
 "usage: stepblame COMMAND [ARGS]\n"
 "\n"

@@ -19,6 +19,7 @@
 #include <microhttpd.h>
 #endif
 
+#include "capture/target.h"
 #include "cmd/metrics.h"
 #include "base/util.h"
 
@@ -53,82 +54,28 @@ struct metrics {
 
 /* ---- labels ---- */
 
-/* a value the target chose, made a tame label value */
-static void tame(char *dst, const char *src, size_t n)
-{
-	size_t o = 0;
-
-	for (size_t i = 0; i < n && src[i] && o < METRICS_LABEL_MAX; i++) {
-		char c = src[i];
-
-		dst[o++] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-			   strchr("._:@/+-", c) ? c : '_';
-	}
-	dst[o] = 0;
-}
-
-/* the first of names set in the environment block env (NUL-separated) */
-static bool env_pick(const char *env, size_t len, const char *const *names, char *out)
-{
-	for (int k = 0; names[k]; k++) {
-		size_t nl = strlen(names[k]);
-
-		for (size_t i = 0; i < len;) {
-			const char *v = env + i;
-			size_t vl = strnlen(v, len - i);
-
-			if (vl > nl && !strncmp(v, names[k], nl) && v[nl] == '=') {
-				tame(out, v + nl + 1, vl - nl - 1);
-				return true;
-			}
-			i += vl + 1;
-		}
-	}
-	return false;
-}
-
 void metrics_labels_fill(struct metrics_labels *lb, pid_t pid, const char *job, const char *rank,
 			 const char *local_rank)
 {
-	static const char *const jobs[] = { "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "JOB_ID", NULL };
-	static const char *const ranks[] = { "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-					     "PMI_RANK", NULL };
-	static const char *const local[] = { "LOCAL_RANK", "SLURM_LOCALID",
-					     "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", NULL };
-	char path[64], *env = NULL;
-	size_t len = 0, cap = 1 << 20;
-	int fd;
+	struct target_ids ids;
+	char h[256] = "";
 
 	memset(lb, 0, sizeof(*lb));
-	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 && (env = malloc(cap))) {
-		ssize_t r;
-
-		while (len < cap && (r = read(fd, env + len, cap - len)) > 0)
-			len += (size_t)r;
-	}
-	if (fd >= 0)
-		close(fd);
+	target_env_ids(pid, &ids);
 	if (job)
-		tame(lb->job, job, strlen(job));
-	else if (env)
-		env_pick(env, len, jobs, lb->job);
+		target_id_tame(lb->job, job, strlen(job));
+	else
+		memcpy(lb->job, ids.job, sizeof(lb->job));
 	if (rank)
-		tame(lb->rank, rank, strlen(rank));
-	else if (env)
-		env_pick(env, len, ranks, lb->rank);
+		target_id_tame(lb->rank, rank, strlen(rank));
+	else
+		memcpy(lb->rank, ids.rank, sizeof(lb->rank));
 	if (local_rank)
-		tame(lb->local_rank, local_rank, strlen(local_rank));
-	else if (env)
-		env_pick(env, len, local, lb->local_rank);
-	free(env);
-	{
-		char h[256] = "";
-
-		gethostname(h, sizeof(h) - 1);
-		tame(lb->host, h, sizeof(h));
-	}
+		target_id_tame(lb->local_rank, local_rank, strlen(local_rank));
+	else
+		memcpy(lb->local_rank, ids.local_rank, sizeof(lb->local_rank));
+	gethostname(h, sizeof(h) - 1);
+	target_id_tame(lb->host, h, sizeof(h));
 }
 
 /* a label value in the exposition format: \\ \" \n escaped, controls as '?' */

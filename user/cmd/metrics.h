@@ -14,7 +14,7 @@
 
 #include "engine/engine.h"
 
-#define METRICS_LABEL_MAX 64
+#define METRICS_LABEL_MAX 64 /* as TARGET_ID_MAX (capture/target.h) */
 
 /* the labels on every metric; "" leaves one out */
 struct metrics_labels {

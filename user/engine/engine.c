@@ -466,6 +466,11 @@ void engine_target(const struct engine *e, struct eng_target *t)
 	t->cmdline = e->target_cmdline ? e->target_cmdline : "";
 }
 
+void engine_identity(const struct engine *e, struct eng_identity *id)
+{
+	*id = e->identity;
+}
+
 void engine_capture(const struct engine *e, struct eng_capture *c)
 {
 	memset(c, 0, sizeof(*c));

@@ -314,6 +314,25 @@ struct eng_step {
 	const struct eng_map *maps; /* nmaps (<= ENG_MAX_MAPS), by ns, descending */
 };
 
+/*
+ * Who and where a trace is (the recorder's host and target records): so that
+ * reports from many nodes line up with each other and with other tools'
+ * traces. Strings as the trace holds them ("" where it does not), bounded.
+ */
+#define ENG_ID_MAX 64
+struct eng_identity {
+	char host[ENG_ID_MAX + 1];
+	char boot_id[ENG_ID_MAX + 1];
+	char version[ENG_ID_MAX + 1];       /* the recorder's stepblame */
+	bool have_realtime;
+	int64_t realtime_offset_ns;         /* CLOCK_REALTIME - CLOCK_MONOTONIC at capture start */
+	uint32_t agent_pid;                 /* the recorder's own pid (0: not known) */
+	char job[ENG_ID_MAX + 1];           /* the trainer's launcher's ids (capture/target.h) */
+	char rank[ENG_ID_MAX + 1];
+	char local_rank[ENG_ID_MAX + 1];
+	char world_size[ENG_ID_MAX + 1];
+};
+
 /* a cause's excess over the median step */
 struct eng_excess {
 	uint8_t cause;
@@ -355,6 +374,9 @@ struct eng_stack {
 	const uint64_t *ip;
 	uint32_t pid;            /* the thread's process */
 };
+
+/* the trace's host and target ids (struct eng_identity) */
+void engine_identity(const struct engine *e, struct eng_identity *id);
 
 /*
  * The stacks of thread tid (0: every thread) whose event ends in [lo, hi], in

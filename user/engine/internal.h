@@ -523,6 +523,7 @@ struct engine {
 	uint32_t target_pid;
 	char target_comm[SB_COMM_LEN + 1];
 	char *target_cmdline;
+	struct eng_identity identity;
 	/* the followed processes other than the target, as thread records described them */
 	struct proc *procs;
 	uint32_t nprocs, procs_cap;

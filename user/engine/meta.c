@@ -162,6 +162,10 @@ void meta_record(struct engine *e, const struct sb_hdr *h)
 			memset(e->target_comm, 0, sizeof(e->target_comm));
 			memcpy(e->target_comm, buf, min64(strlen(buf), SB_COMM_LEN));
 		}
+		kv_get(s, n, "job", e->identity.job, sizeof(e->identity.job));
+		kv_get(s, n, "rank", e->identity.rank, sizeof(e->identity.rank));
+		kv_get(s, n, "local_rank", e->identity.local_rank, sizeof(e->identity.local_rank));
+		kv_get(s, n, "world_size", e->identity.world_size, sizeof(e->identity.world_size));
 		{
 			char cmd[1024];
 
@@ -212,6 +216,15 @@ void meta_record(struct engine *e, const struct sb_hdr *h)
 		break;
 	case SB_REC_HOST:
 		text_of(h, &s, &n, &id);
+		kv_get(s, n, "hostname", e->identity.host, sizeof(e->identity.host));
+		kv_get(s, n, "boot_id", e->identity.boot_id, sizeof(e->identity.boot_id));
+		kv_get(s, n, "stepblame_version", e->identity.version, sizeof(e->identity.version));
+		if (kv_get(s, n, "clock_realtime_offset_ns", buf, sizeof(buf))) {
+			e->identity.realtime_offset_ns = strtoll(buf, NULL, 10);
+			e->identity.have_realtime = true;
+		}
+		if (kv_get(s, n, "agent_pid", buf, sizeof(buf)))
+			e->identity.agent_pid = (uint32_t)strtoul(buf, NULL, 10);
 		/* a recorder that measured the per-fault cost says so */
 		if (!e->opts.fault_cost_ns && kv_get(s, n, "fault_ns", buf, sizeof(buf))) {
 			uint64_t v = strtoull(buf, NULL, 10);

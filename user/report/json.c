@@ -297,20 +297,68 @@ static void hot_stacks(struct jw *w, const struct engine *e, struct symbols *sym
 }
 
 static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_step *s,
-			 const struct eng_summary *sum, struct symbols *sym);
+			 const struct eng_summary *sum, struct symbols *sym, bool identity);
 
-static void step_obj(struct jw *w, const struct engine *e, const struct eng_step *s,
-		     const struct eng_summary *sum)
+/* a step on a line of its own: it says whose it is (schemas/report.md, "Identity") */
+static void step_line_obj(struct jw *w, const struct engine *e, const struct eng_step *s,
+			  const struct eng_summary *sum)
 {
 	struct symbols *sym = sym_any(e) ? symbols_new(e) : NULL;
 
-	step_obj_sym(w, e, s, sum, sym);
+	step_obj_sym(w, e, s, sum, sym, true);
 	symbols_free(sym);
+}
+
+void report_json_identity(struct jw *w, const struct engine *e)
+{
+	struct eng_identity id;
+	struct eng_capture c;
+	struct eng_target t;
+
+	engine_identity(e, &id);
+	engine_capture(e, &c);
+	engine_target(e, &t);
+	jw_obj(w);
+	jw_key(w, "host");
+	jw_str(w, id.host);
+	jw_key(w, "boot_id");
+	jw_str(w, id.boot_id);
+	if (id.have_realtime && (int64_t)c.start_ns + id.realtime_offset_ns > 0) {
+		jw_key(w, "start_realtime_ns");
+		jw_u64(w, (uint64_t)((int64_t)c.start_ns + id.realtime_offset_ns));
+	}
+	jw_key(w, "pid");
+	jw_u64(w, t.pid);
+	if (id.job[0]) {
+		jw_key(w, "job");
+		jw_str(w, id.job);
+	}
+	if (id.rank[0]) {
+		jw_key(w, "rank");
+		jw_str(w, id.rank);
+	}
+	if (id.local_rank[0]) {
+		jw_key(w, "local_rank");
+		jw_str(w, id.local_rank);
+	}
+	if (id.world_size[0]) {
+		jw_key(w, "world_size");
+		jw_str(w, id.world_size);
+	}
+	if (id.version[0]) {
+		jw_key(w, "stepblame_version");
+		jw_str(w, id.version);
+	}
+	if (id.agent_pid) {
+		jw_key(w, "agent_pid");
+		jw_u64(w, id.agent_pid);
+	}
+	jw_obj_end(w);
 }
 
 /* sym: NULL when the trace holds no stacks (then no "stacks" key) */
 static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_step *s,
-			 const struct eng_summary *sum, struct symbols *sym)
+			 const struct eng_summary *sum, struct symbols *sym, bool identity)
 {
 	jw_obj(w);
 	jw_key(w, "step");
@@ -476,6 +524,10 @@ static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_
 	jw_obj_end(w);
 	if (sym)
 		step_stacks(w, e, s, sym);
+	if (identity) {
+		jw_key(w, "identity");
+		report_json_identity(w, e);
+	}
 	jw_obj_end(w);
 }
 
@@ -485,7 +537,7 @@ int report_step_json(const struct engine *e, const struct eng_step *s, const str
 	struct jw w;
 
 	jw_init(&w, f, false);
-	step_obj(&w, e, s, sum);
+	step_line_obj(&w, e, s, sum);
 	fputc('\n', f);
 	return ferror(f) ? -EIO : 0;
 }
@@ -861,6 +913,8 @@ int report_json(const struct engine *e, FILE *f)
 	jw_key(&w, "cmdline");
 	jw_str(&w, t.cmdline);
 	jw_obj_end(&w);
+	jw_key(&w, "identity");
+	report_json_identity(&w, e);
 	jw_key(&w, "capture");
 	jw_obj(&w);
 	jw_key(&w, "start_ns");
@@ -880,7 +934,7 @@ int report_json(const struct engine *e, FILE *f)
 	jw_arr(&w);
 	sym = sym_any(e) ? symbols_new(e) : NULL;
 	for (uint64_t i = engine_first_step(e); i < engine_nsteps(e); i++)
-		step_obj_sym(&w, e, engine_step(e, i), &s, sym);
+		step_obj_sym(&w, e, engine_step(e, i), &s, sym, false);
 	jw_arr_end(&w);
 	summary(&w, e, &s);
 	loss(&w, e);

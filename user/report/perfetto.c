@@ -356,6 +356,14 @@ int report_perfetto(const struct engine *e, const struct perfetto_stream *p, FIL
 	for (int i = 0; i < ni; i++)
 		if (!itf[i].own)
 			pf_meta(f, &first, "process_name", itf[i].pid, -1, itf[i].comm);
-	fputs("\n]}\n", f);
+	/* the trace's identity, as the JSON report's (schemas/report.md, "Identity") */
+	{
+		struct jw w;
+
+		fputs("\n],\n\"metadata\": {\"stepblame\": ", f);
+		jw_init(&w, f, false);
+		report_json_identity(&w, e);
+		fputs("}}\n", f);
+	}
 	return ferror(f) ? -EIO : 0;
 }

@@ -433,12 +433,20 @@ static uint64_t common_steps(const struct ranks *R)
 static void rank_label(FILE *f, const struct ranks *R, int i)
 {
 	struct eng_target t;
+	struct eng_identity id;
 	char a[256], b[64];
 
 	engine_target(R->r[i].e, &t);
-	fprintf(f, "rank %d (%s, %s[%" PRIu32 "])", i,
+	engine_identity(R->r[i].e, &id);
+	fprintf(f, "rank %d (%s, %s[%" PRIu32 "]", i,
 		report_clean(a, sizeof(a), R->r[i].path),
 		report_clean(b, sizeof(b), t.comm[0] ? t.comm : "?"), t.pid);
+	/* its host, and the RANK its launcher gave it (its place in the list may differ) */
+	if (id.host[0])
+		fprintf(f, " on %s", report_clean(a, sizeof(a), id.host));
+	if (id.rank[0])
+		fprintf(f, ", RANK=%s", report_clean(b, sizeof(b), id.rank));
+	fputc(')', f);
 }
 
 /* straggles (indexes into sort_base) by lead, longest first, then by step */
@@ -605,6 +613,8 @@ int report_ranks_json(const struct rank_trace *r, int n, FILE *f)
 		jw_key(&w, "comm");
 		jw_strn(&w, t.comm, strnlen(t.comm, SB_COMM_LEN));
 		jw_obj_end(&w);
+		jw_key(&w, "identity");
+		report_json_identity(&w, r[i].e);
 		jw_key(&w, "complete_steps");
 		jw_u64(&w, R.sum[i].ncomplete);
 		jw_key(&w, "p50_ns");

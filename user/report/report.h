@@ -36,6 +36,8 @@ struct jw;
 void report_json_culprit(struct jw *w, const struct engine *e, const struct eng_who *c);
 /* an array of {cause, ns, culprit} */
 void report_json_excess(struct jw *w, const struct engine *e, const struct eng_excess *ex, int n);
+/* the trace's identity object (schemas/report.md, "Identity") */
+void report_json_identity(struct jw *w, const struct engine *e);
 /* " — launcher[12] preempted by stress-ng-cpu[99] on CPU 3": what follows a cause's time */
 void report_cause_phrase(const struct engine *e, const struct eng_step *s, int cause,
 			 const struct eng_who *w, bool has_who, FILE *f);
