@@ -196,6 +196,18 @@ static char *render(struct engine *e, int (*fn)(const struct engine *, FILE *), 
 	return buf;
 }
 
+/* the first line a shell command prints (its stderr too); "" if none */
+static void first_line(const char *cmd, char *line, size_t len)
+{
+	FILE *p = popen(cmd, "r");
+
+	line[0] = 0;
+	if (p && !fgets(line, (int)len, p))
+		line[0] = 0;
+	if (p)
+		pclose(p);
+}
+
 static struct engine *run(struct world *w, const struct engine_opts *o)
 {
 	struct engine *e = new_engine(o);
@@ -317,11 +329,28 @@ static void t_json_validates(void)
 	if (!have_python)
 		SKIP("python3 is not installed");
 	rich_world(&w, 40);
+	/* the recorder's host facts: its identity, and noisy[900] as the recorder itself */
+	w_text(&w, SB_REC_HOST, 0, 0, "hostname=node-7\nboot_id=b00t\nclock_realtime_offset_ns=1000\n"
+	       "stepblame_version=9.9.9\nagent_pid=900\n");
 	e = run(&w, NULL);
 	REQUIRE(e, "engine");
 	json = render(e, report_json, &len);
 	REQUIRE(json && write_file(tpath("r.json"), json, len), "write");
 	CHECK(pycheck("doc", tpath("r.json"), NULL, msg, sizeof(msg)) == 0, "schema: %s", msg);
+	{
+		char cmd[1024], line[512];
+
+		snprintf(cmd, sizeof(cmd), "python3 -c \"\n"
+			 "import json\n"
+			 "d = json.load(open('%s'))\n"
+			 "i = d['identity']\n"
+			 "t = [x for x in d['summary']['interferers'] if x.get('tracer')]\n"
+			 "ok = (i['host'], i['boot_id'], i['stepblame_version'], i['agent_pid']) == ('node-7', 'b00t', '9.9.9', 900) and [x['pid'] for x in t] == [900]\n"
+			 "print('OK' if ok else 'identity %%s, marked %%s' %% (i, t))\n"
+			 "\" 2>&1", tpath("r.json"));
+		first_line(cmd, line, sizeof(line));
+		CHECK(!strncmp(line, "OK", 2), "%s", line);
+	}
 	free(json);
 	engine_free(e);
 	world_free(&w);
@@ -847,17 +876,6 @@ static char *ranks_report(const char *fmt, const char *out, const char *f0, cons
 	return test_slurp(out, NULL);
 }
 
-/* the first line a shell command prints (its stderr too); "" if none */
-static void first_line(const char *cmd, char *line, size_t len)
-{
-	FILE *p = popen(cmd, "r");
-
-	line[0] = 0;
-	if (p && !fgets(line, (int)len, p))
-		line[0] = 0;
-	if (p)
-		pclose(p);
-}
 
 static void t_ranks_report(void)
 {

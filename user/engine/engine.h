@@ -445,6 +445,7 @@ struct eng_interferer {
 	char comm[SB_COMM_LEN + 1];
 	uint64_t ns;
 	bool own;                /* a thread of the target itself */
+	bool tracer;             /* the recorder itself (eng_identity.agent_pid) */
 };
 
 enum eng_dip { ENG_DIP_NONE, ENG_DIP_PERIODIC, ENG_DIP_SPORADIC, ENG_DIP_LOW, ENG_DIP_UNKNOWN };

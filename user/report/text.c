@@ -999,7 +999,8 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 		for (int i = 0; i < ni; i++) {
 			who_str(nm, sizeof(nm), itf[i].comm, itf[i].pid);
 			fprintf(f, "  %-28s %10s%s\n", nm, fmt_ns(a, sizeof(a), itf[i].ns),
-				itf[i].own ? "   (a thread of the trainer itself)" : "");
+				itf[i].own ? "   (a thread of the trainer itself)" :
+				itf[i].tracer ? "   (stepblame's own agent)" : "");
 		}
 	} else {
 		fputs("Interferers none: no other task ran while a critical thread waited\n", f);
