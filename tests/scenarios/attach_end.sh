@@ -60,3 +60,30 @@ else
 	pass ${T}_reader_gone
 	echo "    (3 lines to head, attach ended after $took ms of its 60 s)"
 fi
+
+# --json -: the JSON lines alone on standard output (no file named "-"), one
+# step object per line; the closing report on stderr
+"$SIMTRAINER" --steps 300 --kernels 4 --kernel-us 300 --wait-agent 30 --quiet >"$tmp/sim.out" 2>&1 &
+sim=$!
+(cd "$tmp" && timeout 120 "$STEPBLAME" attach -q -p "$sim" --json - >"$tmp/lines.out" 2>"$tmp/lines.err")
+rc=$?
+wait "$sim" 2>/dev/null; sim=
+bad=$(python3 -c '
+import json, sys
+n = 0
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    assert "step" in d and "duration_ns" in d and "identity" in d, l[:80]
+    n += 1
+print(n)' "$tmp/lines.out" 2>&1)
+if [ $rc != 0 ]; then
+	fail ${T}_json_stdout "attach exited $rc: $(tail -2 "$tmp/lines.err" | tr '\n' ' ')"
+elif [ -e "$tmp/-" ]; then
+	fail ${T}_json_stdout "wrote a file named '-'"
+elif ! [ "$bad" -ge 200 ] 2>/dev/null; then
+	fail ${T}_json_stdout "standard output is not the step lines: $bad"
+elif ! grep -q '^Capture     complete (ended by target_exit)' "$tmp/lines.err"; then
+	fail ${T}_json_stdout "no closing report on stderr: $(tail -2 "$tmp/lines.err" | tr '\n' ' ')"
+else
+	pass ${T}_json_stdout
+fi

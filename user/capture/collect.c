@@ -887,7 +887,9 @@ const struct opt collect_options[] = {
 	  "and renamed at the end, a file already there kept as FILE.old", COLLECT_RECORD },
 	{ "json", OPT_JSON, "OUT",
 	  "also write each step as a JSON line to OUT (the objects of\n"
-	  "`stepblame report --format jsonl`, schemas/report.schema.json)", COLLECT_ATTACH },
+	  "`stepblame report --format jsonl`, schemas/report.schema.json);\n"
+	  "-: to standard output instead of the step lines (the report at\n"
+	  "the end goes to stderr)", COLLECT_ATTACH },
 	{ "metrics-addr", OPT_METRICS_ADDR, "HOST:PORT",
 	  "serve Prometheus metrics at http://HOST:PORT/metrics\n"
 	  "(schemas/metrics.md; 127.0.0.1:9464 for this host only)", COLLECT_ATTACH },

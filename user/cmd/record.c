@@ -194,6 +194,7 @@ struct live {
 	uint64_t drops;
 	uint64_t gpu_rejected;       /* said so far */
 	bool out_closed;             /* standard output went away (a pipe's reader left) */
+	bool json_stdout;            /* --json -: standard output has the JSON lines only */
 };
 
 /*
@@ -235,13 +236,16 @@ static void live_step(void *ctx, const struct eng_step *s)
 	struct eng_summary sum;
 
 	engine_running_summary(l->eng, &sum);
-	if (!l->out_closed) {
+	if (!l->out_closed && !l->json_stdout) {
 		report_step_line(l->eng, s, &sum, stdout);
 		live_flush(l);
 	}
-	if (l->json) {
+	if (l->json && !(l->json_stdout && l->out_closed)) {
 		report_step_json(l->eng, s, &sum, l->json);
-		fflush(l->json);
+		if (l->json_stdout)
+			live_flush(l);
+		else
+			fflush(l->json);
 	}
 	metrics_step(l->metrics, s);
 	l->steps_this_second++;
@@ -253,7 +257,7 @@ static void live_second(void *ctx, uint64_t now)
 	struct live *l = ctx;
 
 	engine_advance(l->eng, now);
-	if (!l->steps_this_second && !l->out_closed)
+	if (!l->steps_this_second && !l->out_closed && !l->json_stdout)
 		printf("%6.1fs  no step finished: %" PRIu64 " switches, %" PRIu64 " wakeups, %" PRIu64
 		       " faults, %" PRIu64 " allocator/mmap calls, %" PRIu64 " step marks, %" PRIu64
 		       " GPU records, %" PRIu64 " dropped\n",
@@ -265,7 +269,7 @@ static void live_second(void *ctx, uint64_t now)
 
 		/* GPU records with impossible times: the trainer's clock or channel is wrong */
 		engine_loss(l->eng, &loss);
-		if (loss.gpu_rejected > l->gpu_rejected && !l->out_closed) {
+		if (loss.gpu_rejected > l->gpu_rejected && !l->out_closed && !l->json_stdout) {
 			printf("%6.1fs  %" PRIu64 " GPU records rejected: their times lie outside the "
 			       "capture (%" PRIu64 " in all)\n", (now - l->start) / 1e9,
 			       loss.gpu_rejected - l->gpu_rejected, loss.gpu_rejected);
@@ -351,7 +355,11 @@ int cmd_attach(int argc, char **argv)
 				"local_rank=\"%s\" host=\"%s\")\n", la.metrics_addr, lb.job, lb.rank,
 				lb.local_rank, lb.host);
 	}
-	if (la.json) {
+	if (la.json && !strcmp(la.json, "-")) {
+		/* the JSON lines on standard output, alone: the closing report goes to stderr */
+		l->json = stdout;
+		l->json_stdout = true;
+	} else if (la.json) {
 		const char *json = la.json;
 		/* a temporary name, renamed at the end: never through a planted symlink */
 		bool opened = !sb_out_open(&jout, json, NULL, err, sizeof(err));
@@ -392,13 +400,16 @@ int cmd_attach(int argc, char **argv)
 				" events dropped\n", (res.end_ns - res.start_ns) / 1e9,
 				l->out_closed ? "standard output closed" : end_reason_text(res.end_reason),
 				res.drops_total);
-		if (!l->out_closed) {
+		if (l->json_stdout) {
+			fputc('\n', stderr);
+			report_text(l->eng, stderr);
+		} else if (!l->out_closed) {
 			printf("\n");
 			report_text(l->eng, stdout);
 			live_flush(l);
 		}
 	}
-	if (l->json) {
+	if (l->json && !l->json_stdout) {
 		const char *json = la.json;
 		bool ok = !ferror(l->json) && fflush(l->json) == 0 && fsync(fileno(l->json)) == 0;
 
