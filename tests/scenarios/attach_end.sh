@@ -87,3 +87,22 @@ elif ! grep -q '^Capture     complete (ended by target_exit)' "$tmp/lines.err"; 
 else
 	pass ${T}_json_stdout
 fi
+
+# --tail-only: every step line printed is a tail step's, and a hog makes some
+"$SIMTRAINER" --steps 400 --kernels 4 --kernel-us 300 --wait-agent 30 --quiet \
+	--inject hog@100-130:-10 --inject stall@200-210:20 >"$tmp/sim.out" 2>&1 &
+sim=$!
+timeout 120 "$STEPBLAME" attach -q -p "$sim" --tail-only --json "$tmp/all.jsonl" >"$tmp/tail.out" 2>"$tmp/tail.err"
+rc=$?
+wait "$sim" 2>/dev/null; sim=
+steps=$(sed -n '/^$/q;p' "$tmp/tail.out" | grep -c '^step ')
+tails=$(sed -n '/^$/q;p' "$tmp/tail.out" | grep '^step ' | grep -c '\[tail\]$')
+all=$(grep -c . "$tmp/all.jsonl")
+if [ $rc != 0 ]; then
+	fail ${T}_tail_only "attach exited $rc: $(tail -2 "$tmp/tail.err" | tr '\n' ' ')"
+elif [ "$steps" = 0 ] || [ "$steps" != "$tails" ] || [ "$all" -lt 300 ]; then
+	fail ${T}_tail_only "$steps step lines, $tails of them tail steps; $all JSON lines"
+else
+	pass ${T}_tail_only
+	echo "    ($steps tail step lines of $all steps)"
+fi

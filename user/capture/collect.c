@@ -855,7 +855,8 @@ out:
 
 enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AGENT_CPU,
        OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD,
-       OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK };
+       OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK,
+       OPT_TAIL_ONLY };
 
 /* "1", "0.5", "2%" -> ppm; false unless a plain number from 0 to 100 */
 static bool parse_pct_ppm(const char *s, uint64_t *ppm)
@@ -890,6 +891,9 @@ const struct opt collect_options[] = {
 	  "`stepblame report --format jsonl`, schemas/report.schema.json);\n"
 	  "-: to standard output instead of the step lines (the report at\n"
 	  "the end goes to stderr)", COLLECT_ATTACH },
+	{ "tail-only", OPT_TAIL_ONLY, NULL,
+	  "a line only for tail steps (and the line a second while none\n"
+	  "finishes); --json and the metrics still get every step", COLLECT_ATTACH },
 	{ "metrics-addr", OPT_METRICS_ADDR, "HOST:PORT",
 	  "serve Prometheus metrics at http://HOST:PORT/metrics\n"
 	  "(schemas/metrics.md; 127.0.0.1:9464 for this host only)", COLLECT_ATTACH },
@@ -980,6 +984,13 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 				return -1;
 			}
 			*out = optarg;
+			break;
+		case OPT_TAIL_ONLY:
+			if (!live) {
+				sb_err("%s: --tail-only is not an option of this command", cmd);
+				return -1;
+			}
+			live->tail_only = true;
 			break;
 		case OPT_JSON:
 		case OPT_METRICS_ADDR:

@@ -66,6 +66,7 @@ struct live_args {
 	const char *json;
 	const char *metrics_addr;    /* HOST:PORT */
 	const char *job, *rank, *local_rank; /* label values given; NULL: from the environment */
+	bool tail_only;              /* step lines for tail steps only */
 };
 
 /*

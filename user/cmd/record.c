@@ -195,6 +195,7 @@ struct live {
 	uint64_t gpu_rejected;       /* said so far */
 	bool out_closed;             /* standard output went away (a pipe's reader left) */
 	bool json_stdout;            /* --json -: standard output has the JSON lines only */
+	bool tail_only;              /* --tail-only */
 };
 
 /*
@@ -236,7 +237,7 @@ static void live_step(void *ctx, const struct eng_step *s)
 	struct eng_summary sum;
 
 	engine_running_summary(l->eng, &sum);
-	if (!l->out_closed && !l->json_stdout) {
+	if (!l->out_closed && !l->json_stdout && (!l->tail_only || s->tail)) {
 		report_step_line(l->eng, s, &sum, stdout);
 		live_flush(l);
 	}
@@ -320,6 +321,7 @@ int cmd_attach(int argc, char **argv)
 	if (!l)
 		return 1;
 	l->pid = o.probe.pid;
+	l->tail_only = la.tail_only;
 	/* live: GPU records must fall inside the capture; days of steps in bounded memory */
 	eo.live = true;
 	eo.start_ns = mono_ns();
