@@ -2,7 +2,6 @@
 /* Facts about the host and the target process, read from /proc and /sys. */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -411,22 +410,18 @@ void target_env_ids(pid_t pid, struct target_ids *ids)
 					     "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", NULL };
 	static const char *const world[] = { "WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE",
 					     "PMI_SIZE", NULL };
-	char path[64], *env = NULL;
+	char path[64], *env;
+	ssize_t n = -1;
 	size_t len = 0, cap = 1 << 20;
-	int fd;
 
 	memset(ids, 0, sizeof(*ids));
 	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 && (env = malloc(cap))) {
-		ssize_t r;
-
-		while (len < cap && (r = read(fd, env + len, cap - len)) > 0)
-			len += (size_t)r;
-	}
-	if (fd >= 0)
-		close(fd);
-	if (env) {
+	/* it reads the target's memory, which it can stall, as for its cmdline */
+	env = malloc(cap + 1);
+	if (env)
+		n = read_small_file_timed(path, env, cap + 1, CMDLINE_TIMEOUT_MS);
+	len = n > 0 ? (size_t)n : 0;
+	if (len) {
 		env_pick(env, len, jobs, ids->job);
 		env_pick(env, len, ranks, ids->rank);
 		env_pick(env, len, local, ids->local_rank);

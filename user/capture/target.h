@@ -26,7 +26,8 @@ size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid);
 
 /*
  * Who the trainer is in its job, as its launcher set it in its environment
- * (/proc/PID/environ, as it was at exec): the job id (TORCHELASTIC_RUN_ID,
+ * (/proc/PID/environ, as it was at exec; read with the cmdline's timeout, as
+ * it reads the target's memory): the job id (TORCHELASTIC_RUN_ID,
  * SLURM_JOB_ID, JOB_ID), RANK (SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK),
  * LOCAL_RANK (SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID) and
  * WORLD_SIZE (SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE), the first set of

@@ -309,6 +309,15 @@ static void step_line_obj(struct jw *w, const struct engine *e, const struct eng
 	symbols_free(sym);
 }
 
+/* key: v, unless v is empty (a value the trace does not have) */
+static void opt_str(struct jw *w, const char *key, const char *v)
+{
+	if (!v[0])
+		return;
+	jw_key(w, key);
+	jw_str(w, v);
+}
+
 void report_json_identity(struct jw *w, const struct engine *e)
 {
 	struct eng_identity id;
@@ -329,26 +338,11 @@ void report_json_identity(struct jw *w, const struct engine *e)
 	}
 	jw_key(w, "pid");
 	jw_u64(w, t.pid);
-	if (id.job[0]) {
-		jw_key(w, "job");
-		jw_str(w, id.job);
-	}
-	if (id.rank[0]) {
-		jw_key(w, "rank");
-		jw_str(w, id.rank);
-	}
-	if (id.local_rank[0]) {
-		jw_key(w, "local_rank");
-		jw_str(w, id.local_rank);
-	}
-	if (id.world_size[0]) {
-		jw_key(w, "world_size");
-		jw_str(w, id.world_size);
-	}
-	if (id.version[0]) {
-		jw_key(w, "stepblame_version");
-		jw_str(w, id.version);
-	}
+	opt_str(w, "job", id.job);
+	opt_str(w, "rank", id.rank);
+	opt_str(w, "local_rank", id.local_rank);
+	opt_str(w, "world_size", id.world_size);
+	opt_str(w, "stepblame_version", id.version);
 	if (id.agent_pid) {
 		jw_key(w, "agent_pid");
 		jw_u64(w, id.agent_pid);
