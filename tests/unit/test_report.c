@@ -85,6 +85,7 @@ static const char checker_py[] =
 "        for i, (a, b) in enumerate(zip(lines, doc['steps'])):\n"
 "            validate(schema, a, '#/$defs/step')\n"
 "            if a.pop('identity', None) != doc['identity']: fail('line %d' % i, 'its identity is not the report\\'s')\n"
+"            if a.pop('loss_total', None) != doc['loss']['total']: fail('line %d' % i, 'its loss_total is not the report\\'s loss.total')\n"
 "            if a != b: fail('line %d' % i, 'differs from steps[%d]' % i)\n"
 "    elif mode == 'perfetto':\n"
 "        want_steps = int(sys.argv[4])\n"

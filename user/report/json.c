@@ -519,6 +519,12 @@ static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_
 	if (sym)
 		step_stacks(w, e, s, sym);
 	if (identity) {
+		/* a line read alone: what the capture had lost by then (summary.loss.total) */
+		struct eng_loss l;
+
+		engine_loss(e, &l);
+		jw_key(w, "loss_total");
+		jw_u64(w, l.total);
 		jw_key(w, "identity");
 		report_json_identity(w, e);
 	}
