@@ -20,7 +20,7 @@ struct opt {
 	                       (0: by every one) */
 };
 
-#define OPTS_MAX 32
+#define OPTS_MAX 64
 
 /* getopt_long's view of a table (which ends with a row without a name) */
 struct opts_getopt {

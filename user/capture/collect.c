@@ -856,7 +856,8 @@ out:
 enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AGENT_CPU,
        OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD,
        OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK,
-       OPT_TAIL_ONLY };
+       OPT_TAIL_ONLY, OPT_CGROUP, OPT_DIR, OPT_AROUND, OPT_BUFFER, OPT_MAX_SNIPPETS,
+       OPT_MAX_DISK, OPT_ROTATE, OPT_IDLE, OPT_TAIL_K };
 
 /* "1", "0.5", "2%" -> ppm; false unless a plain number from 0 to 100 */
 static bool parse_pct_ppm(const char *s, uint64_t *ppm)
@@ -880,9 +881,37 @@ static bool parse_pct_ppm(const char *s, uint64_t *ppm)
  * lists them; attach's help lists only --json (it takes the others too).
  */
 const struct opt collect_options[] = {
-	{ "pid", 'p', "PID", "process to trace (root, or CAP_BPF + CAP_PERFMON)", COLLECT_RECORD },
+	{ "pid", 'p', "PID", "process to trace (root, or CAP_BPF + CAP_PERFMON)",
+	  COLLECT_RECORD | COLLECT_WATCH },
+	{ "name", 'n', "REGEX",
+	  "watch the process whose command line (or comm) matches REGEX\n"
+	  "(extended regex): the oldest, the root of a matching tree;\n"
+	  "when it exits, the next one that starts", COLLECT_WATCH },
+	{ "cgroup", OPT_CGROUP, "PATH",
+	  "watch the oldest root process of cgroup PATH (v2, under\n"
+	  "/sys/fs/cgroup or relative to it) and its sub-cgroups; when it\n"
+	  "exits, the next one", COLLECT_WATCH },
 	{ "duration", 'd', "SEC",
-	  "stop after this long (30, 30s, 500ms, 2m); default: until Ctrl-C", COLLECT_RECORD },
+	  "stop after this long (30, 30s, 500ms, 2m); default: until Ctrl-C",
+	  COLLECT_RECORD | COLLECT_WATCH },
+	{ "dir", OPT_DIR, "DIR",
+	  "where steps.jsonl and the snippets go (default: stepblame-watch)", COLLECT_WATCH },
+	{ "around", OPT_AROUND, "SEC",
+	  "a snippet holds SEC before its step and SEC after (default 5)", COLLECT_WATCH },
+	{ "tail-k", OPT_TAIL_K, "K",
+	  "a snippet for a step longer than the median + K MAD of the last\n"
+	  "1024 steps (the MAD at least 5% of the median; default 5)", COLLECT_WATCH },
+	{ "idle-pct", OPT_IDLE, "PCT",
+	  "also a snippet for a step whose GPU sat idle more than PCT%\n"
+	  "of it (default: off; steps with a GPU timeline)", COLLECT_WATCH },
+	{ "max-snippets", OPT_MAX_SNIPPETS, "N",
+	  "keep at most N snippets in DIR, the oldest removed (default 100)", COLLECT_WATCH },
+	{ "max-disk-mb", OPT_MAX_DISK, "N",
+	  "keep the snippets under N MiB in all (default 2048)", COLLECT_WATCH },
+	{ "rotate-mb", OPT_ROTATE, "N",
+	  "rotate steps.jsonl at N MiB, keeping 4 old ones (default 64)", COLLECT_WATCH },
+	{ "buffer-mb", OPT_BUFFER, "N",
+	  "memory for the detail kept (default 256; the oldest goes first)", COLLECT_WATCH },
 	{ "output", 'o', "FILE",
 	  "trace file (default: stepblame-PID.sbt); written as FILE.partial.XXXXXX\n"
 	  "and renamed at the end, a file already there kept as FILE.old", COLLECT_RECORD },
@@ -896,13 +925,15 @@ const struct opt collect_options[] = {
 	  "finishes); --json and the metrics still get every step", COLLECT_ATTACH },
 	{ "metrics-addr", OPT_METRICS_ADDR, "HOST:PORT",
 	  "serve Prometheus metrics at http://HOST:PORT/metrics\n"
-	  "(schemas/metrics.md; 127.0.0.1:9464 for this host only)", COLLECT_ATTACH },
+	  "(schemas/metrics.md; 127.0.0.1:9464 for this host only)",
+	  COLLECT_ATTACH | COLLECT_WATCH },
 	{ "job", OPT_JOB, "NAME",
 	  "the metrics' job label (default: the trainer's\n"
-	  "TORCHELASTIC_RUN_ID or SLURM_JOB_ID)", COLLECT_ATTACH },
-	{ "rank", OPT_RANK, "N", "the rank label (default: its RANK, SLURM_PROCID, ...)", COLLECT_ATTACH },
+	  "TORCHELASTIC_RUN_ID or SLURM_JOB_ID)", COLLECT_ATTACH | COLLECT_WATCH },
+	{ "rank", OPT_RANK, "N", "the rank label (default: its RANK, SLURM_PROCID, ...)",
+	  COLLECT_ATTACH | COLLECT_WATCH },
 	{ "local-rank", OPT_LOCAL_RANK, "N", "the local_rank label (default: its LOCAL_RANK, ...)",
-	  COLLECT_ATTACH },
+	  COLLECT_ATTACH | COLLECT_WATCH },
 	{ "no-alloc", OPT_NO_ALLOC, NULL, "do not probe malloc and friends", COLLECT_RECORD },
 	{ "alloc-lib", OPT_ALLOC_LIB, "PATH",
 	  "probe this allocator (jemalloc, tcmalloc) instead of the libc", COLLECT_RECORD },
@@ -927,7 +958,7 @@ const struct opt collect_options[] = {
 	  "trace the target process alone; by default the processes it\n"
 	  "forks or spawns (DataLoader workers) are followed too, with\n"
 	  "their descendants, including those started after attach",
-	  COLLECT_RECORD | COLLECT_ATTACH },
+	  COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
 	{ "agent-cpu", OPT_AGENT_CPU, "N|none",
 	  "pin the agent (default: a CPU the target may not use, if any)", COLLECT_RECORD },
 	{ "ring-mb", OPT_RING, "N", "ring buffer size in MiB, power of two (default 64)",
@@ -985,8 +1016,71 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			}
 			*out = optarg;
 			break;
+		case 'n':
+		case OPT_CGROUP:
+		case OPT_DIR:
+			if (!live || !live->watch) {
+				sb_err("%s: %s is not an option of this command (see stepblame watch)",
+				       cmd, argv[optind - 1]);
+				return -1;
+			}
+			if (!*optarg) {
+				sb_err("%s: %s wants a value", cmd, argv[optind - 1]);
+				return -1;
+			}
+			*(ch == 'n' ? &live->name : ch == OPT_CGROUP ? &live->cgroup : &live->dir) = optarg;
+			break;
+		case OPT_AROUND:
+		case OPT_TAIL_K:
+		case OPT_BUFFER:
+		case OPT_MAX_SNIPPETS:
+		case OPT_MAX_DISK:
+		case OPT_ROTATE:
+		case OPT_IDLE:
+			if (!live || !live->watch) {
+				sb_err("%s: %s is not an option of this command (see stepblame watch)",
+				       cmd, argv[optind - 1]);
+				return -1;
+			}
+			if (ch == OPT_AROUND) {
+				d = parse_duration_ns(optarg);
+				if (d <= 0 || d > 600000000000ll) {
+					sb_err("%s: --around wants a duration up to 10m (5, 500ms, 1m), "
+					       "got '%s'", cmd, optarg);
+					return -1;
+				}
+				live->around_ns = (uint64_t)d;
+			} else if (ch == OPT_TAIL_K) {
+				char *end;
+				double k;
+
+				errno = 0;
+				k = strtod(optarg, &end);
+				if (errno || end == optarg || *end || !(k >= 1 && k <= 1000)) {
+					sb_err("%s: --tail-k wants a number from 1 to 1000, got '%s'", cmd,
+					       optarg);
+					return -1;
+				}
+				live->tail_k_milli = (uint64_t)(k * 1000 + 0.5);
+			} else if (ch == OPT_IDLE) {
+				if (!parse_pct_ppm(optarg, &live->idle_ppm)) {
+					sb_err("%s: --idle-pct wants a percentage from 0 to 100, got '%s'",
+					       cmd, optarg);
+					return -1;
+				}
+			} else if (!parse_u64(optarg, &v) || v < 1 || v > (1u << 20)) {
+				sb_err("%s: %s wants a number from 1 to 1048576, got '%s'", cmd,
+				       argv[optind - 1], optarg);
+				return -1;
+			} else if (ch == OPT_MAX_SNIPPETS) {
+				live->max_snippets = v;
+			} else {
+				*(ch == OPT_BUFFER ? &live->buffer_bytes : ch == OPT_MAX_DISK ?
+				  &live->max_disk_bytes : &live->rotate_bytes) = v << 20;
+			}
+			break;
 		case OPT_TAIL_ONLY:
-			if (!live) {
+			if (!live || live->watch) {
 				sb_err("%s: --tail-only is not an option of this command", cmd);
 				return -1;
 			}
@@ -997,7 +1091,7 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 		case OPT_JOB:
 		case OPT_RANK:
 		case OPT_LOCAL_RANK:
-			if (!live) {
+			if (!live || (live->watch && ch == OPT_JSON)) {
 				sb_err("%s: --%s is not an option of this command", cmd,
 				       ch == OPT_JSON ? "json" : ch == OPT_METRICS_ADDR ? "metrics-addr" :
 				       ch == OPT_JOB ? "job" : ch == OPT_RANK ? "rank" : "local-rank");

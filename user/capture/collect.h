@@ -58,15 +58,30 @@ void collect_opts_init(struct collect_opts *o);
 
 /* the options record, attach and run share (base/opts.h); the help of record
  * lists the rows marked COLLECT_RECORD, attach's those marked COLLECT_ATTACH */
-enum { COLLECT_RECORD = 1, COLLECT_ATTACH = 2 };
+enum { COLLECT_RECORD = 1, COLLECT_ATTACH = 2, COLLECT_WATCH = 4 };
 extern const struct opt collect_options[];
 
-/* attach's live outputs: --json, and the Prometheus endpoint with its labels */
+/*
+ * The live commands' own options: attach's outputs (--json, --tail-only),
+ * the Prometheus endpoint with its labels (attach and watch), and watch's
+ * target, directory and flight recorder (watch set: the command is watch)
+ */
 struct live_args {
 	const char *json;
 	const char *metrics_addr;    /* HOST:PORT */
 	const char *job, *rank, *local_rank; /* label values given; NULL: from the environment */
 	bool tail_only;              /* step lines for tail steps only */
+	bool watch;                  /* in: parsing watch's options */
+	const char *name;            /* -n REGEX: the process whose command line matches */
+	const char *cgroup;          /* --cgroup PATH: the oldest root process in it */
+	const char *dir;             /* --dir: the step stream and the snippets */
+	uint64_t around_ns;          /* --around: detail before and after a tail step */
+	uint64_t buffer_bytes;       /* --buffer-mb: the flight recorder's memory */
+	uint64_t max_snippets;       /* --max-snippets */
+	uint64_t max_disk_bytes;     /* --max-disk-mb: snippets and the rotated stream */
+	uint64_t rotate_bytes;       /* --rotate-mb: the step stream's file size */
+	uint64_t idle_ppm;           /* --idle-pct: a step idler than this gets a snippet; 0 off */
+	uint64_t tail_k_milli;       /* --tail-k, in thousandths */
 };
 
 /*

@@ -5,6 +5,7 @@
 
 int cmd_record(int argc, char **argv); /* record.c */
 int cmd_attach(int argc, char **argv); /* record.c */
+int cmd_watch(int argc, char **argv);  /* watch.c */
 int cmd_dump(int argc, char **argv);   /* dump.c */
 int cmd_report(int argc, char **argv); /* report.c */
 int cmd_demo(int argc, char **argv);   /* demo.c */

@@ -16,6 +16,9 @@ static const char usage[] =
 "  report FILE [--format text|json|jsonl|perfetto] [-o OUT]\n"
 "                                        per-step blame from a trace file\n"
 "  attach -p PID [-d SEC] [--json OUT]   live\n"
+"  watch (-p PID|-n REGEX|--cgroup PATH) [--dir DIR]\n"
+"                                        always on: a step stream, and the detail\n"
+"                                        around slow steps kept as trace files\n"
 "  run [opts] -- CMD [ARGS...]           launch CMD with the GPU collector injected, trace it\n"
 "  demo [--scenario NAME]                simulated trainer + injected interference + report\n"
 "  dump FILE [--jsonl]                   raw records, for inspection\n"
@@ -33,6 +36,7 @@ int main(int argc, char **argv)
 	} cmds[] = {
 		{ "record", cmd_record },
 		{ "attach", cmd_attach },
+		{ "watch", cmd_watch },
 		{ "report", cmd_report },
 		{ "dump", cmd_dump },
 		{ "demo", cmd_demo },

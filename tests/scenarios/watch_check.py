@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""
+Did stepblame watch keep the detail of every injected interference, blamed
+right? watch_check.py DIR TRUTH PID: DIR holds the snippets of PID
+(tail-PID-step*.sbt) with their reports beside them (FILE.sbt.json, from
+`stepblame report --format json`); TRUTH is simtrainer's --truth file. For
+each injection (consecutive steps of one kind are one), one of its steps
+must be in a snippet, its largest blame the kind's cause (a hog: cpu_wait on
+the hog). Prints a line per injection, and "FAILED: ..." when one is missing
+or blamed wrong. Used by
+tests/scenarios/watch.sh and bench/watch_long.py.
+"""
+import glob, json, os, sys
+d, truth, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+# what each injection is to be blamed on (as blame_check.py)
+CAUSES = {"hog": {"cpu_wait"}, "faults": {"page_fault", "alloc"}, "ckpt": {"io_wait"},
+          "alloc": {"alloc", "page_fault"}, "migrate": {"migration"}, "stall": {"blocked"}}
+events = [json.loads(l) for l in open(truth)]
+events = [e for e in events if "kind" in e]
+steps = {}  # step -> (snippet, step object)
+for f in sorted(glob.glob(os.path.join(d, "tail-%d-step*.sbt.json" % pid))):
+    r = json.load(open(f))
+    for s in r["steps"]:
+        if not s["incomplete"]:
+            steps.setdefault(s["step"], (os.path.basename(f)[:-5], s))
+bad, said = [], []
+def top(s):
+    b = [x for x in s["blame"] if x["cause"] not in ("tracer", "vm_steal")]
+    return max(b, key=lambda x: x["ns"]) if b else None
+episodes = []
+for e in sorted(events, key=lambda e: e["step"]):
+    if episodes and episodes[-1][-1]["kind"] == e["kind"] and episodes[-1][-1]["step"] == e["step"] - 1:
+        episodes[-1].append(e)
+    else:
+        episodes.append([e])
+for ev in episodes:
+    kind = ev[0]["kind"]
+    ok = []
+    for e in ev:
+        if e["step"] not in steps:
+            continue
+        f, s = steps[e["step"]]
+        t = top(s)
+        if t and t["cause"] in CAUSES[kind] and (kind != "hog" or t.get("culprit", {}).get("comm") == "noisy-neighbor"):
+            ok.append("%d in %s: %s %.1f ms" % (e["step"], f, t["cause"], t["ns"] / 1e6))
+        else:
+            said.append("%s step %d in %s: top %s" % (kind, e["step"], f, t and (t["cause"], t.get("culprit", {}).get("comm"), t["ns"])))
+    if not ok:
+        bad.append("%s (steps %s): no snippet blames it right%s" % (kind, ",".join(str(e["step"]) for e in ev),
+                   "" if any(e["step"] in steps for e in ev) else " (none of its steps is in a snippet)"))
+    else:
+        print("    %s: %s" % (kind, ok[0]))
+for s in said:
+    print("    (%s)" % s)
+if bad:
+    print("FAILED: " + "; ".join(bad))
