@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prometheus metrics against a real Prometheus server: three simtrainers act as
 # the ranks of one job (RANK, LOCAL_RANK and TORCHELASTIC_RUN_ID in their
-# environment), rank 1 with a hog on its launcher's CPU all along; each is
-# watched by `stepblame attach --metrics-addr`, and Debian's prometheus, started
+# environment), rank 1 with a hog on its launcher's CPU all along; rank 0 is
+# traced by `stepblame attach --metrics-addr`, ranks 1 and 2 by `stepblame watch
+# --metrics-addr` (the always-on agent), and Debian's prometheus, started
 # here on loopback ports, scrapes the three every second. PromQL through its
 # HTTP API must then find: every rank's steps, with the labels read from the
 # trainers' environment; rank 1 as the rank with the highest rate of cpu_wait
@@ -41,8 +42,10 @@ for r in 0 1 2; do
 	sim[$r]=$!; pids+=($!)
 done
 for r in 0 1 2; do
-	"$STEPBLAME" attach -p "${sim[$r]}" -d 45 --metrics-addr "127.0.0.1:${ports[$r]}" \
-		>"$tmp/attach$r.out" 2>"$tmp/attach$r.err" &
+	agent=(attach -p "${sim[$r]}")
+	[ $r != 0 ] && agent=(watch -p "${sim[$r]}" --dir "$tmp/watch$r")
+	"$STEPBLAME" "${agent[@]}" -d 45 --metrics-addr "127.0.0.1:${ports[$r]}" \
+		>"$tmp/agent$r.out" 2>"$tmp/agent$r.err" &
 	pids+=($!)
 done
 cat >"$tmp/prometheus.yml" <<EOF
@@ -109,7 +112,7 @@ while time.time() < deadline:
 if len(steps) != 3:
     up = q("up")
     out(False, "scraped", "after 40 s: %d ranks with steps; up: %s; agents: %s" % (
-        len(steps), up, [open(tmp + "/attach%d.err" % r).read()[-300:] for r in range(3)]))
+        len(steps), up, [open(tmp + "/agent%d.err" % r).read()[-300:] for r in range(3)]))
     sys.exit(0)
 labels = sorted((s["metric"].get("rank"), s["metric"].get("local_rank"), s["metric"].get("job"))
                 for s in steps)

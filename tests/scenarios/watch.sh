@@ -43,7 +43,7 @@ wait_line() {
 timeout 300 "$STEPBLAME" watch -n "$pat" --dir "$tmp/a" --around 1 >"$tmp/a.out" 2>"$tmp/a.err" &
 w=$!
 wait_line "$tmp/a.out" '^waiting for a process' 20 || true
-trainer 1700 "$tmp/truth1.jsonl" --inject hog@500-505:-5 --inject ckpt@900 --inject faults@1300:256
+trainer 1700 "$tmp/truth1.jsonl" --inject hog@500-509:-10 --inject ckpt@900 --inject faults@1300:256
 pid1=$sim
 wait "$sim"; sim=
 if ! wait_line "$tmp/a.out" "^PID $pid1 exited" 60; then
@@ -143,6 +143,32 @@ elif ! grep -q "^PID $pid3 exited" "$tmp/c.out"; then
 else
 	pass ${T}_caps
 	echo "    ($wrote snippets written, the newest 2 kept of $((before + wrote)); stream: $(ls "$tmp"/a/steps.jsonl* | wc -l) files)"
+fi
+
+# ---- --idle-pct: a step whose GPU idled more than that gets a snippet of its own ----
+# (simtrainer's GPU idles a few percent of every step: 1% catches steps that are not slow)
+trainer 600 "$tmp/truth4.jsonl"
+timeout 120 "$STEPBLAME" watch -p "$sim" --dir "$tmp/i" --around 0.5 --idle-pct 1 --max-snippets 3 \
+	>"$tmp/i.out" 2>"$tmp/i.err"
+rc=$?
+wait "$sim"; sim=
+f=$(ls "$tmp"/i/idle-*.sbt 2>/dev/null | head -1)
+if [ $rc != 0 ] || [ -z "$f" ]; then
+	fail ${T}_idle "exit $rc, no idle snippet: $(ls "$tmp/i" | tr '\n' ' ') $(tail -2 "$tmp/i.err" | tr '\n' ' ')"
+else
+	step=$(basename "$f" | sed -E 's/^idle-[0-9]+-step([0-9]+).*/\1/')
+	share=$("$STEPBLAME" report --format json "$f" 2>/dev/null | python3 -c '
+import json, sys
+step = int(sys.argv[1])
+for s in json.load(sys.stdin)["steps"]:
+    if s["step"] == step:
+        print("%.4f" % (s["gpu_idle_ns"] / s["duration_ns"]))' "$step")
+	if [ -z "$share" ] || ! python3 -c "import sys; sys.exit(not float('$share') > 0.01)"; then
+		fail ${T}_idle "$(basename "$f"): step $step's GPU idle share in its report is '${share}', not over 1%"
+	else
+		pass ${T}_idle
+		echo "    ($(basename "$f"): step $step idle $share of it)"
+	fi
 fi
 
 # ---- refusals: one line each ----
