@@ -266,6 +266,7 @@ static void run_step(uint64_t n, uint64_t *rng)
 		const struct kname *kn = &knames[k % ARRAY_SIZE(knames)];
 		struct op op = { .kind = OP_KERNEL, .dur_ns = kernel_dur(k, rng) };
 
+		busy_work(k, opt.kernels);
 		op.name_id = kname_id[k % ARRAY_SIZE(knames)];
 		if (k + 1 == opt.kernels && opt.kernels > 1) {
 			kn = &kallreduce;
@@ -329,6 +330,7 @@ static void *launcher_main(void *arg)
 		sleep_until(now_ns() + opt.start_delay_ns);
 	for (uint64_t n = 0; n < opt.steps && !stopping(); n++)
 		run_step(n, &rng);
+	busy_stop();
 	__atomic_store_n(&launcher_done, 1, __ATOMIC_RELEASE);
 	pthread_kill(main_thr, SIGUSR1);
 	return NULL;
@@ -368,6 +370,9 @@ static void usage(FILE *f)
 "  --h2d-bytes N         bytes per copy, at ~12 GB/s (8388608)\n"
 "  --seed N              seed of the jitter and injection randomness (1)\n"
 "  --launcher-cpu CPU    pin the launcher to CPU, or 'none' (the last usable CPU)\n"
+"  --busy SW,PF,MA       a busy launcher: each step, SW round trips to a busy-peer\n"
+"                        thread (voluntary switches), PF minor page faults and MA\n"
+"                        malloc/free pairs, spread over its launches (0,0,0)\n"
 "  --mark MODE           step marks: usdt, nvtx (channel records STEP_BEGIN/END and\n"
 "                        a 'train_step' range), both, none (both)\n"
 "\n"
@@ -444,7 +449,7 @@ static int last_cpu(void)
 enum {
 	O_STEPS = 256, O_KERNELS, O_KERNEL_US, O_JITTER, O_LAUNCH_US, O_QDEPTH, O_LOADERS,
 	O_LOADER_US, O_PREFETCH, O_LOADER_READ, O_H2D_EVERY, O_H2D_BYTES, O_SEED, O_CPU, O_MARK,
-	O_TRUTH, O_DELAY, O_WAIT, O_CKPT_DIR, O_SLOTS, O_INJECT, O_QUIET, O_HELP,
+	O_TRUTH, O_DELAY, O_WAIT, O_CKPT_DIR, O_SLOTS, O_INJECT, O_QUIET, O_HELP, O_BUSY,
 };
 
 static void parse_args(int argc, char **argv)
@@ -460,7 +465,8 @@ static void parse_args(int argc, char **argv)
 		{ "truth", 1, 0, O_TRUTH }, { "start-delay-ms", 1, 0, O_DELAY },
 		{ "wait-agent", 1, 0, O_WAIT }, { "ckpt-dir", 1, 0, O_CKPT_DIR },
 		{ "channel-slots", 1, 0, O_SLOTS }, { "inject", 1, 0, O_INJECT },
-		{ "quiet", 0, 0, O_QUIET }, { "help", 0, 0, O_HELP }, { 0 },
+		{ "quiet", 0, 0, O_QUIET }, { "help", 0, 0, O_HELP }, { "busy", 1, 0, O_BUSY },
+		{ 0 },
 	};
 	char err[160];
 	int c, cpu_set = 0;
@@ -546,6 +552,19 @@ static void parse_args(int argc, char **argv)
 			else
 				sim_die("--mark: '%s' is not usdt, nvtx, both or none", optarg);
 			break;
+		case O_BUSY: {
+			unsigned long long a, b, c;
+			int n = 0;
+
+			if (sscanf(optarg, "%llu,%llu,%llu%n", &a, &b, &c, &n) != 3 || optarg[n] ||
+			    a > 100000 || b > 1000000 || c > 1000000)
+				sim_die("--busy: '%s' is not SWITCHES,FAULTS,MALLOCS a step "
+					"(e.g. 90,170,160)", optarg);
+			opt.busy_switches = a;
+			opt.busy_faults = b;
+			opt.busy_mallocs = c;
+			break;
+		}
 		case O_TRUTH: opt.truth = optarg; break;
 		case O_DELAY: opt.start_delay_ns = num_arg("start-delay-ms", optarg, 0, 3600000) * 1000000; break;
 		case O_WAIT: opt.wait_agent_ns = num_arg("wait-agent", optarg, 0, 3600) * 1000000000ull; break;
@@ -599,7 +618,7 @@ int main(int argc, char **argv)
 		sim_die("--truth %s: %s", opt.truth, strerror(-err));
 	truth_watch_thread();
 	if ((err = injector_start()) || (err = device_start(opt.queue_depth)) ||
-	    (err = loaders_start()))
+	    (err = loaders_start()) || (err = busy_start()))
 		sim_die("cannot start: %s", strerror(-err));
 	if ((err = pthread_create(&launch_thr, NULL, launcher_main, NULL)))
 		sim_die("cannot start the launcher: %s", strerror(err));

@@ -57,6 +57,7 @@ struct sim_opts {
 	bool quiet;
 	struct inject inj[SIM_MAX_INJECT];
 	unsigned ninj;
+	uint64_t busy_switches, busy_faults, busy_mallocs; /* --busy, per step */
 };
 
 /* ---- shared state ---- */
@@ -81,6 +82,11 @@ void sim_emit(struct sb_gpu *g);
 /* condition variables that time out on CLOCK_MONOTONIC */
 void sim_cond_init(pthread_cond_t *c);
 int sim_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t t_ns);
+
+/* ---- busy.c: --busy, the launcher's steady host load ---- */
+int busy_start(void);
+void busy_stop(void);
+void busy_work(unsigned part, unsigned parts);
 
 /* ---- device.c: launch queue and the simulated GPU ---- */
 enum op_kind { OP_KERNEL = 1, OP_H2D = 2 };

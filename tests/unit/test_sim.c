@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -762,10 +763,59 @@ static void t_usdt_probe_present(void)
 }
 
 
+/* one run of simtrainer: its page faults and context switches (all threads), 0 or -1 */
+static int sim_rusage(const char *sim, const char *busy, struct rusage *ru)
+{
+	pid_t p = fork();
+	int st;
+
+	if (p == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+
+		dup2(nul, 1);
+		dup2(nul, 2);
+		if (busy)
+			execl(sim, sim, "--steps", "40", "--kernels", "4", "--kernel-us", "300",
+			      "--h2d-every", "0", "--busy", busy, "--quiet", (char *)NULL);
+		else
+			execl(sim, sim, "--steps", "40", "--kernels", "4", "--kernel-us", "300",
+			      "--h2d-every", "0", "--quiet", (char *)NULL);
+		_exit(127);
+	}
+	if (p < 0 || wait4(p, &st, 0, ru) != p || !WIFEXITED(st) || WEXITSTATUS(st))
+		return -1;
+	return 0;
+}
+
+/*
+ * --busy SW,PF,MA adds, each step, SW round trips of the launcher to its peer
+ * (a switch each, and one of the peer) and PF fresh-page faults: over 40
+ * steps, against the same run without it
+ */
+static void t_busy(void)
+{
+	const char *sim = sim_or_skip();
+	struct rusage a, b;
+	long faults, switches;
+
+	if (!sim)
+		SKIP("SIMTRAINER is not set to an executable (run through tests/run)");
+	REQUIRE(!sim_rusage(sim, NULL, &a), "plain run failed");
+	REQUIRE(!sim_rusage(sim, "50,200,100", &b), "--busy run failed");
+	faults = b.ru_minflt - a.ru_minflt;
+	switches = (b.ru_nvcsw + b.ru_nivcsw) - (a.ru_nvcsw + a.ru_nivcsw);
+	CHECK(faults >= 40 * 200 * 9 / 10 && faults <= 40 * 200 * 2,
+	      "%ld more minor faults with --busy 50,200,100 over 40 steps, want about 8000", faults);
+	CHECK(switches >= 40 * 50 * 2 * 9 / 10,
+	      "%ld more context switches with --busy 50,... over 40 steps, want 4000 or more",
+	      switches);
+}
+
 int main(void)
 {
 	RUN(t_usage);
 	RUN(t_usdt_probe_present);
+	RUN(t_busy);
 	RUN_ROOT(t_full_run);
 	RUN_ROOT(t_jitter_stays_in_bounds);
 	RUN_ROOT(t_sigterm_cleans_up);
