@@ -61,11 +61,11 @@ else
 	echo "    (3 lines to head, attach ended after $took ms of its 60 s)"
 fi
 
-# --json -: the JSON lines alone on standard output (no file named "-"), one
+# --jsonl -: the JSON lines alone on standard output (no file named "-"), one
 # step object per line; the closing report on stderr
 "$SIMTRAINER" --steps 300 --kernels 4 --kernel-us 300 --wait-agent 30 --quiet >"$tmp/sim.out" 2>&1 &
 sim=$!
-(cd "$tmp" && timeout 120 "$STEPBLAME" attach -q -p "$sim" --json - >"$tmp/lines.out" 2>"$tmp/lines.err")
+(cd "$tmp" && timeout 120 "$STEPBLAME" attach -q -p "$sim" --jsonl - >"$tmp/lines.out" 2>"$tmp/lines.err")
 rc=$?
 wait "$sim" 2>/dev/null; sim=
 bad=$(python3 -c '

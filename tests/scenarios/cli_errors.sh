@@ -60,6 +60,7 @@ expect record_unknown_long 2 "unknown option '--bogus'" -- "$SB" record --bogus 
 expect record_unknown_short 2 "unknown option '-x'" -- "$SB" record -x
 expect attach_unknown 2 "unknown option '--frob'" -- "$SB" attach --frob
 expect dump_unknown 2 "unknown option '--bogus'" -- "$SB" dump --bogus "$tmp/x.sbt"
+expect dump_format 2 "--format is text or jsonl, not 'xml'" -- "$SB" dump --format xml "$tmp/x.sbt"
 expect report_unknown 2 "bogus" -- "$SB" report "$tmp/x.sbt" --bogus
 expect demo_unknown 2 "bogus" -- "$SB" demo --bogus
 expect run_unknown 2 "unknown option '--bogus'" -- "$SB" run --bogus -- true

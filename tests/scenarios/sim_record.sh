@@ -36,7 +36,7 @@ fi
 if [ $simrc != 0 ] || [ ! -s "$tmp/truth.jsonl" ]; then
 	fail $T "simtrainer exited $simrc: $(tail -3 "$tmp/sim.out" | tr '\n' ' ')"; exit 0
 fi
-if ! "$STEPBLAME" dump "$tmp/trace.sbt" --jsonl >"$tmp/dump.jsonl" 2>"$tmp/dump.err"; then
+if ! "$STEPBLAME" dump "$tmp/trace.sbt" --format jsonl >"$tmp/dump.jsonl" 2>"$tmp/dump.err"; then
 	fail $T "dump failed: $(head -1 "$tmp/dump.err")"; exit 0
 fi
 ckpt_fs=$(stat -f -c %T "$tmp")

@@ -915,14 +915,15 @@ const struct opt collect_options[] = {
 	{ "output", 'o', "FILE",
 	  "trace file (default: stepblame-PID.sbt); written as FILE.partial.XXXXXX\n"
 	  "and renamed at the end, a file already there kept as FILE.old", COLLECT_RECORD },
-	{ "json", OPT_JSON, "OUT",
+	{ "jsonl", OPT_JSON, "OUT",
 	  "also write each step as a JSON line to OUT (the objects of\n"
 	  "`stepblame report --format jsonl`, schemas/report.schema.json);\n"
 	  "-: to standard output instead of the step lines (the report at\n"
 	  "the end goes to stderr)", COLLECT_ATTACH },
+	{ "json", OPT_JSON, "OUT", "the same as --jsonl (its first name)", COLLECT_ATTACH },
 	{ "tail-only", OPT_TAIL_ONLY, NULL,
 	  "a line only for tail steps (and the line a second while none\n"
-	  "finishes); --json and the metrics still get every step", COLLECT_ATTACH },
+	  "finishes); --jsonl and the metrics still get every step", COLLECT_ATTACH },
 	{ "metrics-addr", OPT_METRICS_ADDR, "HOST:PORT",
 	  "serve Prometheus metrics at http://HOST:PORT/metrics\n"
 	  "(schemas/metrics.md; 127.0.0.1:9464 for this host only)",
@@ -1093,7 +1094,7 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 		case OPT_LOCAL_RANK:
 			if (!live || (live->watch && ch == OPT_JSON)) {
 				sb_err("%s: --%s is not an option of this command", cmd,
-				       ch == OPT_JSON ? "json" : ch == OPT_METRICS_ADDR ? "metrics-addr" :
+				       ch == OPT_JSON ? "jsonl" : ch == OPT_METRICS_ADDR ? "metrics-addr" :
 				       ch == OPT_JOB ? "job" : ch == OPT_RANK ? "rank" : "local-rank");
 				return -1;
 			}

@@ -17,7 +17,7 @@
 #include "format/trace.h"
 #include "base/util.h"
 
-#define USAGE "usage: stepblame dump FILE [--jsonl] [--abs] [--limit N]"
+#define USAGE "usage: stepblame dump FILE [--format text|jsonl] [--abs] [--limit N]"
 
 static const char help_text[] =
 USAGE "\n"
@@ -25,8 +25,9 @@ USAGE "\n"
 "Print every record of a trace file written by `stepblame record`, one per line,\n"
 "to inspect what was captured.\n"
 "\n"
-"  --jsonl      one JSON object per line: first the file header (\"type\":\"header\"),\n"
-"               then the records, last the trailer; \"ts\" is CLOCK_MONOTONIC ns\n"
+"  -f, --format FMT  text (default) or jsonl: one JSON object per line, first the\n"
+"               file header (\"type\":\"header\"), then the records, last the\n"
+"               trailer; \"ts\" is CLOCK_MONOTONIC ns (--jsonl is the same)\n"
 "  --abs        text: times as raw CLOCK_MONOTONIC ns instead of seconds since\n"
 "               the capture started (the time in the file header)\n"
 "  --limit N    stop after N records\n"
@@ -1089,6 +1090,20 @@ int cmd_dump(int argc, char **argv)
 			return 0;
 		} else if (opts && !strcmp(a, "--jsonl")) {
 			json = true;
+		} else if (opts && (!strcmp(a, "-f") || !strcmp(a, "--format") ||
+				    !strncmp(a, "--format=", 9))) {
+			/* the name report uses for the same choice */
+			const char *v = a[2] == 'f' && a[8] == '=' ? a + 9 :
+					(i + 1 < argc ? argv[++i] : NULL);
+
+			if (!v)
+				return usage_error("--format needs text or jsonl%s", "");
+			if (!strcmp(v, "jsonl"))
+				json = true;
+			else if (!strcmp(v, "text"))
+				json = false;
+			else
+				return usage_error("--format is text or jsonl, not '%s'", v);
 		} else if (opts && !strcmp(a, "--abs")) {
 			abs_time = true;
 		} else if (opts && (!strcmp(a, "--limit") || !strncmp(a, "--limit=", 8))) {

@@ -33,7 +33,7 @@ static const char record_example[] =
 "example: sudo stepblame record -p 4242 -d 30 -o run.sbt && stepblame report run.sbt\n";
 
 static const char attach_usage[] =
-"usage: stepblame attach -p PID [-d SEC] [--json OUT] [options]\n"
+"usage: stepblame attach -p PID [-d SEC] [--jsonl OUT] [options]\n"
 "\n"
 "Trace process PID live: one line per finished step (time, GPU idle, the top cause\n"
 "and culprit; tail steps marked), a line per second while no step finishes, and\n"
