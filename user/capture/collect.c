@@ -213,9 +213,7 @@ static uint64_t put_drops(struct capture *c)
 		sbc_counters(c->chan, &ring, &strings, &source);
 	d->gpu_channel = ring + strings;
 	d->gpu_source = source;
-	for (int i = 0; i <= SB_EV_KERNEL_MAX; i++)
-		total += d->ring[i];
-	total += d->gpu_channel + d->gpu_source + d->wait_overflow;
+	total = sb_drops_total(d);
 	put(c, &d->h);
 	c->last_drops_total = total;
 	return total;

@@ -293,15 +293,6 @@ void flight_stats(const struct flight *f, struct flight_stats *s)
 	s->evicted_early = f->evicted_early;
 }
 
-static uint64_t drops_total(const struct sb_drops *d)
-{
-	uint64_t t = d->gpu_channel + d->gpu_source + d->wait_overflow;
-
-	for (int i = 0; i <= SB_EV_KERNEL_MAX; i++)
-		t += d->ring[i];
-	return t;
-}
-
 static uint64_t sub0(uint64_t a, uint64_t b)
 {
 	return a > b ? a - b : 0;
@@ -391,7 +382,7 @@ int flight_write(struct flight *f, const char *path, struct flight_snippet *sn, 
 				struct sb_drops d;
 
 				drops_since(&d, h, &st);
-				drops = drops_total(&d);
+				drops = sb_drops_total(&d);
 				rc = sbt_write(w, &d);
 			} else {
 				rc = sbt_write(w, h);

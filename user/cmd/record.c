@@ -219,13 +219,8 @@ static int live_sink(void *ctx, const struct sb_hdr *rec)
 	if (rec->type < SB_TYPE_MAX)
 		l->n[rec->type]++;
 	if (rec->type == SB_REC_DROPS) {
-		const struct sb_drops *d = (const void *)rec;
-		uint64_t t = d->gpu_channel + d->gpu_source + d->wait_overflow;
-
-		for (int i = 0; i <= SB_EV_KERNEL_MAX; i++)
-			t += d->ring[i];
-		l->drops = t;
-		metrics_drops(l->metrics, t);
+		l->drops = sb_drops_total((const void *)rec);
+		metrics_drops(l->metrics, l->drops);
 	}
 	engine_feed(l->eng, rec);
 	return 0;

@@ -521,12 +521,7 @@ static int watch_sink(void *ctx, const struct sb_hdr *rec)
 
 	flight_put(w->fl, rec, mono_ns());
 	if (rec->type == SB_REC_DROPS) {
-		const struct sb_drops *d = (const void *)rec;
-		uint64_t t = d->gpu_channel + d->gpu_source + d->wait_overflow;
-
-		for (int i = 0; i <= SB_EV_KERNEL_MAX; i++)
-			t += d->ring[i];
-		metrics_drops(w->metrics, t);
+		metrics_drops(w->metrics, sb_drops_total((const void *)rec));
 	}
 	engine_feed(w->eng, rec);
 	return 0;

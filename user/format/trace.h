@@ -222,6 +222,16 @@ static inline uint64_t sb_rec_start(const struct sb_hdr *h)
 	return s && s <= h->ts ? s : h->ts;
 }
 
+/* every drop a drops record counts, all sources together */
+static inline uint64_t sb_drops_total(const struct sb_drops *d)
+{
+	uint64_t t = d->gpu_channel + d->gpu_source + d->wait_overflow;
+
+	for (int i = 0; i <= SB_EV_KERNEL_MAX; i++)
+		t += d->ring[i];
+	return t;
+}
+
 /* names for dump and reports: sb_types[type].name, "unknown" if not defined */
 const char *sb_type_name(unsigned type);
 const char *sb_state_name(unsigned state);
