@@ -17,6 +17,9 @@ CAUSES = {"hog": {"cpu_wait"}, "faults": {"page_fault", "alloc"}, "ckpt": {"io_w
           "alloc": {"alloc", "page_fault"}, "migrate": {"migration"}, "stall": {"blocked"}}
 events = [json.loads(l) for l in open(truth)]
 events = [e for e in events if "kind" in e]
+if not events:
+    print("FAILED: no injection in %s" % truth)
+    sys.exit(0)
 steps = {}  # step -> (snippet, step object)
 for f in sorted(glob.glob(os.path.join(d, "tail-%d-step*.sbt.json" % pid))):
     r = json.load(open(f))
