@@ -29,7 +29,7 @@ launcher's CPU; every tracer then moves the median step (bench/RESULTS.md).
 
 Environment: STEPBLAME, SIMTRAINER (build/simtrainer), OBS_ROUNDS (5),
 OBS_STEPS (300; the alloc configuration runs 0.4 of them), OBS_CONFIGS
-(default,alloc), OBS_PIN (launcher), BENCH_OUT (build/bench),
+(default,alloc; also busy), OBS_PIN (launcher), BENCH_OUT (build/bench),
 OBS_TOOLS (all; or a comma list of tool names),
 OBS_VARIANTS (a comma list of variants instead, e.g. 'stepblame --no-alloc'). Writes BENCH_OUT/observer.json.
 """
@@ -81,6 +81,15 @@ CONFIGS = {
     "alloc": (["--inject", "alloc/5:2000"],
               ["untraced", "stepblame", "stepblame --max-overhead 0", "stepblame --no-alloc",
                "bpftrace"], 0.4),
+    # a busy launch thread whose host work is the step's critical path
+    # (bench/RESULTS.md, "A busy trainer"): short kernels, 200 us of CPU a launch,
+    # and every step 20 round trips to a peer thread, 60 minor faults and 57
+    # malloc/free pairs: about 13k switches, 17k faults and 16k mallocs a second
+    # on the launcher at 3.5 ms steps; stepblame with its defaults and without the
+    # allocator probes
+    "busy": (["--kernels", "10", "--kernel-us", "100", "--launch-us", "200",
+              "--busy", "20,60,57"],
+             ["untraced", "untraced again", "stepblame", "stepblame --no-alloc", "perf"], 1.0),
 }
 
 # kernel event record types of a trace file (bpf/events.h), for the trailer's counts;

@@ -3,8 +3,8 @@
  * --busy SW,PF,MA: the steady host load of a busy trainer's launch thread,
  * spread over each step's launches: SW round trips to a "busy-peer" thread
  * (each one a voluntary context switch of the launcher), PF minor page faults
- * (fresh pages of a region given back with MADV_DONTNEED) and MA small
- * malloc/free pairs. No injection: every step has it.
+ * (fresh pages of a region, given back with one MADV_DONTNEED a launch) and
+ * MA small malloc/free pairs. No injection: every step has it.
  */
 #include <errno.h>
 #include <sched.h>
@@ -92,15 +92,20 @@ void busy_work(unsigned part, unsigned parts)
 			;
 	}
 	if (pf) {
-		/* give the pages back, then touch each: one minor fault a page */
-		for (uint64_t i = 0; i < pf; i++) {
-			unsigned char *p = region + (next_page % region_pages) * page;
+		/*
+		 * pf pages given back in one call (as an allocator trims), then
+		 * touched: one minor fault a page
+		 */
+		size_t first = next_page % region_pages, n = pf;
 
-			madvise(p, page, MADV_DONTNEED);
-			next_page++;
-		}
-		for (uint64_t i = 0; i < pf; i++)
-			region[((next_page - pf + i) % region_pages) * page] = (unsigned char)i;
+		if (first + n > region_pages)
+			first = 0;
+		if (n > region_pages)
+			n = region_pages;
+		madvise(region + first * page, n * page, MADV_DONTNEED);
+		for (size_t i = 0; i < n; i++)
+			region[(first + i) * page] = (unsigned char)i;
+		next_page = first + n;
 	}
 	for (uint64_t i = 0; i < ma; i++) {
 		size_t sz = 64 + (size_t)(rng_next(&rng) % 4032);
