@@ -18,6 +18,8 @@
 #include <elfutils/libdwelf.h>
 #include <gelf.h>
 
+#include <zlib.h>
+
 #include "test.h"
 #include "base/util.h"
 #include "cmd/cmds.h"
@@ -827,6 +829,31 @@ static void t_report_command(void)
 	CHECK(b && la == lb && !memcmp(a, b, la), "the same trace reported twice differs");
 	free(a);
 	free(b);
+	/* OUT.gz: the same bytes, gzip-compressed, and the same compressed bytes every time */
+	CHECK(report(tpath("run.sbt"), "-f", "perfetto", "-o", tpath("p.json"), NULL) == 0 &&
+	      report(tpath("run.sbt"), "-f", "perfetto", "-o", tpath("p.json.gz"), NULL) == 0 &&
+	      report(tpath("run.sbt"), "-f", "perfetto", "-o", tpath("p2.json.gz"), NULL) == 0,
+	      "report -f perfetto -o FILE.gz failed");
+	CHECK(!partial_left(), "a temporary file was left behind");
+	{
+		size_t lz = 0, lz2 = 0, lp = 0;
+		char *z = test_slurp(tpath("p.json.gz"), &lz), *z2 = test_slurp(tpath("p2.json.gz"), &lz2);
+		char *plain = test_slurp(tpath("p.json"), &lp), *un = malloc(lp + 1);
+		gzFile g = gzopen(tpath("p.json.gz"), "rb");
+		int n = g && un ? gzread(g, un, (unsigned)lp + 1) : -1;
+
+		CHECK(z && lz > 18 && (unsigned char)z[0] == 0x1f && (unsigned char)z[1] == 0x8b &&
+		      lz < lp, "p.json.gz is not gzip, or not smaller (%zu vs %zu bytes)", lz, lp);
+		CHECK(n == (int)lp && !memcmp(un, plain, lp), "gunzipped: %d bytes, the plain file %zu",
+		      n, lp);
+		CHECK(z2 && lz == lz2 && !memcmp(z, z2, lz), "two gzip outputs of one trace differ");
+		if (g)
+			gzclose(g);
+		free(z);
+		free(z2);
+		free(plain);
+		free(un);
+	}
 	CHECK(report(tpath("run.sbt"), "-o", tpath("out.txt"), NULL, NULL, NULL) == 0, "text");
 	a = test_slurp(tpath("out.txt"), NULL);
 	CHECK(a && strstr(a, "step ") && strstr(a, "noisy[900]") && strstr(a, "Capture     complete"),

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "base/outfile.h"
 #include "base/util.h"
@@ -257,6 +258,34 @@ void sb_out_abandon(struct sb_out *o, bool keep)
 	out_free(o);
 }
 
+/* a stdio stream whose bytes go through gzwrite */
+static ssize_t gz_cookie_write(void *c, const char *buf, size_t n)
+{
+	int w = n ? gzwrite(c, buf, (unsigned)(n > (1u << 30) ? 1u << 30 : n)) : 0;
+
+	if (n && w <= 0) {
+		errno = EIO;
+		return -1;
+	}
+	return w;
+}
+
+static int gz_cookie_close(void *c)
+{
+	if (gzclose(c) != Z_OK) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+static bool gz_name(const char *path)
+{
+	size_t n = strlen(path);
+
+	return n > 3 && !strcmp(path + n - 3, ".gz");
+}
+
 int sb_stream_open(struct sb_stream *s, const char *path)
 {
 	char err[PATH_MAX + 128];
@@ -270,6 +299,28 @@ int sb_stream_open(struct sb_stream *s, const char *path)
 	if (sb_out_open(&s->file, path, NULL, err, sizeof(err))) {
 		sb_err("%s", err);
 		return -1;
+	}
+	if (gz_name(path)) {
+		/* the descriptor stays the writer's (sb_out_commit syncs and closes it) */
+		static const cookie_io_functions_t io = { .write = gz_cookie_write,
+							  .close = gz_cookie_close };
+		int fd = fcntl(s->file.fd, F_DUPFD_CLOEXEC, 3);
+		gzFile z = fd >= 0 ? gzdopen(fd, "wb6") : NULL;
+
+		s->f = z ? fopencookie(z, "w", io) : NULL;
+		if (!s->f) {
+			if (z)
+				gzclose(z);
+			else if (fd >= 0)
+				close(fd);
+			sb_err("cannot write %s: %s", s->file.tmp_path,
+			       z ? strerror(errno) : "cannot start gzip");
+			sb_out_abandon(&s->file, false);
+			return -1;
+		}
+		s->gz = true;
+		s->to_file = true;
+		return 0;
 	}
 	s->f = fdopen(s->file.fd, "w");
 	if (!s->f) {
@@ -297,12 +348,14 @@ int sb_stream_close(struct sb_stream *s, bool ok, const char *what)
 			sb_err("writing %s: %s", what, strerror(err));
 		return err ? -1 : 0;
 	}
-	if (!err && fsync(fileno(s->f)))
+	/* gzip: closing writes the stream's end; sb_out_commit syncs the file */
+	if (!err && !s->gz && fsync(fileno(s->f)))
 		err = errno;
 	if (fclose(s->f) && !err)
-		err = errno;
+		err = errno ? errno : EIO;
 	s->f = NULL;
 	s->to_file = false;
+	s->gz = false;
 	if (err || !ok) {
 		if (err)
 			sb_err("writing %s: %s", s->file.tmp_path, strerror(err));

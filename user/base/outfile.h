@@ -56,12 +56,15 @@ void sb_out_abandon(struct sb_out *o, bool keep);
 /*
  * A stdio stream onto an output: standard output for NULL or "-", else a
  * file opened with sb_out_open (no owner) and renamed into place by
- * sb_stream_close.
+ * sb_stream_close. A file name ending in ".gz" is written gzip-compressed
+ * (zlib, level 6, no time or name in its header: the same input gives the
+ * same bytes).
  */
 struct sb_stream {
 	FILE *f;
 	struct sb_out file;
 	bool to_file;
+	bool gz;
 };
 
 /* 0, or -1 after one line on stderr */

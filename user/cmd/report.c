@@ -41,7 +41,7 @@ static const struct opt options[] = {
 	  "steps and blame)" },
 	{ "output", 'o', "OUT",
 	  "write there (atomically: a temporary name, then renamed)\n"
-	  "instead of standard output" },
+	  "instead of standard output; OUT ending in .gz: gzip-compressed" },
 	{ "step-nvtx", OPT_STEP_NVTX, "RE",
 	  "steps are NVTX ranges whose text matches the POSIX\n"
 	  "extended regex RE (e.g. '^step')" },
@@ -68,7 +68,7 @@ static const char usage_tail[] =
 "\n"
 "  stepblame report run.sbt\n"
 "  stepblame report run.sbt --format json -o report.json\n"
-"  stepblame report run.sbt --format perfetto -o run.perfetto.json\n"
+"  stepblame report run.sbt --format perfetto -o run.perfetto.json.gz\n"
 "  stepblame report rank0.sbt rank1.sbt rank2.sbt   # which rank straggles, and why\n";
 
 int cmd_report(int argc, char **argv)
