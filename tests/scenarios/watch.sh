@@ -12,10 +12,11 @@ need_bpf $T || exit 0
 need_sim $T || exit 0
 
 tmp=$(mktemp -d)
-sim= w=
+sim= w= cg=
 cleanup() {
 	[ -n "$sim" ] && kill -9 "$sim" 2>/dev/null
 	[ -n "$w" ] && kill -9 "$w" 2>/dev/null
+	[ -n "$cg" ] && { sleep 0.2; rmdir "$cg" 2>/dev/null; }
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -171,9 +172,38 @@ for s in json.load(sys.stdin)["steps"]:
 	fi
 fi
 
+# ---- --cgroup: the trainer is the root process of a cgroup ----
+cgroot=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+if [ -z "$cgroot" ] || ! mkdir "$cgroot/sbwatch.$$" 2>/dev/null; then
+	fail ${T}_cgroup "cannot make a cgroup v2 directory (mount: '${cgroot:-none}')"
+else
+	cg="$cgroot/sbwatch.$$"
+	sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$SIMTRAINER" --steps 500 \
+		--kernels 4 --kernel-us 1000 --quiet --wait-agent 30 >/dev/null 2>&1 &
+	sim=$!
+	timeout 120 "$STEPBLAME" watch --cgroup "$cg" --dir "$tmp/g" -d 60 >"$tmp/g.out" 2>"$tmp/g.err" &
+	w=$!
+	wait "$sim"; sim=
+	wait_line "$tmp/g.out" "exited after" 30 || true
+	kill -INT "$w" 2>/dev/null
+	wait "$w"; rc=$?; w=
+	rmdir "$cg" 2>/dev/null
+	lines=$(python3 -c '
+import json, sys
+print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["identity"]["pid"] == int(sys.argv[2])))' \
+		"$tmp/g/steps.jsonl" "$(sed -n 's/^watching PID \([0-9]*\):.*/\1/p' "$tmp/g.out" | head -1)" 2>/dev/null)
+	if [ $rc != 0 ] || ! grep -q "^watching PID [0-9]*:" "$tmp/g.out" || [ "${lines:-0}" -lt 400 ]; then
+		fail ${T}_cgroup "exit $rc, ${lines:-no} step lines: $(tail -3 "$tmp/g.out" "$tmp/g.err" | tr '\n' ' ')"
+	else
+		pass ${T}_cgroup
+		echo "    ($lines step lines of the trainer in $cg)"
+	fi
+fi
+
 # ---- refusals: one line each ----
 ln -s "$tmp/a" "$tmp/link"
-for c in "watch" "watch -p 1 -n x" "watch -n (" "watch -p $$ --dir $tmp/link" "watch -p $$ --json x"; do
+for c in "watch" "watch -p 1 -n x" "watch -n (" "watch -p $$ --dir $tmp/link" "watch -p $$ --json x" \
+	"watch --cgroup /proc/self"; do
 	$STEPBLAME $c >"$tmp/r.out" 2>"$tmp/r.err"
 	r=$?
 	if [ $r = 0 ] || [ "$(wc -l <"$tmp/r.err")" != 1 ]; then

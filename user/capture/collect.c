@@ -886,9 +886,9 @@ const struct opt collect_options[] = {
 	  "(extended regex): the oldest, the root of a matching tree;\n"
 	  "when it exits, the next one that starts", COLLECT_WATCH },
 	{ "cgroup", OPT_CGROUP, "PATH",
-	  "watch the oldest root process of cgroup PATH (v2, under\n"
-	  "/sys/fs/cgroup or relative to it) and its sub-cgroups; when it\n"
-	  "exits, the next one", COLLECT_WATCH },
+	  "watch the oldest root process of cgroup PATH (a cgroup directory,\n"
+	  "v2 or v1, absolute or under /sys/fs/cgroup) and its sub-cgroups;\n"
+	  "when it exits, the next one", COLLECT_WATCH },
 	{ "duration", 'd', "SEC",
 	  "stop after this long (30, 30s, 500ms, 2m); default: until Ctrl-C",
 	  COLLECT_RECORD | COLLECT_WATCH },

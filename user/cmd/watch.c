@@ -714,7 +714,7 @@ static void cand_add(struct cand **v, size_t *n, size_t *cap, pid_t pid, pid_t p
 	(*v)[(*n)++] = (struct cand){ pid, ppid, st };
 }
 
-/* the processes of a cgroup v2 directory and its sub-cgroups */
+/* the processes of a cgroup directory (v2, or a v1 hierarchy's) and its sub-cgroups */
 static void cgroup_walk(int dfd, int depth, struct cand **v, size_t *n, size_t *cap)
 {
 	char buf[65536], *line, *save = NULL;
@@ -781,7 +781,7 @@ static pid_t find_target(const struct live_args *la, const regex_t *re, pid_t sk
 			return -1;
 		}
 		if (faccessat(dfd, "cgroup.procs", R_OK, 0)) {
-			snprintf(err, errlen, "%s is not a cgroup v2 directory (no cgroup.procs)", path);
+			snprintf(err, errlen, "%s is not a cgroup directory (no cgroup.procs)", path);
 			close(dfd);
 			return -1;
 		}
