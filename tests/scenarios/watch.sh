@@ -204,10 +204,16 @@ fi
 ln -s "$tmp/a" "$tmp/link"
 for c in "watch" "watch -p 1 -n x" "watch -n (" "watch -p $$ --dir $tmp/link" "watch -p $$ --json x" \
 	"watch --cgroup /proc/self"; do
-	$STEPBLAME $c >"$tmp/r.out" 2>"$tmp/r.err"
+	mkdir -p "$tmp/cwd"
+	(cd "$tmp/cwd" && $STEPBLAME $c >"$tmp/r.out" 2>"$tmp/r.err")
 	r=$?
 	if [ $r = 0 ] || [ "$(wc -l <"$tmp/r.err")" != 1 ]; then
 		fail ${T}_refuse "'$c' exited $r with: $(head -3 "$tmp/r.err" | tr '\n' ' ')"
+		exit 0
+	fi
+	# refused before anything is made (no stepblame-watch directory here)
+	if [ -n "$(ls -A "$tmp/cwd")" ]; then
+		fail ${T}_refuse "'$c' left $(ls -A "$tmp/cwd") behind"
 		exit 0
 	fi
 done

@@ -896,6 +896,12 @@ int cmd_watch(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	if (la.cgroup && find_target(&la, NULL, 0, err, sizeof(err)) < 0) {
+		/* a cgroup that cannot be read: said before anything is created */
+		sb_err("watch: %s", err);
+		rc = 1;
+		goto out;
+	}
 	if (dir_open(&w, err, sizeof(err))) {
 		sb_err("watch: %s", err);
 		rc = 1;
