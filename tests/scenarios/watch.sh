@@ -75,7 +75,7 @@ if [ $rc != 0 ]; then
 	fail ${T}_snippets "watch exited $rc after SIGINT: $(tail -2 "$tmp/a.err" | tr '\n' ' ')"
 elif [ -s "$tmp/reports.err" ]; then
 	fail ${T}_snippets "$(head -3 "$tmp/reports.err" | tr '\n' ' ')"
-elif grep -q FAILED <<<"$out" || [ "$nsnips" = 0 ]; then
+elif grep -q FAILED <<<"$out" || [ "$nsnips" = 0 ] || ! grep -q "^    hog: " <<<"$out"; then
 	fail ${T}_snippets "$nsnips snippets of PID $pid1: $(tr '\n' ' ' <<<"$out")"
 elif [ "$wrote" != "$nsnips" ]; then
 	fail ${T}_snippets "$nsnips snippet files, but $wrote 'wrote' lines"

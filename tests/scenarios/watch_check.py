@@ -7,7 +7,8 @@ right? watch_check.py DIR TRUTH PID: DIR holds the snippets of PID
 each injection (consecutive steps of one kind are one), one of its steps
 must be in a snippet, its largest blame the kind's cause (a hog: cpu_wait on
 the hog). Prints a line per injection, and "FAILED: ..." when one is missing
-or blamed wrong. Used by
+or blamed wrong. A hog's steps are judged only where it kept the launcher
+waiting over 1 ms (the truth's launcher_run_delay_ns). Used by
 tests/scenarios/watch.sh and bench/watch_long.py.
 """
 import glob, json, os, sys
@@ -36,9 +37,20 @@ for e in sorted(events, key=lambda e: e["step"]):
         episodes[-1].append(e)
     else:
         episodes.append([e])
+MS = 1000000
 for ev in episodes:
     kind = ev[0]["kind"]
     ok = []
+    # a hog delays the launcher only where it wins its CPU while the launcher
+    # wants it (simtrainer's launcher_run_delay_ns): steps it did not delay
+    # have nothing of it to blame (as blame_check.py)
+    if kind == "hog":
+        hurt = [e for e in ev if e.get("launcher_run_delay_ns", MS + 1) > MS]
+        if not hurt:
+            print("    hog (steps %d-%d): it never kept the launcher waiting over 1 ms: nothing to blame"
+                  % (ev[0]["step"], ev[-1]["step"]))
+            continue
+        ev = hurt
     for e in ev:
         if e["step"] not in steps:
             continue
