@@ -228,6 +228,14 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 				r->start_ns = start;
 				BPF_CORE_READ_STR_INTO(&r->comm, prev, comm);
 				r->nwaiting = *n;
+				/*
+				 * The runqueue's count moves only at its clock updates: the
+				 * reading at the start of a wait can be a tick old, and the
+				 * change then holds steal from before this slice. None of it
+				 * can be more than the slice lasted.
+				 */
+				if (start && now > start && steal > now - start)
+					steal = now - start;
 				r->steal_us = steal / 1000 > 0xffffffffULL ? 0xffffffff : steal / 1000;
 				submit(r);
 			}

@@ -346,9 +346,13 @@ static void who_of_runslice(struct eng_who *w, const struct runslice *r, uint16_
  */
 static uint64_t slice_steal(const struct runslice *r, uint64_t a, uint64_t b)
 {
+	/* never more than the slice lasted (a reading of the count can lag: bpf/sched.bpf.c) */
+	uint64_t st;
+
 	if (!r->steal_ns || r->e <= r->s)
 		return 0;
-	return min64((uint64_t)((unsigned __int128)r->steal_ns * (b - a) / (r->e - r->s)), b - a);
+	st = min64(r->steal_ns, r->e - r->s);
+	return min64((uint64_t)((unsigned __int128)st * (b - a) / (r->e - r->s)), b - a);
 }
 
 static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
