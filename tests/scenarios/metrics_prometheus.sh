@@ -32,12 +32,15 @@ print(*[s.getsockname()[1] for s in ss])')
 ports=($P0 $P1 $P2)
 
 # the launchers of ranks 0 and 2 share CPU 0, rank 1's has CPU 1 and the hog;
-# long kernels keep the launchers mostly asleep, so that only the hog takes a CPU
+# long kernels keep the launchers mostly asleep, so that only the hog takes a CPU.
+# Each launch costs 200 us of CPU: behind a nice -10 hog that is milliseconds a
+# step, far more than a launcher loses to the other rank on its CPU or to a CPU
+# hog beside the test (which the report is right to name where it strikes)
 for r in 0 1 2; do
 	cpu=0; inj=()
 	[ $r = 1 ] && { cpu=1; inj=(--inject hog@1-100000:-10); }
 	RANK=$r LOCAL_RANK=$r WORLD_SIZE=3 TORCHELASTIC_RUN_ID=sbjob \
-		"$SIMTRAINER" --steps 100000 --kernels 3 --kernel-us 1500 --launcher-cpu $cpu \
+		"$SIMTRAINER" --steps 100000 --kernels 3 --kernel-us 1500 --launch-us 200 --launcher-cpu $cpu \
 		--quiet "${inj[@]}" >"$tmp/sim$r.out" 2>&1 &
 	sim[$r]=$!; pids+=($!)
 done
@@ -122,9 +125,23 @@ time.sleep(12)  # a window of steps for the rates
 
 top = q('topk(1, rate(stepblame_blame_seconds_total{cause="cpu_wait"}[10s]))') or []
 rates = q('rate(stepblame_blame_seconds_total{cause="cpu_wait"}[10s])') or []
-out(len(top) == 1 and top[0]["metric"].get("rank") == "1", "straggler_rank",
-    "cpu_wait blame rate by rank: %s" % sorted((s["metric"].get("rank"), round(float(s["value"][1]), 5))
-                                              for s in rates))
+# what tasks outside the job (another tenant's CPU hog, a build) took is real and
+# named, but not what the test injected: the straggler is judged on the rest
+itf = q('rate(stepblame_interferer_seconds_total[10s])') or []
+JOB = ("launcher", "gpu-sim", "injector", "noisy-neighbor", "simtrainer")
+foreign = {}
+for s in itf:
+    c = s["metric"].get("comm", "")
+    if not (c in JOB or c.startswith("loader-")):
+        r = s["metric"].get("rank")
+        foreign[r] = foreign.get(r, 0) + float(s["value"][1])
+left = {s["metric"].get("rank"): float(s["value"][1]) - foreign.get(s["metric"].get("rank"), 0)
+        for s in rates}
+out(len(top) == 1 and left and max(left, key=left.get) == "1", "straggler_rank",
+    "cpu_wait blame rate by rank: %s, less tasks outside the job: %s; PromQL topk: rank %s" % (
+        sorted((s["metric"].get("rank"), round(float(s["value"][1]), 5)) for s in rates),
+        sorted((r, round(v, 5)) for r, v in left.items()),
+        top[0]["metric"].get("rank") if top else None))
 
 itf = q('topk(1, rate(stepblame_interferer_seconds_total{rank="1"}[10s]))') or []
 out(len(itf) == 1 and itf[0]["metric"].get("comm") == "noisy-neighbor", "interferer",
