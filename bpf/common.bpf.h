@@ -416,12 +416,86 @@ static __always_inline void fault_flush_tid(__u32 tid)
 }
 
 /*
+ * Scheduler runs (docs/ARCHITECTURE.md, "Scheduler runs"). A target thread's
+ * trip off its CPU (a switch-out asleep or preempted, a wakeup, the switch-in)
+ * shorter than sched_fold_ns writes no record: bpf/sched.bpf.c holds its
+ * switch-out and wakeup records in the thread's storage until its switch-in
+ * says how long it was, and sums a short one into the thread's run, written
+ * as one sched_run record: before any other record of the thread (reserve()
+ * below), when a trip does not fit the run, and from the agent's tick once
+ * the run is idle. 0: off (the raw_tp variant, kernels without task storage,
+ * --no-fold), every trip written as before. Shared by every family like
+ * events.
+ */
+const volatile __u64 sched_fold_ns = 0;
+const volatile __u64 sched_run_max_ns = 1000000;  /* a run's first trip starts at most this before its last */
+
+struct tstate {
+	__u64 held;            /* the switch-out of the trip held back (0: none); taken by exchange */
+	__u64 wake_ts;         /* its wakeup, held in wk (0: none); taken by exchange */
+	__u64 wait_since;      /* runnable, not running, since (0: not waiting) */
+	__u32 wait_cpu;
+	__u32 wait_reason;     /* enum sb_wait_reason */
+	__u32 waker_pid;       /* the last sched_waking of the thread, when waker_set */
+	__u32 waker_tid;
+	__u32 waker_cpu;
+	__u32 waker_set;
+	char waker_comm[SB_COMM_LEN];
+	__u64 run_busy;        /* the run is being written (64-bit: exchanged on every BPF ISA) */
+	struct sb_switch_out out;  /* the held switch-out */
+	struct sb_wakeup wk;       /* the held wakeup */
+	struct sb_sched_run run;   /* the run so far; run.start_ns 0: none */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tstate);
+} tstate SEC(".maps");
+
+/* copy a held record of size bytes (a constant) into the ring */
+static __always_inline void emit_copy(const void *src, __u32 size, __u32 type)
+{
+	void *r = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!r) {
+		count_drop(type);
+		return;
+	}
+	__builtin_memcpy(r, src, size);
+	submit(r);
+}
+
+/*
+ * Write s's run, if it has one and nobody else is writing it. Dropped when its
+ * process is no longer recorded (a change of credentials stopped it).
+ */
+static __always_inline void run_flush(struct tstate *s)
+{
+	if (!s->run.start_ns || __sync_val_compare_and_swap(&s->run_busy, 0, 1))
+		return;
+	if (s->run.start_ns && is_target_tgid(s->run.h.pid))
+		emit_copy(&s->run, sizeof(s->run), SB_EV_SCHED_RUN);
+	s->run.start_ns = 0;
+	asm volatile("" ::: "memory");
+	s->run_busy = 0;
+}
+
+/*
  * reserve a record of type t for the current task; NULL (and counted) when
- * full. The current thread's fault run, if any, is written first.
+ * full. The current thread's fault run and scheduler run, if any, are
+ * written first.
  */
 static __always_inline void *reserve(__u32 type, __u32 size)
 {
 	fault_flush_tid((__u32)bpf_get_current_pid_tgid());
+	if (sched_fold_ns) {
+		struct tstate *s = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
+
+		if (s && s->run.start_ns)
+			run_flush(s);
+	}
 	return reserve_other(type, size);
 }
 

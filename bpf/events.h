@@ -62,6 +62,7 @@
 	X(SB_EV_AFFINITY,     17, "affinity",    sb_affinity,    start_ns, SYSCALL,    KERNEL)  /* sched_setaffinity call of a target thread, with latency */ \
 	X(SB_EV_STACK,        18, "stack",       sb_stack,       none,     STACK,      KERNEL)  /* user stack of the thread at one event of it (ts = that event's) */ \
 	X(SB_EV_FAULT_RUN,    19, "fault_run",   sb_fault_run,   start_ns, FAULT,      KERNEL)  /* back-to-back user page faults of a target thread (ts = the last) */ \
+	X(SB_EV_SCHED_RUN,    20, "sched_run",   sb_sched_run,   start_ns, SCHED,      KERNEL)  /* short trips off the CPU of a target thread, summed (ts = the last one's end) */ \
 	/* written by the agent into trace files */ \
 	X(SB_REC_HOST,        32, "host",        sb_text,        none,     NONE,       TEXT)    /* host facts */ \
 	X(SB_REC_CPU,         33, "cpu",         sb_cpu,         none,     NONE,       META)    /* one CPU: number and NUMA node */ \
@@ -94,7 +95,7 @@ enum sb_rec_kind {
 enum sb_type {
 	SB_EV_NONE = 0,
 	SB_RECORD_TYPES(SB_TYPE_ENUM_)
-	SB_EV_KERNEL_LAST = SB_EV_FAULT_RUN, /* the highest kernel type defined */
+	SB_EV_KERNEL_LAST = SB_EV_SCHED_RUN, /* the highest kernel type defined */
 	SB_EV_KERNEL_MAX = 31,
 	SB_REC_FIRST = SB_REC_HOST,         /* the agent's types: SB_REC_FIRST..SB_REC_LAST, */
 	SB_REC_LAST = SB_REC_PERFMAP,        /* and the trailer */
@@ -224,6 +225,34 @@ struct sb_fault_run {
 	__u64 first_min_flt;   /* task's cumulative minor faults before the first */
 	__u64 maj_flt;         /* task's cumulative major faults before the last */
 	__u64 min_flt;         /* task's cumulative minor faults before the last */
+};
+
+/*
+ * Short trips of one thread off its CPU, summed in the kernel
+ * (docs/ARCHITECTURE.md, "Scheduler runs"): episodes (a switch-out asleep or
+ * preempted, for a sleep its wakeup, the switch-in that ends it) each shorter
+ * than the recorder's fold limit, one after the other within the run's span,
+ * nothing else of the thread recorded in between. Every sleep of a run was
+ * ended by the same waker, and every wait before a switch-in from a task by
+ * the same runner: a thread woken or kept waiting by another task starts a
+ * new run. The thread was on a CPU at start_ns and again at h.ts.
+ */
+struct sb_sched_run {
+	struct sb_hdr h;       /* the thread; ts = the switch-in ending its last episode; cpu = that CPU */
+	__u64 start_ns;        /* the switch-out beginning its first episode */
+	__u32 sleeps;          /* episodes asleep (S): switch-out, wakeup, switch-in */
+	__u32 preempts;        /* episodes preempted: switch-out runnable, switch-in */
+	__u64 sleep_ns;        /* asleep, summed: switch-out to wakeup */
+	__u64 wait_ns;         /* runnable, summed: wakeup or preemption to switch-in */
+	__u64 idle_wait_ns;    /* of wait_ns, the waits that ended in a switch-in from the idle task */
+	__u64 steal_ns;        /* of wait_ns, the hypervisor's steal in the runner's slices */
+	__u64 max_ns;          /* the longest episode, switch-out to switch-in */
+	__u32 waker_pid;       /* who woke it, every sleep of the run (0: no sleep, or not seen) */
+	__u32 waker_tid;
+	char waker_comm[SB_COMM_LEN];
+	__u32 runner_pid;      /* who had the CPU before each switch-in from a task (0: none) */
+	__u32 runner_tid;
+	char runner_comm[SB_COMM_LEN];
 };
 
 enum sb_reclaim_kind { SB_RECLAIM_DIRECT = 1, SB_RECLAIM_MEMCG = 2, SB_RECLAIM_COMPACT = 3 };

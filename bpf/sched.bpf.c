@@ -155,10 +155,25 @@ static __always_inline void nwait_add(__u32 cpu, int d)
 		__sync_fetch_and_add(n, -1);
 }
 
-static __always_inline void start_waiting(__u32 tid, __u32 cpu, __u64 now, __u32 reason)
+/*
+ * The thread starts to wait for a CPU. Where trips are folded its state is in
+ * ts, its task storage (cheaper than a hash: no hashing, nothing inserted or
+ * deleted); else in the waiting map.
+ */
+static __always_inline void start_waiting(struct tstate *ts, __u32 tid, __u32 cpu, __u64 now,
+					  __u32 reason)
 {
 	struct waiting w = { .since = now, .cpu = cpu, .reason = reason };
 
+	if (ts) {
+		if (ts->wait_since)
+			return;
+		ts->wait_cpu = cpu;
+		ts->wait_reason = reason;
+		ts->wait_since = now;
+		nwait_add(cpu, 1);
+		return;
+	}
 	if (bpf_map_lookup_elem(&waiting, &tid))
 		return;
 	if (bpf_map_update_elem(&waiting, &tid, &w, BPF_NOEXIST)) {
@@ -166,6 +181,110 @@ static __always_inline void start_waiting(__u32 tid, __u32 cpu, __u64 now, __u32
 		return;
 	}
 	nwait_add(cpu, 1);
+}
+
+/* the thread got a CPU, left, or exited: the wait it was in (true) is over */
+static __always_inline bool end_waiting(struct tstate *ts, __u32 tid, struct waiting *out)
+{
+	if (ts) {
+		if (!ts->wait_since)
+			return false;
+		out->since = ts->wait_since;
+		out->cpu = ts->wait_cpu;
+		out->reason = ts->wait_reason;
+		ts->wait_since = 0;
+		nwait_add(out->cpu, -1);
+		return true;
+	}
+	struct waiting *w = bpf_map_lookup_elem(&waiting, &tid);
+
+	if (!w)
+		return false;
+	*out = *w;
+	nwait_add(w->cpu, -1);
+	bpf_map_delete_elem(&waiting, &tid);
+	return true;
+}
+
+/*
+ * Trips folded (common.bpf.h): only the tp_btf variant (direct), whose task
+ * pointers are trusted and take task storage
+ */
+#define FOLD(direct) ((direct) && sched_fold_ns)
+
+static __always_inline struct tstate *tstate_of(struct task_struct *t, bool create)
+{
+	return bpf_task_storage_get(&tstate, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* the held trip of ts, taken (h: its switch-out), written: switch-out, and its wakeup if held */
+static __always_inline void held_write(struct tstate *ts)
+{
+	if (is_target_tgid(ts->out.h.pid))
+		emit_copy(&ts->out, sizeof(ts->out), SB_EV_SWITCH_OUT);
+	if (__sync_lock_test_and_set(&ts->wake_ts, 0) && is_target_tgid(ts->wk.h.pid))
+		emit_copy(&ts->wk, sizeof(ts->wk), SB_EV_WAKEUP);
+}
+
+/*
+ * Sum the trip of ts that just ended at now (switch-out at out; woke: its
+ * wakeup, 0 when preempted) into its run; prev had the CPU before the
+ * switch-in (tid 0: the idle task). False when the run was busy: the trip is
+ * then written as records.
+ */
+static __always_inline bool fold(struct tstate *ts, __u32 pid, __u32 tid, __u32 cpu, __u64 out,
+				 __u64 woke, __u64 now, struct task_struct *prev, __u32 prev_pid,
+				 __u32 prev_tid, __u64 steal)
+{
+	struct sb_sched_run *r = &ts->run;
+	bool slept = ts->out.state == SB_STATE_SLEEP;
+	__u32 waker = slept && woke ? ts->wk.waker_tid : 0;
+	__u64 wait = slept ? (woke && now > woke ? now - woke : 0) : now - out;
+
+	if (__sync_val_compare_and_swap(&ts->run_busy, 0, 1))
+		return false;
+	if (r->start_ns && (out - r->start_ns >= sched_run_max_ns ||
+			    (slept && r->sleeps && r->waker_tid != waker) ||
+			    (prev_tid && r->runner_tid && r->runner_tid != prev_tid))) {
+		if (is_target_tgid(r->h.pid))
+			emit_copy(r, sizeof(*r), SB_EV_SCHED_RUN);
+		r->start_ns = 0;
+	}
+	if (!r->start_ns) {
+		__builtin_memset(r, 0, sizeof(*r));
+		r->h.type = SB_EV_SCHED_RUN;
+		r->h.size = sizeof(*r);
+		r->h.pid = pid;
+		r->h.tid = tid;
+		r->start_ns = out;
+	}
+	r->h.ts = now;
+	r->h.cpu = cpu;
+	if (slept) {
+		r->sleeps++;
+		r->sleep_ns += woke > out ? woke - out : now - out;
+		if (waker && !r->waker_tid) {
+			r->waker_pid = ts->wk.waker_pid;
+			r->waker_tid = waker;
+			__builtin_memcpy(r->waker_comm, ts->wk.waker_comm, SB_COMM_LEN);
+		}
+	} else {
+		r->preempts++;
+	}
+	r->wait_ns += wait;
+	if (!prev_tid) {
+		r->idle_wait_ns += wait;
+	} else if (!r->runner_tid) {
+		r->runner_pid = prev_pid;
+		r->runner_tid = prev_tid;
+		BPF_CORE_READ_STR_INTO(&r->runner_comm, prev, comm);
+	}
+	r->steal_ns += steal < wait ? steal : wait;
+	if (now - out > r->max_ns)
+		r->max_ns = now - out;
+	asm volatile("" ::: "memory");
+	ts->run_busy = 0;
+	return true;
 }
 
 static __always_inline __u8 classify(bool preempt, __u32 st)
@@ -199,12 +318,23 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 				     __u32 prev_tgid, __u32 prev_tid, __u32 next_tgid, __u32 next_tid)
 {
 	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
-	__u64 now = bpf_ktime_get_ns(), start = 0;
+	__u64 now = bpf_ktime_get_ns(), start = 0, steal = 0;
 	__u64 *cs = bpf_map_lookup_elem(&cpu_start, &zero);
+	struct tstate *nts = NULL;
+	__u64 nheld = 0;
+	bool next_target = is_target_tgid(next_tgid), fold_next = false;
 
 	if (cs) {
 		start = *cs;
 		*cs = now;
+	}
+	/* next's trip off the CPU ends: short, it is folded (common.bpf.h) */
+	if (FOLD(direct) && next_target) {
+		nts = tstate_of(next, false);
+		if (nts && nts->held) {
+			nheld = __sync_lock_test_and_set(&nts->held, 0);
+			fold_next = nheld && now - nheld < sched_fold_ns;
+		}
 	}
 
 	/*
@@ -215,9 +345,17 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 
 	/* a target no longer recorded leaves its waiters counted: nobody waits */
 	if (n && *n > 0 && !target_stopped()) {
-		__u64 steal = steal_take(cpu, prev, direct);
-
-		if (prev_tid != 0) {
+		steal = steal_take(cpu, prev, direct);
+		/*
+		 * The runqueue's count moves only at its clock updates: the
+		 * reading at the start of a wait can be a tick old, and the
+		 * change then holds steal from before this slice. None of it
+		 * can be more than the slice lasted.
+		 */
+		if (start && now > start && steal > now - start)
+			steal = now - start;
+		/* the only waiter is next, whose trip is folded: prev is its run's runner */
+		if (prev_tid != 0 && !(fold_next && *n == 1)) {
 			/* about prev, not its own event: its run is written below, once it passed the filter */
 			struct sb_runslice *r = reserve_other(SB_EV_RUNSLICE, sizeof(*r));
 
@@ -228,14 +366,6 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 				r->start_ns = start;
 				BPF_CORE_READ_STR_INTO(&r->comm, prev, comm);
 				r->nwaiting = *n;
-				/*
-				 * The runqueue's count moves only at its clock updates: the
-				 * reading at the start of a wait can be a tick old, and the
-				 * change then holds steal from before this slice. None of it
-				 * can be more than the slice lasted.
-				 */
-				if (start && now > start && steal > now - start)
-					steal = now - start;
 				r->steal_us = steal / 1000 > 0xffffffffULL ? 0xffffffff : steal / 1000;
 				submit(r);
 			}
@@ -246,9 +376,19 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 	if (is_target_tgid(prev_tgid) && current_creds_same(SB_STOP_CRED, false)) {
 		__u32 st = task_state(prev);
 		__u8 s = classify(preempt, st);
-		struct sb_switch_out *o = reserve(SB_EV_SWITCH_OUT, sizeof(*o));
+		struct tstate *pts = NULL;
 
-		if (o) {
+		if (FOLD(direct))
+			pts = tstate_of(prev, true);
+		if (pts && (s == SB_STATE_RUNNABLE || s == SB_STATE_SLEEP)) {
+			/* held until its switch-in says how long the trip was */
+			struct sb_switch_out *o = &pts->out;
+
+			fault_flush_tid(prev_tid);
+			o->h.type = SB_EV_SWITCH_OUT;
+			o->h.size = sizeof(*o);
+			o->h.cpu = cpu;
+			o->h.flags = 0;
 			o->h.pid = prev_tgid;
 			o->h.tid = prev_tid;
 			o->h.ts = now;
@@ -258,29 +398,66 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 			o->next_pid = next_tgid;
 			o->next_tid = next_tid;
 			BPF_CORE_READ_STR_INTO(&o->next_comm, next, comm);
-			submit(o);
+			pts->wake_ts = 0;
+			asm volatile("" ::: "memory");
+			pts->held = now;
+		} else {
+			struct sb_switch_out *o = reserve(SB_EV_SWITCH_OUT, sizeof(*o));
+
+			if (o) {
+				o->h.pid = prev_tgid;
+				o->h.tid = prev_tid;
+				o->h.ts = now;
+				o->prev_state = st;
+				o->state = s;
+				o->pad[0] = o->pad[1] = o->pad[2] = 0;
+				o->next_pid = next_tgid;
+				o->next_tid = next_tid;
+				BPF_CORE_READ_STR_INTO(&o->next_comm, next, comm);
+				submit(o);
+			}
 		}
 		if (s == SB_STATE_RUNNABLE) {
 			/* the first to wait here: the steal count from now */
 			if (!n || *n <= 0)
 				steal_take(cpu, prev, direct);
-			start_waiting(prev_tid, cpu, now, SB_WAIT_PREEMPTED);
+			start_waiting(pts, prev_tid, cpu, now, SB_WAIT_PREEMPTED);
 		}
 		sleep_stack_out(ctx, prev_tid, now, s == SB_STATE_SLEEP || s == SB_STATE_DISK);
 	}
 
-	if (is_target_tgid(next_tgid)) {
-		struct waiting *w = bpf_map_lookup_elem(&waiting, &next_tid);
+	if (next_target) {
+		struct waiting w = {};
 		__u64 wait_ns = 0;
 		__u8 reason = SB_WAIT_NONE;
 
-		if (w) {
-			wait_ns = now - w->since;
-			reason = w->reason;
-			nwait_add(w->cpu, -1);
-			bpf_map_delete_elem(&waiting, &next_tid);
+		if (end_waiting(FOLD(direct) ? nts : NULL, next_tid, &w)) {
+			wait_ns = now - w.since;
+			reason = w.reason;
 		}
-		struct sb_switch_in *in = reserve(SB_EV_SWITCH_IN, sizeof(*in));
+		if (nts) {
+			if (fold_next) {
+				__u64 woke = __sync_lock_test_and_set(&nts->wake_ts, 0);
+
+				if (fold(nts, next_tgid, next_tid, cpu, nheld, woke, now, prev, prev_tgid,
+					 prev_tid, steal))
+					return 0;
+				/* its run was being written: the trip goes as records */
+				if (woke)
+					nts->wake_ts = woke;
+			}
+			if (nheld) {
+				/* too long to fold: the trip's records, after the run before it */
+				run_flush(nts);
+				held_write(nts);
+			} else if (nts->wake_ts) {
+				/* a wakeup held while the tick wrote the switch-out */
+				if (__sync_lock_test_and_set(&nts->wake_ts, 0) && is_target_tgid(nts->wk.h.pid))
+					emit_copy(&nts->wk, sizeof(nts->wk), SB_EV_WAKEUP);
+			}
+		}
+		/* about next: prev's (the current task's) runs were written above */
+		struct sb_switch_in *in = reserve_other(SB_EV_SWITCH_IN, sizeof(*in));
 
 		if (in) {
 			in->h.pid = next_tgid;
@@ -299,7 +476,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 	return 0;
 }
 
-static __always_inline int on_waking(struct task_struct *p)
+static __always_inline int on_waking(struct task_struct *p, bool direct)
 {
 	if (!is_target_tgid(BPF_CORE_READ(p, tgid)))
 		return 0;
@@ -307,10 +484,57 @@ static __always_inline int on_waking(struct task_struct *p)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct waker w = { .pid = id >> 32, .tid = (__u32)id, .cpu = bpf_get_smp_processor_id() };
 
+	if (FOLD(direct)) {
+		struct tstate *ts = tstate_of(p, true);
+
+		if (!ts)
+			return 0;
+		ts->waker_pid = w.pid;
+		ts->waker_tid = w.tid;
+		ts->waker_cpu = w.cpu;
+		bpf_get_current_comm(&ts->waker_comm, sizeof(ts->waker_comm));
+		ts->waker_set = 1;
+		return 0;
+	}
 	bpf_get_current_comm(&w.comm, sizeof(w.comm));
 	if (bpf_map_update_elem(&wakers, &tid, &w, BPF_ANY))
 		count_drop(SB_DROP_MAPFULL);
 	return 0;
+}
+
+/* fill wakeup record e of p (tgid, tid) woken at now onto cpu, its waker as waking saw it */
+static __always_inline void wakeup_fill(struct sb_wakeup *e, struct tstate *ts, __u32 tgid, __u32 tid,
+					__u32 cpu, __u64 now, __u8 is_new)
+{
+	struct waker *w = ts ? NULL : bpf_map_lookup_elem(&wakers, &tid);
+
+	if (ts && ts->waker_set) {
+		e->waker_pid = ts->waker_pid;
+		e->waker_tid = ts->waker_tid;
+		e->waker_cpu = ts->waker_cpu;
+		__builtin_memcpy(e->waker_comm, ts->waker_comm, SB_COMM_LEN);
+		ts->waker_set = 0;
+	} else if (w) {
+		e->waker_pid = w->pid;
+		e->waker_tid = w->tid;
+		e->waker_cpu = w->cpu;
+		__builtin_memcpy(e->waker_comm, w->comm, SB_COMM_LEN);
+		bpf_map_delete_elem(&wakers, &tid);
+	} else {
+		/* attached between waking and wakeup, or a new thread: current is the best guess */
+		__u64 id = bpf_get_current_pid_tgid();
+
+		e->waker_pid = id >> 32;
+		e->waker_tid = (__u32)id;
+		e->waker_cpu = bpf_get_smp_processor_id();
+		bpf_get_current_comm(&e->waker_comm, sizeof(e->waker_comm));
+	}
+	e->h.pid = tgid;
+	e->h.tid = tid;
+	e->h.cpu = cpu;
+	e->h.ts = now;
+	e->is_new = is_new;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
 }
 
 static __always_inline int on_wakeup(struct task_struct *p, bool direct, __u8 is_new)
@@ -323,41 +547,49 @@ static __always_inline int on_wakeup(struct task_struct *p, bool direct, __u8 is
 	__u32 cpu = task_cpu(p);
 	__u64 now = bpf_ktime_get_ns();
 	__s64 *n = bpf_map_lookup_elem(&nwait, &cpu);
+	struct tstate *ts = FOLD(direct) ? tstate_of(p, true) : NULL;
 
 	/* the first to wait there: the steal count from now (p is queued on cpu) */
 	if (n && *n <= 0)
 		steal_take(cpu, p, direct);
-	start_waiting(tid, cpu, now, SB_WAIT_WOKEN);
+	start_waiting(ts, tid, cpu, now, SB_WAIT_WOKEN);
 
-	struct sb_wakeup *e = reserve(SB_EV_WAKEUP, sizeof(*e));
-	struct waker *w = bpf_map_lookup_elem(&wakers, &tid);
+	if (ts && ts->held && ts->out.state == SB_STATE_SLEEP && !ts->wake_ts) {
+		/* the wakeup of a held sleep: held with it */
+		struct sb_wakeup *e = &ts->wk;
+
+		e->h.type = SB_EV_WAKEUP;
+		e->h.size = sizeof(*e);
+		e->h.flags = 0;
+		wakeup_fill(e, ts, tgid, tid, cpu, now, is_new);
+		asm volatile("" ::: "memory");
+		ts->wake_ts = now;
+		asm volatile("" ::: "memory");
+		__u64 h = ts->held;
+
+		if (h && now - h >= sched_fold_ns) {
+			/* already too long to fold: written now */
+			if (__sync_lock_test_and_set(&ts->held, 0)) {
+				run_flush(ts);
+				held_write(ts);
+			}
+		}
+		/* the switch-out was taken meanwhile (the tick, or written above): so is this */
+		if (!ts->held && __sync_lock_test_and_set(&ts->wake_ts, 0) && is_target_tgid(tgid))
+			emit_copy(e, sizeof(*e), SB_EV_WAKEUP);
+		return 0;
+	}
+
+	struct sb_wakeup *e = reserve_other(SB_EV_WAKEUP, sizeof(*e));
 
 	if (!e)
 		return 0;
-	if (w) {
-		e->waker_pid = w->pid;
-		e->waker_tid = w->tid;
-		e->waker_cpu = w->cpu;
-		__builtin_memcpy(e->waker_comm, w->comm, SB_COMM_LEN);
-		bpf_map_delete_elem(&wakers, &tid);
-	} else {
-		/* attached between waking and wakeup, or a new thread: current is the best guess */
-		e->waker_pid = e->h.pid;
-		e->waker_tid = e->h.tid;
-		e->waker_cpu = e->h.cpu;
-		bpf_get_current_comm(&e->waker_comm, sizeof(e->waker_comm));
-	}
-	e->h.pid = tgid;
-	e->h.tid = tid;
-	e->h.cpu = cpu;
-	e->h.ts = now;
-	e->is_new = is_new;
-	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	wakeup_fill(e, ts, tgid, tid, cpu, now, is_new);
 	submit(e);
 	return 0;
 }
 
-static __always_inline int on_migrate(struct task_struct *p, int dest)
+static __always_inline int on_migrate(struct task_struct *p, int dest, bool direct)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 
@@ -365,12 +597,26 @@ static __always_inline int on_migrate(struct task_struct *p, int dest)
 		return 0;
 	__u32 tid = BPF_CORE_READ(p, pid);
 	__u32 orig = task_cpu(p), dcpu = dest;
-	struct waiting *w = bpf_map_lookup_elem(&waiting, &tid);
 
-	if (w && w->cpu != dcpu) {
-		nwait_add(w->cpu, -1);
-		nwait_add(dcpu, 1);
-		w->cpu = dcpu;
+	if (FOLD(direct)) {
+		struct tstate *ts = tstate_of(p, false);
+
+		if (ts && ts->wait_since && ts->wait_cpu != dcpu) {
+			nwait_add(ts->wait_cpu, -1);
+			nwait_add(dcpu, 1);
+			ts->wait_cpu = dcpu;
+		}
+		/* the run before this record */
+		if (ts)
+			run_flush(ts);
+	} else {
+		struct waiting *w = bpf_map_lookup_elem(&waiting, &tid);
+
+		if (w && w->cpu != dcpu) {
+			nwait_add(w->cpu, -1);
+			nwait_add(dcpu, 1);
+			w->cpu = dcpu;
+		}
 	}
 
 	struct sb_migrate *e = reserve(SB_EV_MIGRATE, sizeof(*e));
@@ -429,7 +675,7 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	return 0;
 }
 
-static __always_inline int on_exit(struct task_struct *p)
+static __always_inline int on_exit(struct task_struct *p, bool direct)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 
@@ -438,13 +684,21 @@ static __always_inline int on_exit(struct task_struct *p)
 	__u32 tid = BPF_CORE_READ(p, pid);
 	/* the process's last thread (signal->live is counted down before this tracepoint) */
 	bool last = BPF_CORE_READ(p, signal, live.counter) == 0;
-	struct waiting *w = bpf_map_lookup_elem(&waiting, &tid);
+	struct waiting w;
 
-	if (w) {
-		nwait_add(w->cpu, -1);
-		bpf_map_delete_elem(&waiting, &tid);
+	if (FOLD(direct)) {
+		struct tstate *ts = tstate_of(p, false);
+
+		if (ts) {
+			end_waiting(ts, tid, &w);
+			run_flush(ts);
+			if (__sync_lock_test_and_set(&ts->held, 0))
+				held_write(ts);
+		}
+	} else {
+		end_waiting(NULL, tid, &w);
+		bpf_map_delete_elem(&wakers, &tid);
 	}
-	bpf_map_delete_elem(&wakers, &tid);
 	/* a descendant whose last thread exits is followed no more (its tgid may be reused) */
 	if (last && tgid != targ_tgid)
 		bpf_map_delete_elem(&followed, &tgid);
@@ -503,7 +757,7 @@ int BPF_PROG(btf_switch, bool preempt, struct task_struct *prev, struct task_str
 SEC("tp_btf/sched_waking")
 int BPF_PROG(btf_waking, struct task_struct *p)
 {
-	return on_waking(p);
+	return on_waking(p, true);
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -521,7 +775,7 @@ int BPF_PROG(btf_wakeup_new, struct task_struct *p)
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(btf_migrate, struct task_struct *p, int dest_cpu)
 {
-	return on_migrate(p, dest_cpu);
+	return on_migrate(p, dest_cpu, true);
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -533,7 +787,7 @@ int BPF_PROG(btf_fork, struct task_struct *parent, struct task_struct *child)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(btf_exit, struct task_struct *p)
 {
-	return on_exit(p);
+	return on_exit(p, true);
 }
 
 SEC("tp_btf/task_rename")
@@ -559,7 +813,7 @@ int BPF_PROG(raw_switch, bool preempt, struct task_struct *prev, struct task_str
 SEC("raw_tp/sched_waking")
 int BPF_PROG(raw_waking, struct task_struct *p)
 {
-	return on_waking(p);
+	return on_waking(p, false);
 }
 
 SEC("raw_tp/sched_wakeup")
@@ -577,7 +831,7 @@ int BPF_PROG(raw_wakeup_new, struct task_struct *p)
 SEC("raw_tp/sched_migrate_task")
 int BPF_PROG(raw_migrate, struct task_struct *p, int dest_cpu)
 {
-	return on_migrate(p, dest_cpu);
+	return on_migrate(p, dest_cpu, false);
 }
 
 SEC("raw_tp/sched_process_fork")
@@ -589,7 +843,7 @@ int BPF_PROG(raw_fork, struct task_struct *parent, struct task_struct *child)
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(raw_exit, struct task_struct *p)
 {
-	return on_exit(p);
+	return on_exit(p, false);
 }
 
 SEC("raw_tp/task_rename")
@@ -602,4 +856,35 @@ SEC("raw_tp/sched_process_exec")
 int BPF_PROG(raw_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	return on_exec(p);
+}
+
+/*
+ * The agent's tick (docs/ARCHITECTURE.md, "Scheduler runs"): every target
+ * thread's held trip once it is too long to fold (a thread asleep for long
+ * has no switch-in to write it), and its run once idle for sched_run_max_ns;
+ * with flush_all set, all of them (the end of the capture).
+ */
+volatile bool flush_all = false;
+
+SEC("iter/task")
+int flush_sched(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct tstate *ts;
+	__u64 now, h;
+
+	if (!t || !sched_fold_ns || !is_target_tgid(t->tgid))
+		return 0;
+	ts = bpf_task_storage_get(&tstate, t, 0, 0);
+	if (!ts)
+		return 0;
+	now = bpf_ktime_get_ns();
+	h = ts->held;
+	if (h && (flush_all || now - h >= sched_fold_ns) && __sync_lock_test_and_set(&ts->held, 0)) {
+		run_flush(ts);
+		held_write(ts);
+	}
+	if (ts->run.start_ns && (flush_all || now - ts->run.h.ts >= sched_run_max_ns))
+		run_flush(ts);
+	return 0;
 }

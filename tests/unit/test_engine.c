@@ -915,6 +915,92 @@ static void t_fault_run_same(void)
 }
 
 /*
+ * Short trips of the launcher off its CPU while the GPU idles (from 1 ms into
+ * step 1's host work, 60 of them, 50 us apart): each 12 us asleep until the
+ * peer (pid 100, tid 104) wakes it, 6 us waiting while the peer runs, the
+ * rest on the CPU. As records (switch_out, wakeup, the peer's runslice,
+ * switch_in), or summed as the kernel folds them (bpf/common.bpf.h): runs of
+ * trips that began within 1 ms of the run's first.
+ */
+#define T_PEER 104
+static bool trips_folded;
+
+static void inj_trips(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	struct sb_sched_run r = { 0 };
+	uint64_t gap = len / 60;
+
+	(void)arg;
+	for (uint64_t i = 0; i < 60; i++) {
+		uint64_t out = at + i * gap, wake = out + 12 * US, in = wake + 6 * US;
+
+		if (!trips_folded) {
+			w_switch_to(w, out, T_LAUNCHER, T_CPU, SB_STATE_SLEEP, "peer");
+			w_wakeup(w, wake, T_LAUNCHER, T_CPU, T_PID, T_PEER, "peer");
+			w_runslice(w, out, in, T_CPU, T_PID, T_PEER, "peer");
+			w_switch_in(w, in, T_LAUNCHER, T_CPU);
+			continue;
+		}
+		if (r.sleeps && out - r.start_ns >= 1 * MS) {
+			st_put(&w->host, &r);
+			r.sleeps = 0;
+		}
+		if (!r.sleeps) {
+			memset(&r, 0, sizeof(r));
+			hdr(&r.h, SB_EV_SCHED_RUN, sizeof(r), in, T_PID, T_LAUNCHER, T_CPU);
+			r.start_ns = out;
+			r.waker_pid = r.runner_pid = T_PID;
+			r.waker_tid = r.runner_tid = T_PEER;
+			w_comm(r.waker_comm, "peer");
+			w_comm(r.runner_comm, "peer");
+		}
+		r.h.ts = in;
+		r.sleeps++;
+		r.sleep_ns += 12 * US;
+		r.wait_ns += 6 * US;
+		r.max_ns = 18 * US;
+	}
+	if (trips_folded)
+		st_put(&w->host, &r);
+}
+
+/*
+ * A sched_run record is blamed as the trips it stands for: in a step whose
+ * idle gap holds them all, the same blocked time on the same waker, the same
+ * cpu_wait on the same runner, the same counts.
+ */
+static void t_sched_run_same(void)
+{
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 3 * MS, .inj = inj_trips };
+	struct world wa, wb;
+	struct engine *a, *b;
+	const struct eng_step *x, *y;
+
+	trips_folded = false;
+	x = injected_step(&wa, &inj, &a);
+	trips_folded = true;
+	y = injected_step(&wb, &inj, &b);
+	REQUIRE(x && y, "step 1 missing");
+	CHECK(blame_of(x, ENG_BLOCKED, T_PID) >= 60 * 12 * US,
+	      "records: blocked %" PRIu64, blame_of(x, ENG_BLOCKED, T_PID));
+	for (int c = 0; c < ENG_NCAUSE; c++)
+		CHECK(blame_of(x, c, 0) == blame_of(y, c, 0), "%s: %" PRIu64 " ns from records, %" PRIu64
+		      " from runs", eng_cause_name(c), blame_of(x, c, 0), blame_of(y, c, 0));
+	CHECK(blame_of(y, ENG_BLOCKED, T_PID) == blame_of(x, ENG_BLOCKED, T_PID) &&
+	      blame_of(y, ENG_CPU_WAIT, T_PID) ==
+	      blame_of(x, ENG_CPU_WAIT, T_PID) && blame_of(y, ENG_CPU_WAIT, T_PID) >= 60 * 6 * US,
+	      "runs: blocked on the peer %" PRIu64 ", cpu_wait on it %" PRIu64 " (records %" PRIu64 ")",
+	      blame_of(y, ENG_BLOCKED, T_PID), blame_of(y, ENG_CPU_WAIT, T_PID),
+	      blame_of(x, ENG_CPU_WAIT, T_PID));
+	CHECK(x->count[ENG_N_SLEEPS] >= 60 && y->count[ENG_N_SLEEPS] == x->count[ENG_N_SLEEPS],
+	      "sleeps %u from records, %u from runs", x->count[ENG_N_SLEEPS], y->count[ENG_N_SLEEPS]);
+	engine_free(a);
+	engine_free(b);
+	world_free(&wa);
+	world_free(&wb);
+}
+
+/*
  * A trace whose cost model prices fault runs: of the run's page_fault time,
  * its probes' cost (one record, 100 extensions) is tracer; the rest stays.
  */
@@ -2055,6 +2141,7 @@ int main(void)
 	RUN(t_wakeup_chain);
 	RUN(t_fault_storm);
 	RUN(t_fault_run_same);
+	RUN(t_sched_run_same);
 	RUN(t_fault_run_tracer);
 	RUN(t_major_fault);
 	RUN(t_sleeping_fault_is_not_major);

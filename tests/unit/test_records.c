@@ -59,6 +59,8 @@ static const struct want {
 	{ SB_EV_STACK, "stack", sizeof(struct sb_stack), NO_START, SB_KIND_KERNEL, SB_COST_STACK },
 	{ SB_EV_FAULT_RUN, "fault_run", sizeof(struct sb_fault_run),
 	  offsetof(struct sb_fault_run, start_ns), SB_KIND_KERNEL, SB_COST_FAULT },
+	{ SB_EV_SCHED_RUN, "sched_run", sizeof(struct sb_sched_run),
+	  offsetof(struct sb_sched_run, start_ns), SB_KIND_KERNEL, SB_COST_SCHED },
 	{ SB_REC_HOST, "host", sizeof(struct sb_text), NO_START, SB_KIND_TEXT, SB_COST_NONE },
 	{ SB_REC_CPU, "cpu", sizeof(struct sb_cpu), NO_START, SB_KIND_META, SB_COST_NONE },
 	{ SB_REC_TARGET, "target", sizeof(struct sb_text), NO_START, SB_KIND_TEXT, SB_COST_NONE },
@@ -206,13 +208,19 @@ static void t_cost_of(void)
 
 		if (t == SB_EV_ALLOC_BURST)
 			((struct sb_alloc_burst *)h)->calls = 37;
+		if (t == SB_EV_SCHED_RUN) {
+			((struct sb_sched_run *)h)->sleeps = 5;
+			((struct sb_sched_run *)h)->preempts = 4;
+		}
 		n = sb_cost_of(h, &cls);
 		if (!w || w->cost == SB_COST_NONE) {
 			CHECK(n == 0 && cls == -7, "type %u: %" PRIu64 " of class %d", t, n, cls);
 			continue;
 		}
 		CHECK(cls == w->cost, "%s: class %d, not %d", w->name, cls, w->cost);
-		CHECK(n == (t == SB_EV_ALLOC_BURST ? 37 : 1), "%s: %" PRIu64 " events", w->name, n);
+		/* a run: a switch each way per trip, and a wakeup per sleep */
+		CHECK(n == (t == SB_EV_ALLOC_BURST ? 37 : t == SB_EV_SCHED_RUN ? 3 * 5 + 2 * 4 : 1),
+		      "%s: %" PRIu64 " events", w->name, n);
 	}
 }
 

@@ -124,6 +124,7 @@ static size_t struct_size(unsigned t)
 	case SB_EV_IOSYS: return sizeof(struct sb_iosys);
 	case SB_EV_AFFINITY: return sizeof(struct sb_affinity);
 	case SB_EV_FAULT_RUN: return sizeof(struct sb_fault_run);
+	case SB_EV_SCHED_RUN: return sizeof(struct sb_sched_run);
 	case SB_REC_CPU: return sizeof(struct sb_cpu);
 	case SB_REC_ALLOC_STATS: return sizeof(struct sb_alloc_stats);
 	case SB_REC_DROPS: return sizeof(struct sb_drops);
@@ -428,7 +429,7 @@ static void t_write_rejects_bad_records(void)
 	struct sb_hdr *h = (struct sb_hdr *)b;
 	static const struct { uint16_t type, size; } bad[] = {
 		{ SB_EV_SWITCH_OUT, 0 }, { SB_EV_SWITCH_OUT, 60 }, { SB_EV_SWITCH_OUT, 48 },
-		{ 20, 64 }, { 0, 64 }, { 200, 64 }, { SB_REC_TRAILER, sizeof(struct sb_trailer) },
+		{ 21, 64 }, { 0, 64 }, { 200, 64 }, { SB_REC_TRAILER, sizeof(struct sb_trailer) },
 		{ SB_EV_FAULT, 65535 }, { SB_REC_NOTE, 32 + 16 }, /* len 0 but padded 16 */
 	};
 	size_t i;
@@ -651,7 +652,7 @@ static void t_corrupt_records(void)
 		{ "size not multiple of 8", 3, 1, 60, SBT_CORRUPT, "not a multiple of 8" },
 		{ "size over max", 3, 1, 65535, SBT_CORRUPT, "exceeds the maximum" },
 		{ "size under struct", 0, 1, 48, SBT_CORRUPT, "smaller than its 56-byte struct" },
-		{ "unknown type < max", 5, 0, 20, SBT_CORRUPT, "unknown record type 20" },
+		{ "unknown type < max", 5, 0, 21, SBT_CORRUPT, "unknown record type 21" },
 		{ "unknown type 0", 5, 0, 0, SBT_CORRUPT, "unknown record type 0" },
 		{ "type >= max", 5, 0, 64, SBT_CORRUPT, "unknown record type 64" },
 		{ "text len too big", 14, 2, 9999, SBT_CORRUPT, "text length 9999" },
@@ -808,7 +809,7 @@ static void t_check_record(void)
 	CHECK(sbt_check_record(h, 48) != NULL, "text len 1 padded to 48 accepted");
 	CHECK(!strcmp(sb_type_name(SB_EV_SWITCH_OUT), "switch_out") &&
 	      !strcmp(sb_type_name(SB_REC_TRAILER), "trailer") &&
-	      !strcmp(sb_type_name(20), "unknown") &&
+	      !strcmp(sb_type_name(21), "unknown") &&
 	      !strcmp(sb_state_name(SB_STATE_RUNNABLE), "runnable") &&
 	      !strcmp(sb_alloc_fn_name(SB_FN_POSIX_MEMALIGN), "posix_memalign") &&
 	      !strcmp(sb_mmsys_name(SB_SYS_MADVISE), "madvise") &&

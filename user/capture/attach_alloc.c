@@ -614,7 +614,7 @@ static int open_alloc_once(struct probes *p, bool with_flush, bool multi)
 	err = reuse_shared(p, a->maps.events, a->maps.drops, a->maps.target_state,
 			   a->maps.followed, a->maps.follow_any);
 	if (!err) /* the fault run slot (bpf/common.bpf.h) */
-		err = reuse_fault_slot(p, a->maps.fault_slot);
+		err = reuse_thread_maps(p, a->obj);
 	if (!err)
 		err = alloc_bpf__load(a);
 	if (err) {

@@ -111,7 +111,7 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 	err = reuse_shared(p, m->maps.events, m->maps.drops, m->maps.target_state,
 			   m->maps.followed, m->maps.follow_any);
 	if (!err) /* the fault run slot (bpf/common.bpf.h) */
-		err = reuse_fault_slot(p, m->maps.fault_slot);
+		err = reuse_thread_maps(p, m->obj);
 	if (!err)
 		err = mem_bpf__load(m);
 	if (err) {

@@ -34,7 +34,7 @@ void open_sample(struct probes *p)
 	err = reuse_shared(p, s->maps.events, s->maps.drops, s->maps.target_state,
 			   s->maps.followed, s->maps.follow_any);
 	if (!err) /* the fault run slot (bpf/common.bpf.h) */
-		err = reuse_fault_slot(p, s->maps.fault_slot);
+		err = reuse_thread_maps(p, s->obj);
 	if (!err)
 		err = sample_bpf__load(s);
 	if (err) {

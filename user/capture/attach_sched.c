@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -33,6 +34,14 @@ int open_sched(struct probes *p, bool use_btf, const struct btf *vmlinux)
 	if (!s)
 		return -errno;
 	SET_TARGET(p, s);
+	/*
+	 * Kernels before 5.11 have no task storage: the map is then a hash
+	 * nothing uses (folding is off there), so that the programs still load
+	 */
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) <= 0) {
+		bpf_map__set_type(s->maps.tstate, BPF_MAP_TYPE_HASH);
+		bpf_map__set_max_entries(s->maps.tstate, 1);
+	}
 	bpf_map__set_max_entries(s->maps.events, p->o.ring_bytes);
 	bpf_map__set_max_entries(s->maps.nwait, p->ncpus);
 	bpf_map__set_max_entries(s->maps.cpu_node, p->ncpus);
@@ -43,7 +52,10 @@ int open_sched(struct probes *p, bool use_btf, const struct btf *vmlinux)
 		const char *tp = strchr(sec, '/');
 		bool btf = !strncmp(sec, "tp_btf/", 7);
 
-		bpf_program__set_autoload(prog, btf == use_btf && tp && tp_exists(vmlinux, tp + 1));
+		if (prog == s->progs.flush_sched)
+			bpf_program__set_autoload(prog, p->fold_ns != 0);
+		else
+			bpf_program__set_autoload(prog, btf == use_btf && tp && tp_exists(vmlinux, tp + 1));
 	}
 	err = sched_bpf__load(s);
 	if (err) {
@@ -58,6 +70,12 @@ int attach_sched(struct probes *p)
 {
 	struct bpf_program *prog;
 
+	if (p->fold_ns) {
+		/* the tick's flush of held trips and idle runs: without it nothing may be held */
+		p->flush_sched = bpf_program__attach_iter(p->sched->progs.flush_sched, NULL);
+		if (!p->flush_sched)
+			return -errno;
+	}
 	bpf_object__for_each_program(prog, p->sched->obj) {
 		const char *sec = bpf_program__section_name(prog);
 		const char *tp = strchr(sec, '/') + 1;
@@ -66,6 +84,8 @@ int attach_sched(struct probes *p)
 		int err;
 
 		snprintf(name, sizeof(name), "sched:%s", tp);
+		if (prog == p->sched->progs.flush_sched)
+			continue;
 		if (!bpf_program__autoload(prog)) {
 			/* the other variant of a pair; report only if neither loaded */
 			continue;
@@ -91,3 +111,24 @@ void fill_cpu_nodes(struct probes *p)
 	}
 }
 
+
+/*
+ * Write the held trips too long to fold and the idle runs of the target's
+ * threads (bpf/common.bpf.h, "Scheduler runs"), or all of them: one pass of
+ * the task iterator.
+ */
+void probes_flush_sched(const struct probes *p, bool all)
+{
+	char buf[64];
+	int fd;
+
+	if (!p->flush_sched)
+		return;
+	p->sched->bss->flush_all = all;
+	fd = bpf_iter_create(bpf_link__fd(p->flush_sched));
+	if (fd < 0)
+		return;
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	close(fd);
+}

@@ -748,8 +748,10 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			 * capture. ring_buffer__poll consumes nothing on a timeout, so the
 			 * tick reads the ring itself.
 			 */
-			if (!c->sink_err)
+			if (!c->sink_err) {
+				probes_flush_sched(c->probes, false);
 				ring_buffer__consume(rb);
+			}
 			/* the ring is drained: what it held came before the stop */
 			if (probes_stopped(c->probes, &stop)) {
 				put_stop_note(c, &stop);
@@ -804,6 +806,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	/* what is already in the ring and the channel still belongs to the capture */
 	if (!c->sink_err) {
 		probes_flush_faults(c->probes, true);
+		probes_flush_sched(c->probes, true);
 		ring_buffer__consume(rb);
 	}
 	if (c->chan && !c->sink_err)
@@ -855,7 +858,7 @@ enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AG
        OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD,
        OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK,
        OPT_TAIL_ONLY, OPT_CGROUP, OPT_DIR, OPT_AROUND, OPT_BUFFER, OPT_MAX_SNIPPETS,
-       OPT_MAX_DISK, OPT_ROTATE, OPT_IDLE, OPT_TAIL_K };
+       OPT_MAX_DISK, OPT_ROTATE, OPT_IDLE, OPT_TAIL_K, OPT_FOLD };
 
 /* "1", "0.5", "2%" -> ppm; false unless a plain number from 0 to 100 */
 static bool parse_pct_ppm(const char *s, uint64_t *ppm)
@@ -946,6 +949,11 @@ const struct opt collect_options[] = {
 	{ "step-uprobe", OPT_STEP_UPROBE, "LIB:SYM",
 	  "each call of SYM in LIB marks a step (besides USDT stepblame:step)", COLLECT_RECORD },
 	{ "no-cuda", OPT_NO_CUDA, NULL, "do not probe the CUDA driver library", COLLECT_RECORD },
+	{ "fold", OPT_FOLD, "US",
+	  "a thread's trips off its CPU (asleep or preempted) shorter than\n"
+	  "US microseconds are summed in the kernel, one record a run of\n"
+	  "them, the same causes and culprits (100; 0: every switch is\n"
+	  "recorded, as perf would)", COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
 	{ "no-stacks", OPT_NO_STACKS, NULL,
 	  "no user stacks at slow I/O, mmap-family and allocator calls and faults", COLLECT_RECORD },
 	{ "no-gpu", OPT_NO_GPU, NULL, "do not read the trainer's GPU timeline channel",
@@ -1122,6 +1130,18 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			break;
 		case OPT_NO_STACKS:
 			o->probe.no_stacks = true;
+			break;
+		case OPT_FOLD:
+			d = parse_duration_ns(optarg);
+			if (parse_u64(optarg, &v) && v <= 1000000)
+				o->probe.sched_fold_ns = v ? v * 1000 : PROBE_FOLD_OFF;
+			else if (d >= 0 && (uint64_t)d <= 1000000000ull)
+				o->probe.sched_fold_ns = d ? (uint64_t)d : PROBE_FOLD_OFF;
+			else {
+				sb_err("%s: --fold wants microseconds (0 to 1000000, or with a unit: "
+				       "50us, 1ms), got '%s'", cmd, optarg);
+				return -1;
+			}
 			break;
 		case OPT_STEP_UPROBE:
 			if (!strchr(optarg, ':')) {

@@ -167,10 +167,16 @@ int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops
 	return err;
 }
 
-/* the per-CPU slot of fault runs (bpf/common.bpf.h), shared like the maps above */
-int reuse_fault_slot(struct probes *p, struct bpf_map *slot)
+/* the per-CPU slot of fault runs and the threads' storage (bpf/common.bpf.h), shared like the maps above */
+int reuse_thread_maps(struct probes *p, struct bpf_object *obj)
 {
-	return bpf_map__reuse_fd(slot, bpf_map__fd(p->sched->maps.fault_slot));
+	struct bpf_map *slot = bpf_object__find_map_by_name(obj, "fault_slot");
+	struct bpf_map *ts = bpf_object__find_map_by_name(obj, "tstate");
+	int err = slot ? bpf_map__reuse_fd(slot, bpf_map__fd(p->sched->maps.fault_slot)) : -ENOENT;
+
+	if (!err)
+		err = ts ? bpf_map__reuse_fd(ts, bpf_map__fd(p->sched->maps.tstate)) : -ENOENT;
+	return err;
 }
 
 /* ---- scanning the mappings ---- */
@@ -435,9 +441,20 @@ struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen)
 	if (!vmlinux)
 		vmlinux = NULL;
 
-	/* tp_btf first; raw_tp where tracing programs do not load */
+	/*
+	 * tp_btf first, folding short trips where task storage takes them (5.11);
+	 * raw_tp where tracing programs do not load
+	 */
+	p->fold_ns = o->sched_fold_ns == PROBE_FOLD_OFF ? 0 :
+		     o->sched_fold_ns ? o->sched_fold_ns : PROBE_FOLD_DEFAULT_NS;
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) <= 0)
+		p->fold_ns = 0;
 	e = open_sched(p, true, vmlinux);
 	p->sched_variant = "tp_btf";
+	if (e && p->fold_ns) {
+		p->fold_ns = 0;
+		e = open_sched(p, true, vmlinux);
+	}
 	if (e) {
 		e = open_sched(p, false, vmlinux);
 		p->sched_variant = "raw_tp";
@@ -547,6 +564,7 @@ void probes_close(struct probes *p)
 		return;
 	for (int i = p->nlinks - 1; i >= 0; i--)
 		bpf_link__destroy(p->links[i]);
+	bpf_link__destroy(p->flush_sched);
 	detach_alloc(p);
 	reap_detach(p);
 	marks_bpf__destroy(p->marks);

@@ -45,7 +45,16 @@ struct probe_opts {
 	 * before 6.6, for the tests (no command-line option).
 	 */
 	bool perf_uprobes;
+	/*
+	 * --fold US: a target thread's trips off its CPU shorter than this are
+	 * summed in the kernel, one sched_run record a run (bpf/common.bpf.h);
+	 * 0: the default, PROBE_FOLD_OFF: every switch recorded
+	 */
+	uint64_t sched_fold_ns;
 };
+
+#define PROBE_FOLD_DEFAULT_NS 100000ull
+#define PROBE_FOLD_OFF UINT64_MAX
 
 /* one line per probe, for the trace file and the user */
 struct probe_status {
@@ -113,6 +122,11 @@ int probes_status(const struct probes *p, const struct probe_status **out);
  * those idle for over a millisecond, or all (the capture ends).
  */
 void probes_flush_faults(const struct probes *p, bool all);
+/*
+ * Write the target's held scheduler trips and idle scheduler runs
+ * (bpf/common.bpf.h, "Scheduler runs"); all: every one, at the end.
+ */
+void probes_flush_sched(const struct probes *p, bool all);
 /* cumulative ring-buffer drops per event type, summed over CPUs; and state-map overflows */
 void probes_drops(const struct probes *p, __u64 ring[SB_EV_KERNEL_MAX + 1], __u64 *mapfull);
 /*

@@ -116,6 +116,8 @@ struct probes {
 	struct probe_status st[PROBES_MAX_STATUS];
 	int nst;
 	const char *sched_variant;
+	uint64_t fold_ns;           /* trips off the CPU shorter than this are folded (bpf/common.bpf.h); 0: off */
+	struct bpf_link *flush_sched; /* the iterator that writes held trips and idle runs */
 	int ncpus;
 	/* the target's mapped files already looked at, and what they led to */
 	struct file_set files;
@@ -174,6 +176,7 @@ struct probes {
 		(skel)->rodata->targ_cap_prm = (p)->cap_prm; \
 		(skel)->rodata->targ_creds_known = (p)->creds_known; \
 		(skel)->rodata->follow_children = !(p)->o.no_children; \
+		(skel)->rodata->sched_fold_ns = (p)->fold_ns; \
 	} while (0)
 /* a mapping of a file in the target, from one line of /proc/PID/maps */
 struct mapping {
@@ -199,8 +202,9 @@ const char *uprobe_why(int err);
  */
 int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops,
 		 struct bpf_map *state, struct bpf_map *followed, struct bpf_map *follow_any);
-/* the per-CPU fault run slot (bpf/common.bpf.h), shared the same way */
-int reuse_fault_slot(struct probes *p, struct bpf_map *slot);
+/* the per-CPU fault run slot and the threads' storage (bpf/common.bpf.h), shared the same way */
+struct bpf_object;
+int reuse_thread_maps(struct probes *p, struct bpf_object *obj);
 
 /* ---- binfile.c ---- */
 

@@ -652,6 +652,22 @@ static void print_sb_fault_run(const struct sb_hdr *h)
 	f_u("min_flt", e->min_flt);
 }
 
+static void print_sb_sched_run(const struct sb_hdr *h)
+{
+	const struct sb_sched_run *e = (const void *)h;
+
+	f_span(e->start_ns, h->ts);
+	f_u("sleeps", e->sleeps);
+	f_u("preempts", e->preempts);
+	f_u("sleep_ns", e->sleep_ns);
+	f_u("wait_ns", e->wait_ns);
+	f_u("idle_wait_ns", e->idle_wait_ns);
+	f_u("steal_ns", e->steal_ns);
+	f_u("max_ns", e->max_ns);
+	f_task("waker", e->waker_comm, e->waker_pid, e->waker_tid);
+	f_task("runner", e->runner_comm, e->runner_pid, e->runner_tid);
+}
+
 static void print_sb_reclaim(const struct sb_hdr *h)
 {
 	const struct sb_reclaim *e = (const void *)h;

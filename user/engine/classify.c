@@ -593,12 +593,113 @@ static struct accum *piece_accum(struct piece *p, int cand)
 	return cand >= 0 ? &p->accum[cand] : NULL;
 }
 
+/* part * num / den, without overflow */
+static uint64_t share(uint64_t part, uint64_t num, uint64_t den)
+{
+	return den ? (uint64_t)((unsigned __int128)part * num / den) : part;
+}
+
+/*
+ * [x, y] inside t's scheduler run (host.c, ev_sched_run): its share of what
+ * is left of the run's sleeps and waits, as much as its length is of what is
+ * left of the span. In a piece: the on-CPU rest classified like any running
+ * time, the sleeps blocked on the run's waker, the waits steal, then
+ * cpu_wait on its runner (none where the CPU was idle: the wakeup's latency).
+ */
+static void account_srun(struct engine *e, struct thread *t, struct piece *p, uint64_t x, uint64_t y)
+{
+	uint64_t left = t->srun_e - x, len = y - x, sl, wt, idle, st, on, c;
+	struct eng_who w;
+	struct accum *a;
+	int cause;
+
+	if (y <= x || !left)
+		return;
+	if (p && x < p->start && y > p->start) {
+		account_srun(e, t, NULL, x, p->start);
+		x = p->start;
+		left = t->srun_e - x;
+		len = y - x;
+	}
+	sl = share(t->srun_sleep, len, left);
+	wt = share(t->srun_wait, len, left);
+	idle = min64(share(t->srun_idle, len, left), wt);
+	st = min64(share(t->srun_steal, len, left), wt - idle);
+	if (sl + wt > len) {
+		sl = min64(sl, len);
+		wt = len - sl;
+		idle = min64(idle, wt);
+		st = min64(st, wt - idle);
+	}
+	t->srun_sleep -= sl;
+	t->srun_wait -= wt;
+	t->srun_idle -= idle;
+	t->srun_steal -= st;
+	on = len - sl - wt;
+	a = p && x >= p->start ? piece_accum(p, t->candidate) : NULL;
+	if (a) {
+		c = share(t->srun_sleeps, len, left);
+		a->count[ENG_N_SLEEPS] += (uint32_t)min64(c, UINT32_MAX - a->count[ENG_N_SLEEPS]);
+		t->srun_sleeps -= c;
+		c = share(t->srun_preempts, len, left);
+		a->count[ENG_N_PREEMPT] += (uint32_t)min64(c, UINT32_MAX - a->count[ENG_N_PREEMPT]);
+		t->srun_preempts -= c;
+	}
+	if (!a) {
+		if (t->nbursts)
+			classify_overlays(e, t, NULL, x, x + on, false);
+		timeline_thread(e, t, state_name(TS_RUNNING), x, y);
+		return;
+	}
+	if (on)
+		classify_overlays(e, t, a, x, x + on, false);
+	x += on;
+	memset(&w, 0, sizeof(w));
+	w.pid = t->srun_waker_pid;
+	w.tid = t->srun_waker_tid;
+	comm_copy(w.comm, t->srun_waker_comm);
+	w.cpu = -1;
+	if (sl) {
+		cause = w.tid && is_stopper(w.comm) ? ENG_MIGRATION : ENG_BLOCKED;
+		accum_add(e, a, cause, sl, w.tid && cause == ENG_BLOCKED ? &w : NULL);
+		timeline_thread(e, t, eng_cause_name(cause), x, x + sl);
+		x += sl;
+	}
+	if (st) {
+		accum_add(e, a, ENG_VM_STEAL, st, NULL);
+		timeline_thread(e, t, eng_cause_name(ENG_VM_STEAL), x, x + st);
+		x += st;
+	}
+	if (idle) {
+		accum_add(e, a, ENG_CPU_WAIT, idle, NULL);
+		timeline_thread(e, t, eng_cause_name(ENG_CPU_WAIT), x, x + idle);
+		x += idle;
+	}
+	if (wt > idle + st) {
+		uint64_t n = wt - idle - st;
+
+		memset(&w, 0, sizeof(w));
+		w.pid = t->srun_runner_pid;
+		w.tid = t->srun_runner_tid;
+		comm_copy(w.comm, t->srun_runner_comm);
+		w.cpu = t->cpu;
+		cause = w.tid && is_stopper(w.comm) ? ENG_MIGRATION : ENG_CPU_WAIT;
+		accum_add(e, a, cause, n, w.tid && cause == ENG_CPU_WAIT ? &w : NULL);
+		if (cause == ENG_MIGRATION)
+			accum_move(a, t, n);
+		if (cause == ENG_CPU_WAIT && w.tid && e->opts.timeline.interferer)
+			e->opts.timeline.interferer(e->opts.timeline.ctx, &w, t->tid, x, x + n);
+		timeline_thread(e, t, eng_cause_name(cause), x, x + n);
+	}
+}
+
+static void account_range(struct engine *e, struct thread *t, struct piece *p, uint64_t s, uint64_t to);
+
 /* attribute t's time from its last cut up to `to` */
 void thread_account(struct engine *e, struct thread *t, uint64_t to)
 {
 	uint64_t s = t->last_cut;
 	struct piece *p = e->gap_open ? e->current_piece : NULL;
-	struct accum *a;
 
 	if (to <= s)
 		return;
@@ -619,6 +720,27 @@ void thread_account(struct engine *e, struct thread *t, uint64_t to)
 		else
 			i++;
 	}
+	if (t->srun_e > s && t->srun_s < to && t->state == TS_RUNNING) {
+		/* a scheduler run: its span takes its share of the run's off-CPU time */
+		uint64_t x = max64(s, t->srun_s), y = min64(to, t->srun_e);
+
+		if (s < x)
+			account_range(e, t, p, s, x);
+		account_srun(e, t, p, x, y);
+		if (y >= t->srun_e)
+			t->srun_e = 0;
+		if (y < to)
+			account_range(e, t, p, y, to);
+		return;
+	}
+	account_range(e, t, p, s, to);
+}
+
+/* t's time [s, to] in its state (no scheduler run over it); p: the open piece, or NULL */
+static void account_range(struct engine *e, struct thread *t, struct piece *p, uint64_t s, uint64_t to)
+{
+	struct accum *a;
+
 	if (!p) {
 		if (t->state == TS_RUNNING && t->nbursts)
 			classify_overlays(e, t, NULL, s, to, false);

@@ -1051,6 +1051,63 @@ static void ev_runslice(struct engine *e, const struct sb_runslice *r, uint64_t 
 	runslice_push(e, r->h.cpu, &x);
 }
 
+/*
+ * A scheduler run (bpf/events.h, struct sb_sched_run), swept at its start s:
+ * the thread was on a CPU at s and again at h.ts, and off it for the run's
+ * sleeps and waits in between, which are not placed in time: a piece of the
+ * span takes its share of them (classify.c, account_srun). Only candidates
+ * keep it; any other thread was running at both ends.
+ */
+static void ev_sched_run(struct engine *e, const struct sb_sched_run *r, uint64_t s)
+{
+	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
+	uint64_t end = r->h.ts > s ? r->h.ts : s, off;
+
+	if (t->candidate < 0) {
+		if (t->state != TS_DEAD) {
+			t->state = TS_RUNNING;
+			t->since = end;
+			t->cpu = r->h.cpu;
+		}
+		return;
+	}
+	own_event(e, t, s, SB_EV_SCHED_RUN, 0);
+	if (t->state != TS_RUNNING) {
+		/* a switch-in lost, or never traced: on a CPU from the run's start */
+		t->state = TS_RUNNING;
+		t->since = s;
+	}
+	t->cpu = r->h.cpu;
+	t->migrated = false;
+	off = r->sleep_ns + r->wait_ns;
+	if (off > end - s) {
+		/* never more than the span: the sums are the kernel's, the span too */
+		double k = (double)(end - s) / (double)off;
+
+		t->srun_sleep = (uint64_t)(r->sleep_ns * k);
+		t->srun_wait = (uint64_t)(r->wait_ns * k);
+	} else {
+		t->srun_sleep = r->sleep_ns;
+		t->srun_wait = r->wait_ns;
+	}
+	t->srun_idle = min64(r->idle_wait_ns, t->srun_wait);
+	t->srun_steal = min64(r->steal_ns, t->srun_wait - t->srun_idle);
+	t->srun_sleeps = r->sleeps;
+	t->srun_preempts = r->preempts;
+	t->srun_waker_pid = r->waker_pid;
+	t->srun_waker_tid = r->waker_tid;
+	memcpy(t->srun_waker_comm, r->waker_comm, SB_COMM_LEN);
+	t->srun_runner_pid = r->runner_pid;
+	t->srun_runner_tid = r->runner_tid;
+	memcpy(t->srun_runner_comm, r->runner_comm, SB_COMM_LEN);
+	t->srun_s = s;
+	t->srun_e = end;
+	if (end == s) {
+		/* nothing to spread: all of it now */
+		t->srun_e = 0;
+	}
+}
+
 static void ev_thread(struct engine *e, const struct sb_thread *r, bool exiting)
 {
 	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
@@ -1120,6 +1177,9 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		break;
 	case SB_EV_FAULT_RUN:
 		ev_fault_run(e, (const struct sb_fault_run *)h, key);
+		break;
+	case SB_EV_SCHED_RUN:
+		ev_sched_run(e, (const struct sb_sched_run *)h, key);
 		break;
 	case SB_EV_RECLAIM: {
 		const struct sb_reclaim *r = (const void *)h;

@@ -221,6 +221,16 @@ struct thread {
 	/* timeline: its slice in one state, being extended */
 	const char *track_state;
 	uint64_t track_start, track_end;
+	/*
+	 * A scheduler run (host.c, ev_sched_run) over [srun_s, srun_e]: what of
+	 * its off-CPU time is not yet accounted, drawn in proportion as its span
+	 * is (classify.c, account_srun); srun_e 0: none
+	 */
+	uint64_t srun_s, srun_e;
+	uint64_t srun_sleep, srun_wait, srun_idle, srun_steal, srun_sleeps, srun_preempts;
+	/* its waker and its runner (tid 0: none) */
+	uint32_t srun_waker_pid, srun_waker_tid, srun_runner_pid, srun_runner_tid;
+	char srun_waker_comm[SB_COMM_LEN], srun_runner_comm[SB_COMM_LEN];
 };
 
 /* a followed process other than the target (engine_process_name) */

@@ -106,7 +106,15 @@ uint64_t sb_cost_of(const struct sb_hdr *h, int *cls)
 		return 0;
 	*cls = c;
 	/* an allocator burst stands for its calls */
-	return h->type == SB_EV_ALLOC_BURST ? ((const struct sb_alloc_burst *)h)->calls : 1;
+	if (h->type == SB_EV_ALLOC_BURST)
+		return ((const struct sb_alloc_burst *)h)->calls;
+	/* a scheduler run for its trips: a switch each way, and a sleep's wakeup */
+	if (h->type == SB_EV_SCHED_RUN && h->size >= sizeof(struct sb_sched_run)) {
+		const struct sb_sched_run *r = (const void *)h;
+
+		return 3ull * r->sleeps + 2ull * r->preempts;
+	}
+	return 1;
 }
 
 const char *sb_guard_mode_name(int mode)
