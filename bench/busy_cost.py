@@ -12,6 +12,7 @@ median of each figure. A program's time is the time inside it: the trap or
 tracepoint dispatch around it is not counted (the observer effect,
 `OBS_CONFIGS=busy bench/observer.py`, is the whole).
     sudo bench/busy_cost.py [ROUNDS] [WINDOW]        (3, 3)
+BUSY_OPTS: more options of `stepblame record` (e.g. "--fold 0").
 """
 import json
 import os
@@ -68,7 +69,8 @@ def one(window):
     sim = subprocess.Popen([SIM, "--steps", "100000", "--quiet"] + BUSY,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rec = subprocess.Popen([bench.SB, "record", "-q", "-p", str(sim.pid), "-o", "/dev/shm/busy.sbt",
-                            "--no-gpu"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            "--no-gpu"] + os.environ.get("BUSY_OPTS", "").split(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(3)
         s0, c0, t0 = bpfstats.snapshot(rec.pid), launcher_counts(sim.pid), time.monotonic()

@@ -430,6 +430,16 @@ static __always_inline void fault_flush_tid(__u32 tid)
 const volatile __u64 sched_fold_ns = 0;
 const volatile __u64 sched_run_max_ns = 1000000;  /* a run's first trip starts at most this before its last */
 
+/* a thread's user stack at its last sleep, for a long one (sleep_stack_out below) */
+struct sleep_stash {
+	__u64 last_out;        /* the thread's last switch-out */
+	__u64 cap_out;         /* the switch-out the stack was taken at, 0: none pending */
+	__u64 next_cap;        /* no capture before this time */
+	__u32 nframes;
+	__u32 pad;
+	__u64 ip[SB_STACK_MAX];
+};
+
 struct tstate {
 	__u64 held;            /* the switch-out of the trip held back (0: none); taken by exchange */
 	__u64 wake_ts;         /* its wakeup, held in wk (0: none); taken by exchange */
@@ -445,6 +455,7 @@ struct tstate {
 	struct sb_switch_out out;  /* the held switch-out */
 	struct sb_wakeup wk;       /* the held wakeup */
 	struct sb_sched_run run;   /* the run so far; run.start_ns 0: none */
+	struct sleep_stash ss;     /* its sleep stack (the sleep_stacks map's entry, here) */
 };
 
 struct {
@@ -590,15 +601,6 @@ static __always_inline void emit_stack(void *ctx, __u32 ev_type, __u64 start, __
 const volatile __u64 offcpu_min_ns = 1000000;
 const volatile __u64 sleep_stack_gap_ns = 1000000;
 
-struct sleep_stash {
-	__u64 last_out;        /* the thread's last switch-out */
-	__u64 cap_out;         /* the switch-out the stack was taken at, 0: none pending */
-	__u64 next_cap;        /* no capture before this time */
-	__u32 nframes;
-	__u32 pad;
-	__u64 ip[SB_STACK_MAX];
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
@@ -606,12 +608,16 @@ struct {
 	__type(value, struct sleep_stash);
 } sleep_stacks SEC(".maps");
 
-/* a target thread (the current task) leaves its CPU at now; sleeping: in S or D */
-static __always_inline void sleep_stack_out(void *ctx, __u32 tid, __u64 now, bool sleeping)
+/*
+ * a target thread (the current task) leaves its CPU at now; sleeping: in S or
+ * D; ts: its storage where trips are folded (the stash is there), else NULL
+ */
+static __always_inline void sleep_stack_out(void *ctx, struct tstate *ts, __u32 tid, __u64 now,
+					    bool sleeping)
 {
 	if (!stacks_on)
 		return;
-	struct sleep_stash *v = bpf_map_lookup_elem(&sleep_stacks, &tid);
+	struct sleep_stash *v = ts ? &ts->ss : bpf_map_lookup_elem(&sleep_stacks, &tid);
 
 	if (!v) {
 		static const struct sleep_stash empty = {};
@@ -635,11 +641,11 @@ static __always_inline void sleep_stack_out(void *ctx, __u32 tid, __u64 now, boo
 }
 
 /* a target thread gets a CPU at now: its stack if the wait since a captured sleep was long */
-static __always_inline void sleep_stack_in(__u32 pid, __u32 tid, __u64 now)
+static __always_inline void sleep_stack_in(struct tstate *ts, __u32 pid, __u32 tid, __u64 now)
 {
 	if (!stacks_on)
 		return;
-	struct sleep_stash *v = bpf_map_lookup_elem(&sleep_stacks, &tid);
+	struct sleep_stash *v = ts ? &ts->ss : bpf_map_lookup_elem(&sleep_stacks, &tid);
 
 	if (!v || !v->cap_out || v->cap_out != v->last_out || now - v->cap_out < offcpu_min_ns)
 		return;

@@ -212,6 +212,15 @@ static __always_inline bool end_waiting(struct tstate *ts, __u32 tid, struct wai
  */
 #define FOLD(direct) ((direct) && sched_fold_ns)
 
+/* task t's comm into dst: plain loads through a trusted pointer (direct), else a probe read */
+#define TASK_COMM(dst, t, direct) \
+	do { \
+		if (direct) \
+			__builtin_memcpy((dst), (t)->comm, SB_COMM_LEN); \
+		else \
+			BPF_CORE_READ_STR_INTO((dst), (t), comm); \
+	} while (0)
+
 static __always_inline struct tstate *tstate_of(struct task_struct *t, bool create)
 {
 	return bpf_task_storage_get(&tstate, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
@@ -277,7 +286,7 @@ static __always_inline bool fold(struct tstate *ts, __u32 pid, __u32 tid, __u32 
 	} else if (!r->runner_tid) {
 		r->runner_pid = prev_pid;
 		r->runner_tid = prev_tid;
-		BPF_CORE_READ_STR_INTO(&r->runner_comm, prev, comm);
+		TASK_COMM(r->runner_comm, prev, true);
 	}
 	r->steal_ns += steal < wait ? steal : wait;
 	if (now - out > r->max_ns)
@@ -364,7 +373,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 				r->h.tid = prev_tid;
 				r->h.ts = now;
 				r->start_ns = start;
-				BPF_CORE_READ_STR_INTO(&r->comm, prev, comm);
+				TASK_COMM(r->comm, prev, direct);
 				r->nwaiting = *n;
 				r->steal_us = steal / 1000 > 0xffffffffULL ? 0xffffffff : steal / 1000;
 				submit(r);
@@ -397,7 +406,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 			o->pad[0] = o->pad[1] = o->pad[2] = 0;
 			o->next_pid = next_tgid;
 			o->next_tid = next_tid;
-			BPF_CORE_READ_STR_INTO(&o->next_comm, next, comm);
+			TASK_COMM(o->next_comm, next, true);
 			pts->wake_ts = 0;
 			asm volatile("" ::: "memory");
 			pts->held = now;
@@ -413,7 +422,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 				o->pad[0] = o->pad[1] = o->pad[2] = 0;
 				o->next_pid = next_tgid;
 				o->next_tid = next_tid;
-				BPF_CORE_READ_STR_INTO(&o->next_comm, next, comm);
+				TASK_COMM(o->next_comm, next, direct);
 				submit(o);
 			}
 		}
@@ -423,7 +432,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 				steal_take(cpu, prev, direct);
 			start_waiting(pts, prev_tid, cpu, now, SB_WAIT_PREEMPTED);
 		}
-		sleep_stack_out(ctx, prev_tid, now, s == SB_STATE_SLEEP || s == SB_STATE_DISK);
+		sleep_stack_out(ctx, pts, prev_tid, now, s == SB_STATE_SLEEP || s == SB_STATE_DISK);
 	}
 
 	if (next_target) {
@@ -466,21 +475,21 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 			in->wait_ns = wait_ns;
 			in->prev_pid = prev_tgid;
 			in->prev_tid = prev_tid;
-			BPF_CORE_READ_STR_INTO(&in->prev_comm, prev, comm);
+			TASK_COMM(in->prev_comm, prev, direct);
 			in->wait_reason = reason;
 			__builtin_memset(in->pad, 0, sizeof(in->pad));
 			submit(in);
 		}
-		sleep_stack_in(next_tgid, next_tid, now);
+		sleep_stack_in(FOLD(direct) ? nts : NULL, next_tgid, next_tid, now);
 	}
 	return 0;
 }
 
 static __always_inline int on_waking(struct task_struct *p, bool direct)
 {
-	if (!is_target_tgid(BPF_CORE_READ(p, tgid)))
+	if (!is_target_tgid(direct ? p->tgid : BPF_CORE_READ(p, tgid)))
 		return 0;
-	__u32 tid = BPF_CORE_READ(p, pid);
+	__u32 tid = direct ? p->pid : BPF_CORE_READ(p, pid);
 	__u64 id = bpf_get_current_pid_tgid();
 	struct waker w = { .pid = id >> 32, .tid = (__u32)id, .cpu = bpf_get_smp_processor_id() };
 
@@ -539,12 +548,12 @@ static __always_inline void wakeup_fill(struct sb_wakeup *e, struct tstate *ts, 
 
 static __always_inline int on_wakeup(struct task_struct *p, bool direct, __u8 is_new)
 {
-	__u32 tgid = BPF_CORE_READ(p, tgid);
+	__u32 tgid = direct ? p->tgid : BPF_CORE_READ(p, tgid);
 
 	if (!is_target_tgid(tgid))
 		return 0;
-	__u32 tid = BPF_CORE_READ(p, pid);
-	__u32 cpu = task_cpu(p);
+	__u32 tid = direct ? p->pid : BPF_CORE_READ(p, pid);
+	__u32 cpu = task_cpu_of(p, direct);
 	__u64 now = bpf_ktime_get_ns();
 	__s64 *n = bpf_map_lookup_elem(&nwait, &cpu);
 	struct tstate *ts = FOLD(direct) ? tstate_of(p, true) : NULL;

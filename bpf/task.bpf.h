@@ -36,4 +36,16 @@ static __always_inline __u32 task_cpu(struct task_struct *t)
 	return BPF_CORE_READ(t, thread_info.cpu);
 }
 
+/* the same; direct: t is a trusted pointer (tp_btf), read with plain loads */
+static __always_inline __u32 task_cpu_of(struct task_struct *t, bool direct)
+{
+	struct task_struct___cpu *tc = (void *)t;
+
+	if (!direct)
+		return task_cpu(t);
+	if (bpf_core_field_exists(tc->cpu))
+		return tc->cpu;
+	return t->thread_info.cpu;
+}
+
 #endif
