@@ -13,6 +13,13 @@
  *                           the odd ones spin 3 ms; at the end, prints "faultstep N F" for
  *                           each, F = the thread's minflt + majflt over it
  *                           (/proc/thread-self/stat, read right before each mark)
+ *   sbwork pingpong S       S steps (USDT stepblame:step marks, numbered 4000.., and one
+ *                           that closes the last), each 200 round trips through two pipes
+ *                           to thread "sbw-peer" pinned with sbw-main to one CPU (the
+ *                           peer spins 20 us a trip) and 2 ms on the CPU; at the end, prints
+ *                           "switchstep N V I" for each, V and I its thread's voluntary
+ *                           and involuntary context switches over it (/proc/thread-self/status,
+ *                           read right before each mark)
  *   sbwork sleep MS         one nanosleep of MS milliseconds
  *   sbwork mmap K           K mmap + munmap pairs of 3 pages
  *   sbwork steps S          S USDT stepblame:step marks, numbered 1000..
@@ -146,6 +153,100 @@ static void fault_steps(long n)
 	free(got);
 }
 
+/* the calling thread's voluntary and involuntary context switches (/proc/thread-self/status) */
+static void thread_switches(uint64_t *v, uint64_t *inv)
+{
+	static char buf[4096];
+	int fd = open("/proc/thread-self/status", O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	char *p;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		exit(6);
+	buf[n] = 0;
+	p = strstr(buf, "\nvoluntary_ctxt_switches:");
+	*v = p ? strtoull(p + 26, NULL, 10) : 0;
+	p = strstr(buf, "\nnonvoluntary_ctxt_switches:");
+	*inv = p ? strtoull(p + 29, NULL, 10) : 0;
+	if (!*v && !*inv)
+		exit(6);
+}
+
+static int ping[2], pong[2];
+
+static void *peer(void *arg)
+{
+	char c;
+
+	(void)arg;
+	prctl(PR_SET_NAME, "sbw-peer");
+	while (read(ping[0], &c, 1) == 1) {
+		struct timespec t0, t;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		while ((t.tv_sec - t0.tv_sec) * 1000000000l + t.tv_nsec - t0.tv_nsec < 20000);
+		if (write(pong[1], &c, 1) != 1)
+			break;
+	}
+	return NULL;
+}
+
+static void ping_pong(long n)
+{
+	uint64_t v0, i0, v1, i1, (*got)[2] = calloc(n > 0 ? n : 1, sizeof(*got));
+	pthread_t th;
+	cpu_set_t one;
+	char c = 'x';
+
+	if (!got || pipe(ping) || pipe(pong))
+		exit(4);
+	CPU_ZERO(&one);
+	sched_getaffinity(0, sizeof(one), &one);
+	for (int k = 0; k < CPU_SETSIZE; k++)
+		if (CPU_ISSET(k, &one)) {
+			CPU_ZERO(&one);
+			CPU_SET(k, &one);
+			break;
+		}
+	sched_setaffinity(0, sizeof(one), &one);
+	/* the peer inherits the one CPU */
+	if (pthread_create(&th, NULL, peer, NULL))
+		exit(4);
+	thread_switches(&v0, &i0);
+	for (long k = 0; k < n; k++) {
+		uint64_t step = 4000 + k, end;
+
+		STAP_PROBE1(stepblame, step, step);
+		for (int r = 0; r < 200; r++)
+			if (write(ping[1], &c, 1) != 1 || read(pong[0], &c, 1) != 1)
+				exit(4);
+		end = now_ms() + 2;
+		while (now_ms() < end)
+			sink++;
+		thread_switches(&v1, &i1);
+		got[k][0] = v1 - v0;
+		got[k][1] = i1 - i0;
+		v0 = v1;
+		i0 = i1;
+	}
+	{
+		uint64_t step = 4000 + n;
+
+		STAP_PROBE1(stepblame, step, step);
+	}
+	close(ping[1]);
+	pthread_join(th, NULL);
+	for (long k = 0; k < n; k++)
+		printf("switchstep %ld %llu %llu\n", 4000 + k, (unsigned long long)got[k][0],
+		       (unsigned long long)got[k][1]);
+	fflush(stdout);
+	free(got);
+}
+
 static void *work(void *arg)
 {
 	char **argv = arg;
@@ -198,6 +299,8 @@ static void *work(void *arg)
 			munmap(m, n * pg);
 		} else if (!strcmp(what, "faultsteps")) {
 			fault_steps(n);
+		} else if (!strcmp(what, "pingpong")) {
+			ping_pong(n);
 		} else if (!strcmp(what, "sleep")) {
 			struct timespec ts = { n / 1000, (n % 1000) * 1000000 };
 

@@ -218,6 +218,13 @@ static int live_sink(void *ctx, const struct sb_hdr *rec)
 
 	if (rec->type < SB_TYPE_MAX)
 		l->n[rec->type]++;
+	/* a scheduler run: its trips were switches, its sleeps' ends wakeups */
+	if (rec->type == SB_EV_SCHED_RUN && rec->size >= sizeof(struct sb_sched_run)) {
+		const struct sb_sched_run *r = (const void *)rec;
+
+		l->n[SB_EV_SWITCH_OUT] += r->sleeps + r->preempts;
+		l->n[SB_EV_WAKEUP] += r->sleeps;
+	}
 	if (rec->type == SB_REC_DROPS) {
 		l->drops = sb_drops_total((const void *)rec);
 		metrics_drops(l->metrics, l->drops);
