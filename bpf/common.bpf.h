@@ -436,7 +436,7 @@ struct sleep_stash {
 	__u64 cap_out;         /* the switch-out the stack was taken at, 0: none pending */
 	__u64 next_cap;        /* no capture before this time */
 	__u32 nframes;
-	__u32 pad;
+	__u32 last_long;       /* its last trip off the CPU lasted offcpu_min_ns or more */
 	__u64 ip[SB_STACK_MAX];
 };
 
@@ -596,7 +596,8 @@ static __always_inline void emit_stack(void *ctx, __u32 ev_type, __u64 start, __
  * the stack is taken at the switch-out into sleep (the current task then),
  * kept per thread, and emitted at the switch-in if the wait lasted
  * offcpu_min_ns or more. A capture costs whether or not it is emitted: at
- * most one per thread per sleep_stack_gap_ns (docs/ARCHITECTURE.md, "Stacks").
+ * most one per thread per sleep_stack_gap_ns after a long trip off the CPU,
+ * one per 16 of them after a short one (docs/ARCHITECTURE.md, "Stacks").
  */
 const volatile __u64 offcpu_min_ns = 1000000;
 const volatile __u64 sleep_stack_gap_ns = 1000000;
@@ -637,7 +638,8 @@ static __always_inline void sleep_stack_out(void *ctx, struct tstate *ts, __u32 
 
 	v->nframes = got > 0 ? (__u32)got / 8 : 0;
 	v->cap_out = now;
-	v->next_cap = now + sleep_stack_gap_ns;
+	/* a thread whose trips are short (a ping-pong) is sampled sixteen times less */
+	v->next_cap = now + (v->last_long ? sleep_stack_gap_ns : 16 * sleep_stack_gap_ns);
 }
 
 /* a target thread gets a CPU at now: its stack if the wait since a captured sleep was long */
@@ -647,7 +649,10 @@ static __always_inline void sleep_stack_in(struct tstate *ts, __u32 pid, __u32 t
 		return;
 	struct sleep_stash *v = ts ? &ts->ss : bpf_map_lookup_elem(&sleep_stacks, &tid);
 
-	if (!v || !v->cap_out || v->cap_out != v->last_out || now - v->cap_out < offcpu_min_ns)
+	if (!v)
+		return;
+	v->last_long = v->last_out && now - v->last_out >= offcpu_min_ns;
+	if (!v->cap_out || v->cap_out != v->last_out || now - v->cap_out < offcpu_min_ns)
 		return;
 	__u64 out = v->cap_out;
 

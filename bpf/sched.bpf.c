@@ -449,8 +449,11 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 				__u64 woke = __sync_lock_test_and_set(&nts->wake_ts, 0);
 
 				if (fold(nts, next_tgid, next_tid, cpu, nheld, woke, now, prev, prev_tgid,
-					 prev_tid, steal))
+					 prev_tid, steal)) {
+					/* short: the next sleep stack is sampled as after one */
+					nts->ss.last_long = 0;
 					return 0;
+				}
 				/* its run was being written: the trip goes as records */
 				if (woke)
 					nts->wake_ts = woke;

@@ -91,6 +91,8 @@ expect max_overhead_word 2 "--max-overhead wants a percentage .*got 'abc'" -- "$
 expect max_overhead_empty 2 "--max-overhead wants a percentage .*got ''" -- "$SB" record -p $p -o "$tmp/x.sbt" --max-overhead ""
 expect max_overhead_over_100 2 "--max-overhead wants a percentage" -- "$SB" attach -p $p --max-overhead 150
 expect max_overhead_missing_value 2 "'--max-overhead' needs a value" -- "$SB" record -p $p -o "$tmp/x.sbt" --max-overhead
+expect fold_too_long 2 "--fold wants microseconds from 0 to 1000 .*got '2000'" -- "$SB" record -p $p -o "$tmp/x.sbt" --fold 2000
+expect fold_word 2 "--fold wants microseconds .*got 'abc'" -- "$SB" attach -p $p --fold abc
 expect agent_cpu_bad 2 "CPU number" -- "$SB" record -p $p -o "$tmp/x.sbt" --agent-cpu many
 expect agent_cpu_absent 2 "this machine has CPUs 0 to" -- "$SB" record -p $p -o "$tmp/x.sbt" --agent-cpu 1023
 expect step_uprobe_bad 2 "LIB:SYM" -- "$SB" record -p $p -o "$tmp/x.sbt" --step-uprobe nocolon

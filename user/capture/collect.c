@@ -952,8 +952,8 @@ const struct opt collect_options[] = {
 	{ "fold", OPT_FOLD, "US",
 	  "a thread's trips off its CPU (asleep or preempted) shorter than\n"
 	  "US microseconds are summed in the kernel, one record a run of\n"
-	  "them, the same causes and culprits (100; 0: every switch is\n"
-	  "recorded, as perf would)", COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
+	  "them, the same causes and culprits (100, at most 1000; 0:\n"
+	  "every switch is recorded, as perf would)", COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
 	{ "no-stacks", OPT_NO_STACKS, NULL,
 	  "no user stacks at slow I/O, mmap-family and allocator calls and faults", COLLECT_RECORD },
 	{ "no-gpu", OPT_NO_GPU, NULL, "do not read the trainer's GPU timeline channel",
@@ -1133,12 +1133,16 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			break;
 		case OPT_FOLD:
 			d = parse_duration_ns(optarg);
-			if (parse_u64(optarg, &v) && v <= 1000000)
+			/*
+			 * at most 1 ms: a trip of 1 ms or more keeps its records and its
+			 * off-CPU stack (docs/ARCHITECTURE.md, "Scheduler runs")
+			 */
+			if (parse_u64(optarg, &v) && v <= 1000)
 				o->probe.sched_fold_ns = v ? v * 1000 : PROBE_FOLD_OFF;
-			else if (d >= 0 && (uint64_t)d <= 1000000000ull)
+			else if (!parse_u64(optarg, &v) && d >= 0 && (uint64_t)d <= 1000000ull)
 				o->probe.sched_fold_ns = d ? (uint64_t)d : PROBE_FOLD_OFF;
 			else {
-				sb_err("%s: --fold wants microseconds (0 to 1000000, or with a unit: "
+				sb_err("%s: --fold wants microseconds from 0 to 1000 (or with a unit: "
 				       "50us, 1ms), got '%s'", cmd, optarg);
 				return -1;
 			}
