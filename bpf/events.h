@@ -62,7 +62,7 @@
 	X(SB_EV_AFFINITY,     17, "affinity",    sb_affinity,    start_ns, SYSCALL,    KERNEL)  /* sched_setaffinity call of a target thread, with latency */ \
 	X(SB_EV_STACK,        18, "stack",       sb_stack,       none,     STACK,      KERNEL)  /* user stack of the thread at one event of it (ts = that event's) */ \
 	X(SB_EV_FAULT_RUN,    19, "fault_run",   sb_fault_run,   start_ns, FAULT,      KERNEL)  /* back-to-back user page faults of a target thread (ts = the last) */ \
-	X(SB_EV_SCHED_RUN,    20, "sched_run",   sb_sched_run,   start_ns, SCHED,      KERNEL)  /* short trips off the CPU of a target thread, summed (ts = the last one's end) */ \
+	X(SB_EV_SCHED_RUN,    20, "sched_run",   sb_sched_run,   start_ns, SCHED_FOLD, KERNEL)  /* short trips off the CPU of a target thread, summed (ts = the last one's end) */ \
 	/* written by the agent into trace files */ \
 	X(SB_REC_HOST,        32, "host",        sb_text,        none,     NONE,       TEXT)    /* host facts */ \
 	X(SB_REC_CPU,         33, "cpu",         sb_cpu,         none,     NONE,       META)    /* one CPU: number and NUMA node */ \

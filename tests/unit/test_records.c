@@ -60,7 +60,7 @@ static const struct want {
 	{ SB_EV_FAULT_RUN, "fault_run", sizeof(struct sb_fault_run),
 	  offsetof(struct sb_fault_run, start_ns), SB_KIND_KERNEL, SB_COST_FAULT },
 	{ SB_EV_SCHED_RUN, "sched_run", sizeof(struct sb_sched_run),
-	  offsetof(struct sb_sched_run, start_ns), SB_KIND_KERNEL, SB_COST_SCHED },
+	  offsetof(struct sb_sched_run, start_ns), SB_KIND_KERNEL, SB_COST_SCHED_FOLD },
 	{ SB_REC_HOST, "host", sizeof(struct sb_text), NO_START, SB_KIND_TEXT, SB_COST_NONE },
 	{ SB_REC_CPU, "cpu", sizeof(struct sb_cpu), NO_START, SB_KIND_META, SB_COST_NONE },
 	{ SB_REC_TARGET, "target", sizeof(struct sb_text), NO_START, SB_KIND_TEXT, SB_COST_NONE },

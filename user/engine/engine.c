@@ -319,8 +319,9 @@ struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
 	e->time_moved = time_moved;
 	e->fault_cost = e->opts.fault_cost_ns ? e->opts.fault_cost_ns : DEFAULT_FAULT_NS;
 	sb_costs_default(&e->costs);
-	/* a trace whose cost model does not price fault runs has none (meta.c) */
+	/* a trace whose cost model does not price fault runs or folded trips has none (meta.c) */
 	e->costs.ns[SB_COST_FAULT_EXT] = 0;
+	e->costs.ns[SB_COST_SCHED_FOLD] = 0;
 	if (e->opts.step_nvtx) {
 		rc = regcomp(&e->re_nvtx, e->opts.step_nvtx, REG_EXTENDED | REG_NOSUB);
 		if (rc) {

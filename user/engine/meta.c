@@ -209,6 +209,9 @@ void meta_record(struct engine *e, const struct sb_hdr *h)
 		e->fault_tracer_on = kv_get(s, n, sb_cost_key[SB_COST_FAULT_EXT], buf, sizeof(buf));
 		if (!e->fault_tracer_on)
 			e->costs.ns[SB_COST_FAULT_EXT] = 0;
+		/* a recorder that folds scheduler trips prices them (older ones wrote none) */
+		if (!kv_get(s, n, sb_cost_key[SB_COST_SCHED_FOLD], buf, sizeof(buf)))
+			e->costs.ns[SB_COST_SCHED_FOLD] = 0;
 		break;
 	case SB_REC_GUARD:
 		text_of(h, &s, &n, &id);

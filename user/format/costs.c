@@ -12,13 +12,14 @@ const char *const sb_cost_key[SB_NCOST] = {
 	[SB_COST_SYSCALL] = "syscall_ns", [SB_COST_ALLOC_CALL] = "alloc_call_ns",
 	[SB_COST_UPROBE] = "uprobe_ns", [SB_COST_CUDA_CALL] = "cuda_call_ns",
 	[SB_COST_STACK] = "stack_ns", [SB_COST_FAULT_EXT] = "fault_ext_ns",
+	[SB_COST_SCHED_FOLD] = "sched_fold_ns",
 };
 
 const char *const sb_cost_name[SB_NCOST] = {
 	[SB_COST_SCHED] = "sched", [SB_COST_FAULT] = "fault", [SB_COST_SYSCALL] = "syscall",
 	[SB_COST_ALLOC_CALL] = "alloc_call", [SB_COST_UPROBE] = "uprobe",
 	[SB_COST_CUDA_CALL] = "cuda_call", [SB_COST_STACK] = "stack",
-	[SB_COST_FAULT_EXT] = "fault_ext",
+	[SB_COST_FAULT_EXT] = "fault_ext", [SB_COST_SCHED_FOLD] = "sched_fold",
 };
 
 /*
@@ -45,6 +46,12 @@ void sb_costs_default(struct sb_costs *c)
 	 * costs what a fault record did (fault_ns)
 	 */
 	c->ns[SB_COST_FAULT_EXT] = 250;
+	/*
+	 * bench/RESULTS.md, section 21: the scheduler probes' time for an event
+	 * of a folded trip, 0.52 of a recorded one's on the same busy trainer
+	 * (kernel BPF statistics): 874 x 0.52
+	 */
+	c->ns[SB_COST_SCHED_FOLD] = 450;
 }
 
 size_t sb_costs_format(const struct sb_costs *c, char *buf, size_t cap)

@@ -27,6 +27,7 @@ enum sb_cost {
 	SB_COST_STACK,      /* a user stack captured at an event (on top of the event's own cost) */
 	SB_COST_FAULT_EXT,  /* a user page fault that only extended its thread's fault run (no record);
 			       SB_COST_FAULT is then what a run's record costs */
+	SB_COST_SCHED_FOLD, /* a scheduler event of a trip folded into a sched_run record (no record) */
 	SB_NCOST,
 };
 
@@ -38,7 +39,10 @@ struct sb_costs {
 
 /* "sched_ns", "fault_ns", ... (the record's keys) */
 extern const char *const sb_cost_key[SB_NCOST];
-/* "sched", "fault", "syscall", "alloc_call", "uprobe", "cuda_call", "stack", "fault_ext" (report names) */
+/*
+ * "sched", "fault", "syscall", "alloc_call", "uprobe", "cuda_call", "stack", "fault_ext",
+ * "sched_fold" (report names)
+ */
 extern const char *const sb_cost_name[SB_NCOST];
 
 /* the benchmark's figures (bench/RESULTS.md), for what is not calibrated */

@@ -596,8 +596,8 @@ static void tracer(struct jw *w, const struct engine *e, const struct eng_summar
 	jw_key(w, "cost_per_event_ns");
 	jw_obj(w);
 	for (int i = 0; i < SB_NCOST; i++) {
-		/* fault_ext: only where the trace prices fault runs (schemas/report.md) */
-		if (i == SB_COST_FAULT_EXT && !c.ns[i])
+		/* fault_ext, sched_fold: only where the trace prices them (schemas/report.md) */
+		if ((i == SB_COST_FAULT_EXT || i == SB_COST_SCHED_FOLD) && !c.ns[i])
 			continue;
 		jw_key(w, sb_cost_name[i]);
 		jw_u64(w, c.ns[i]);

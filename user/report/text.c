@@ -749,7 +749,7 @@ static void tracer_lines(const struct engine *e, const struct eng_summary *s, FI
 			fmt_ns(a, sizeof(a), s->tracer_total_ns));
 	fputs("            (the target's events x per event:", f);
 	for (int i = 0; i < SB_NCOST; i++) {
-		if (i == SB_COST_FAULT_EXT && !c.ns[i])
+		if ((i == SB_COST_FAULT_EXT || i == SB_COST_SCHED_FOLD) && !c.ns[i])
 			continue;
 		fprintf(f, "%s %s %s", first ? "" : ",", sb_cost_name[i],
 			fmt_ns(a, sizeof(a), c.ns[i]));
