@@ -12,7 +12,10 @@ median of each figure. A program's time is the time inside it: the trap or
 tracepoint dispatch around it is not counted (the observer effect,
 `OBS_CONFIGS=busy bench/observer.py`, is the whole).
     sudo bench/busy_cost.py [ROUNDS] [WINDOW]        (3, 3)
-BUSY_OPTS: more options of `stepblame record` (e.g. "--fold 0").
+BUSY_OPTS: more options of `stepblame record` (e.g. "--fold 0"). BUSY_VARIANTS:
+option sets separated by '|' (e.g. "|--fold 0": the defaults, then --fold 0),
+captured in turn in each round, one table each (the VM's speed drifts by a
+quarter between minutes: compare variants of one run only).
 """
 import json
 import os
@@ -65,11 +68,11 @@ def launcher_counts(pid):
     return 0, 0
 
 
-def one(window):
+def one(window, opts):
     sim = subprocess.Popen([SIM, "--steps", "100000", "--quiet"] + BUSY,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rec = subprocess.Popen([bench.SB, "record", "-q", "-p", str(sim.pid), "-o", "/dev/shm/busy.sbt",
-                            "--no-gpu"] + os.environ.get("BUSY_OPTS", "").split(),
+                            "--no-gpu"] + opts,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(3)
@@ -98,14 +101,7 @@ def one(window):
             "families_ns_s": fam, "programs": progs}
 
 
-def main():
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    window = float(sys.argv[2]) if len(sys.argv) > 2 else 3
-    fd = bpfstats.enable_stats()
-    try:
-        res = [one(window) for _ in range(rounds)]
-    finally:
-        os.close(fd)
+def table(res, rounds, window):
     fams = sorted({f for r in res for f in r["families_ns_s"]})
     print("launcher: %.0f switches/s, %.0f faults/s (median of %d captures, %.0f s each)" % (
         statistics.median(r["switches_s"] for r in res),
@@ -127,6 +123,26 @@ def main():
         v = [r["programs"][n] for r in res if n in r["programs"]]
         print("| %s | %.0f | %.0f |" % (n, statistics.median(ns / cnt for ns, cnt in v),
                                         statistics.median(cnt for ns, cnt in v)))
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    window = float(sys.argv[2]) if len(sys.argv) > 2 else 3
+    variants = os.environ.get("BUSY_VARIANTS", os.environ.get("BUSY_OPTS", "")).split("|")
+    fd = bpfstats.enable_stats()
+    res = {v: [] for v in variants}
+    try:
+        for _ in range(rounds):
+            for v in variants:
+                res[v].append(one(window, v.split()))
+    finally:
+        os.close(fd)
+    for v in variants:
+        if len(variants) > 1:
+            print("## stepblame record %s" % (v or "(defaults)"))
+            print()
+        table(res[v], rounds, window)
+        print()
     with open(os.path.join(bench.OUT, "busy_cost.json"), "w") as f:
         json.dump(res, f, indent=1)
     return 0
