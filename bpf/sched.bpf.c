@@ -317,6 +317,22 @@ static __always_inline __u8 classify(bool preempt, __u32 st)
 	return SB_STATE_OTHER;
 }
 
+/* a switch-out record's body and ids (its header's type, size, cpu and flags aside) */
+static __always_inline void out_fill(struct sb_switch_out *o, __u32 pid, __u32 tid, __u64 now,
+				     __u32 st, __u8 s, struct task_struct *next, __u32 next_pid,
+				     __u32 next_tid, bool direct)
+{
+	o->h.pid = pid;
+	o->h.tid = tid;
+	o->h.ts = now;
+	o->prev_state = st;
+	o->state = s;
+	o->pad[0] = o->pad[1] = o->pad[2] = 0;
+	o->next_pid = next_pid;
+	o->next_tid = next_tid;
+	TASK_COMM(o->next_comm, next, direct);
+}
+
 /*
  * Runs on every context switch of the machine, so the ids come in already
  * read: tp_btf reads them directly, raw_tp through bpf_probe_read (direct:
@@ -398,15 +414,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 			o->h.size = sizeof(*o);
 			o->h.cpu = cpu;
 			o->h.flags = 0;
-			o->h.pid = prev_tgid;
-			o->h.tid = prev_tid;
-			o->h.ts = now;
-			o->prev_state = st;
-			o->state = s;
-			o->pad[0] = o->pad[1] = o->pad[2] = 0;
-			o->next_pid = next_tgid;
-			o->next_tid = next_tid;
-			TASK_COMM(o->next_comm, next, true);
+			out_fill(o, prev_tgid, prev_tid, now, st, s, next, next_tgid, next_tid, true);
 			pts->wake_ts = 0;
 			asm volatile("" ::: "memory");
 			pts->held = now;
@@ -414,15 +422,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 			struct sb_switch_out *o = reserve(SB_EV_SWITCH_OUT, sizeof(*o));
 
 			if (o) {
-				o->h.pid = prev_tgid;
-				o->h.tid = prev_tid;
-				o->h.ts = now;
-				o->prev_state = st;
-				o->state = s;
-				o->pad[0] = o->pad[1] = o->pad[2] = 0;
-				o->next_pid = next_tgid;
-				o->next_tid = next_tid;
-				TASK_COMM(o->next_comm, next, direct);
+				out_fill(o, prev_tgid, prev_tid, now, st, s, next, next_tgid, next_tid, direct);
 				submit(o);
 			}
 		}

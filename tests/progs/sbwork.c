@@ -167,11 +167,13 @@ static void thread_switches(uint64_t *v, uint64_t *inv)
 		exit(6);
 	buf[n] = 0;
 	p = strstr(buf, "\nvoluntary_ctxt_switches:");
-	*v = p ? strtoull(p + 26, NULL, 10) : 0;
-	p = strstr(buf, "\nnonvoluntary_ctxt_switches:");
-	*inv = p ? strtoull(p + 29, NULL, 10) : 0;
-	if (!*v && !*inv)
+	if (!p)
 		exit(6);
+	*v = strtoull(p + 26, NULL, 10);
+	p = strstr(buf, "\nnonvoluntary_ctxt_switches:");
+	if (!p)
+		exit(6);
+	*inv = strtoull(p + 29, NULL, 10);
 }
 
 static int ping[2], pong[2];

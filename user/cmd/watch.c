@@ -85,6 +85,8 @@ struct pending {
 
 struct watch {
 	const struct live_args *la;
+	int nice0;                  /* the agent's nice value when it started */
+	bool nice_warned;
 	struct collect_opts *o;
 	const char *dir;
 	int dirfd;
@@ -527,6 +529,24 @@ static int watch_sink(void *ctx, const struct sb_hdr *rec)
 	return 0;
 }
 
+/*
+ * The probes are attached: the agent yields to the trainer from here on. At
+ * nice 10 its batches no longer preempt the launch thread for milliseconds
+ * (bench/RESULTS.md, "Watch"); what it cannot keep up with is counted as loss,
+ * on every line. Not before: under a loaded CPU, loading the probes at nice 10
+ * took longer than a minute.
+ */
+static void watch_ready(void *ctx)
+{
+	struct watch *w = ctx;
+	int n = w->nice0 > WATCH_NICE ? w->nice0 : WATCH_NICE;
+
+	if (setpriority(PRIO_PROCESS, 0, n) && !w->nice_warned && !w->o->quiet) {
+		sb_warn("watch: cannot lower the agent's priority: %s", strerror(errno));
+		w->nice_warned = true;
+	}
+}
+
 static void watch_second(void *ctx, uint64_t now)
 {
 	struct watch *w = ctx;
@@ -593,6 +613,10 @@ static int watch_one(struct watch *w, pid_t pid, int64_t duration_ns, struct col
 	o.duration_ns = duration_ns;
 	o.on_second = watch_second;
 	o.on_second_ctx = w;
+	o.on_ready = watch_ready;
+	o.on_ready_ctx = w;
+	/* attach at the priority it was started with: loading the probes is CPU work */
+	setpriority(PRIO_PROCESS, 0, w->nice0);
 	if (!w->out_closed) {
 		printf("watching PID %d: steps to %s/steps.jsonl, the detail around slow steps to "
 		       "%s/\n", (int)pid, w->dir, w->dir);
@@ -912,13 +936,10 @@ int cmd_watch(int argc, char **argv)
 		goto out;
 	}
 	snips_trim(&w);
-	/*
-	 * The agent yields to the trainer: at nice 10 its batches no longer
-	 * preempt the launch thread for milliseconds (bench/RESULTS.md, "Watch");
-	 * what it cannot keep up with is counted as loss, on every line
-	 */
-	if (setpriority(PRIO_PROCESS, 0, WATCH_NICE) && !o.quiet)
-		sb_warn("watch: cannot lower the agent's priority: %s", strerror(errno));
+	errno = 0;
+	w.nice0 = getpriority(PRIO_PROCESS, 0);
+	if (errno)
+		w.nice0 = 0;
 	collect_signals();
 	t0 = mono_ns();
 	deadline = o.duration_ns ? t0 + (uint64_t)o.duration_ns : 0;
