@@ -48,12 +48,13 @@ struct probe_opts {
 	/*
 	 * --fold US: a target thread's trips off its CPU shorter than this are
 	 * summed in the kernel, one sched_run record a run (bpf/common.bpf.h);
-	 * 0: the default, PROBE_FOLD_OFF: every switch recorded
+	 * 0 or PROBE_FOLD_OFF: every switch recorded (the default, until the
+	 * engine's cost with runs is understood: docs/ARCHITECTURE.md,
+	 * "Scheduler runs")
 	 */
 	uint64_t sched_fold_ns;
 };
 
-#define PROBE_FOLD_DEFAULT_NS 100000ull
 #define PROBE_FOLD_OFF UINT64_MAX
 
 /* one line per probe, for the trace file and the user */

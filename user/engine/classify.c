@@ -593,6 +593,12 @@ static struct accum *piece_accum(struct piece *p, int cand)
 	return cand >= 0 ? &p->accum[cand] : NULL;
 }
 
+static struct thread *followed_waker(struct engine *e, uint32_t pid, uint32_t tid,
+				     const struct thread *sleeper);
+static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t end,
+			 struct thread *w, const struct eng_who *dflt, const struct thread *victim,
+			 int depth, struct eng_act *act);
+
 /* part * num / den, without overflow */
 static uint64_t share(uint64_t part, uint64_t num, uint64_t den)
 {
@@ -603,8 +609,10 @@ static uint64_t share(uint64_t part, uint64_t num, uint64_t den)
  * [x, y] inside t's scheduler run (host.c, ev_sched_run): its share of what
  * is left of the run's sleeps and waits, as much as its length is of what is
  * left of the span. In a piece: the on-CPU rest classified like any running
- * time, the sleeps blocked on the run's waker, the waits steal, then
- * cpu_wait on its runner (none where the CPU was idle: the wakeup's latency).
+ * time, the sleeps blocked on the run's waker (followed through its wakeup
+ * chain over their share of the span, as a sleep of records is), the waits
+ * steal, then cpu_wait on its runner (none where the CPU was idle: the
+ * wakeup's latency).
  */
 static void account_srun(struct engine *e, struct thread *t, struct piece *p, uint64_t x, uint64_t y)
 {
@@ -661,7 +669,23 @@ static void account_srun(struct engine *e, struct thread *t, struct piece *p, ui
 	w.cpu = -1;
 	if (sl) {
 		cause = w.tid && is_stopper(w.comm) ? ENG_MIGRATION : ENG_BLOCKED;
-		accum_add(e, a, cause, sl, w.tid && cause == ENG_BLOCKED ? &w : NULL);
+		if (cause == ENG_BLOCKED && w.tid) {
+			/* what the waker did meanwhile decides, as for a sleep of records (resolve_sleep_accum) */
+			struct thread *wt = followed_waker(e, w.pid, w.tid, t);
+			struct eng_act act;
+
+			memset(&act, 0, sizeof(act));
+			wakeup_chain(e, a, x, x + sl, wt, &w, t, 0, wt ? &act : NULL);
+			if (wt) {
+				w.act = act;
+				accum_culprit(e, a, ENG_BLOCKED, &w, 0);
+				memset(&w.act, 0, sizeof(w.act));
+			}
+		} else {
+			accum_add(e, a, cause, sl, NULL);
+			if (cause == ENG_MIGRATION)
+				accum_move(a, t, sl);
+		}
 		timeline_thread(e, t, eng_cause_name(cause), x, x + sl);
 		x += sl;
 	}
