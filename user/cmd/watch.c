@@ -539,10 +539,21 @@ static int watch_sink(void *ctx, const struct sb_hdr *rec)
 static void watch_ready(void *ctx)
 {
 	struct watch *w = ctx;
-	int n = w->nice0 > WATCH_NICE ? w->nice0 : WATCH_NICE;
+	int n = w->nice0 > WATCH_NICE ? w->nice0 : WATCH_NICE, err = 0;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
 
-	if (setpriority(PRIO_PROCESS, 0, n) && !w->nice_warned && !w->o->quiet) {
-		sb_warn("watch: cannot lower the agent's priority: %s", strerror(errno));
+	/* a nice value is a thread's: every thread of the agent, those the attach started too */
+	if (setpriority(PRIO_PROCESS, 0, n))
+		err = errno;
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] >= '1' && de->d_name[0] <= '9' &&
+		    setpriority(PRIO_PROCESS, (id_t)atoi(de->d_name), n) && errno != ESRCH)
+			err = errno;
+	if (d)
+		closedir(d);
+	if (err && !w->nice_warned && !w->o->quiet) {
+		sb_warn("watch: cannot lower the agent's priority: %s", strerror(err));
 		w->nice_warned = true;
 	}
 }
