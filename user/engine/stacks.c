@@ -22,6 +22,12 @@ struct stack_slot {
 struct stack_store {
 	struct stack_slot *slot; /* a ring once full */
 	uint32_t n, cap, head;   /* head: the oldest, once full */
+	/*
+	 * Stacks come in the sweep's time order; one that came earlier than the
+	 * one before (a late record) makes the ring unsorted: searched in full
+	 */
+	bool unsorted;
+	uint64_t last_ts;
 	struct eng_mapping *maps;
 	uint32_t nmaps, maps_cap;
 	struct eng_jitsym *jit;
@@ -50,6 +56,9 @@ void stacks_record(struct engine *e, const struct sb_hdr *h)
 		sl = &st->slot[st->head];
 		st->head = (st->head + 1) % st->n;
 	}
+	if (h->ts < st->last_ts)
+		st->unsorted = true;
+	st->last_ts = h->ts;
 	memcpy(sl->ip, r->ip, n * sizeof(sl->ip[0]));
 	sl->s = (struct eng_stack){
 		.tid = h->tid,
@@ -174,13 +183,30 @@ int engine_stacks(const struct engine *e, uint32_t tid, uint64_t lo, uint64_t hi
 		  struct eng_stack *out, int max)
 {
 	const struct stack_store *st = e ? e->stacks : NULL;
+	uint32_t from = 0;
 	int k = 0;
 
 	if (!st)
 		return 0;
-	for (uint32_t i = 0; i < st->n && k < max; i++) {
+	if (!st->unsorted) {
+		/* in time order: the first that ends at lo or later, by bisection */
+		uint32_t a = 0, b = st->n;
+
+		while (a < b) {
+			uint32_t m = a + (b - a) / 2;
+
+			if (st->slot[(st->head + m) % st->n].s.ts < lo)
+				a = m + 1;
+			else
+				b = m;
+		}
+		from = a;
+	}
+	for (uint32_t i = from; i < st->n && k < max; i++) {
 		const struct stack_slot *sl = &st->slot[(st->head + i) % st->n];
 
+		if (!st->unsorted && sl->s.ts > hi)
+			break;
 		if ((tid && sl->s.tid != tid) || sl->s.ts < lo || sl->s.ts > hi)
 			continue;
 		out[k] = sl->s;
