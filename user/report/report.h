@@ -17,6 +17,8 @@
 int report_text(const struct engine *e, FILE *f);
 int report_json(const struct engine *e, FILE *f);
 int report_jsonl(const struct engine *e, FILE *f);
+/* one self-contained HTML page (html.c; docs/ARCHITECTURE.md, "The HTML report") */
+int report_html(const struct engine *e, FILE *f);
 
 /* one step as a compact JSON object plus newline (the JSONL line; attach --json) */
 int report_step_json(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
@@ -42,6 +44,28 @@ void report_json_identity(struct jw *w, const struct engine *e);
 void report_cause_phrase(const struct engine *e, const struct eng_step *s, int cause,
 			 const struct eng_who *w, bool has_who, FILE *f);
 const char *report_fmt_ns(char *buf, size_t len, uint64_t ns);   /* "1.25 ms" */
+
+/*
+ * An episode: consecutive tail steps whose largest excess has the same cause
+ * and culprit (a ten-step loader stall, a hog that stayed), so that it is not
+ * lost behind a single longer step.
+ */
+struct report_episode {
+	const struct eng_step *first, *last, *longest;
+	uint64_t nsteps;
+	uint64_t over_ns;        /* the steps' time over the median, summed */
+	uint64_t cause_ns;       /* the top cause's excess, summed */
+	struct eng_excess top;   /* the top cause (of the first step) */
+};
+/* the tail steps of s grouped, longest first, in *out (free() it); how many (0: none or no memory) */
+uint64_t report_episodes(const struct engine *e, const struct eng_summary *s,
+			 struct report_episode **out);
+/* "steps 80-89 (10 steps, +383 ms over median in all): blocked +380 ms in all — ...  [tail]\n" */
+void report_episode_line(const struct engine *e, const struct report_episode *p, FILE *f);
+/* under a tail step's line: where its critical thread was (stacks, CPU samples); sym may be NULL */
+struct symbols;
+void report_step_stacks(const struct engine *e, struct symbols *sym, const struct eng_step *st,
+			FILE *f);
 const char *report_clean(char *buf, size_t len, const char *s); /* printable, for a terminal */
 
 /*
@@ -59,6 +83,7 @@ struct rank_trace {
 int report_ranks_text(const struct rank_trace *r, int n, FILE *f);
 int report_ranks_json(const struct rank_trace *r, int n, FILE *f);
 int report_ranks_perfetto(const struct rank_trace *r, int n, FILE *f);
+int report_ranks_html(const struct rank_trace *r, int n, FILE *f);
 
 struct perfetto_stream;
 struct perfetto_stream *perfetto_stream_new(FILE *f, struct eng_timeline_hooks *hooks);

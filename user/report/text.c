@@ -527,19 +527,6 @@ int report_step_line(const struct engine *e, const struct eng_step *s, const str
 	return ferror(f) ? -EIO : 0;
 }
 
-/*
- * An episode: consecutive tail steps whose largest excess has the same cause
- * and culprit (a ten-step loader stall, a hog that stayed): one line, so that
- * it is not lost behind a single longer step.
- */
-struct episode {
-	const struct eng_step *first, *last, *longest;
-	uint64_t nsteps;
-	uint64_t over_ns;        /* the steps' time over the median, summed */
-	uint64_t cause_ns;       /* the top cause's excess, summed */
-	struct eng_excess top;   /* the top cause (of the first step) */
-};
-
 static bool same_top(const struct eng_excess *a, const struct eng_excess *b)
 {
 	if (a->cause != b->cause || a->has_who != b->has_who)
@@ -550,19 +537,22 @@ static bool same_top(const struct eng_excess *a, const struct eng_excess *b)
 
 static int episode_cmp(const void *a, const void *b)
 {
-	const struct episode *x = a, *y = b;
+	const struct report_episode *x = a, *y = b;
 
 	if (x->over_ns != y->over_ns)
 		return x->over_ns > y->over_ns ? -1 : 1;
 	return x->first->index < y->first->index ? -1 : 1;
 }
 
-/* the tail steps in order, grouped; returns how many episodes (0 on no memory) */
-static uint64_t episodes_of(const struct engine *e, const struct eng_summary *s,
-			    struct episode *ep, uint64_t max)
+uint64_t report_episodes(const struct engine *e, const struct eng_summary *s,
+			 struct report_episode **out)
 {
+	struct report_episode *ep;
 	uint64_t n = 0, prev = UINT64_MAX;
 
+	*out = NULL;
+	if (!s->ntail || !(ep = calloc(s->ntail, sizeof(*ep))))
+		return 0;
 	for (uint64_t i = engine_first_step(e); i < engine_nsteps(e); i++) {
 		const struct eng_step *st = engine_step(e, i);
 		struct eng_excess ex[ENG_NCAUSE];
@@ -576,7 +566,7 @@ static uint64_t episodes_of(const struct engine *e, const struct eng_summary *s,
 			ex[0] = (struct eng_excess){ .cause = ENG_UNKNOWN };
 		over = st->duration_ns > s->p50 ? st->duration_ns - s->p50 : 0;
 		if (n && prev + 1 == i && same_top(&ep[n - 1].top, &ex[0])) {
-			struct episode *p = &ep[n - 1];
+			struct report_episode *p = &ep[n - 1];
 
 			p->last = st;
 			p->nsteps++;
@@ -584,20 +574,28 @@ static uint64_t episodes_of(const struct engine *e, const struct eng_summary *s,
 			p->cause_ns += k > 0 ? ex[0].ns : 0;
 			if (st->duration_ns > p->longest->duration_ns)
 				p->longest = st;
-		} else if (n < max) {
-			ep[n++] = (struct episode){ .first = st, .last = st, .longest = st, .nsteps = 1,
-						    .over_ns = over, .cause_ns = k > 0 ? ex[0].ns : 0,
-						    .top = ex[0] };
+		} else if (n < s->ntail) {
+			ep[n++] = (struct report_episode){ .first = st, .last = st, .longest = st,
+							   .nsteps = 1, .over_ns = over,
+							   .cause_ns = k > 0 ? ex[0].ns : 0,
+							   .top = ex[0] };
 		}
 		prev = i;
 	}
+	if (n)
+		qsort(ep, n, sizeof(*ep), episode_cmp);
+	*out = ep;
 	return n;
 }
 
-static void episode_line(const struct episode *p, FILE *f)
+void report_episode_line(const struct engine *e, const struct report_episode *p, FILE *f)
 {
 	char a[32], b[32];
+	struct eng_target tg;
 
+	engine_target(e, &tg);
+	target_pid = tg.pid;
+	cur_engine = e;
 	fprintf(f, "steps %" PRIu64 "-%" PRIu64 " (%" PRIu64 " steps, +%s over median in all): "
 		"%s +%s in all", p->first->step, p->last->step, p->nsteps,
 		fmt_ns(a, sizeof(a), p->over_ns), eng_cause_name(p->top.cause),
@@ -834,6 +832,12 @@ static void step_stack_line(const struct engine *e, struct symbols *sym,
 			sym_frame_text(&top, fr, sizeof(fr)));
 }
 
+void report_step_stacks(const struct engine *e, struct symbols *sym, const struct eng_step *st,
+			FILE *f)
+{
+	step_stack_line(e, sym, st, f);
+}
+
 /* for each kind of event, the stack with most event time over the capture */
 static void stacks_lines(const struct engine *e, struct symbols *sym, FILE *f)
 {
@@ -931,8 +935,8 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 		fprintf(f, "GPU busy    %.1f%% of step time\n", 100 * s.gpu_busy_share);
 
 	if (s.ntail) {
-		struct episode *ep = calloc(s.ntail, sizeof(*ep));
-		uint64_t k = ep ? episodes_of(e, &s, ep, s.ntail) : 0, single = 0, hidden = 0;
+		struct report_episode *ep;
+		uint64_t k = report_episodes(e, &s, &ep), single = 0, hidden = 0;
 
 		fprintf(f, "Tail        %s%s step%s over median + 3·MAD (%s)%s, longest first%s%s:\n",
 			s.windowed ? "about " : "", fmt_count(a, sizeof(a), s.ntail),
@@ -941,8 +945,6 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 			s.windowed ? " among the steps kept" : "",
 			s.ntail > 1 ? "; consecutive steps with the same top cause and culprit "
 				      "as one episode" : "");
-		if (k)
-			qsort(ep, k, sizeof(*ep), episode_cmp);
 		/* every episode; single steps up to MAX_TAIL_LINES */
 		for (uint64_t i = 0; i < k; i++) {
 			if (ep[i].nsteps == 1 && single++ >= MAX_TAIL_LINES) {
@@ -953,7 +955,7 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 			if (ep[i].nsteps == 1)
 				report_step_line(e, ep[i].first, &s, f);
 			else
-				episode_line(&ep[i], f);
+				report_episode_line(e, &ep[i], f);
 			step_stack_line(e, sym, ep[i].longest, f);
 		}
 		if (hidden)
