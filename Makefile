@@ -113,7 +113,8 @@ deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		make gcc libc6-dev clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev \
-		systemtap-sdt-dev libclang-rt-dev libmicrohttpd-dev pkg-config python3 python3-torch
+		systemtap-sdt-dev libclang-rt-dev libmicrohttpd-dev pkg-config python3 python3-torch \
+		chromium fonts-dejavu-core
 
 $(BUILD) $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs $(BUILD)/tests/cupti:
 	@mkdir -p $@
@@ -131,6 +132,12 @@ $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 $(BUILD)/user/%.o: user/%.c $(wildcard user/*/*.h) bpf/events.h $(BPF_SKELS) | $(BUILD)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# the HTML report's page, as a C string (user/report/html.c)
+$(BUILD)/html_page.h: user/report/html_page.html | $(BUILD)
+	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
+
+$(BUILD)/user/report/html.o: $(BUILD)/html_page.h
 
 $(BUILD)/stepblame: $(USER_OBJS)
 	$(CC) $(LDFLAGS) $^ $(LIBS) -o $@

@@ -281,9 +281,7 @@ static int gz_cookie_close(void *c)
 
 static bool gz_name(const char *path)
 {
-	size_t n = strlen(path);
-
-	return n > 3 && !strcmp(path + n - 3, ".gz");
+	return str_ends_with(path, ".gz");
 }
 
 int sb_stream_open(struct sb_stream *s, const char *path)

@@ -224,3 +224,10 @@ FILE *sb_ascii_stream(FILE *under)
 		free(c);
 	return f;
 }
+
+bool str_ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && !strcmp(s + n - k, suffix);
+}

@@ -26,6 +26,8 @@ ssize_t read_small_file(const char *path, char *buf, size_t len);
 int64_t parse_duration_ns(const char *s);
 /* strictly parse an unsigned number; false if s is not one */
 bool parse_u64(const char *s, uint64_t *out);
+/* s ends with suffix */
+bool str_ends_with(const char *s, const char *suffix);
 
 /* the comm of a thread (/proc/PID/task/TID/comm), "" if gone */
 void thread_comm(pid_t pid, pid_t tid, char *buf, size_t len);

@@ -14,7 +14,7 @@ int cmd_run(int argc, char **argv);    /* run.c */
 struct engine_opts;
 
 /* the formats of stepblame report */
-enum report_fmt { FMT_TEXT, FMT_JSON, FMT_JSONL, FMT_PERFETTO };
+enum report_fmt { FMT_TEXT, FMT_JSON, FMT_JSONL, FMT_PERFETTO, FMT_HTML };
 
 /*
  * stepblame report without its command line (report.c): the report of the

@@ -19,9 +19,10 @@
 #include "base/util.h"
 
 static const char usage[] =
-"usage: stepblame report FILE [--format text|json|jsonl|perfetto] [-o OUT]\n"
+"usage: stepblame report FILE [--format text|json|jsonl|perfetto|html] [-o OUT]\n"
 "                        [--step-nvtx REGEX] [--step-kernel REGEX]\n"
-"       stepblame report RANK0.sbt RANK1.sbt ... [--format text|json|perfetto] [-o OUT]\n"
+"       stepblame report RANK0.sbt RANK1.sbt ... [--format text|json|perfetto|html]\n"
+"                        [-o OUT]\n"
 "\n"
 "Per-step blame from a trace written by `stepblame record`: each step's time, how\n"
 "long the GPU sat idle in it, and what on the host kept it idle (cpu_wait with the\n"
@@ -38,7 +39,9 @@ static const struct opt options[] = {
 	  "text (default, for people), json (one document),\n"
 	  "jsonl (one object per step), perfetto (open in\n"
 	  "ui.perfetto.dev: GPU streams, thread states, interferers,\n"
-	  "steps and blame)" },
+	  "steps and blame), html (one page for a browser, offline:\n"
+	  "step timeline by cause, distribution, tail episodes).\n"
+	  "Default: html when OUT ends in .html, else text" },
 	{ "output", 'o', "OUT",
 	  "write there (atomically: a temporary name, then renamed)\n"
 	  "instead of standard output; OUT ending in .gz: gzip-compressed" },
@@ -69,12 +72,14 @@ static const char usage_tail[] =
 "  stepblame report run.sbt\n"
 "  stepblame report run.sbt --format json -o report.json\n"
 "  stepblame report run.sbt --format perfetto -o run.perfetto.json.gz\n"
+"  stepblame report run.sbt -o run.html        # open it in any browser, offline\n"
 "  stepblame report rank0.sbt rank1.sbt rank2.sbt   # which rank straggles, and why\n";
 
 int cmd_report(int argc, char **argv)
 {
 	struct engine_opts eo = { 0 };
 	enum report_fmt fmt = FMT_TEXT;
+	bool fmt_given = false;
 	const char *outp = NULL;
 	struct opts_getopt g;
 	int c;
@@ -85,6 +90,7 @@ int cmd_report(int argc, char **argv)
 	while ((c = opts_next(&g, argc, argv)) != -1) {
 		switch (c) {
 		case 'f':
+			fmt_given = true;
 			if (!strcmp(optarg, "text"))
 				fmt = FMT_TEXT;
 			else if (!strcmp(optarg, "json"))
@@ -93,8 +99,11 @@ int cmd_report(int argc, char **argv)
 				fmt = FMT_JSONL;
 			else if (!strcmp(optarg, "perfetto"))
 				fmt = FMT_PERFETTO;
+			else if (!strcmp(optarg, "html"))
+				fmt = FMT_HTML;
 			else {
-				sb_err("report: unknown format '%s' (text, json, jsonl, perfetto)", optarg);
+				sb_err("report: unknown format '%s' (text, json, jsonl, perfetto, html)",
+				       optarg);
 				return 2;
 			}
 			break;
@@ -133,14 +142,16 @@ int cmd_report(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (!fmt_given && outp && (str_ends_with(outp, ".html") || str_ends_with(outp, ".html.gz")))
+		fmt = FMT_HTML;
 	if (optind >= argc) {
 		sb_err("report: which trace? usage: stepblame report FILE [--format ...] [-o OUT]");
 		return 2;
 	}
 	if (optind + 1 < argc) {
 		if (fmt == FMT_JSONL) {
-			sb_err("report: several traces (the ranks of one job) come out as text, json or "
-			       "perfetto, not jsonl");
+			sb_err("report: several traces (the ranks of one job) come out as text, json, "
+			       "perfetto or html, not jsonl");
 			return 2;
 		}
 		return report_rank_files(argv + optind, argc - optind, fmt, outp, &eo);
@@ -310,7 +321,8 @@ int report_rank_files(char **paths, int n, enum report_fmt fmt, const char *outp
 	if (sb_stream_open(&out, outp))
 		goto done;
 	wr = fmt == FMT_JSON ? report_ranks_json(rt, n, out.f) :
-	     fmt == FMT_PERFETTO ? report_ranks_perfetto(rt, n, out.f) : report_ranks_text(rt, n, out.f);
+	     fmt == FMT_PERFETTO ? report_ranks_perfetto(rt, n, out.f) :
+	     fmt == FMT_HTML ? report_ranks_html(rt, n, out.f) : report_ranks_text(rt, n, out.f);
 	if (sb_stream_close(&out, wr == 0, "the report"))
 		goto done;
 	rc = bad;
@@ -355,6 +367,7 @@ int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
 	case FMT_TEXT: wr = report_text(e, out.f); break;
 	case FMT_JSON: wr = report_json(e, out.f); break;
 	case FMT_JSONL: wr = report_jsonl(e, out.f); break;
+	case FMT_HTML: wr = report_html(e, out.f); break;
 	default: wr = report_perfetto(e, pf, out.f); break;
 	}
 	if (sb_stream_close(&out, wr == 0, "the report"))
