@@ -857,7 +857,7 @@ out:
 enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AGENT_CPU,
        OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD,
        OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK,
-       OPT_TAIL_ONLY, OPT_CGROUP, OPT_DIR, OPT_AROUND, OPT_BUFFER, OPT_MAX_SNIPPETS,
+       OPT_TAIL_ONLY, OPT_HTML, OPT_CGROUP, OPT_DIR, OPT_AROUND, OPT_BUFFER, OPT_MAX_SNIPPETS,
        OPT_MAX_DISK, OPT_ROTATE, OPT_IDLE, OPT_TAIL_K, OPT_FOLD };
 
 /* "1", "0.5", "2%" -> ppm; false unless a plain number from 0 to 100 */
@@ -896,7 +896,8 @@ const struct opt collect_options[] = {
 	  "stop after this long (30, 30s, 500ms, 2m); default: until Ctrl-C",
 	  COLLECT_RECORD | COLLECT_WATCH },
 	{ "dir", OPT_DIR, "DIR",
-	  "where steps.jsonl and the snippets go (default: stepblame-watch)", COLLECT_WATCH },
+	  "where steps.jsonl, the snippets and report.html go\n"
+	  "(default: stepblame-watch)", COLLECT_WATCH },
 	{ "around", OPT_AROUND, "SEC",
 	  "a snippet holds SEC before its step and SEC after (default 5)", COLLECT_WATCH },
 	{ "tail-k", OPT_TAIL_K, "K",
@@ -922,6 +923,9 @@ const struct opt collect_options[] = {
 	  "-: to standard output instead of the step lines (the report at\n"
 	  "the end goes to stderr)", COLLECT_ATTACH },
 	{ "json", OPT_JSON, "OUT", "the same as --jsonl (its first name)", COLLECT_ATTACH },
+	{ "html", OPT_HTML, "OUT",
+	  "also write the HTML report (as `stepblame report --format html`)\n"
+	  "to OUT when it stops", COLLECT_ATTACH },
 	{ "tail-only", OPT_TAIL_ONLY, NULL,
 	  "a line only for tail steps (and the line a second while none\n"
 	  "finishes); --jsonl and the metrics still get every step", COLLECT_ATTACH },
@@ -1093,6 +1097,14 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 				return -1;
 			}
 			live->tail_only = true;
+			break;
+		case OPT_HTML:
+			if (!live || live->watch) {
+				sb_err("%s: --html is not an option of this command (watch writes "
+				       "DIR/report.html)", cmd);
+				return -1;
+			}
+			live->html = optarg;
 			break;
 		case OPT_JSON:
 		case OPT_METRICS_ADDR:

@@ -68,6 +68,7 @@ extern const struct opt collect_options[];
  */
 struct live_args {
 	const char *json;
+	const char *html;            /* attach --html: the HTML report at the end */
 	const char *metrics_addr;    /* HOST:PORT */
 	const char *job, *rank, *local_rank; /* label values given; NULL: from the environment */
 	bool tail_only;              /* step lines for tail steps only */

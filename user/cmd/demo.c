@@ -161,7 +161,8 @@ static void demo_stopped(struct capture_file *cf, const struct collect_opts *o)
 int cmd_demo(int argc, char **argv)
 {
 	const struct scenario *sc = &scenarios[0];
-	char sim[PATH_MAX], dir[PATH_MAX] = "", trace[PATH_MAX + 16], truth[PATH_MAX + 16];
+	char sim[PATH_MAX], dir[PATH_MAX] = "", trace[PATH_MAX + 16], truth[PATH_MAX + 16],
+	     html[PATH_MAX + 16];
 	char err[512];
 	const char *keep = NULL;
 	struct collect_opts o;
@@ -291,11 +292,16 @@ int cmd_demo(int argc, char **argv)
 		struct engine_opts eo = { 0 };
 
 		rc = report_trace_file(trace, FMT_TEXT, NULL, &eo);
+		snprintf(html, sizeof(html), "%s/report.html", dir);
+		if (!rc && report_trace_file(trace, FMT_HTML, html, &eo))
+			html[0] = 0;
 	}
 	fflush(stdout);
 	print_truth(truth);
-	printf("\nThe trace and ground truth are in %s:\n"
-	       "  stepblame report %s --format json\n"
-	       "  stepblame dump %s | less\n", dir, trace, trace);
+	printf("\nThe trace and ground truth are in %s:\n", dir);
+	if (html[0])
+		printf("  %s   the same report as a page: open it in a browser\n", html);
+	printf("  stepblame report %s --format json\n"
+	       "  stepblame dump %s | less\n", trace, trace);
 	return rc;
 }

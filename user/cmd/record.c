@@ -33,7 +33,7 @@ static const char record_example[] =
 "example: sudo stepblame record -p 4242 -d 30 -o run.sbt && stepblame report run.sbt\n";
 
 static const char attach_usage[] =
-"usage: stepblame attach -p PID [-d SEC] [--jsonl OUT] [options]\n"
+"usage: stepblame attach -p PID [-d SEC] [--jsonl OUT] [--html OUT] [options]\n"
 "\n"
 "Trace process PID live: one line per finished step (time, GPU idle, the top cause\n"
 "and culprit; tail steps marked), a line per second while no step finishes, and\n"
@@ -84,7 +84,7 @@ static int check_output(const char *out)
 	struct stat st;
 
 	if (!*out) {
-		sb_err("record: -o wants a file name");
+		sb_err("an output wants a file name");
 		return 2;
 	}
 	if (stat(out, &st) == 0) {
@@ -212,6 +212,22 @@ static void live_flush(struct live *l)
 	l->out_closed = true;
 }
 
+/* attach --html: the report of the capture as one page; 0 or 1 after a line on stderr */
+static int write_html(const struct engine *e, const char *path, bool quiet)
+{
+	struct sb_stream out = { 0 };
+	int wr;
+
+	if (sb_stream_open(&out, path))
+		return 1;
+	wr = report_html(e, out.f);
+	if (sb_stream_close(&out, wr == 0, "the HTML report"))
+		return 1;
+	if (!quiet)
+		fprintf(stderr, "stepblame: HTML report in %s\n", path);
+	return 0;
+}
+
 static int live_sink(void *ctx, const struct sb_hdr *rec)
 {
 	struct live *l = ctx;
@@ -312,6 +328,8 @@ int cmd_attach(int argc, char **argv)
 		sb_err("attach: needs -p PID (see stepblame attach --help)");
 		return 2;
 	}
+	if (la.html && strcmp(la.html, "-") && (rc = check_output(la.html)))
+		return rc;
 	if (!la.metrics_addr && (la.job || la.rank || la.local_rank)) {
 		sb_err("attach: --job, --rank and --local-rank label the metrics: give --metrics-addr "
 		       "HOST:PORT too");
@@ -412,6 +430,8 @@ int cmd_attach(int argc, char **argv)
 			report_text(l->eng, stdout);
 			live_flush(l);
 		}
+		if (la.html && write_html(l->eng, la.html, o.quiet))
+			rc = 1;
 	}
 	if (l->json && !l->json_stdout) {
 		const char *json = la.json;

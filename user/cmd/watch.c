@@ -30,6 +30,7 @@
 #include "engine/engine.h"
 #include "format/trace.h"
 #include "report/report.h"
+#include "base/outfile.h"
 
 static const char watch_usage[] =
 "usage: stepblame watch (-p PID | -n REGEX | --cgroup PATH) [--dir DIR] [options]\n"
@@ -43,6 +44,8 @@ static const char watch_usage[] =
 "                         than the median + --tail-k MAD of the last 1024) to\n"
 "                         --around after it, as a trace: `stepblame report FILE`\n"
 "                         reads it; idle-PID-stepN.sbt for --idle-pct\n"
+"  DIR/report.html        the HTML report of the last trainer watched, written\n"
+"                         when it exits or watch stops (its last 4096 steps)\n"
 "With -n or --cgroup, a trainer that exits is waited for and watched again when\n"
 "it restarts. A line on standard output for each slow step and each snippet.\n"
 "Takes the options of `stepblame record` but -o (see stepblame record --help).\n"
@@ -335,6 +338,26 @@ static void mib(char *b, size_t n, uint64_t bytes)
 		snprintf(b, n, "%.1f KiB", bytes / 1024.0);
 	else
 		snprintf(b, n, "%.1f MiB", bytes / 1048576.0);
+}
+
+/* DIR/report.html: the capture that ended, as one page (the steps kept in detail) */
+static void html_write(struct watch *w)
+{
+	struct sb_stream out = { 0 };
+	char path[PATH_MAX + 64];
+	int wr;
+
+	/* through the pinned directory, renamed into place: never through a planted link */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/report.html", w->dirfd);
+	if (sb_stream_open(&out, path))
+		return;
+	wr = report_html(w->eng, out.f);
+	if (sb_stream_close(&out, wr == 0, "the HTML report"))
+		return;
+	if (!w->out_closed) {
+		printf("wrote %s/report.html: the report of PID %d\n", w->dir, (int)w->pid);
+		out_flush(w);
+	}
 }
 
 /* ---- snippets ---- */
@@ -647,6 +670,7 @@ static int watch_one(struct watch *w, pid_t pid, int64_t duration_ns, struct col
 		engine_finish(w->eng);
 		stream_flush(w);
 		pending_flush(w, mono_ns(), true);
+		html_write(w);
 		engine_summarise(w->eng, &sum);
 		if (!w->out_closed) {
 			printf("PID %d %s after %.1f s: %" PRIu64 " steps, P50 %.3f ms, P99 %.3f ms, %"
