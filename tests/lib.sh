@@ -35,3 +35,13 @@ need_torch() { # name: Debian's python3-torch for /usr/bin/python3; in CI its ab
 	fi
 	return 1
 }
+
+need_chromium() { # name: Debian's chromium, for the HTML report's tests; in CI its absence fails
+	if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then return 0; fi
+	if [ -n "${STEPBLAME_REQUIRE_BPF:-}" ]; then
+		fail "$1" "no chromium: apt-get install chromium (sudo make deps)"
+	else
+		skip "$1" "no chromium: apt-get install chromium (sudo make deps)"
+	fi
+	return 1
+}

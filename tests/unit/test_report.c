@@ -263,6 +263,81 @@ static void t_text_escapes_names(void)
 	world_free(&w);
 }
 
+/* preempted by a task named to end the page's script element */
+static void inj_script(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice(w, at, at + len, T_CPU, 903, 903, "</script><b>");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+/* occurrences of needle in the n bytes at hay */
+static size_t count_of(const char *hay, size_t n, const char *needle)
+{
+	size_t k = 0, l = strlen(needle);
+
+	for (const char *p = hay; (p = memmem(p, n - (size_t)(p - hay), needle, l)); p += l)
+		k++;
+	return k;
+}
+
+/*
+ * The HTML page (html.c): the page's own two scripts and nothing a thread
+ * name could add; its data decodes (gzip, base64) to the steps and causes of
+ * the engine, with the hostile name as plain text; the same engine gives the
+ * same bytes.
+ */
+static void t_html_page(void)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sopt evil = { .pre = 5 * MS, .gpu = 80 * MS, .len = 30 * MS, .inj = inj_script };
+	uint64_t S = 10 * SEC;
+	struct world w;
+	struct engine *e;
+	char *a, *b, cmd[2048], line[512];
+	size_t la, lb;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 40; k++)
+		S = std_step(&w, S, k, k == 20 || k == 21 ? &evil : &plain);
+	w_step(&w, S, T_LAUNCHER, 40);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	a = render(e, report_html, &la);
+	b = render(e, report_html, &lb);
+	REQUIRE(a && b, "render");
+	CHECK(la == lb && !memcmp(a, b, la), "two pages of one engine differ (%zu, %zu bytes)", la, lb);
+	CHECK(count_of(a, la, "</script") == 2 && count_of(a, la, "<script") == 2,
+	      "%zu script elements end, %zu begin: the data and the code only",
+	      count_of(a, la, "</script"), count_of(a, la, "<script"));
+	CHECK(!memmem(a, la, "<b>", 3), "the hostile name is in the page as markup");
+	if (!have_python) {
+		free(a);
+		free(b);
+		engine_free(e);
+		world_free(&w);
+		SKIP("python3 is not installed");
+	}
+	REQUIRE(write_file(tpath("r.html"), a, la), "write");
+	snprintf(cmd, sizeof(cmd), "python3 -c \"\n"
+		 "import base64, gzip, json, re\n"
+		 "s = open('%s').read()\n"
+		 "m = re.search(r'id=.sb-data. data-encoding=.gzip.base64.>([A-Za-z0-9+/=]*)</script>', s)\n"
+		 "d = json.loads(gzip.decompress(base64.b64decode(m.group(1))))\n"
+		 "cpu = d['causes'].index('cpu_wait')\n"
+		 "hostile = [n for n in d['names'] if n.startswith('</script><b>')]\n"
+		 "tails = [d['step_first'] + i for i in d['tail']]\n"
+		 "ok = len(d['dur']) == 41 and hostile and tails[:2] == [20, 21] and d['dur'][20] > d['dur'][0] + 25000 and d['cause_tail'][cpu] >= 55000000\n"
+		 "print('OK' if ok else 'steps %%d, names %%s, tail steps %%s, durations %%s' %% (len(d['dur']), d['names'], tails, d['dur'][18:23]))\n"
+		 "\" 2>&1", tpath("r.html"));
+	first_line(cmd, line, sizeof(line));
+	CHECK(!strncmp(line, "OK", 2), "%s", line);
+	free(a);
+	free(b);
+	engine_free(e);
+	world_free(&w);
+}
+
 /* preempted for len by pid 902 "other" */
 static void inj_other(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
@@ -1170,6 +1245,7 @@ int main(void)
 	RUN(t_limits_json_validates);
 	RUN(t_jsonl_lines_are_the_steps);
 	RUN(t_perfetto_tracks);
+	RUN(t_html_page);
 	RUN(t_ranks_report);
 	RUN(t_report_command);
 	RUN(t_report_cut_short);
