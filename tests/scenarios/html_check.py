@@ -100,6 +100,17 @@ def check_run(page, report, shot):
         v2 = b.eval("document.getElementById('timeline').getAttribute('data-view')")
         case("zoom", v2 == "0:%d" % len(steps) and v1 != v2 and len(steps) > 10,
              "after the wheel %s, after reset %s" % (v1, v2))
+        # an episode row shows its steps on the timeline, its longest selected
+        ep = b.eval("stepblame.data.episodes[0]")
+        b.eval("document.querySelector('#episodes tbody tr').scrollIntoView()")
+        er = b.eval("(function(){var r=document.querySelector('#episodes tbody tr').getBoundingClientRect();return [r.left,r.top,r.width,r.height]})()")
+        b.click(er[0] + 20, er[1] + er[3] / 2)
+        view = b.eval("document.getElementById('timeline').getAttribute('data-view')")
+        a, z = (int(v) for v in view.split(":"))
+        sel = b.eval("document.getElementById('step-detail').getAttribute('data-step')")
+        want = str(steps[ep["longest"]]["step"])
+        case("episode_link", a <= ep["first"] and ep["last"] < z and z - a < len(steps) and sel == want,
+             "episode of steps %d-%d: view %s, selected step %s (want %s)" % (ep["first"], ep["last"], view, sel, want))
         b.eval("window.scrollTo(0, 0)")
         png = b.screenshot()
         open(shot, "wb").write(png)
