@@ -92,7 +92,8 @@ fi
 "$SIMTRAINER" --steps 400 --kernels 4 --kernel-us 300 --wait-agent 30 --quiet \
 	--inject hog@100-130:-10 --inject stall@200-210:20 >"$tmp/sim.out" 2>&1 &
 sim=$!
-timeout 120 "$STEPBLAME" attach -q -p "$sim" --tail-only --json "$tmp/all.jsonl" >"$tmp/tail.out" 2>"$tmp/tail.err"
+timeout 120 "$STEPBLAME" attach -q -p "$sim" --tail-only --json "$tmp/all.jsonl" --html "$tmp/live.html" \
+	>"$tmp/tail.out" 2>"$tmp/tail.err"
 rc=$?
 wait "$sim" 2>/dev/null; sim=
 steps=$(sed -n '/^$/q;p' "$tmp/tail.out" | grep -c '^step ')
@@ -105,4 +106,20 @@ elif [ "$steps" = 0 ] || [ "$steps" != "$tails" ] || [ "$all" -lt 300 ]; then
 else
 	pass ${T}_tail_only
 	echo "    ($steps tail step lines of $all steps)"
+fi
+
+# --html: the page written at the end holds every step the JSON lines had, and the
+# hog's steps among its tail steps
+if [ $rc = 0 ]; then
+	got=$(python3 -c '
+import base64, gzip, json, re, sys
+m = re.search(r"data-encoding=.gzip.base64.>([A-Za-z0-9+/=]*)</script>", open(sys.argv[1]).read())
+d = json.loads(gzip.decompress(base64.b64decode(m.group(1))))
+first = d.get("step_first")
+num = [first + i for i in range(len(d["dur"]))] if first is not None else d["step"]
+lines = [json.loads(l)["step"] for l in open(sys.argv[2])]
+hog = [num[i] for i in d["tail"] if 100 <= num[i] <= 130]
+print("OK" if set(lines) <= set(num) and hog else "page steps %d (JSON lines %d), hog tail steps %s" % (len(num), len(lines), hog))
+' "$tmp/live.html" "$tmp/all.jsonl" 2>&1 | tail -1)
+	if [ "$got" = OK ]; then pass ${T}_html; else fail ${T}_html "$got"; fi
 fi

@@ -145,6 +145,18 @@ else
 	pass ${T}_caps
 	echo "    ($wrote snippets written, the newest 2 kept of $((before + wrote)); stream: $(ls "$tmp"/a/steps.jsonl* | wc -l) files)"
 fi
+# DIR/report.html: the page of the trainer that ended last, every one of its steps
+got=$(python3 -c '
+import base64, gzip, json, re, sys
+m = re.search(r"data-encoding=.gzip.base64.>([A-Za-z0-9+/=]*)</script>", open(sys.argv[1]).read())
+d = json.loads(gzip.decompress(base64.b64decode(m.group(1))))
+print("OK" if d["target"]["pid"] == int(sys.argv[2]) and len(d["dur"]) >= 1500 else "PID %d, %d steps" % (d["target"]["pid"], len(d["dur"])))
+' "$tmp/a/report.html" "$pid3" 2>&1 | tail -1)
+if [ "$got" = OK ] && grep -q "^HTML report of PID $pid3 in " "$tmp/c.out"; then
+	pass ${T}_html
+else
+	fail ${T}_html "report.html: $got; $(grep '^HTML' "$tmp/c.out")"
+fi
 
 # ---- --idle-pct: a step whose GPU idled more than that gets a snippet of its own ----
 # (simtrainer's GPU idles a few percent of every step: 1% catches steps that are not slow)

@@ -355,7 +355,7 @@ static void html_write(struct watch *w)
 	if (sb_stream_close(&out, wr == 0, "the HTML report"))
 		return;
 	if (!w->out_closed) {
-		printf("wrote %s/report.html: the report of PID %d\n", w->dir, (int)w->pid);
+		printf("HTML report of PID %d in %s/report.html\n", (int)w->pid, w->dir);
 		out_flush(w);
 	}
 }
