@@ -63,6 +63,11 @@ def check_run(page, report, shot):
         want = sorted([c for c in bc if bc[c] > 0], key=lambda c: (-bc[c], vocab.index(c)))
         got = b.eval("Array.from(document.querySelectorAll('#causes-all tr')).map(function(r){return r.getAttribute('data-cause')})")
         case("causes", got == want, "page %s, JSON report %s" % (got, want))
+        # the distribution: bars holding every complete step, and its three markers
+        hist = b.eval("(function(){var s=document.querySelector('#histogram svg'); if(!s) return null; var n=0; s.querySelectorAll('rect title').forEach(function(t){n+=parseInt(t.textContent.replace(/,/g,''))}); return [n, s.querySelectorAll('line.marker').length]})()")
+        complete = sum(1 for x in steps if not x["incomplete"] and x["duration_ns"] >= 500)
+        case("histogram", hist is not None and hist[0] == complete and hist[1] == 3,
+             "histogram (steps in its bars, markers) %s; %d complete steps" % (hist, complete))
         # every tail step is in one episode row
         spans = b.eval("stepblame.data.episodes.map(function(p){return [p.first,p.last]})")
         covered = set()
