@@ -84,7 +84,7 @@ static int check_output(const char *out)
 	struct stat st;
 
 	if (!*out) {
-		sb_err("an output wants a file name");
+		sb_err("record: -o wants a file name");
 		return 2;
 	}
 	if (stat(out, &st) == 0) {
@@ -326,6 +326,10 @@ int cmd_attach(int argc, char **argv)
 	}
 	if (!o.probe.pid) {
 		sb_err("attach: needs -p PID (see stepblame attach --help)");
+		return 2;
+	}
+	if (la.html && !*la.html) {
+		sb_err("attach: --html wants a file name");
 		return 2;
 	}
 	if (la.html && strcmp(la.html, "-") && (rc = check_output(la.html)))
