@@ -7,6 +7,8 @@
 #   make demo       build, run simtrainer with injected interference, print the report
 #   make bench      overhead benchmarks (bench/RESULTS.md)
 #   make fuzz       run the fuzz targets FUZZ_SECONDS (60) each (tests/fuzz/README.md)
+#   make install    install under PREFIX (/usr/local; DESTDIR for a staging root)
+#   make deb        build/stepblame_VERSION_ARCH.deb (dpkg-deb)
 
 CLANG    ?= clang
 CC       ?= cc
@@ -80,7 +82,7 @@ CUPTI_TEST_SRCS := $(wildcard tests/cupti/*.c)
 CUPTI_TEST_BINS := $(patsubst tests/cupti/%.c,$(BUILD)/tests/cupti/%,$(CUPTI_TEST_SRCS))
 endif
 
-.PHONY: all static deps check-deps test test-bin demo bench fuzz clean
+.PHONY: all static deps check-deps test test-bin demo bench fuzz clean man install deb
 .DELETE_ON_ERROR:
 
 all: check-deps $(BUILD)/stepblame $(SIM_BIN) $(MARKER_LIB) $(COLLECTOR) test-bin
@@ -201,6 +203,49 @@ bench: all
 FUZZ_SECONDS ?= 60
 fuzz: check-deps
 	BUILD=$(BUILD) ./tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+# ---- installed like a system tool ----
+PREFIX    ?= /usr/local
+BINDIR    ?= $(PREFIX)/bin
+LIBDIR    ?= $(PREFIX)/lib
+PKGLIBDIR ?= $(LIBDIR)/stepblame
+INCDIR    ?= $(PREFIX)/include
+MANDIR    ?= $(PREFIX)/share/man
+COMPDIR   ?= $(PREFIX)/share/bash-completion/completions
+UNITDIR   ?= $(LIBDIR)/systemd/system
+DOCDIR    ?= $(PREFIX)/share/doc/stepblame
+VERSION   := $(shell sed -n 's/^\#define STEPBLAME_VERSION "\(.*\)"/\1/p' user/base/util.h)
+
+# one page per command, from the same text as its --help (dist/mkman.sh)
+man: $(BUILD)/stepblame
+	sh dist/mkman.sh $(BUILD)/stepblame $(BUILD)/man
+
+# the program; simtrainer (for demo) and the GPU collector (for run) where they look:
+# LIBDIR/stepblame; the step marker library and its header; the man pages, bash
+# completion, the systemd unit of watch; the documents
+install: check-deps $(BUILD)/stepblame $(SIM_BIN) $(MARKER_LIB) $(COLLECTOR) man
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(INCDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(COMPDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	install -m 0755 $(BUILD)/stepblame $(DESTDIR)$(BINDIR)/stepblame
+	install -m 0755 $(BUILD)/simtrainer $(DESTDIR)$(PKGLIBDIR)/simtrainer
+	$(if $(COLLECTOR),install -m 0644 $(COLLECTOR) $(DESTDIR)$(PKGLIBDIR)/)
+	install -m 0644 $(MARKER_LIB) $(DESTDIR)$(LIBDIR)/libstepblame.so
+	install -m 0644 include/stepblame.h $(DESTDIR)$(INCDIR)/stepblame.h
+	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 dist/stepblame.bash $(DESTDIR)$(COMPDIR)/stepblame
+	sed 's|@BINDIR@|$(BINDIR)|' dist/stepblame-watch.service > $(DESTDIR)$(UNITDIR)/stepblame-watch.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/stepblame-watch.service
+	install -d $(DESTDIR)$(DOCDIR)/schemas $(DESTDIR)$(DOCDIR)/docs
+	install -m 0644 README.md SECURITY.md dist/stepblame-watch.default $(DESTDIR)$(DOCDIR)/
+	install -m 0644 schemas/* $(DESTDIR)$(DOCDIR)/schemas/
+	install -m 0644 docs/* $(DESTDIR)$(DOCDIR)/docs/
+
+# a Debian package of `make install PREFIX=/usr` (dist/mkdeb.sh)
+deb:
+	rm -rf $(BUILD)/deb
+	$(MAKE) install PREFIX=/usr DESTDIR=$(CURDIR)/$(BUILD)/deb
+	sh dist/mkdeb.sh $(BUILD)/deb $(BUILD)/stepblame_$(VERSION)_$$(dpkg --print-architecture).deb $(VERSION)
+	@echo "$(BUILD)/stepblame_$(VERSION)_$$(dpkg --print-architecture).deb"
 
 clean:
 	rm -rf build

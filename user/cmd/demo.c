@@ -71,11 +71,14 @@ static const struct opt options[] = {
 	{ 0 }
 };
 
-/* simtrainer next to this binary, or $STEPBLAME_SIMTRAINER */
+/*
+ * simtrainer next to this binary (the build tree), in ../lib/stepblame/ (where
+ * make install puts it), or $STEPBLAME_SIMTRAINER
+ */
 static int find_sim(char *out, size_t len)
 {
 	const char *env = getenv("STEPBLAME_SIMTRAINER");
-	char self[PATH_MAX - 16];
+	char self[PATH_MAX - 32];
 	ssize_t n;
 	char *slash;
 
@@ -92,6 +95,9 @@ static int find_sim(char *out, size_t len)
 		return -1;
 	*slash = 0;
 	snprintf(out, len, "%s/simtrainer", self);
+	if (!access(out, X_OK))
+		return 0;
+	snprintf(out, len, "%s/../lib/stepblame/simtrainer", self);
 	return access(out, X_OK) ? -1 : 0;
 }
 
@@ -209,7 +215,7 @@ int cmd_demo(int argc, char **argv)
 		return 2;
 	}
 	if (find_sim(sim, sizeof(sim))) {
-		sb_err("demo: simtrainer not found next to stepblame (build it: make)");
+		sb_err("demo: simtrainer not found next to stepblame nor in ../lib/stepblame/ (build it: make)");
 		return 1;
 	}
 	if (probes_check_privileges(0, err, sizeof(err))) {
