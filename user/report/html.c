@@ -284,6 +284,26 @@ static uint64_t v_busy(const struct eng_step *s, int a)
 	return s->duration_ns ? (s->gpu_busy_ns * 1000 + s->duration_ns / 2) / s->duration_ns : 0;
 }
 
+/* [[k, column], ...] for each k < n whose column is not all 0 */
+static void columns(struct jw *w, const struct engine *e, uint64_t lo, uint64_t hi, int n,
+		    uint64_t (*val)(const struct eng_step *, int))
+{
+	jw_arr(w);
+	for (int k = 0; k < n; k++) {
+		bool any = false;
+
+		for (uint64_t i = lo; i < hi && !any; i++)
+			any = val(engine_step(e, i), k) != 0;
+		if (!any)
+			continue;
+		jw_arr(w);
+		jw_u64(w, (uint64_t)k);
+		column(w, e, lo, hi, val, k);
+		jw_arr_end(w);
+	}
+	jw_arr_end(w);
+}
+
 /* text a writer gives into a FILE, as a JSON string */
 static void text_of(struct jw *w, void (*fn)(void *ctx, FILE *f), void *ctx)
 {
@@ -510,20 +530,7 @@ static void run_data(struct jw *w, const struct engine *e, struct symbols *sym)
 		column(w, e, lo, hi, v_busy, 0);
 	}
 	jw_key(w, "by_cause");
-	jw_arr(w);
-	for (int k = 0; k < ENG_NCAUSE; k++) {
-		bool any = false;
-
-		for (uint64_t i = lo; i < hi && !any; i++)
-			any = engine_step(e, i)->cause_ns[k] >= 500;
-		if (!any)
-			continue;
-		jw_arr(w);
-		jw_u64(w, (uint64_t)k);
-		column(w, e, lo, hi, v_cause, k);
-		jw_arr_end(w);
-	}
-	jw_arr_end(w);
+	columns(w, e, lo, hi, ENG_NCAUSE, v_cause);
 	jw_key(w, "tail");
 	jw_arr(w);
 	for (uint64_t i = lo; i < hi; i++)
@@ -578,20 +585,7 @@ static void run_data(struct jw *w, const struct engine *e, struct symbols *sym)
 	}
 	jw_arr_end(w);
 	jw_key(w, "by_count");
-	jw_arr(w);
-	for (int k = 0; k < ENG_NCOUNT; k++) {
-		bool any = false;
-
-		for (uint64_t i = lo; i < hi && !any; i++)
-			any = engine_step(e, i)->count[k] != 0;
-		if (!any)
-			continue;
-		jw_arr(w);
-		jw_u64(w, (uint64_t)k);
-		column(w, e, lo, hi, v_count, k);
-		jw_arr_end(w);
-	}
-	jw_arr_end(w);
+	columns(w, e, lo, hi, ENG_NCOUNT, v_count);
 	/* the names the steps point at (1-based; 0: none) */
 	jw_key(w, "names");
 	jw_arr(w);
