@@ -36,7 +36,7 @@ enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_LAG };
 
 static const struct opt options[] = {
 	{ "format", 'f', "FMT",
-	  "text (default, for people), json (one document),\n"
+	  "text (for people), json (one document),\n"
 	  "jsonl (one object per step), perfetto (open in\n"
 	  "ui.perfetto.dev: GPU streams, thread states, interferers,\n"
 	  "steps and blame), html (one page for a browser, offline:\n"
