@@ -26,11 +26,13 @@ cleanup() {
 trap cleanup EXIT
 
 # ~2-8 ms steps (4 kernels of 500 us, and 1 MiB of fresh memory touched every
-# other step: a page-fault storm of ~40k events/s, ~2.5 MB/s) and ~12 GPU records a
-# step: a few hundred per 100 ms drain, inside 1024 slots; 1.5 s without a drain
-# is several thousand of each
+# other step) and ~12 GPU records a step: a few hundred per 100 ms drain, inside
+# 1024 slots. Back-to-back faults reach the ring as a few runs, so the storm is
+# of switches: 20 round trips a step between the launcher and a peer thread
+# (--busy), some 20k records a second, 1.5 MB/s. 1.5 s without a drain is
+# thousands of GPU records and over a MiB of ring records
 "$SIMTRAINER" --steps 100000 --kernels 4 --kernel-us 500 --channel-slots 1024 --wait-agent 20 \
-	--inject faults/2:1 \
+	--inject faults/2:1 --busy 20,0,0 \
 	>"$tmp/sim.out" 2>&1 &
 sim=$!
 "$STEPBLAME" record -p $sim -d 5 --ring-mb 1 -o "$tmp/t.sbt" >"$tmp/rec.out" 2>&1 &
