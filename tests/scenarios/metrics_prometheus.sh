@@ -33,12 +33,14 @@ ports=($P0 $P1 $P2)
 
 # the launchers of ranks 0 and 2 share CPU 0, rank 1's has CPU 1 and the hog;
 # long kernels keep the launchers mostly asleep, so that only the hog takes a CPU.
-# Each launch costs 200 us of CPU: behind a nice -10 hog that is milliseconds a
+# Each launch costs 200 us of CPU: behind a nice -20 hog that is milliseconds a
 # step, far more than a launcher loses to the other rank on its CPU or to a CPU
-# hog beside the test (which the report is right to name where it strikes)
+# hog beside the test (which the report is right to name where it strikes). A
+# nice -10 hog was not enough under EEVDF (Linux 6.18): the launcher, asleep
+# most of the time, waited behind it less than rank 0 waited behind rank 2
 for r in 0 1 2; do
 	cpu=0; inj=()
-	[ $r = 1 ] && { cpu=1; inj=(--inject hog@1-100000:-10); }
+	[ $r = 1 ] && { cpu=1; inj=(--inject hog@1-100000:-20); }
 	RANK=$r LOCAL_RANK=$r WORLD_SIZE=3 TORCHELASTIC_RUN_ID=sbjob \
 		"$SIMTRAINER" --steps 100000 --kernels 3 --kernel-us 1500 --launch-us 200 --launcher-cpu $cpu \
 		--quiet "${inj[@]}" >"$tmp/sim$r.out" 2>&1 &
