@@ -348,12 +348,11 @@ static void full_text(void *ctx, FILE *f)
 }
 
 /* qsort of step indices: the longest first (then in order), or in order */
-static const struct engine *tail_engine;
-
-static int by_duration(const void *a, const void *b)
+static int by_duration(const void *a, const void *b, void *ctx)
 {
+	const struct engine *e = ctx;
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	uint64_t dx = engine_step(tail_engine, x)->duration_ns, dy = engine_step(tail_engine, y)->duration_ns;
+	uint64_t dx = engine_step(e, x)->duration_ns, dy = engine_step(e, y)->duration_ns;
 
 	if (dx != dy)
 		return dx > dy ? -1 : 1;
@@ -602,9 +601,8 @@ static void run_data(struct jw *w, const struct engine *e, struct symbols *sym)
 		for (uint64_t i = lo; ti && i < hi && nt < s.ntail; i++)
 			if (engine_step(e, i)->tail)
 				ti[nt++] = i;
-		tail_engine = e;
 		if (ti && nt > TAIL_TEXT_MAX) {
-			qsort(ti, nt, sizeof(*ti), by_duration);
+			qsort_r(ti, nt, sizeof(*ti), by_duration, (void *)e);
 			nt = TAIL_TEXT_MAX;
 			qsort(ti, nt, sizeof(*ti), by_index);
 		}
