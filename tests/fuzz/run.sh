@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 secs=${1:-10}
 [ $# -gt 0 ] && shift
-targets=${*:-trace channel cupti}
+targets=${*:-trace channel cupti jsonread}
 CC=${FUZZ_CC:-clang}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 dir=$BUILD/fuzz
@@ -39,6 +39,7 @@ have_libfuzzer() {
 srcs() {
 	case $1 in
 	trace) echo "tests/fuzz/fuzz_trace.c user/format/trace.c user/base/outfile.c user/cmd/dump.c user/base/util.c" ;;
+	jsonread) echo "tests/fuzz/fuzz_jsonread.c user/base/jsonread.c" ;;
 	channel) echo "tests/fuzz/fuzz_channel.c user/format/channel.c user/format/trace.c user/base/outfile.c user/base/util.c" ;;
 	cupti) echo "tests/fuzz/fuzz_cupti.c cupti/translate.c user/format/channel.c user/format/trace.c user/base/outfile.c user/base/util.c" ;;
 	esac
