@@ -58,6 +58,8 @@ int busy_start(void)
 			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (region == MAP_FAILED)
 			return -errno;
+		/* small pages, whatever the machine's THP setting: one fault a page */
+		madvise(region, region_pages * page, MADV_NOHUGEPAGE);
 	}
 	if (opt.busy_switches) {
 		sem_init(&ping, 0, 0);

@@ -334,6 +334,7 @@ static int failed(struct guard *g, int err)
 	g->dead = true;
 	g->on = false;
 	g->st.reason = SB_GUARD_R_FAILED;
+	g->st.window_start_ns = 0;
 	return GUARD_FAILED;
 }
 
@@ -351,6 +352,7 @@ static int start(struct guard *g, uint64_t now)
 
 	g->started = true;
 	g->st.reason = SB_GUARD_R_START;
+	g->st.window_start_ns = 0;
 	if (!g->st.limit_ppm) {
 		g->on = true;
 		window_begin(g);
@@ -387,6 +389,7 @@ static int full_window_end(struct guard *g, void (*drain)(void *ctx), void *ctx)
 	g->on = false;
 	g->st.mode = SB_GUARD_SAMPLED;
 	g->st.reason = SB_GUARD_R_OVER;
+	g->st.window_start_ns = 0;
 	plan(g);
 	g->cycle_start = w.end;
 	g->due = w.end + g->st.period_ns - g->attach_ns;
@@ -423,6 +426,7 @@ static int sampled_window_end(struct guard *g, void (*drain)(void *ctx), void *c
 		memset(g->recent, 0, sizeof(g->recent));
 		g->st.mode = SB_GUARD_FULL;
 		g->st.reason = SB_GUARD_R_UNDER;
+	g->st.window_start_ns = 0;
 		g->st.duty_ppm = PPM;
 		g->st.period_ns = 0;
 		g->win_start = w.end;
@@ -432,6 +436,8 @@ static int sampled_window_end(struct guard *g, void (*drain)(void *ctx), void *c
 	probes_alloc_attach(g->p, false);
 	g->on = false;
 	g->st.reason = SB_GUARD_R_WINDOW;
+	g->st.window_start_ns = g->win_start;
+	g->st.window_end_ns = w.end;
 	if (!g->low) {
 		plan(g);
 	} else if (2 * g->attach_ns <= g->st.period_ns / 2) {
@@ -468,6 +474,7 @@ int guard_finish(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *
 	if (!g->started)
 		return 0;
 	g->st.reason = SB_GUARD_R_END;
+	g->st.window_start_ns = 0;
 	if (!g->on) {
 		/* cut in a detached part (or off for good): its calls at the last window's rate */
 		if (now > g->cycle_start)
@@ -479,8 +486,11 @@ int guard_finish(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *
 	g->st.calls_seen += w.sum;
 	if (g->st.mode == SB_GUARD_FULL)
 		g->st.calls_estimated += w.sum;
-	else
+	else {
 		g->st.calls_estimated += extrapolate(&w, g->win_start - g->cycle_start);
+		g->st.window_start_ns = g->win_start;
+	g->st.window_end_ns = w.end;
+	}
 	/* a window cut short says too little to replace the last estimate */
 	if (w.len >= (g->st.mode == SB_GUARD_FULL ? MIN_FINAL_NS : MIN_ATTACHED_NS / 2))
 		took(g, &w);

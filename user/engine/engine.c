@@ -115,6 +115,17 @@ const char *eng_count_name(int c)
 	return c >= 0 && c < ENG_NCOUNT ? count_names[c] : "?";
 }
 
+const char *eng_audit_name(int k)
+{
+	static const char *const names[ENG_NAUDIT] = {
+		[ENG_AUD_ALLOC] = "alloc_calls", [ENG_AUD_MMAP] = "mmap_calls",
+		[ENG_AUD_FAULTS] = "page_faults", [ENG_AUD_MIGRATIONS] = "migrations",
+		[ENG_AUD_SLEEPS] = "sleeps", [ENG_AUD_IO] = "io_calls",
+	};
+
+	return k >= 0 && k < ENG_NAUDIT ? names[k] : "?";
+}
+
 const char *eng_step_src_name(int s)
 {
 	switch (s) {
@@ -383,6 +394,7 @@ void engine_free(struct engine *e)
 	map_seeds_free(e);
 	free(e->kernel_shapes);
 	free(e->guard_changes);
+	free(e->guard_windows);
 	for (uint32_t i = 0; i < e->nstrings; i++)
 		free(e->strings[i].text);
 	free(e->strings);

@@ -281,6 +281,28 @@ enum eng_region {
 };
 const char *eng_region_name(unsigned region);
 
+/*
+ * The hot-path audit (docs/ARCHITECTURE.md, "Hot-path audit"): what a thread
+ * that launches work (it marks steps, or launches kernels and copies) did in
+ * a step, over the whole step, GPU busy or not.
+ */
+enum eng_audit_kind {
+	ENG_AUD_ALLOC,      /* allocator calls seen: slow ones, and fast ones in recorded bursts */
+	ENG_AUD_MMAP,       /* mmap family syscalls (every one is recorded) */
+	ENG_AUD_FAULTS,     /* user page faults */
+	ENG_AUD_MIGRATIONS, /* moves to another CPU */
+	ENG_AUD_SLEEPS,     /* voluntary sleeps: off its CPU asleep (S or D) */
+	ENG_AUD_IO,         /* I/O syscalls slower than the recorder's threshold */
+	ENG_NAUDIT,
+};
+/* "alloc_calls", "mmap_calls", "page_faults", "migrations", "sleeps", "io_calls" */
+const char *eng_audit_name(int k);
+#define ENG_MAX_AUDIT 4
+struct eng_audit {
+	uint32_t tid;
+	uint32_t n[ENG_NAUDIT];
+};
+
 /* room for every cause without a culprit, and a few culprits */
 #define ENG_MAX_BLAME 16
 
@@ -306,12 +328,17 @@ struct eng_step {
 	uint64_t tracer_ns;
 	uint64_t tracer_events;
 	bool alloc_sampled;      /* the overhead guard had the allocator probes duty-cycled */
+	/* ...and yet they were attached throughout the step: its allocator counts are whole */
+	bool alloc_observed;
 	uint32_t nio;
 	const struct eng_io *io; /* nio (<= ENG_MAX_IO), by ns, descending */
 	uint32_t nmoves;
 	struct eng_move moves[ENG_MAX_MOVES]; /* by ns, descending */
 	uint32_t nmaps;
 	const struct eng_map *maps; /* nmaps (<= ENG_MAX_MAPS), by ns, descending */
+	/* the launching threads alive in the step, in the order they became such */
+	uint32_t naudit;
+	const struct eng_audit *audit; /* naudit (<= ENG_MAX_AUDIT) */
 };
 
 /*
@@ -599,6 +626,9 @@ struct engine_stats {
 	uint64_t heap_bytes_peak;
 };
 void engine_stats(const struct engine *e, struct engine_stats *s);
+
+/* a thread's name as last seen ("" if not known, or its state was dropped) */
+const char *engine_thread_name(const struct engine *e, uint32_t tid);
 
 /* the threads followed now, in the order they were met, with their names ("" if none) */
 void engine_each_thread(const struct engine *e,

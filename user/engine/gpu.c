@@ -318,6 +318,7 @@ void gpu_record(struct engine *e, const struct sb_gpu *g)
 		t = thread_get(e, g->h.tid, e->target_pid);
 		if (g->sub == SB_API_LAUNCH || g->sub == SB_API_MEMCPY) {
 			candidate_add(e, t);
+			launcher_add(e, g->h.tid);
 			e->last_launch_tid = g->h.tid;
 		}
 		ev_interval(e, g->h.tid, g->h.ts, g->end_ns, SB_EV_CUDA, api_cause(g->sub),

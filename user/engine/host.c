@@ -1122,6 +1122,7 @@ static void ev_thread(struct engine *e, const struct sb_thread *r, bool exiting)
 		t->state = TS_DEAD;
 		t->since = r->h.ts;
 		step_owner_gone(e, t, r->h.ts);
+		launcher_gone(e, r->h.tid);
 	}
 }
 
@@ -1155,6 +1156,8 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 			e->current_step->events_by_cost[SB_COST_FAULT_EXT] +=
 				((const struct sb_fault_run *)h)->count - 1;
 	}
+	if (e->current_step && e->current_step->naudit && h->type <= SB_EV_KERNEL_LAST)
+		audit_count(e, h);
 
 	switch (h->type) {
 	case SB_EV_SWITCH_OUT:
@@ -1213,6 +1216,7 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 
 		if (c->fn == SB_CU_LAUNCH || c->fn == SB_CU_MEMCPY) {
 			candidate_add(e, t);
+			launcher_add(e, h->tid);
 			e->last_launch_tid = h->tid;
 		}
 		ev_interval(e, h->tid, key, h->ts, SB_EV_CUDA, cuda_cause(c->fn), ENG_N_CUDA);

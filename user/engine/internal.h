@@ -293,6 +293,8 @@ struct open_step {
 	uint32_t gpu_ops;
 	uint64_t events_by_cost[SB_NCOST]; /* the target's events in it, by cost class */
 	bool sampled;            /* the guard had the allocator probes duty-cycled in it */
+	struct eng_audit audit[ENG_MAX_AUDIT]; /* its launching threads' counts (eng_step.audit) */
+	uint32_t naudit;
 };
 
 struct runslice {
@@ -384,11 +386,18 @@ struct map_pool {
 	struct eng_map b[64];
 };
 
+struct audit_pool {
+	struct audit_pool *next;
+	uint32_t used, pad;
+	struct eng_audit b[256];
+};
+
 struct result_chunk {
 	struct eng_step s[RESULTS_PER_CHUNK];
 	struct blame_pool *pool;      /* newest first */
 	struct io_pool *io_pool;      /* newest first; only once a step has I/O detail */
 	struct map_pool *map_pool;    /* newest first; only once a step has mapping detail */
+	struct audit_pool *audit_pool; /* newest first; only once a step has a launching thread */
 };
 
 /*
@@ -477,6 +486,9 @@ struct engine {
 	struct { uint32_t corr, tid; bool queued; } *launches;
 	uint64_t gpu_queued;     /* operations launched that have not started on the GPU */
 	uint32_t last_launch_tid;
+	/* the threads that launch work, alive, in the order they became such (hot-path audit) */
+	uint32_t launchers[ENG_MAX_AUDIT];
+	uint32_t nlaunchers;
 	struct kernel_shape *kernel_shapes; /* (name, grid, block): usual duration */
 	uint32_t kernel_shapes_cap, nkernel_shapes;
 	uint64_t kernel_shapes_dropped;
@@ -560,6 +572,9 @@ struct engine {
 	struct { uint64_t ts; int mode; } *guard_changes;
 	uint32_t nguard_changes, guard_changes_cap, guard_change_next;
 	int guard_mode_before;   /* the mode before guard_changes[guard_change_next] */
+	/* sampled: the attached windows, [s, e] (guard records of reason window), in order */
+	struct { uint64_t s, e; } *guard_windows;
+	uint32_t nguard_windows, guard_windows_cap, guard_window_next;
 
 	uint64_t heap, heap_peak;
 
@@ -656,6 +671,10 @@ void reorder_enqueue(struct engine *e, const struct sb_hdr *h, size_t len);
 /* ---- threads and CPUs (threads.c) */
 
 struct thread *thread_find(const struct engine *e, uint32_t tid);
+/* the hot-path audit (steps.c): a thread launches work; it exited; a record counted */
+void launcher_add(struct engine *e, uint32_t tid);
+void launcher_gone(struct engine *e, uint32_t tid);
+void audit_count(struct engine *e, const struct sb_hdr *h);
 struct thread *thread_get(struct engine *e, uint32_t tid, uint32_t pid);
 void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n);
 void procs_free(struct engine *e);
@@ -715,6 +734,8 @@ void run_count(struct engine *e, struct thread *t, struct accum *a, uint64_t fro
 
 /* ---- text records and the clock (meta.c) */
 
+/* the allocator probes were attached throughout [s, end] (steps come in order) */
+bool guard_attached_in(struct engine *e, uint64_t s, uint64_t end);
 bool guard_sampled_in(struct engine *e, uint64_t s, uint64_t end);
 const struct string *string_find(struct engine *e, uint32_t id);
 void meta_record(struct engine *e, const struct sb_hdr *h);

@@ -23,6 +23,8 @@
  * order.
  */
 #define GUARD_CHANGES_MAX 4096
+/* attached windows kept: one a second at most, a day of sampling */
+#define GUARD_WINDOWS_MAX 131072
 
 static void guard_record(struct engine *e, uint64_t ts, const char *s, size_t n)
 {
@@ -40,6 +42,26 @@ static void guard_record(struct engine *e, uint64_t ts, const char *s, size_t n)
 	e->guard.calls_estimated = g.calls_estimated;
 	if (g.estimate_ppm > e->guard.max_estimate_ppm)
 		e->guard.max_estimate_ppm = g.estimate_ppm;
+	if (g.window_start_ns && g.window_start_ns < g.window_end_ns && g.window_end_ns <= ts &&
+	    e->nguard_windows < GUARD_WINDOWS_MAX &&
+	    (!e->nguard_windows || g.window_start_ns >= e->guard_windows[e->nguard_windows - 1].e)) {
+		if (e->nguard_windows == e->guard_windows_cap) {
+			uint32_t nc = e->guard_windows_cap ? 2 * e->guard_windows_cap : 16;
+			void *q = realloc(e->guard_windows, nc * sizeof(*e->guard_windows));
+
+			if (q) {
+				heap_account(e, (int64_t)((nc - e->guard_windows_cap) *
+							  sizeof(*e->guard_windows)));
+				e->guard_windows = q;
+				e->guard_windows_cap = nc;
+			}
+		}
+		if (e->nguard_windows < e->guard_windows_cap) {
+			e->guard_windows[e->nguard_windows].s = g.window_start_ns;
+			e->guard_windows[e->nguard_windows].e = g.window_end_ns;
+			e->nguard_windows++;
+		}
+	}
 	if (g.mode == prev)
 		return;
 	e->guard.changes++;
@@ -60,6 +82,17 @@ static void guard_record(struct engine *e, uint64_t ts, const char *s, size_t n)
 	e->guard_changes[e->nguard_changes].ts = ts;
 	e->guard_changes[e->nguard_changes].mode = g.mode;
 	e->nguard_changes++;
+}
+
+bool guard_attached_in(struct engine *e, uint64_t s, uint64_t end)
+{
+	if (!guard_sampled_in(e, s, end))
+		return true;
+	while (e->guard_window_next < e->nguard_windows &&
+	       e->guard_windows[e->guard_window_next].e < end)
+		e->guard_window_next++;
+	return e->guard_window_next < e->nguard_windows &&
+	       e->guard_windows[e->guard_window_next].s <= s;
 }
 
 /* was the guard sampling at any time in [s, end]? steps come in order */

@@ -158,12 +158,113 @@ static void step_maps(struct engine *e, struct eng_step *r, const struct accum *
 	c->map_pool->used += n;
 }
 
+/* the step's launching threads and what they did (eng_step.audit) */
+static void step_audit(struct engine *e, struct eng_step *r, const struct open_step *st)
+{
+	struct result_chunk *c = e->results[e->nresults / RESULTS_PER_CHUNK - e->first_chunk];
+	uint32_t n = st->naudit;
+
+	if (!n)
+		return;
+	if (!c->audit_pool || c->audit_pool->used + n > ARRAY_SIZE(c->audit_pool->b)) {
+		struct audit_pool *q = heap_calloc(e, 1, sizeof(*q));
+
+		q->next = c->audit_pool;
+		c->audit_pool = q;
+	}
+	memcpy(&c->audit_pool->b[c->audit_pool->used], st->audit, n * sizeof(st->audit[0]));
+	r->audit = &c->audit_pool->b[c->audit_pool->used];
+	r->naudit = n;
+	c->audit_pool->used += n;
+}
+
+void launcher_add(struct engine *e, uint32_t tid)
+{
+	struct open_step *st = e->current_step;
+	uint32_t i;
+
+	for (i = 0; i < e->nlaunchers && e->launchers[i] != tid; i++)
+		;
+	if (i == e->nlaunchers) {
+		if (i == ENG_MAX_AUDIT)
+			return;
+		e->launchers[e->nlaunchers++] = tid;
+	}
+	if (!st)
+		return;
+	for (i = 0; i < st->naudit && st->audit[i].tid != tid; i++)
+		;
+	if (i == st->naudit && i < ENG_MAX_AUDIT)
+		st->audit[st->naudit++].tid = tid;
+}
+
+void launcher_gone(struct engine *e, uint32_t tid)
+{
+	for (uint32_t i = 0; i < e->nlaunchers; i++)
+		if (e->launchers[i] == tid) {
+			memmove(&e->launchers[i], &e->launchers[i + 1],
+				(e->nlaunchers - i - 1) * sizeof(e->launchers[0]));
+			e->nlaunchers--;
+			return;
+		}
+}
+
+void audit_count(struct engine *e, const struct sb_hdr *h)
+{
+	struct open_step *st = e->current_step;
+	uint64_t n = 1;
+	int k;
+
+	switch (h->type) {
+	case SB_EV_ALLOC: k = ENG_AUD_ALLOC; break;
+	case SB_EV_ALLOC_BURST:
+		k = ENG_AUD_ALLOC;
+		n = ((const struct sb_alloc_burst *)h)->calls;
+		break;
+	case SB_EV_MMSYS: k = ENG_AUD_MMAP; break;
+	case SB_EV_FAULT: k = ENG_AUD_FAULTS; break;
+	case SB_EV_FAULT_RUN:
+		k = ENG_AUD_FAULTS;
+		n = ((const struct sb_fault_run *)h)->count;
+		break;
+	case SB_EV_MIGRATE: k = ENG_AUD_MIGRATIONS; break;
+	case SB_EV_SWITCH_OUT: {
+		uint8_t s = ((const struct sb_switch_out *)h)->state;
+
+		if (s != SB_STATE_SLEEP && s != SB_STATE_DISK)
+			return;
+		k = ENG_AUD_SLEEPS;
+		break;
+	}
+	case SB_EV_SCHED_RUN:
+		k = ENG_AUD_SLEEPS;
+		n = ((const struct sb_sched_run *)h)->sleeps;
+		break;
+	case SB_EV_IOSYS: k = ENG_AUD_IO; break;
+	default: return;
+	}
+	for (uint32_t i = 0; i < st->naudit; i++)
+		if (st->audit[i].tid == h->tid) {
+			uint64_t v = st->audit[i].n[k] + n;
+
+			st->audit[i].n[k] = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+			return;
+		}
+}
+
 void result_pools_free(struct engine *e, struct result_chunk *c)
 {
 	while (c->map_pool) {
 		struct map_pool *q = c->map_pool;
 
 		c->map_pool = q->next;
+		free(q);
+		heap_account(e, -(int64_t)sizeof(*q));
+	}
+	while (c->audit_pool) {
+		struct audit_pool *q = c->audit_pool;
+
+		c->audit_pool = q->next;
 		free(q);
 		heap_account(e, -(int64_t)sizeof(*q));
 	}
@@ -516,6 +617,7 @@ static void step_finalize(struct engine *e, struct open_step *st)
 		r->tracer_ns += st->events_by_cost[c] * e->costs.ns[c];
 	}
 	r->alloc_sampled = guard_sampled_in(e, st->start, st->end);
+	r->alloc_observed = guard_attached_in(e, st->start, st->end);
 	for (uint32_t i = 0, best = 0; i < st->ncritical; i++)
 		if (!i || st->critical[i].ns > st->critical[best].ns) {
 			best = i;
@@ -580,6 +682,7 @@ static void step_finalize(struct engine *e, struct open_step *st)
 	step_io(e, r, &st->accum);
 	step_moves(e, r, &st->accum);
 	step_maps(e, r, &st->accum);
+	step_audit(e, r, st);
 	e->nresults++;
 	if (e->window_sums)
 		window_sums_add(e->window_sums, r);
@@ -647,6 +750,8 @@ static void step_begin(struct engine *e, uint64_t t, uint64_t number, uint32_t t
 	st->number = number;
 	st->start = t;
 	st->marker_tid = tid;
+	for (uint32_t i = 0; i < e->nlaunchers; i++)
+		st->audit[st->naudit++].tid = e->launchers[i];
 	if (e->nopen_steps == e->open_steps_cap) {
 		uint32_t nc = e->open_steps_cap ? e->open_steps_cap * 2 : 16;
 		struct open_step **n = heap_calloc(e, nc, sizeof(*n));
@@ -663,8 +768,10 @@ static void step_begin(struct engine *e, uint64_t t, uint64_t number, uint32_t t
 	if (e->nopen_steps > e->steps_flight_peak)
 		e->steps_flight_peak = e->nopen_steps;
 	e->current_step = st;
-	if (tid)
+	if (tid) {
 		candidate_add(e, thread_get(e, tid, e->target_pid));
+		launcher_add(e, tid);
+	}
 	if (e->gap_open) {
 		e->current_piece = piece_new(e, st->seq, t);
 		st->open_pieces++;

@@ -592,3 +592,8 @@ bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t
 		snprintf(buf, len, "%s %u of %s[%u]", role, p->order, proc_comm(e, p->ppid), p->ppid);
 	return true;
 }
+
+const char *engine_thread_name(const struct engine *e, uint32_t tid)
+{
+	return thread_name_of(e, tid);
+}

@@ -156,6 +156,14 @@ size_t sb_guard_format(const struct sb_guard *g, char *buf, size_t cap)
 		if (m > 0)
 			n += m;
 	}
+	if (n > 0 && (size_t)n < cap && g->window_start_ns) {
+		int m = snprintf(buf + n, cap - (size_t)n,
+				 "window_start_ns=%" PRIu64 "\nwindow_end_ns=%" PRIu64 "\n",
+				 g->window_start_ns, g->window_end_ns);
+
+		if (m > 0)
+			n += m;
+	}
 	return n > 0 ? (size_t)n : 0;
 }
 
@@ -171,6 +179,7 @@ bool sb_guard_parse(struct sb_guard *g, const char *s, size_t n)
 	if (kv_get(s, n, #k, buf, sizeof(buf))) \
 		g->k = strtoull(buf, NULL, 10);
 	U(limit_ppm) U(estimate_ppm) U(duty_ppm) U(period_ns) U(calls_seen) U(calls_estimated)
+	U(window_start_ns) U(window_end_ns)
 #undef U
 	if (kv_get(s, n, "reason", buf, sizeof(buf)))
 		for (int r = 1; r < SB_GUARD_NREASON; r++)

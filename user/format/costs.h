@@ -80,6 +80,13 @@ struct sb_guard {
 	uint64_t calls_seen;     /* allocator calls counted while attached, cumulative */
 	uint64_t calls_estimated;/* the same extrapolated over the detached time, cumulative */
 	int reason;              /* enum sb_guard_reason */
+	/*
+	 * reason window (or end, while sampled and attached): the attached
+	 * window that just ended, [window_start_ns, window_end_ns]: the
+	 * allocator probes saw every call in it. 0 for the other reasons, and in
+	 * traces from before the keys.
+	 */
+	uint64_t window_start_ns, window_end_ns;
 };
 
 size_t sb_guard_format(const struct sb_guard *g, char *buf, size_t cap);

@@ -408,6 +408,8 @@ static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_
 	jw_u64(w, s->tracer_events);
 	jw_key(w, "alloc_sampled");
 	jw_bool(w, s->alloc_sampled);
+	jw_key(w, "alloc_observed");
+	jw_bool(w, s->alloc_observed);
 	if (s->nio) {
 		/* the files behind io_wait (iosys records that name them) */
 		jw_key(w, "io");
@@ -516,6 +518,8 @@ static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_
 		jw_u64(w, s->count[c]);
 	}
 	jw_obj_end(w);
+	jw_key(w, "hot_path");
+	report_audit_step_json(w, s);
 	if (sym)
 		step_stacks(w, e, s, sym);
 	if (identity) {
@@ -941,6 +945,14 @@ int report_json(const struct engine *e, FILE *f)
 		step_obj_sym(&w, e, engine_step(e, i), &s, sym, false);
 	jw_arr_end(&w);
 	summary(&w, e, &s);
+	{
+		struct audit a;
+
+		if (report_audit(e, &s, &a) == 0) {
+			jw_key(&w, "hot_path");
+			report_audit_json(&w, &a);
+		}
+	}
 	loss(&w, e);
 	limits(&w, e);
 	if (sym)

@@ -44,6 +44,57 @@ void report_json_identity(struct jw *w, const struct engine *e);
 void report_cause_phrase(const struct engine *e, const struct eng_step *s, int cause,
 			 const struct eng_who *w, bool has_who, FILE *f);
 const char *report_fmt_ns(char *buf, size_t len, uint64_t ns);   /* "1.25 ms" */
+const char *report_fmt_count(char *buf, size_t len, uint64_t v);  /* "3,411" */
+
+/*
+ * The leading steps that are warm-up: the first step, and the steps after it
+ * up to the first one at or under the tail threshold (CUDA and allocator
+ * start-up, first batches). The audit and compare leave them out.
+ */
+uint64_t report_warmup(const struct engine *e, const struct eng_summary *s);
+
+/*
+ * The hot-path audit (audit.c; docs/ARCHITECTURE.md, "Hot-path audit"): per
+ * launching thread, its counts per steady-state step, what they say.
+ */
+#define AUDIT_THREADS_MAX 8
+#define AUDIT_JUMPS_MAX 3  /* per kind */
+/* a jump: over AUDIT_JUMP_FACTOR x the median, and over the kind's minimum (audit.c) */
+#define AUDIT_JUMP_FACTOR 4
+struct audit_kind {
+	uint64_t steps;          /* steps counted (allocator calls: those the probes saw whole) */
+	uint32_t median, min, max;
+	uint64_t nonzero;        /* steps with a count above 0 */
+	uint64_t total;
+	bool finding;            /* in most steady-state steps, where it should be in none */
+};
+struct audit_jump {
+	uint64_t step;           /* eng_step.step */
+	uint32_t n;
+};
+struct audit_thread {
+	uint32_t tid;
+	char comm[SB_COMM_LEN + 1];
+	uint64_t steps;          /* steady-state steps it was a launching thread in */
+	struct audit_kind k[ENG_NAUDIT];
+	/* steps whose count jumps: the largest of each kind, and how many in all */
+	uint32_t njumps[ENG_NAUDIT];
+	uint64_t jumps_total[ENG_NAUDIT];
+	struct audit_jump jumps[ENG_NAUDIT][AUDIT_JUMPS_MAX];
+};
+struct audit {
+	uint64_t warmup;         /* steps left out at the start */
+	uint64_t steps;          /* complete steady-state steps looked at */
+	uint32_t nthreads;
+	uint32_t threads_left;   /* more launching threads than AUDIT_THREADS_MAX */
+	struct audit_thread t[AUDIT_THREADS_MAX];
+};
+/* 0, or -ENOMEM */
+int report_audit(const struct engine *e, const struct eng_summary *s, struct audit *a);
+void report_audit_text(const struct audit *a, FILE *f);
+void report_audit_json(struct jw *w, const struct audit *a);
+/* a step's "hot_path" array (schemas/report.md) */
+void report_audit_step_json(struct jw *w, const struct eng_step *st);
 
 /*
  * An episode: consecutive tail steps whose largest excess has the same cause

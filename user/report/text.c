@@ -38,7 +38,7 @@ static const char *fmt_ns(char *buf, size_t len, uint64_t ns)
 }
 
 /* 3,411 */
-static const char *fmt_count(char *buf, size_t len, uint64_t v)
+const char *report_fmt_count(char *buf, size_t len, uint64_t v)
 {
 	char tmp[32];
 	int n = snprintf(tmp, sizeof(tmp), "%" PRIu64, v), o = 0;
@@ -124,7 +124,7 @@ static void io_phrase(FILE *f, const struct eng_io *x)
 		x->path[0] ? x->path : sb_file_kind_name(x->kind));
 	if (x->path[0] && x->kind != SB_FILE_REGULAR)
 		fprintf(f, " (%s)", sb_file_kind_name(x->kind));
-	fprintf(f, " (%s call%s, %s", fmt_count(n1, sizeof(n1), x->calls), x->calls == 1 ? "" : "s",
+	fprintf(f, " (%s call%s, %s", report_fmt_count(n1, sizeof(n1), x->calls), x->calls == 1 ? "" : "s",
 		fmt_ns(t, sizeof(t), x->ns));
 	if (x->bytes)
 		fprintf(f, ", %s done", fmt_bytes(b, sizeof(b), x->bytes));
@@ -160,7 +160,7 @@ static void map_phrase(FILE *f, const struct eng_map *m)
 
 	if (m->region) {
 		/* read from /proc/PID/maps (schemas/report.md, "Which mapping") */
-		fprintf(f, " %s faults (%s) in %s mapping %s", fmt_count(n1, sizeof(n1), m->faults),
+		fprintf(f, " %s faults (%s) in %s mapping %s", report_fmt_count(n1, sizeof(n1), m->faults),
 			fmt_ns(t, sizeof(t), m->ns), what[m->region < ENG_NREGION ? m->region : 0],
 			fmt_size(sz, sizeof(sz), m->len));
 		if (m->path[0] && m->region != ENG_REGION_HEAP && m->region != ENG_REGION_STACK)
@@ -171,7 +171,7 @@ static void map_phrase(FILE *f, const struct eng_map *m)
 					: " (found in the maps during the capture)", f);
 		return;
 	}
-	fprintf(f, " %s faults (%s) in %s mapping %s", fmt_count(n1, sizeof(n1), m->faults),
+	fprintf(f, " %s faults (%s) in %s mapping %s", report_fmt_count(n1, sizeof(n1), m->faults),
 		fmt_ns(t, sizeof(t), m->ns), m->anon ? "anon" : "file", fmt_size(sz, sizeof(sz), m->len));
 	if (!m->anon && m->path[0])
 		fprintf(f, " of %s", clean(p, sizeof(p), m->path));
@@ -362,7 +362,7 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 		}
 		break;
 	case ENG_MIGRATION:
-		fprintf(f, " (%s migrations)", fmt_count(n1, sizeof(n1), s->count[ENG_N_MIGRATIONS]));
+		fprintf(f, " (%s migrations)", report_fmt_count(n1, sizeof(n1), s->count[ENG_N_MIGRATIONS]));
 		if (s->nmoves) {
 			/* who moved it first, then whom it waited behind and how long */
 			const struct eng_move *m = &s->moves[0];
@@ -401,9 +401,9 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 		}
 		break;
 	case ENG_PAGE_FAULT:
-		fprintf(f, " (%s faults", fmt_count(n1, sizeof(n1), s->count[ENG_N_FAULTS]));
+		fprintf(f, " (%s faults", report_fmt_count(n1, sizeof(n1), s->count[ENG_N_FAULTS]));
 		if (s->count[ENG_N_MAJOR_FAULTS])
-			fprintf(f, ", %s major", fmt_count(n2, sizeof(n2), s->count[ENG_N_MAJOR_FAULTS]));
+			fprintf(f, ", %s major", report_fmt_count(n2, sizeof(n2), s->count[ENG_N_MAJOR_FAULTS]));
 		fputs(")", f);
 		for (uint32_t i = 0; i < s->nmaps; i++) {
 			fputs(i ? ";" : " —", f);
@@ -411,19 +411,19 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 		}
 		break;
 	case ENG_ALLOC:
-		fprintf(f, " (%s slow allocator calls, ", fmt_count(n1, sizeof(n1), s->count[ENG_N_ALLOCS]));
+		fprintf(f, " (%s slow allocator calls, ", report_fmt_count(n1, sizeof(n1), s->count[ENG_N_ALLOCS]));
 		if (s->count[ENG_N_BURST_ALLOCS])
 			fprintf(f, "%s fast ones in bursts, ",
-				fmt_count(n1, sizeof(n1), s->count[ENG_N_BURST_ALLOCS]));
-		fprintf(f, "%s mmap-family calls)", fmt_count(n2, sizeof(n2), s->count[ENG_N_MMAP]));
+				report_fmt_count(n1, sizeof(n1), s->count[ENG_N_BURST_ALLOCS]));
+		fprintf(f, "%s mmap-family calls)", report_fmt_count(n2, sizeof(n2), s->count[ENG_N_MMAP]));
 		break;
 	case ENG_MEM_RECLAIM:
 		fprintf(f, " (%s reclaim/compaction stalls)",
-			fmt_count(n1, sizeof(n1), s->count[ENG_N_RECLAIMS]));
+			report_fmt_count(n1, sizeof(n1), s->count[ENG_N_RECLAIMS]));
 		break;
 	case ENG_IO_WAIT:
 		if (s->nio) {
-			fprintf(f, " (%s slow I/O calls) — %s", fmt_count(n1, sizeof(n1), s->count[ENG_N_IO]),
+			fprintf(f, " (%s slow I/O calls) — %s", report_fmt_count(n1, sizeof(n1), s->count[ENG_N_IO]),
 				crit);
 			io_phrase(f, &s->io[0]);
 			for (uint32_t i = 1; i < s->nio; i++) {
@@ -432,14 +432,14 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 			}
 		} else if (s->count[ENG_N_IO])
 			fprintf(f, " (%s slow I/O calls) — %s in I/O system calls or uninterruptible "
-				"sleep", fmt_count(n1, sizeof(n1), s->count[ENG_N_IO]), crit);
+				"sleep", report_fmt_count(n1, sizeof(n1), s->count[ENG_N_IO]), crit);
 		else
 			fprintf(f, " — %s in uninterruptible sleep (I/O)", crit);
 		break;
 	case ENG_CUDA_SYNC:
 	case ENG_CUDA_ALLOC:
 	case ENG_CUDA_API:
-		fprintf(f, " (%s CUDA calls)", fmt_count(n1, sizeof(n1), s->count[ENG_N_CUDA]));
+		fprintf(f, " (%s CUDA calls)", report_fmt_count(n1, sizeof(n1), s->count[ENG_N_CUDA]));
 		break;
 	case ENG_HOST_COMPUTE:
 		fprintf(f, " — %s on CPU in its own code", crit);
@@ -629,40 +629,40 @@ static void loss_line(const struct engine *e, FILE *f)
 		fputs("none: 0 ring-buffer drops, 0 GPU channel drops, 0 GPU source (CUPTI) drops, "
 		      "0 late records\n", f);
 	} else {
-		fprintf(f, "%s record%s lost:", fmt_count(n, sizeof(n), l.total), l.total == 1 ? "" : "s");
+		fprintf(f, "%s record%s lost:", report_fmt_count(n, sizeof(n), l.total), l.total == 1 ? "" : "s");
 		for (int i = 0; i <= SB_EV_KERNEL_MAX; i++) {
 			if (!l.ring[i])
 				continue;
-			fprintf(f, "%s %s %s", any ? "," : "", fmt_count(n, sizeof(n), l.ring[i]),
+			fprintf(f, "%s %s %s", any ? "," : "", report_fmt_count(n, sizeof(n), l.ring[i]),
 				sb_type_name(i));
 			any = true;
 		}
 		if (l.gpu_channel)
 			fprintf(f, "%s %s GPU channel", any ? "," : "",
-				fmt_count(n, sizeof(n), l.gpu_channel)), any = true;
+				report_fmt_count(n, sizeof(n), l.gpu_channel)), any = true;
 		if (l.gpu_source)
 			fprintf(f, "%s %s GPU source (CUPTI)", any ? "," : "",
-				fmt_count(n, sizeof(n), l.gpu_source)), any = true;
+				report_fmt_count(n, sizeof(n), l.gpu_source)), any = true;
 		if (l.wait_overflow)
 			fprintf(f, "%s %s waits not measured (kernel map full)", any ? "," : "",
-				fmt_count(n, sizeof(n), l.wait_overflow)), any = true;
+				report_fmt_count(n, sizeof(n), l.wait_overflow)), any = true;
 		if (l.late)
 			fprintf(f, "%s %s arrived too late to be placed in time", any ? "," : "",
-				fmt_count(n, sizeof(n), l.late)), any = true;
+				report_fmt_count(n, sizeof(n), l.late)), any = true;
 		if (l.malformed)
-			fprintf(f, "%s %s malformed", any ? "," : "", fmt_count(n, sizeof(n), l.malformed)),
+			fprintf(f, "%s %s malformed", any ? "," : "", report_fmt_count(n, sizeof(n), l.malformed)),
 				any = true;
 		if (l.gpu_rejected)
 			fprintf(f, "%s %s GPU record%s rejected (times outside the capture: the "
 				"trainer's clock or channel is wrong)", any ? "," : "",
-				fmt_count(n, sizeof(n), l.gpu_rejected), l.gpu_rejected == 1 ? "" : "s"),
+				report_fmt_count(n, sizeof(n), l.gpu_rejected), l.gpu_rejected == 1 ? "" : "s"),
 				any = true;
 		fputs("; blame around them may be low\n", f);
 	}
 	if (l.inferred)
 		fprintf(f, "            %s switch-in%s inferred from runslices: a slice proved the thread "
 			"on its CPU with no switch onto it in the trace (%s); it is counted on the CPU "
-			"from the slice's start\n", fmt_count(n, sizeof(n), l.inferred),
+			"from the slice's start\n", report_fmt_count(n, sizeof(n), l.inferred),
 			l.inferred == 1 ? "" : "s",
 			l.ring[SB_EV_SWITCH_IN] ? "switch-ins dropped above" :
 			"the kernel's sched_switch events skipped it");
@@ -687,34 +687,34 @@ static void limits_lines(const struct engine *e, FILE *f)
 	if (l.thread_records_lost || l.threads_forgotten) {
 		fprintf(f, "%s%s records of threads not followed (the thread table was full); "
 			"%s exited threads forgotten to make room\n", lead,
-			fmt_count(n, sizeof(n), l.thread_records_lost),
-			fmt_count(t, sizeof(t), l.threads_forgotten));
+			report_fmt_count(n, sizeof(n), l.thread_records_lost),
+			report_fmt_count(t, sizeof(t), l.threads_forgotten));
 		lead = "            ";
 	}
 	if (l.strings_dropped) {
 		fprintf(f, "%s%s names (kernel, NVTX) not kept: too many; their records are "
-			"unnamed\n", lead, fmt_count(n, sizeof(n), l.strings_dropped));
+			"unnamed\n", lead, report_fmt_count(n, sizeof(n), l.strings_dropped));
 		lead = "            ";
 	}
 	if (l.kernel_shapes_dropped) {
 		fprintf(f, "%s%s kernels of shapes past the cap: no usual time, no gpu_slow\n", lead,
-			fmt_count(n, sizeof(n), l.kernel_shapes_dropped));
+			report_fmt_count(n, sizeof(n), l.kernel_shapes_dropped));
 		lead = "            ";
 	}
 	if (l.interferers_folded) {
 		fprintf(f, "%s%s small interferers folded together (%s)\n", lead,
-			fmt_count(n, sizeof(n), l.interferers_folded),
+			report_fmt_count(n, sizeof(n), l.interferers_folded),
 			fmt_ns(t, sizeof(t), l.interferers_other_ns));
 		lead = "            ";
 	}
 	if (l.probes_dropped) {
 		fprintf(f, "%s%s more probe-not-attached records not listed\n", lead,
-			fmt_count(n, sizeof(n), l.probes_dropped));
+			report_fmt_count(n, sizeof(n), l.probes_dropped));
 		lead = "            ";
 	}
 	if (l.window_flushes)
 		fprintf(f, "%s%s times the reorder window was swept early: a record far ahead "
-			"in time stopped the clock\n", lead, fmt_count(n, sizeof(n), l.window_flushes));
+			"in time stopped the clock\n", lead, report_fmt_count(n, sizeof(n), l.window_flushes));
 }
 
 /* parts per million as a percentage: 0.31% */
@@ -886,7 +886,7 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 	fprintf(f, "stepblame report: %s[%" PRIu32 "]", clean(nm, sizeof(nm), t.comm), t.pid);
 	if (c.end_ns > c.start_ns)
 		fprintf(f, ", %s captured", fmt_ns(a, sizeof(a), c.end_ns - c.start_ns));
-	fprintf(f, ", %s steps", fmt_count(b, sizeof(b), nsteps));
+	fprintf(f, ", %s steps", report_fmt_count(b, sizeof(b), nsteps));
 	if (c.step_source)
 		fprintf(f, " marked by %s", eng_step_src_name(c.step_source));
 	fputc('\n', f);
@@ -918,7 +918,7 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 		fprintf(f, "Step time   P50 %s   P90 %s   P99 %s   P99.9 %s   max %s   (%s complete)\n",
 			fmt_ns(a, sizeof(a), s.p50), fmt_ns(b, sizeof(b), s.p90),
 			fmt_ns(d, sizeof(d), s.p99), fmt_ns(g, sizeof(g), s.p999),
-			fmt_ns(h, sizeof(h), s.max), fmt_count(nm, sizeof(nm), s.ncomplete));
+			fmt_ns(h, sizeof(h), s.max), report_fmt_count(nm, sizeof(nm), s.ncomplete));
 		fprintf(f, "            P99/P50 = %.2f", s.p99_over_p50);
 		if (s.p99_over_p50 >= 1.5)
 			fputs(": a jitter source exists (>= 1.5); the tail steps below show where it "
@@ -929,8 +929,8 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 	if (s.windowed)
 		fprintf(f, "Window      percentiles, medians and totals over all %s steps (within "
 			"%.1f%%); the detail below covers the last %s (from step index %" PRIu64 ")\n",
-			fmt_count(a, sizeof(a), nsteps), 100 * s.pct_error,
-			fmt_count(b, sizeof(b), nsteps - s.first_kept), s.first_kept);
+			report_fmt_count(a, sizeof(a), nsteps), 100 * s.pct_error,
+			report_fmt_count(b, sizeof(b), nsteps - s.first_kept), s.first_kept);
 	if (s.gpu_busy_share >= 0)
 		fprintf(f, "GPU busy    %.1f%% of step time\n", 100 * s.gpu_busy_share);
 
@@ -939,7 +939,7 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 		uint64_t k = report_episodes(e, &s, &ep), single = 0, hidden = 0;
 
 		fprintf(f, "Tail        %s%s step%s over median + 3·MAD (%s)%s, longest first%s%s:\n",
-			s.windowed ? "about " : "", fmt_count(a, sizeof(a), s.ntail),
+			s.windowed ? "about " : "", report_fmt_count(a, sizeof(a), s.ntail),
 			s.ntail == 1 ? "" : "s", fmt_ns(b, sizeof(b), s.tail_threshold_ns),
 			s.cause_total[ENG_TRACER] ? " less the tracer's own time" : "",
 			s.windowed ? " among the steps kept" : "",
@@ -1022,12 +1022,18 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 			s.ndips, s.windowed ? nsteps - s.first_kept : s.ncomplete);
 	else
 		fprintf(f, "%s: GPU idle time is steady from step to step\n", dip_name(s.dip));
+	{
+		struct audit au;
+
+		if (report_audit(e, &s, &au) == 0)
+			report_audit_text(&au, f);
+	}
 
 	stacks_lines(e, sym, f);
 	tracer_lines(e, &s, f);
 	fprintf(f, "Page faults time estimated (no fault-handler exit probe on this kernel): a fault "
 		"that blocked is charged its sleep (%s did); one that did not, %s each (%s)\n",
-		fmt_count(a, sizeof(a), fm.blocked), fmt_ns(b, sizeof(b), fm.per_fault_ns),
+		report_fmt_count(a, sizeof(a), fm.blocked), fmt_ns(b, sizeof(b), fm.per_fault_ns),
 		fm.method == ENG_FAULT_CALIBRATED ? "calibrated on back-to-back faults in this trace" :
 		fm.method == ENG_FAULT_GIVEN ? "as given" : "the default measured on our machines");
 	loss_line(e, f);
