@@ -6,7 +6,7 @@
 set -eu
 sb=$1 out=$2
 ver=$("$sb" -V | awk '{ print $2 }')
-cmds="record report attach watch run demo dump"
+cmds="record report compare attach watch run demo dump"
 mkdir -p "$out"
 
 # a command's line in `stepblame --help`: its description column (from column 41),

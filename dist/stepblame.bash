@@ -7,7 +7,7 @@ _stepblame() {
 	prev=${COMP_WORDS[COMP_CWORD-1]}
 	cmd=${COMP_WORDS[1]:-}
 	if [ "$COMP_CWORD" -eq 1 ]; then
-		COMPREPLY=($(compgen -W "record report attach watch run demo dump help --version --help" -- "$cur"))
+		COMPREPLY=($(compgen -W "record report compare attach watch run demo dump help --version --help" -- "$cur"))
 		return
 	fi
 	case $prev in
@@ -23,7 +23,7 @@ _stepblame() {
 	esac
 	case $cmd in
 	help)
-		COMPREPLY=($(compgen -W "record report attach watch run demo dump" -- "$cur")); return ;;
+		COMPREPLY=($(compgen -W "record report compare attach watch run demo dump" -- "$cur")); return ;;
 	run)
 		# after --, the command to launch
 		local i
@@ -34,7 +34,7 @@ _stepblame() {
 	if [[ $cur == -* ]]; then
 		words=$("${COMP_WORDS[0]}" "$cmd" --help 2>/dev/null | grep -oE -- '(^|[ ,])--?[a-zA-Z][a-zA-Z0-9-]*' | tr -d ' ,' | sort -u)
 		COMPREPLY=($(compgen -W "$words" -- "$cur"))
-	elif [ "$cmd" = report ] || [ "$cmd" = dump ]; then
+	elif [ "$cmd" = report ] || [ "$cmd" = compare ] || [ "$cmd" = dump ]; then
 		COMPREPLY=($(compgen -f -X '!*.@(sbt|sbt.old)' -- "$cur") $(compgen -d -- "$cur"))
 	fi
 }

@@ -2,8 +2,8 @@
 /*
  * The report formats against their contract: JSON validates against
  * schemas/report.schema.json (with python3's jsonschema when it is installed,
- * and always with the small checker below, which knows the keywords the schema
- * uses), JSONL lines are the steps[] objects, Perfetto JSON has its tracks,
+ * and always with the small checker tests/schema_check.py, which knows the
+ * keywords the schema uses), JSONL lines are the steps[] objects, Perfetto JSON has its tracks,
  * and `stepblame report` on a real trace file writes atomically, says when a
  * trace was cut short, and fails with one line on bad input.
  */
@@ -26,95 +26,6 @@
 #include "engine_synth.h"
 #include "report/symbols.h"
 
-static const char checker_py[] =
-"import json, re, sys\n"
-"def resolve(root, ref):\n"
-"    node = root\n"
-"    for part in ref.lstrip('#/').split('/'):\n"
-"        node = node[part]\n"
-"    return node\n"
-"TYPES = {'object': dict, 'array': list, 'string': str, 'boolean': bool, 'null': type(None)}\n"
-"def is_type(v, t):\n"
-"    if t == 'integer': return isinstance(v, int) and not isinstance(v, bool)\n"
-"    if t == 'number': return isinstance(v, (int, float)) and not isinstance(v, bool)\n"
-"    return isinstance(v, TYPES[t])\n"
-"KNOWN = {'$schema','$id','$defs','$ref','title','description','type','required','properties',\n"
-"         'additionalProperties','patternProperties','items','enum','const','minimum','maximum'}\n"
-"def check(root, s, v, path):\n"
-"    unknown = set(s) - KNOWN\n"
-"    if unknown: raise SystemExit('checker does not know %s' % unknown)\n"
-"    if '$ref' in s: check(root, resolve(root, s['$ref']), v, path)\n"
-"    if 'type' in s:\n"
-"        ts = s['type'] if isinstance(s['type'], list) else [s['type']]\n"
-"        if not any(is_type(v, t) for t in ts): fail(path, 'is %r, not %s' % (v, ts))\n"
-"    if 'const' in s and v != s['const']: fail(path, '%r != %r' % (v, s['const']))\n"
-"    if 'enum' in s and v not in s['enum']: fail(path, '%r not in %s' % (v, s['enum']))\n"
-"    if isinstance(v, (int, float)) and not isinstance(v, bool):\n"
-"        if 'minimum' in s and v < s['minimum']: fail(path, '%r < %r' % (v, s['minimum']))\n"
-"        if 'maximum' in s and v > s['maximum']: fail(path, '%r > %r' % (v, s['maximum']))\n"
-"    if isinstance(v, dict):\n"
-"        for k in s.get('required', []):\n"
-"            if k not in v: fail(path, 'lacks ' + k)\n"
-"        props = s.get('properties', {})\n"
-"        for k, x in v.items():\n"
-"            if k in props: check(root, props[k], x, path + '.' + k); continue\n"
-"            pat = [p for p in s.get('patternProperties', {}) if re.search(p, k)]\n"
-"            for p in pat: check(root, s['patternProperties'][p], x, path + '.' + k)\n"
-"            # the schema leaves objects open for consumers; written by this version, a field\n"
-"            # the schema does not list is undocumented\n"
-"            if not pat and s.get('additionalProperties', not ('properties' in s or 'patternProperties' in s)) is False: fail(path, 'undocumented field ' + k)\n"
-"    if isinstance(v, list) and 'items' in s:\n"
-"        for i, x in enumerate(v): check(root, s['items'], x, '%s[%d]' % (path, i))\n"
-"def fail(path, why): raise ValueError(path + ': ' + why)\n"
-"def validate(schema, doc, sub=None):\n"
-"    s = resolve(schema, sub) if sub else schema\n"
-"    check(schema, s, doc, '$')\n"
-"    try:\n"
-"        import jsonschema\n"
-"    except ImportError:\n"
-"        return\n"
-"    full = dict(s); full['$defs'] = schema['$defs']\n"
-"    jsonschema.Draft202012Validator(full).validate(doc)\n"
-"mode, schema_path, path = sys.argv[1], sys.argv[2], sys.argv[3]\n"
-"schema = json.load(open(schema_path))\n"
-"try:\n"
-"    if mode == 'doc':\n"
-"        validate(schema, json.load(open(path)))\n"
-"    elif mode == 'ranks':\n"
-"        validate(schema, json.load(open(path)), '#/$defs/ranks')\n"
-"    elif mode == 'jsonl':\n"
-"        doc = json.load(open(sys.argv[4]))\n"
-"        lines = [json.loads(l) for l in open(path)]\n"
-"        if len(lines) != len(doc['steps']): fail('$', '%d lines, %d steps' % (len(lines), len(doc['steps'])))\n"
-"        for i, (a, b) in enumerate(zip(lines, doc['steps'])):\n"
-"            validate(schema, a, '#/$defs/step')\n"
-"            if a.pop('identity', None) != doc['identity']: fail('line %d' % i, 'its identity is not the report\\'s')\n"
-"            if a.pop('loss_total', None) != doc['loss']['total']: fail('line %d' % i, 'its loss_total is not the report\\'s loss.total')\n"
-"            if a != b: fail('line %d' % i, 'differs from steps[%d]' % i)\n"
-"    elif mode == 'perfetto':\n"
-"        want_steps = int(sys.argv[4])\n"
-"        d = json.load(open(path))\n"
-"        ev = d['traceEvents']\n"
-"        for e in ev:\n"
-"            if e['ph'] not in ('X', 'M'): fail('event', 'phase ' + e['ph'])\n"
-"            if e['ph'] == 'X' and (e['dur'] < 0 or not isinstance(e['ts'], (int, float))): fail('event', repr(e))\n"
-"        cat = lambda c: [e for e in ev if e.get('cat') == c]\n"
-"        if len(cat('step')) != want_steps: fail('steps', '%d slices, want %d' % (len(cat('step')), want_steps))\n"
-"        if not cat('gpu'): fail('gpu', 'no GPU stream slices')\n"
-"        if not cat('blame'): fail('blame', 'no blame slices')\n"
-"        if not [e for e in cat('interferer') if e['pid'] == 900]: fail('interferer', 'noisy[900] missing')\n"
-"        if not [e for e in cat('thread') if e['pid'] == 100 and e['tid'] == 101 and e['name'] == 'cpu_wait']: fail('thread', 'no cpu_wait slice on the launcher')\n"
-"        names = {(e['pid'], e.get('tid')): e['args']['name'] for e in ev if e['ph'] == 'M'}\n"
-"        if names.get((100, 101)) != 'launcher': fail('names', 'launcher thread unnamed')\n"
-"        if not any(v.startswith('trainer') for k, v in names.items() if k[1] is None): fail('names', 'no process name for the target')\n"
-"        if names.get((900, None)) != 'noisy': fail('names', 'interferer process unnamed')\n"
-"except (ValueError, KeyError, TypeError) as e:\n"
-"    print('INVALID', e)\n"
-"    sys.exit(1)\n"
-"except Exception as e:\n"
-"    print('INVALID', type(e).__name__, str(e).splitlines()[0])\n"
-"    sys.exit(1)\n"
-"print('OK')\n";
 
 static char dir[64];
 static char checker[128];
@@ -1217,19 +1128,12 @@ static void t_report_help(void)
 
 int main(void)
 {
-	FILE *f;
-
 	snprintf(dir, sizeof(dir), "/tmp/sb-report-XXXXXX");
 	if (!mkdtemp(dir)) {
 		printf("FAIL setup: mkdtemp: %s\n", strerror(errno));
 		return 1;
 	}
-	snprintf(checker, sizeof(checker), "%s/check.py", dir);
-	f = fopen(checker, "w");
-	if (!f || fputs(checker_py, f) < 0 || fclose(f)) {
-		printf("FAIL setup: writing %s\n", checker);
-		return 1;
-	}
+	snprintf(checker, sizeof(checker), "tests/schema_check.py");
 	have_python = system("python3 -c 'import json' >/dev/null 2>&1") == 0;
 	if (access("schemas/report.schema.json", R_OK)) {
 		printf("FAIL setup: run from the repository root (schemas/report.schema.json)\n");

@@ -3,6 +3,8 @@
 #ifndef STEPBLAME_CMDS_H
 #define STEPBLAME_CMDS_H
 
+#include <stdbool.h>
+
 int cmd_record(int argc, char **argv); /* record.c */
 int cmd_attach(int argc, char **argv); /* record.c */
 int cmd_watch(int argc, char **argv);  /* watch.c */
@@ -10,6 +12,7 @@ int cmd_dump(int argc, char **argv);   /* dump.c */
 int cmd_report(int argc, char **argv); /* report.c */
 int cmd_demo(int argc, char **argv);   /* demo.c */
 int cmd_run(int argc, char **argv);    /* run.c */
+int cmd_compare(int argc, char **argv); /* compare.c */
 
 struct engine_opts;
 
@@ -28,5 +31,16 @@ int report_rank_files(char **paths, int n, enum report_fmt fmt, const char *outp
 		      const struct engine_opts *opts);
 int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
 		      const struct engine_opts *opts);
+
+/*
+ * Feeds a whole trace to a new engine and finishes it (report.c); *rp is the
+ * reader (sbt_close it). *bad_input: the trace is damaged, and the engine has
+ * what came before the damage. NULL after one line on stderr.
+ */
+struct sbt_reader;
+/* --lag SEC of report and compare into eo; -1 after one line on stderr */
+int report_parse_lag(const char *cmd, const char *arg, struct engine_opts *eo);
+struct engine *report_engine_of_file(const char *path, const struct engine_opts *opts,
+				     struct sbt_reader **rp, bool *bad_input);
 
 #endif

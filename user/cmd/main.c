@@ -15,6 +15,7 @@ static const char usage[] =
 "  record -p PID [-d SEC] -o FILE        capture to a trace file\n"
 "  report FILE [--format text|json|jsonl|perfetto|html] [-o OUT]\n"
 "                                        per-step blame from a trace file\n"
+"  compare BASE NEW [--fail-over PCT]   what got slower between two runs, and why\n"
 "  attach -p PID [-d SEC] [--jsonl OUT]  live: a line per step, then the report\n"
 "  watch (-p PID|-n REGEX|--cgroup PATH) [--dir DIR]\n"
 "                                        always on: a step stream, and the detail\n"
@@ -38,6 +39,7 @@ int main(int argc, char **argv)
 		{ "attach", cmd_attach },
 		{ "watch", cmd_watch },
 		{ "report", cmd_report },
+		{ "compare", cmd_compare },
 		{ "dump", cmd_dump },
 		{ "demo", cmd_demo },
 		{ "run", cmd_run },

@@ -75,6 +75,18 @@ static const char usage_tail[] =
 "  stepblame report run.sbt -o run.html        # open it in any browser, offline\n"
 "  stepblame report rank0.sbt rank1.sbt rank2.sbt   # which rank straggles, and why\n";
 
+int report_parse_lag(const char *cmd, const char *arg, struct engine_opts *eo)
+{
+	int64_t ns = parse_duration_ns(arg);
+
+	if (ns <= 0) {
+		sb_err("%s: --lag wants a duration such as 3 or 1500ms, not '%s'", cmd, arg);
+		return -1;
+	}
+	eo->lag_ns = (uint64_t)ns;
+	return 0;
+}
+
 int cmd_report(int argc, char **argv)
 {
 	struct engine_opts eo = { 0 };
@@ -116,17 +128,10 @@ int cmd_report(int argc, char **argv)
 		case OPT_STEP_KERNEL:
 			eo.step_kernel = optarg;
 			break;
-		case OPT_LAG: {
-			int64_t ns = parse_duration_ns(optarg);
-
-			if (ns <= 0) {
-				sb_err("report: --lag wants a duration such as 3 or 1500ms, not '%s'",
-				       optarg);
+		case OPT_LAG:
+			if (report_parse_lag("report", optarg, &eo))
 				return 2;
-			}
-			eo.lag_ns = (uint64_t)ns;
 			break;
-		}
 		case 'h':
 			fputs(usage, stdout);
 			opts_help(stdout, options, 24, 0);
@@ -163,7 +168,7 @@ int cmd_report(int argc, char **argv)
  * Feeds a whole trace to a new engine and finishes it. *bad_input: the
  * trace is damaged, and the engine has what came before the damage.
  */
-static struct engine *engine_of_file(const char *path, const struct engine_opts *opts,
+struct engine *report_engine_of_file(const char *path, const struct engine_opts *opts,
 				     struct sbt_reader **rp, bool *bad_input)
 {
 	struct engine_opts eo = *opts;
@@ -304,7 +309,7 @@ int report_rank_files(char **paths, int n, enum report_fmt fmt, const char *outp
 		bool bad_input;
 
 		eo.timeline = (struct eng_timeline_hooks){ .ctx = &c, .gpu_op = collective_op };
-		eng[i] = engine_of_file(paths[i], &eo, &rd[i], &bad_input);
+		eng[i] = report_engine_of_file(paths[i], &eo, &rd[i], &bad_input);
 		if (!eng[i]) {
 			free(c.iv);
 			goto done;
@@ -360,7 +365,7 @@ int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
 		sb_err("report: out of memory");
 		goto done;
 	}
-	e = engine_of_file(path, &eo, &r, &bad_input);
+	e = report_engine_of_file(path, &eo, &r, &bad_input);
 	if (!e)
 		goto done;
 	switch (fmt) {

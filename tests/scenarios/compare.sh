@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# stepblame compare on real traces of simtrainer runs (schemas/report.md,
+# "Compare"): runs of one configuration are never called a regression (every
+# pair of seven runs: 21 tries), and --fail-over passes them; a checkpoint every
+# 20 steps instead of every 150, and a hog on the launcher's CPU for steps
+# 60-200 (against a run without checkpoints), are found
+# (slower, the gate fails with exit 3) and put on the right cause (io_wait;
+# cpu_wait with the hog appearing among the interferers). A JSON report as one
+# side gives the same verdict as its trace.
+set -u
+. "$(dirname "$0")/../lib.sh"
+T=compare
+
+need_sim $T || exit 0
+if [ -x "${PLAIN_SIMTRAINER:-}" ]; then SIMTRAINER=$PLAIN_SIMTRAINER; fi
+tmp=$(mktemp -d)
+# checkpoints go to a disk (fsync on tmpfs costs nothing)
+ckdir=$(mktemp -d /var/tmp/sb-compare.XXXXXX)
+sim=
+cleanup() { [ -n "$sim" ] && kill -9 "$sim" 2>/dev/null; rm -rf "$tmp" "$ckdir"; }
+trap cleanup EXIT
+
+
+one() { # name, simtrainer options...
+	local name=$1 rc simrc
+	shift
+	"$SIMTRAINER" --steps 300 --kernels 8 --kernel-us 600 --jitter 5 --start-delay-ms 1500 \
+		--mark usdt --ckpt-dir "$ckdir" --quiet "$@" >"$tmp/$name.sim" 2>&1 &
+	sim=$!
+	"$STEPBLAME" record -p "$sim" -d 90 --no-gpu -o "$tmp/$name.sbt" >"$tmp/$name.rec" 2>&1
+	rc=$?
+	wait "$sim"; simrc=$?; sim=
+	if [ $rc != 0 ] || [ $simrc != 0 ]; then
+		fail "$T/$name" "record exited $rc, simtrainer $simrc: $(tail -2 "$tmp/$name.rec" | tr '\n' ' ')"
+		return 1
+	fi
+}
+
+# compare BASE NEW [options]: the JSON in $tmp/cmp.json, the exit status in $crc
+# (checked against its schema: a failure is counted in $invalid)
+invalid=
+cmp() {
+	"$STEPBLAME" compare "$@" -f json -o "$tmp/cmp.json" 2>"$tmp/cmp.err"
+	crc=$?
+	if ! python3 "$(dirname "$0")/../schema_check.py" compare schemas/report.schema.json \
+		"$tmp/cmp.json" >"$tmp/schema.out" 2>&1; then
+		invalid="$invalid $(tail -1 "$tmp/schema.out");"
+	fi
+}
+
+# runs of one configuration: every pair, both ways round for the gate
+ok=1
+for i in 1 2 3 4 5 6 7; do one "same$i" --inject ckpt/150 || ok=0; done
+if [ $ok = 1 ]; then
+	bad=
+	tries=0
+	for i in 1 2 3 4 5 6 7; do
+		for j in 1 2 3 4 5 6 7; do
+			[ $i -lt $j ] || continue
+			cmp "$tmp/same$i.sbt" "$tmp/same$j.sbt" --fail-over 5
+			tries=$((tries + 1))
+			v=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("regression" if d["regression"] else "same", *("%s=%s[%s,%s]" % (k, v["ratio"], v.get("ci_low"), v.get("ci_high")) for k, v in d["percentiles"].items() if v.get("verdict") == "slower"))' "$tmp/cmp.json" 2>&1)
+			if [ $crc != 0 ] || [ "${v%% *}" != same ]; then
+				bad="$bad same$i->same$j: exit $crc, $v;"
+			fi
+		done
+	done
+	if [ -z "$bad" ] && [ $tries = 21 ]; then pass "$T/same_config_21_tries"
+	else fail "$T/same_config_21_tries" "$bad"; fi
+fi
+
+# found, gated and attributed: python checks the JSON of compare BASE NEW
+check() { # name, base, new, cause, interferer that must appear ("" none)
+	local name=$1 base=$2 new=$3 cause=$4 who=$5
+	cmp "$base" "$new" --fail-over 5
+	if [ $crc != 3 ]; then
+		fail "$T/$name" "compare exited $crc, not 3 (the gate): $(head -c 300 "$tmp/cmp.json") $(head -1 "$tmp/cmp.err")"
+		return
+	fi
+	python3 - "$T/$name" "$tmp/cmp.json" "$cause" "$who" <<'PY'
+import json, sys
+name, path, cause, who = sys.argv[1:5]
+d = json.load(open(path))
+bad = []
+if not d["regression"] or not d["gate_failed"]:
+    bad.append("regression %s, gate_failed %s" % (d["regression"], d["gate_failed"]))
+if d["grew_most"] != cause:
+    bad.append("grew most: %s, not %s" % (d["grew_most"], cause))
+c = d["causes"].get(cause)
+if not c or c["new_mean_ns"] <= c["base_mean_ns"]:
+    bad.append("%s mean per step did not grow: %s" % (cause, c))
+if who and who not in [x["comm"] for x in d["interferers_appeared"]]:
+    bad.append("%s not among the interferers that appeared: %s" % (who, d["interferers_appeared"]))
+if who and not any(e["cause"] == cause for e in d["new_episodes"]):
+    bad.append("no new tail episode of %s: %s" % (cause, d["new_episodes"][:3]))
+print("FAIL %s: %s" % (name, "; ".join(bad)) if bad else "PASS %s" % name)
+PY
+}
+
+if [ -s "$tmp/same1.sbt" ] && one ckpt20 --inject ckpt/20; then
+	check ckpt_every_20 "$tmp/same1.sbt" "$tmp/ckpt20.sbt" io_wait ""
+	# the same verdict from the JSON report of BASE
+	if "$STEPBLAME" report "$tmp/same1.sbt" -f json -o "$tmp/same1.json.gz" 2>"$tmp/err"; then
+		check ckpt_every_20_from_report "$tmp/same1.json.gz" "$tmp/ckpt20.sbt" io_wait ""
+	else
+		fail "$T/ckpt_every_20_from_report" "report: $(head -1 "$tmp/err")"
+	fi
+fi
+# without checkpoints: two 120 ms steps in each run would leave the mean's interval
+# wide open, and a hog that slows most steps a little is what the gate must catch
+if one plain && one hog --inject hog@60-200:-10; then
+	check hog "$tmp/plain.sbt" "$tmp/hog.sbt" cpu_wait noisy-neighbor
+fi
+
+if [ -z "$invalid" ]; then pass "$T/json_schema"; else fail "$T/json_schema" "$invalid"; fi
+
+# usage errors: one line, exit 2
+"$STEPBLAME" compare "$tmp/same1.sbt" >/dev/null 2>"$tmp/u1"; r1=$?
+"$STEPBLAME" compare "$tmp/same1.sbt" "$tmp/same2.sbt" --fail-over p42=3 >/dev/null 2>"$tmp/u2"; r2=$?
+echo '{"not": "a report"}' >"$tmp/x.json"
+"$STEPBLAME" compare "$tmp/x.json" "$tmp/same2.sbt" >/dev/null 2>"$tmp/u3"; r3=$?
+if [ $r1 = 2 ] && [ $r2 = 2 ] && [ $r3 = 1 ] && [ "$(wc -l <"$tmp/u1")" = 1 ] &&
+   grep -q 'not a stepblame JSON report' "$tmp/u3"; then
+	pass "$T/errors"
+else
+	fail "$T/errors" "exits $r1 $r2 $r3: $(cat "$tmp/u1" "$tmp/u2" "$tmp/u3" | tr '\n' ' ')"
+fi
