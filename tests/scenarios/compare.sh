@@ -114,6 +114,45 @@ fi
 
 if [ -z "$invalid" ]; then pass "$T/json_schema"; else fail "$T/json_schema" "$invalid"; fi
 
+# the page (--format html): opened in Chromium, it shows what the JSON says
+if [ -s "$tmp/ckpt20.sbt" ] && need_chromium "$T/html"; then
+	"$STEPBLAME" compare "$tmp/same1.sbt" "$tmp/ckpt20.sbt" -f json -o "$tmp/c.json" 2>/dev/null
+	if "$STEPBLAME" compare "$tmp/same1.sbt" "$tmp/ckpt20.sbt" -o "$tmp/c.html" 2>"$tmp/err"; then
+		PYTHONPATH="$(dirname "$0")/.." python3 - "$T/html" "$tmp/c.html" "$tmp/c.json" <<'PY'
+import json, os, sys
+from browser import Browser
+name, page, jpath = sys.argv[1:4]
+d = json.load(open(jpath))
+bad = []
+with Browser() as b:
+    b.open("file://" + os.path.abspath(page))
+    b.wait_for("document.readyState === 'complete'")
+    if b.errors:
+        bad.append("errors: %s" % b.errors[:3])
+    others = [u for u in b.requests if u != "file://" + os.path.abspath(page)]
+    if others:
+        bad.append("the page asked for %s" % others[:3])
+    rows = b.eval("Array.from(document.querySelectorAll('#stats tr')).slice(1).map(r => r.cells[0].textContent + '=' + r.cells[5].textContent).join(';')")
+    want = ";".join("%s=%s" % (k, {"slower": "slower", "faster": "faster", "same": "no change beyond noise"}[v["verdict"]] if "verdict" in v else "one step: no interval") for k, v in d["percentiles"].items())
+    if rows != want:
+        bad.append("stats rows %r, the JSON %r" % (rows, want))
+    verdict = b.eval("document.getElementById('verdict').textContent")
+    if d["regression"] != verdict.startswith("NEW is slower") or (d["grew_most"] and d["regression"] and d["grew_most"] not in verdict):
+        bad.append("verdict %r, JSON regression %s grew_most %s" % (verdict, d["regression"], d["grew_most"]))
+    pts = b.eval("Array.from(document.querySelectorAll('#dist polyline')).map(p => p.points.numberOfItems).join(',')")
+    n = [int(x) for x in pts.split(",") if x]
+    if len(n) != 2 or min(n) < 50:
+        bad.append("distribution curves with %s points" % pts)
+    ep = b.eval("document.querySelectorAll('#episodes tr').length") - 1
+    if ep != min(len(d["new_episodes"]), 200):
+        bad.append("%d episode rows, the JSON has %d" % (ep, len(d["new_episodes"])))
+print("FAIL %s: %s" % (name, "; ".join(bad)) if bad else "PASS %s" % name)
+PY
+	else
+		fail "$T/html" "compare -o c.html: $(head -1 "$tmp/err")"
+	fi
+fi
+
 # usage errors: one line, exit 2
 "$STEPBLAME" compare "$tmp/same1.sbt" >/dev/null 2>"$tmp/u1"; r1=$?
 "$STEPBLAME" compare "$tmp/same1.sbt" "$tmp/same2.sbt" --fail-over p42=3 >/dev/null 2>"$tmp/u2"; r2=$?

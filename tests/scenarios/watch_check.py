@@ -21,12 +21,14 @@ events = [e for e in events if "kind" in e]
 if not events:
     print("FAILED: no injection in %s" % truth)
     sys.exit(0)
-steps = {}  # step -> (snippet, step object)
+# step -> [(snippet, step object)]: a step near the start of a later snippet's
+# window is in it too, so every snippet that holds it is looked at
+steps = {}
 for f in sorted(glob.glob(os.path.join(d, "tail-%d-step*.sbt.json" % pid))):
     r = json.load(open(f))
     for s in r["steps"]:
         if not s["incomplete"]:
-            steps.setdefault(s["step"], (os.path.basename(f)[:-5], s))
+            steps.setdefault(s["step"], []).append((os.path.basename(f)[:-5], s))
 bad, said = [], []
 def top(s):
     b = [x for x in s["blame"] if x["cause"] not in ("tracer", "vm_steal")]
@@ -52,14 +54,12 @@ for ev in episodes:
             continue
         ev = hurt
     for e in ev:
-        if e["step"] not in steps:
-            continue
-        f, s = steps[e["step"]]
-        t = top(s)
-        if t and t["cause"] in CAUSES[kind] and (kind != "hog" or t.get("culprit", {}).get("comm") == "noisy-neighbor"):
-            ok.append("%d in %s: %s %.1f ms" % (e["step"], f, t["cause"], t["ns"] / 1e6))
-        else:
-            said.append("%s step %d in %s: top %s" % (kind, e["step"], f, t and (t["cause"], t.get("culprit", {}).get("comm"), t["ns"])))
+        for f, s in steps.get(e["step"], []):
+            t = top(s)
+            if t and t["cause"] in CAUSES[kind] and (kind != "hog" or t.get("culprit", {}).get("comm") == "noisy-neighbor"):
+                ok.append("%d in %s: %s %.1f ms" % (e["step"], f, t["cause"], t["ns"] / 1e6))
+            else:
+                said.append("%s step %d in %s: top %s" % (kind, e["step"], f, t and (t["cause"], t.get("culprit", {}).get("comm"), t["ns"])))
     if not ok:
         bad.append("%s (steps %s): no snippet blames it right%s" % (kind, ",".join(str(e["step"]) for e in ev),
                    "" if any(e["step"] in steps for e in ev) else " (none of its steps is in a snippet)"))

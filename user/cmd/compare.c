@@ -952,11 +952,211 @@ static void json_out(const struct result *r, FILE *f)
 	fputc('\n', f);
 }
 
+/* ---- a page for a browser: tables and the two step-time distributions ---- */
+
+static void h_esc(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '<')
+			fputs("&lt;", f);
+		else if (c == '>')
+			fputs("&gt;", f);
+		else if (c == '&')
+			fputs("&amp;", f);
+		else if (c == '"')
+			fputs("&quot;", f);
+		else if (c < 0x20 || c == 0x7f)
+			fputs("\xef\xbf\xbd", f); /* U+FFFD */
+		else
+			fputc(c, f);
+	}
+}
+
+/* one run's step times (less the tracer) as a distribution curve, x on a log scale */
+static void h_curve(FILE *f, const struct run *r, double lx0, double lx1, const char *cls)
+{
+	uint64_t *v = malloc((r->nuse ? r->nuse : 1) * sizeof(*v));
+	size_t stride;
+
+	if (!v)
+		return;
+	durations(r, v);
+	qsort(v, r->nuse, sizeof(*v), step_cmp);
+	stride = r->nuse > 1000 ? r->nuse / 1000 : 1;
+	fprintf(f, "<polyline class=\"%s\" points=\"", cls);
+	for (size_t i = 0; i < r->nuse; i += stride) {
+		size_t j = i + stride - 1 < r->nuse ? i + stride - 1 : r->nuse - 1;
+		double x = log10((double)(v[j] ? v[j] : 1));
+		double px = 60 + 700 * (x - lx0) / (lx1 > lx0 ? lx1 - lx0 : 1);
+		double py = 260 - 240 * (double)(j + 1) / (double)r->nuse;
+
+		fprintf(f, "%.1f,%.1f ", px, py);
+	}
+	fputs("\"/>\n", f);
+	free(v);
+}
+
+static void h_dist(FILE *f, const struct result *r)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+	double lx0, lx1;
+	char a[32];
+
+	for (int s = 0; s < 2; s++)
+		for (size_t i = 0; i < r->side[s]->nuse; i++) {
+			const struct cstep *st = &r->side[s]->s[r->side[s]->use[i]];
+			uint64_t d = st->dur > st->tracer ? st->dur - st->tracer : 1;
+
+			lo = d < lo ? d : lo;
+			hi = d > hi ? d : hi;
+		}
+	if (!hi)
+		return;
+	lx0 = log10((double)(lo ? lo : 1)) - 0.02;
+	lx1 = log10((double)hi) + 0.02;
+	fputs("<h2>Step time distribution</h2>\n<svg id=\"dist\" width=\"800\" height=\"300\" "
+	      "viewBox=\"0 0 800 300\" role=\"img\" aria-label=\"share of steps at or under each "
+	      "step time\">\n<rect x=\"60\" y=\"20\" width=\"700\" height=\"240\" class=\"frame\"/>\n", f);
+	for (int k = 0; k <= 4; k++) {
+		double x = lx0 + (lx1 - lx0) * k / 4;
+
+		fprintf(f, "<text x=\"%.1f\" y=\"280\" class=\"tick\">%s</text>\n", 60 + 700.0 * k / 4,
+			ms(a, sizeof(a), pow(10, x)));
+	}
+	fputs("<text x=\"55\" y=\"24\" class=\"tick r\">100%</text><text x=\"55\" y=\"264\" "
+	      "class=\"tick r\">0%</text>\n", f);
+	h_curve(f, r->side[0], lx0, lx1, "base");
+	h_curve(f, r->side[1], lx0, lx1, "new");
+	fputs("<text x=\"70\" y=\"40\" class=\"lg base\">BASE</text><text x=\"70\" y=\"56\" "
+	      "class=\"lg new\">NEW</text>\n</svg>\n<p class=\"note\">Share of the steps compared at "
+	      "or under each step time (less the tracer's cost), log scale: a curve to the right "
+	      "is slower.</p>\n", f);
+}
+
+static void html_out(const struct result *r, FILE *f)
+{
+	char a[32], b[32], c[32];
+
+	fputs("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+	      "<meta name=\"viewport\" content=\"width=device-width\">\n<title>stepblame compare"
+	      "</title>\n<style>\nbody{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}"
+	      "table{border-collapse:collapse;margin:8px 0 16px}td,th{padding:3px 10px;text-align:"
+	      "right;border-bottom:1px solid #ddd}th{background:#f3f3f3}td.l,th.l{text-align:left}"
+	      ".slower{color:#b00020;font-weight:600}.faster{color:#137333}.verdict{font-size:16px;"
+	      "padding:8px 12px;background:#f6f6f6;border-left:4px solid #888}.verdict.slower{"
+	      "border-color:#b00020}.frame{fill:none;stroke:#bbb}.tick{font-size:11px;fill:#555}"
+	      ".tick.r{text-anchor:end}polyline{fill:none;stroke-width:2}polyline.base,.lg.base{"
+	      "stroke:#4a6fa5;fill:#4a6fa5}polyline.new,.lg.new{stroke:#e07b00;fill:#e07b00}"
+	      "polyline.base,polyline.new{fill:none}.note{color:#666;font-size:12px}code{font-size:"
+	      "13px}\n</style></head><body>\n<h1>stepblame compare</h1>\n<p>BASE <code>", f);
+	h_esc(f, r->side[0]->path);
+	fprintf(f, "</code> (%s), NEW <code>", r->side[0]->kind);
+	h_esc(f, r->side[1]->path);
+	fprintf(f, "</code> (%s): %zu and %zu steps compared (%s; warm-up left out: %" PRIu64
+		" and %" PRIu64 ").</p>\n", r->side[1]->kind, r->side[0]->nuse, r->side[1]->nuse,
+		r->c.aligned ? "the step numbers both have" : "all steady steps of each",
+		r->side[0]->warmup, r->side[1]->warmup);
+	fprintf(f, "<p id=\"verdict\" class=\"verdict%s\">", slower(r) ? " slower" : "");
+	if (slower(r)) {
+		const char *sep = "";
+
+		fputs("NEW is slower (", f);
+		for (int k = S_P50; k <= S_MEAN; k++)
+			if (k != S_P90 && r->c.p[k].verdict > 0) {
+				fprintf(f, "%s%s", sep, pct_names[k]);
+				sep = ", ";
+			}
+		fputc(')', f);
+		if (r->worst >= 0)
+			fprintf(f, ": mostly %s, %s per step on average", eng_cause_name(r->worst),
+				signed_ms(a, sizeof(a), r->cc[r->worst].mean[1] - r->cc[r->worst].mean[0]));
+	} else {
+		fputs("No regression beyond noise at P50, the mean or P99", f);
+	}
+	if (gate_failed(r))
+		fputs(" &mdash; the --fail-over gate fails", f);
+	fputs("</p>\n<h2>Step time, less the tracer's cost</h2>\n<table id=\"stats\"><tr><th class=\"l\">"
+	      "</th><th>BASE</th><th>NEW</th><th>NEW/BASE</th><th>95% interval</th><th class=\"l\">"
+	      "verdict</th><th class=\"l\">--fail-over</th></tr>\n", f);
+	for (int k = 0; k < NPCT; k++) {
+		const struct pct_cmp *p = &r->c.p[k];
+		const char *v = k == NPCT - 1 ? "one step: no interval" : p->verdict > 0 ? "slower" :
+				p->verdict < 0 ? "faster" : "no change beyond noise";
+
+		fprintf(f, "<tr><td class=\"l\">%s</td><td>%s</td><td>%s</td><td>%.3f</td><td>",
+			pct_names[k], ms(a, sizeof(a), (double)p->base), ms(b, sizeof(b), (double)p->new),
+			p->ratio);
+		if (k < NPCT - 1)
+			fprintf(f, "%.3f &ndash; %.3f", p->lo, p->hi);
+		fprintf(f, "</td><td class=\"l%s\">%s</td><td class=\"l\">%s</td></tr>\n",
+			p->verdict > 0 && k < NPCT - 1 ? " slower" : p->verdict < 0 && k < NPCT - 1 ?
+			" faster" : "", v, r->fail_pct[k] < 0 ? "" : r->failed[k] ? "fails" : "passes");
+	}
+	fprintf(f, "</table>\n<p class=\"note\">Bootstrap of %" PRIu64 " resamples; a change under "
+		"%.3g%% is none. Tracer's median cost per step: %s in BASE, %s in NEW.</p>\n",
+		r->c.resamples, 100 * r->min_change, ms(a, sizeof(a), (double)r->tracer_med[0]),
+		ms(b, sizeof(b), (double)r->tracer_med[1]));
+	h_dist(f, r);
+	fputs("<h2>Causes, per step compared</h2>\n<table id=\"causes\"><tr><th class=\"l\">cause"
+	      "</th><th>median BASE</th><th>median NEW</th><th>mean BASE</th><th>mean NEW</th>"
+	      "<th>change in tail steps</th></tr>\n", f);
+	for (int k = 0; k < ENG_NCAUSE; k++) {
+		const struct cause_cmp *x = &r->cc[k];
+
+		if (!x->mean[0] && !x->mean[1])
+			continue;
+		fprintf(f, "<tr%s><td class=\"l\">%s</td><td>%s</td><td>%s</td><td>%s</td>",
+			k == r->worst ? " class=\"slower\"" : "", eng_cause_name(k),
+			ms(a, sizeof(a), (double)x->med[0]), ms(b, sizeof(b), (double)x->med[1]),
+			ms(c, sizeof(c), x->mean[0]));
+		fprintf(f, "<td>%s</td>", ms(a, sizeof(a), x->mean[1]));
+		fprintf(f, "<td>%s</td></tr>\n", signed_ms(b, sizeof(b), x->tail_mean[1] - x->tail_mean[0]));
+	}
+	fputs("</table>\n<h2>Interferers</h2>\n<ul id=\"interferers\">\n", f);
+	for (int s = 0; s < 2; s++) {
+		const struct citf *x = s ? r->vanished : r->appeared;
+		int nx = s ? r->nvanished : r->nappeared;
+
+		for (int i = 0; i < nx; i++) {
+			fprintf(f, "<li>%s: <code>", s ? "vanished" : "appeared");
+			h_esc(f, x[i].comm);
+			fprintf(f, "</code> (%s in %s)</li>\n", ms(a, sizeof(a), (double)x[i].ns),
+				s ? "BASE" : "NEW");
+		}
+	}
+	if (!r->nappeared && !r->nvanished)
+		fputs("<li>the same in both: none appeared or vanished</li>\n", f);
+	fputs("</ul>\n<h2>Tail episodes in NEW that BASE has not</h2>\n<table id=\"episodes\"><tr>"
+	      "<th class=\"l\">steps</th><th>over the median</th><th class=\"l\">top cause</th>"
+	      "<th class=\"l\">culprit</th></tr>\n", f);
+	for (size_t i = 0; i < r->nep_new && i < 200; i++) {
+		const struct episode *e = &r->ep_new[i];
+
+		if (e->nsteps == 1)
+			fprintf(f, "<tr><td class=\"l\">%" PRIu64 "</td>", e->first);
+		else
+			fprintf(f, "<tr><td class=\"l\">%" PRIu64 "&ndash;%" PRIu64 "</td>", e->first,
+				e->last);
+		fprintf(f, "<td>%s</td><td class=\"l\">%s</td><td class=\"l\">",
+			ms(a, sizeof(a), (double)e->over_ns),
+			e->cause >= 0 ? eng_cause_name(e->cause) : "none");
+		h_esc(f, e->culprit);
+		fputs("</td></tr>\n", f);
+	}
+	fputs("</table>\n", f);
+	if (r->nep_new > 200)
+		fprintf(f, "<p class=\"note\">... and %zu more (--format json lists them)</p>\n",
+			r->nep_new - 200);
+	fputs("</body></html>\n", f);
+}
+
 /* ---- the command ---- */
 
 static const char usage[] =
-"usage: stepblame compare BASE NEW [--skip N] [--fail-over PCT] [--format text|json]\n"
-"                         [-o OUT]\n"
+"usage: stepblame compare BASE NEW [--skip N] [--fail-over PCT] [--min-change PCT]\n"
+"                         [--format text|json|html] [-o OUT]\n"
 "\n"
 "What got slower between two runs of one trainer, and why. BASE and NEW are each a\n"
 "trace (stepblame record/run) or a JSON report (stepblame report --format json, maybe\n"
@@ -983,7 +1183,9 @@ static const struct opt options[] = {
 	{ "min-change", OPT_MIN, "PCT", "a change smaller than PCT percent is not called slower or\n"
 	  "faster even when its interval excludes none (default 1:\n"
 	  "two runs of one configuration differ by about that)" },
-	{ "format", 'f', "FMT", "text (default) or json (schemas/report.md, \"Compare\")" },
+	{ "format", 'f', "FMT", "text (default), json (schemas/report.md, \"Compare\") or html\n"
+	  "(one page: the tables and both step-time distributions;\n"
+	  "the default when OUT ends in .html)" },
 	{ "output", 'o', "OUT", "write there (atomically) instead of standard output" },
 	{ "lag", OPT_LAG, "SEC", "for traces: how late GPU records may arrive (default 3)" },
 	{ "help", 'h', NULL, "this help" },
@@ -997,6 +1199,7 @@ static const char usage_tail[] =
 "  stepblame compare yesterday.json today.sbt\n"
 "  stepblame compare base.json new.json --fail-over 5   # CI: P50, mean or P99 +5%\n"
 "  stepblame compare base.json new.json --fail-over p99=10 -f json -o cmp.json\n"
+"  stepblame compare base.json new.json -o cmp.html       # a page for a browser\n"
 "\n"
 "A CI job, step by step: docs/CI.md.\n";
 
@@ -1038,7 +1241,8 @@ int cmd_compare(int argc, char **argv)
 	struct episode *epb = NULL, *epn = NULL;
 	struct sb_stream out = { 0 };
 	const char *outp = NULL;
-	bool json = false;
+	int fmt = 0; /* 0 text, 1 json, 2 html */
+	bool fmt_given = false;
 	int64_t skip = -1;
 	double min_change = 1;
 	struct opts_getopt g;
@@ -1080,10 +1284,15 @@ int cmd_compare(int argc, char **argv)
 			}
 			break;
 		case 'f':
+			fmt_given = true;
 			if (!strcmp(optarg, "json"))
-				json = true;
-			else if (strcmp(optarg, "text")) {
-				sb_err("compare: unknown format '%s' (text, json)", optarg);
+				fmt = 1;
+			else if (!strcmp(optarg, "html"))
+				fmt = 2;
+			else if (!strcmp(optarg, "text"))
+				fmt = 0;
+			else {
+				sb_err("compare: unknown format '%s' (text, json, html)", optarg);
 				return 2;
 			}
 			break;
@@ -1109,6 +1318,8 @@ int cmd_compare(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (!fmt_given && outp && str_ends_with(outp, ".html"))
+		fmt = 2;
 	if (argc - optind != 2) {
 		sb_err("compare: two runs, BASE and NEW: stepblame compare BASE NEW (see --help)");
 		return 2;
@@ -1165,8 +1376,10 @@ int cmd_compare(int argc, char **argv)
 		res.failed[k] = res.fail_pct[k] >= 0 && res.c.p[k].lo > 1 + res.fail_pct[k] / 100;
 	if (sb_stream_open(&out, outp))
 		goto done;
-	if (json)
+	if (fmt == 1)
 		json_out(&res, out.f);
+	else if (fmt == 2)
+		html_out(&res, out.f);
 	else
 		text_out(&res, out.f);
 	if (sb_stream_close(&out, !ferror(out.f), "the comparison"))
