@@ -3,7 +3,7 @@
 # "Compare"): runs of one configuration are never called a regression (every
 # pair of seven runs: 21 tries), and --fail-over passes them; a checkpoint every
 # 20 steps instead of every 150, and a hog on the launcher's CPU for steps
-# 60-200 (against a run without checkpoints), are found
+# 40-280 (against a run without checkpoints), are found
 # (slower, the gate fails with exit 3) and put on the right cause (io_wait;
 # cpu_wait with the hog appearing among the interferers). A JSON report as one
 # side gives the same verdict as its trace.
@@ -108,7 +108,7 @@ if [ -s "$tmp/same1.sbt" ] && one ckpt20 --inject ckpt/20; then
 fi
 # without checkpoints: two 120 ms steps in each run would leave the mean's interval
 # wide open, and a hog that slows most steps a little is what the gate must catch
-if one plain && one hog --inject hog@60-200:-10; then
+if one plain && one hog --inject hog@40-280:-10; then
 	check hog "$tmp/plain.sbt" "$tmp/hog.sbt" cpu_wait noisy-neighbor
 fi
 
