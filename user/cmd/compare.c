@@ -689,6 +689,26 @@ static bool slower(const struct result *r)
 	return r->c.p[S_P50].verdict > 0 || r->c.p[S_MEAN].verdict > 0 || r->c.p[S_P99].verdict > 0;
 }
 
+static const char *signed_ms(char *buf, size_t len, double ns);
+
+/* "NEW is slower (p50, mean): mostly io_wait, +4.66 ms per step on average" */
+static void slower_phrase(const struct result *r, FILE *f)
+{
+	const char *sep = "";
+	char a[32];
+
+	fputs("NEW is slower (", f);
+	for (int k = S_P50; k <= S_MEAN; k++)
+		if (k != S_P90 && r->c.p[k].verdict > 0) {
+			fprintf(f, "%s%s", sep, pct_names[k]);
+			sep = ", ";
+		}
+	fputc(')', f);
+	if (r->worst >= 0)
+		fprintf(f, ": mostly %s, %s per step on average", eng_cause_name(r->worst),
+			signed_ms(a, sizeof(a), r->cc[r->worst].mean[1] - r->cc[r->worst].mean[0]));
+}
+
 static bool gate_failed(const struct result *r)
 {
 	for (int k = 0; k < NPCT - 1; k++)
@@ -784,18 +804,7 @@ static void text_out(const struct result *r, FILE *f)
 	}
 	fputs("Verdict     ", f);
 	if (slower(r)) {
-		const char *sep = "";
-
-		fputs("NEW is slower (", f);
-		for (int k = S_P50; k <= S_MEAN; k++)
-			if (k != S_P90 && r->c.p[k].verdict > 0) {
-				fprintf(f, "%s%s", sep, pct_names[k]);
-				sep = ", ";
-			}
-		fputc(')', f);
-		if (r->worst >= 0)
-			fprintf(f, ": mostly %s, %s per step on average", eng_cause_name(r->worst),
-				signed_ms(a1, sizeof(a1), r->cc[r->worst].mean[1] - r->cc[r->worst].mean[0]));
+		slower_phrase(r, f);
 		fputc('\n', f);
 	} else if (r->c.p[S_P50].verdict < 0 || r->c.p[S_MEAN].verdict < 0 ||
 		   r->c.p[S_P99].verdict < 0) {
@@ -1060,18 +1069,7 @@ static void html_out(const struct result *r, FILE *f)
 		r->side[0]->warmup, r->side[1]->warmup);
 	fprintf(f, "<p id=\"verdict\" class=\"verdict%s\">", slower(r) ? " slower" : "");
 	if (slower(r)) {
-		const char *sep = "";
-
-		fputs("NEW is slower (", f);
-		for (int k = S_P50; k <= S_MEAN; k++)
-			if (k != S_P90 && r->c.p[k].verdict > 0) {
-				fprintf(f, "%s%s", sep, pct_names[k]);
-				sep = ", ";
-			}
-		fputc(')', f);
-		if (r->worst >= 0)
-			fprintf(f, ": mostly %s, %s per step on average", eng_cause_name(r->worst),
-				signed_ms(a, sizeof(a), r->cc[r->worst].mean[1] - r->cc[r->worst].mean[0]));
+		slower_phrase(r, f);
 	} else {
 		fputs("No regression beyond noise at P50, the mean or P99", f);
 	}
