@@ -234,6 +234,39 @@ static void t_eviction(void)
 	flight_free(g);
 }
 
+/*
+ * An agent that drains 3 s behind the trainer: a snippet is still the span
+ * of the capture's time it names (the probes' clock), not what arrived in
+ * that span of the wall clock; and how far the drain has reached is the
+ * probes' newest time, not the wall clock, until they go quiet. The agent's
+ * own records, stamped as made, move neither.
+ */
+static void t_behind(void)
+{
+	struct flight *f = flight_new(60 * S, 64 << 20);
+	struct flight_snippet sn = { .from_ns = 10 * S, .to_ns = 20 * S };
+	char err[256];
+	struct seen s;
+
+	put_text(f, SB_REC_THREAD, 100, 101, "launcher", 1 * S, 1 * S);
+	for (uint64_t t = 1; t < 30; t++) {
+		put_switch(f, 101, t * S, t * S + 3 * S);
+		put_text(f, SB_REC_NOTE, 100, 0, "late", t * S + 3 * S, t * S + 3 * S);
+	}
+	CHECK(flight_reached(f, 32 * S) == 29 * S, "reached %" PRIu64 " at 32 s, want 29 s",
+	      flight_reached(f, 32 * S));
+	CHECK(flight_reached(f, 40 * S) == 40 * S - FLIGHT_QUIET_NS,
+	      "reached %" PRIu64 " at 40 s, quiet since 32 s", flight_reached(f, 40 * S));
+	CHECK(!flight_write(f, tpath("d.sbt"), &sn, err, sizeof(err)), "write: %s", err);
+	CHECK(!read_back(tpath("d.sbt"), &s), "cannot read it back");
+	CHECK(s.switches == 11 && s.first_switch_ts == 10 * S && s.last_switch_ts == 20 * S,
+	      "%d switches %" PRIu64 "..%" PRIu64 ", want 11 from 10 s to 20 s", s.switches,
+	      s.first_switch_ts, s.last_switch_ts);
+	CHECK(sn.start_ns == 10 * S && sn.end_ns == 20 * S && s.trailer_start == 10 * S,
+	      "%" PRIu64 "..%" PRIu64 ", want 10 s..20 s", sn.start_ns, sn.end_ns);
+	flight_free(f);
+}
+
 /* a snippet cannot be written through a link planted at its name */
 static void t_no_follow(void)
 {
@@ -259,6 +292,7 @@ int main(void)
 	}
 	RUN(t_snippet);
 	RUN(t_eviction);
+	RUN(t_behind);
 	RUN(t_no_follow);
 	test_rm_tree(dir);
 	return test_summary();

@@ -43,6 +43,7 @@ struct fl_state {
 
 struct flight {
 	uint64_t keep_ns, max_bytes, bytes, records, evicted_early;
+	uint64_t kernel_ts, kernel_arrival; /* the newest kernel record's time, and its arrival */
 	struct fl_chunk *head, *tail, *spare;
 	struct fl_state st;             /* as of the oldest record held */
 };
@@ -245,6 +246,16 @@ static void evict_head(struct flight *f)
 	f->spare = c;
 }
 
+/*
+ * The probes' records carry the kernel's clock (bpf_ktime_get_ns): they say
+ * what time of the capture the drain has reached. The agent's own records
+ * are stamped as made and GPU records come from the trainer: neither does.
+ */
+static bool is_kernel(const struct sb_hdr *h)
+{
+	return h->type >= 1 && h->type <= SB_EV_KERNEL_MAX;
+}
+
 void flight_put(struct flight *f, const struct sb_hdr *rec, uint64_t now)
 {
 	struct fl_chunk *c = f->tail;
@@ -273,6 +284,11 @@ void flight_put(struct flight *f, const struct sb_hdr *rec, uint64_t now)
 			f->head = c;
 		f->tail = c;
 	}
+	if (is_kernel(rec) && rec->ts <= now) {
+		if (rec->ts > f->kernel_ts)
+			f->kernel_ts = rec->ts;
+		f->kernel_arrival = now;
+	}
 	memcpy(c->data + c->used, &now, 8);
 	memcpy(c->data + c->used + 8, rec, rec->size);
 	c->used += need;
@@ -291,6 +307,14 @@ void flight_stats(const struct flight *f, struct flight_stats *s)
 	s->meta_bytes = f->st.meta_len;
 	s->meta_dropped = f->st.meta_dropped;
 	s->evicted_early = f->evicted_early;
+}
+
+uint64_t flight_reached(const struct flight *f, uint64_t now)
+{
+	/* nothing from the probes for a second: the drain is not behind, the trainer is quiet */
+	if (now >= f->kernel_arrival + FLIGHT_QUIET_NS && now - FLIGHT_QUIET_NS > f->kernel_ts)
+		return now - FLIGHT_QUIET_NS;
+	return f->kernel_ts;
 }
 
 static uint64_t sub0(uint64_t a, uint64_t b)
@@ -346,7 +370,7 @@ int flight_write(struct flight *f, const char *path, struct flight_snippet *sn, 
 	struct fl_chunk *c = f->head;
 	size_t at = 0;
 	uint64_t end = 0, drops = 0, now = mono_ns();
-	bool started = false, done = false;
+	bool started = false, done = false, earlier = false;
 	uint32_t pid = 0;
 	int rc = 0;
 
@@ -356,23 +380,27 @@ int flight_write(struct flight *f, const char *path, struct flight_snippet *sn, 
 		return -1;
 	state_copy(&st, &f->st);
 	sn->start_ns = sn->from_ns;
-	if (f->head && f->head->used && FL_ARRIVAL(f->head, 0) > sn->from_ns)
-		sn->start_ns = FL_ARRIVAL(f->head, 0);
 	for (; c && !rc && !done; c = c->next, at = 0) {
 		for (; at < c->used && !rc; at += 8 + FL_REC(c, at)->size) {
 			const struct sb_hdr *h = FL_REC(c, at);
+			bool timed = is_kernel(h) && h->ts <= now;
 
 			if (!pid && h->type == SB_REC_TARGET)
 				pid = h->pid;
-			if (!started && FL_ARRIVAL(c, at) < sn->from_ns) {
+			/* the first probe record from from_ns on starts it: what came before is state */
+			if (!started && !(timed && h->ts >= sn->from_ns)) {
+				earlier |= timed;
 				state_apply(&st, h);
 				continue;
 			}
-			if (sn->to_ns && FL_ARRIVAL(c, at) > sn->to_ns) {
+			if (timed && sn->to_ns && h->ts > sn->to_ns) {
 				done = true;
 				break;
 			}
 			if (!started) {
+				/* the oldest record held is later than from_ns: the trace starts there */
+				if (h->ts > sn->start_ns && !earlier)
+					sn->start_ns = h->ts;
 				rc = write_preamble(w, &st, sn->start_ns, sn->note, pid ? pid : h->pid);
 				started = true;
 				if (rc)
@@ -388,7 +416,7 @@ int flight_write(struct flight *f, const char *path, struct flight_snippet *sn, 
 				rc = sbt_write(w, h);
 			}
 			sn->records++;
-			if (h->type != SB_REC_GPU && h->ts > end && h->ts <= now)
+			if (timed && h->ts > end)
 				end = h->ts;
 		}
 	}

@@ -3,7 +3,7 @@
  * The flight recorder of `stepblame watch` (docs/ARCHITECTURE.md, "Watch"):
  * every record of a live capture, as drained, is kept in memory for the last
  * keep_ns of arrival time and at most max_bytes, the oldest dropped first.
- * On demand, the records that arrived from a given time on are written as a
+ * On demand, the records of a span of the capture's time are written as a
  * normal trace file (schemas/trace.md) that `stepblame report` reads: first
  * what the capture said before that time and still holds (host, CPUs,
  * target, probes, costs, interned strings, mappings, the guard's state, the
@@ -39,12 +39,28 @@ struct flight_stats {
 };
 void flight_stats(const struct flight *f, struct flight_stats *s);
 
+/*
+ * How far the capture's time (CLOCK_MONOTONIC, the probes' clock) has been
+ * drained at now: the newest probe record's time, or, when none has come for
+ * FLIGHT_QUIET_NS, now less that. An agent that falls behind a busy trainer
+ * drains seconds late: a snippet's records have all arrived only when this
+ * has passed its end, whatever the wall clock says.
+ */
+#define FLIGHT_QUIET_NS 1000000000ull
+uint64_t flight_reached(const struct flight *f, uint64_t now);
+
+/*
+ * A snippet is a span of the capture's time, not of arrival: it starts at the
+ * first probe record (in drain order) timed from_ns or later, and ends before
+ * the first one timed after to_ns; the records drained between, of every
+ * kind, are in it.
+ */
 struct flight_snippet {
-	uint64_t from_ns;         /* in: records that arrived from here on */
-	uint64_t to_ns;           /* in: up to here (0: all held) */
+	uint64_t from_ns;         /* in: the capture's time it starts at */
+	uint64_t to_ns;           /* in: and ends at (0: all held) */
 	const char *note;         /* in: a note record put first (why it was written), or NULL */
 	/* out */
-	uint64_t start_ns;        /* the trace's start: from_ns, or the oldest record held */
+	uint64_t start_ns;        /* the trace's start: from_ns, or the oldest probe record held */
 	uint64_t end_ns;
 	uint64_t records;
 	uint64_t drops;           /* records lost in the capture inside the snippet */

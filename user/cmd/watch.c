@@ -403,13 +403,19 @@ static void snippet_write(struct watch *w, const struct pending *p)
 	}
 }
 
-/* write the snippets whose records have all arrived (force: all of them, now) */
+/*
+ * Write the snippets whose records have all arrived (force: all of them,
+ * now): the drain has reached WATCH_SETTLE_NS past their end in the
+ * capture's time (the once-a-second flushes of folded records come that
+ * late), however far behind the trainer it runs.
+ */
 static void pending_flush(struct watch *w, uint64_t now, bool force)
 {
+	uint64_t reached = flight_reached(w->fl, now);
 	int i = 0;
 
 	while (i < w->npend) {
-		if (!force && now < w->pend[i].until + WATCH_SETTLE_NS) {
+		if (!force && reached < w->pend[i].until + WATCH_SETTLE_NS) {
 			i++;
 			continue;
 		}
