@@ -388,6 +388,22 @@ struct sb_step {
 	__u32 pad;
 };
 
+/*
+ * A step record of at least sizeof(struct sb_step_ext) says how many fast
+ * allocator calls the marking thread had made by the mark (the allocator
+ * probes were attached): the difference between two marks of one thread is
+ * its exact count in between. Shorter ones (no allocator probes, older
+ * traces) do not.
+ */
+struct sb_step_alloc {
+	__u64 fast_calls;      /* the thread's fast allocator calls since the probes attached */
+};
+
+struct sb_step_ext {
+	struct sb_step s;
+	struct sb_step_alloc alloc;
+};
+
 struct sb_thread {
 	struct sb_hdr h;       /* THREAD_NEW / THREAD_EXIT: the thread */
 	__u32 parent_tid;      /* THREAD_NEW: creating thread */

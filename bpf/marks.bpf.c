@@ -5,21 +5,49 @@
  * CUDA driver calls seen by uprobe, for processes without the collector.
  */
 #include "common.bpf.h"
+#include "alloc_totals.bpf.h"
 #include <bpf/usdt.bpf.h>
 
 __u64 uprobe_steps = 0;
+/* set by the agent while the allocator probes are attached: alloc_totals counts then */
+__u32 alloc_counting = 0;
 
+static __always_inline void fill(struct sb_step *e, __u64 step, __u32 src)
+{
+	e->step = step;
+	e->source = src;
+	e->pad = 0;
+}
+
+/*
+ * With the allocator probes on, a mark carries the marking thread's count of
+ * fast calls so far (schemas/trace.md, "step"): no entry yet is none made.
+ */
 static __always_inline int mark(__u64 step, __u32 src)
 {
 	if (!current_is_target())
 		return 0;
+	if (alloc_counting) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		struct alloc_totals *t = bpf_map_lookup_elem(&alloc_totals, &tid);
+		struct sb_step_ext *x = reserve(SB_EV_STEP, sizeof(*x));
+		__u64 n = 0;
+
+		if (!x)
+			return 0;
+		if (t)
+			for (int i = 0; i < SB_FN_MAX; i++)
+				n += t->calls[i];
+		fill(&x->s, step, src);
+		x->alloc.fast_calls = n;
+		submit(x);
+		return 0;
+	}
 	struct sb_step *e = reserve(SB_EV_STEP, sizeof(*e));
 
 	if (!e)
 		return 0;
-	e->step = step;
-	e->source = src;
-	e->pad = 0;
+	fill(e, step, src);
 	submit(e);
 	return 0;
 }

@@ -4,7 +4,9 @@
  * spread over each step's launches: SW round trips to a "busy-peer" thread
  * (each one a voluntary context switch of the launcher), PF minor page faults
  * (fresh pages of a region, given back with one MADV_DONTNEED a launch) and
- * MA small malloc/free pairs. No injection: every step has it.
+ * MA small malloc/free pairs, the same sizes in every step (the first step
+ * grows the thread's malloc arena as far as they take it, and no later one
+ * faults in it). No injection: every step has it.
  */
 #include <errno.h>
 #include <sched.h>
@@ -21,7 +23,8 @@ static sem_t ping, pong;
 static pthread_t peer;
 static unsigned char *region;
 static size_t page, region_pages, next_page;
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
+#define BUSY_SEED 0x9e3779b97f4a7c15ull
+static uint64_t rng = BUSY_SEED;
 static int started, quit;
 
 static void *peer_main(void *arg)
@@ -87,6 +90,9 @@ void busy_work(unsigned part, unsigned parts)
 	uint64_t sw = opt.busy_switches * (part + 1) / parts - opt.busy_switches * part / parts;
 	uint64_t pf = opt.busy_faults * (part + 1) / parts - opt.busy_faults * part / parts;
 	uint64_t ma = opt.busy_mallocs * (part + 1) / parts - opt.busy_mallocs * part / parts;
+
+	if (part == 0)
+		rng = BUSY_SEED;
 
 	for (uint64_t i = 0; i < sw && !stopping() && started; i++) {
 		sem_post(&ping);

@@ -61,6 +61,8 @@ struct world {
 	int mark;                /* enum w_mark: how steps are marked */
 	uint64_t kernel_extra;   /* added to the next kernel's duration */
 	uint64_t fault_addr;     /* the address w_fault() records */
+	bool fast_marks;         /* step marks carry fast_calls (struct sb_step_alloc) */
+	uint64_t fast_calls;     /* the marking thread's fast allocator calls so far */
 };
 
 static inline void st_put(struct stream *s, const void *rec)
@@ -427,11 +429,12 @@ static inline void w_burst(struct world *w, uint64_t s, uint64_t end, uint32_t t
 
 static inline void w_step(struct world *w, uint64_t ts, uint32_t tid, uint64_t n)
 {
-	struct sb_step r = { 0 };
+	struct sb_step_ext r = { 0 };
 
-	hdr(&r.h, SB_EV_STEP, sizeof(r), ts, T_PID, tid, T_CPU);
-	r.step = n;
-	r.source = SB_STEP_USDT;
+	hdr(&r.s.h, SB_EV_STEP, w->fast_marks ? sizeof(r) : sizeof(r.s), ts, T_PID, tid, T_CPU);
+	r.s.step = n;
+	r.s.source = SB_STEP_USDT;
+	r.alloc.fast_calls = w->fast_calls;
 	st_put(&w->host, &r);
 }
 

@@ -425,6 +425,60 @@ static void inj_reclaim(struct world *w, uint64_t at, uint64_t len, void *arg)
 	w_interval(w, SB_EV_RECLAIM, at + len / 4, at + 3 * len / 4, T_LAUNCHER, 0);
 }
 
+/*
+ * The hot-path audit's allocator count: where the marking thread's marks at
+ * both ends carry its count of fast calls, the step's count is the
+ * difference plus its slow calls, whatever reached the trace as bursts (a
+ * run under the burst minimum does not); where a mark lacks it (the probes
+ * went off), the bursts and slow calls recorded, and not called exact.
+ */
+static void t_audit_alloc_exact(void)
+{
+	struct world w;
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	/* fast calls made in each step, and the burst records of them that reached the trace */
+	static const uint64_t made[6] = { 5, 37, 312, 290, 9, 0 }, burst[6] = { 0, 0, 300, 256, 0, 0 };
+	static const uint32_t want[5] = { 5, 38, 312, 256, 0 };
+	static const bool exact[5] = { true, true, true, false, false };
+	struct engine *e;
+	uint64_t S = 10 * SEC;
+
+	world_init(&w);
+	w.no_gpu = true;
+	w.fast_marks = true;
+	w.fast_calls = 1000; /* made before the capture's first mark */
+	for (uint64_t k = 0; k < 6; k++) {
+		/* step 4 starts with a mark made after the allocator probes went off */
+		if (k == 4)
+			w.fast_marks = false;
+		if (k == 1) /* a slow call: a record of its own, never in the fast count */
+			w_interval(&w, SB_EV_ALLOC, S + 100 * US, S + 150 * US, T_LAUNCHER, SB_FN_MALLOC);
+		if (burst[k])
+			w_burst(&w, S + 200 * US, S + 900 * US, T_LAUNCHER, burst[k], 300 * US, 0);
+		S = std_step(&w, S, k, &plain);
+		w.fast_calls += made[k];
+	}
+	w_step(&w, S, T_LAUNCHER, 6);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	for (uint64_t n = 0; n < 5; n++) {
+		const struct eng_step *s = step_no(e, n);
+		const struct eng_audit *a = NULL;
+
+		REQUIRE(s, "step %" PRIu64, n);
+		for (uint32_t i = 0; i < s->naudit; i++)
+			if (s->audit[i].tid == T_LAUNCHER)
+				a = &s->audit[i];
+		REQUIRE(a, "step %" PRIu64 ": the launcher is not audited", n);
+		CHECK(a->n[ENG_AUD_ALLOC] == want[n] && a->alloc_exact == exact[n],
+		      "step %" PRIu64 ": %" PRIu32 " allocator calls (%s), want %" PRIu32 " (%s)", n,
+		      a->n[ENG_AUD_ALLOC], a->alloc_exact ? "exact" : "not exact", want[n],
+		      exact[n] ? "exact" : "not exact");
+	}
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_alloc_mmap_reclaim(void)
 {
 	struct world w;
@@ -2161,6 +2215,7 @@ int main(void)
 	RUN(t_fault_then_sleep_is_not_the_faults);
 	RUN(t_fault_then_wait_is_blocked);
 	RUN(t_alloc_mmap_reclaim);
+	RUN(t_audit_alloc_exact);
 	RUN(t_migration);
 	RUN(t_host_only);
 	RUN(t_host_only_cuda_uprobes);

@@ -55,6 +55,7 @@ static struct field {
 	F(sb_alloc, h), F(sb_alloc, start_ns), F(sb_alloc, size), F(sb_alloc, ptr),
 	F(sb_alloc, fn), F(sb_alloc, floor_ns),
 	F(sb_step, h), F(sb_step, step), F(sb_step, source), F(sb_step, pad),
+	F(sb_step_alloc, fast_calls),
 	F(sb_thread, h), F(sb_thread, parent_tid), F(sb_thread, parent_pid), F(sb_thread, comm),
 	F(sb_rename, h), F(sb_rename, oldcomm), F(sb_rename, newcomm),
 	F(sb_cuda, h), F(sb_cuda, start_ns), F(sb_cuda, fn), F(sb_cuda, sym),
@@ -87,7 +88,7 @@ static struct field {
 static const struct { const char *s; size_t size; } structs[] = {
 	S(sbt_file_hdr), S(sb_hdr), S(sb_switch_out), S(sb_switch_in), S(sb_runslice),
 	S(sb_wakeup), S(sb_migrate), S(sb_fault), S(sb_reclaim), S(sb_mmsys), S(sb_alloc),
-	S(sb_step), S(sb_thread), S(sb_rename), S(sb_cuda), S(sb_alloc_burst), S(sb_iosys), S(sb_iosys_file), S(sb_mmsys_map), S(sb_affinity),
+	S(sb_step), S(sb_step_alloc), S(sb_thread), S(sb_rename), S(sb_cuda), S(sb_alloc_burst), S(sb_iosys), S(sb_iosys_file), S(sb_mmsys_map), S(sb_affinity),
 	S(sb_stack), S(sb_fault_run), S(sb_sched_run),
 	S(sb_text), S(sb_cpu),
 	S(sb_alloc_stats), S(sb_drops), S(sb_gpu), S(sb_trailer),

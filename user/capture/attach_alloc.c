@@ -21,6 +21,7 @@
 #include "capture/probes_internal.h"
 #include "base/util.h"
 #include "alloc.skel.h"
+#include "marks.skel.h"
 
 /* ---- allocator ---- */
 
@@ -56,6 +57,18 @@ struct sb_uprobe_multi_attr {        /* union bpf_attr, link_create.uprobe_multi
 	__u64 path, offsets, ref_ctr_offsets, cookies;
 	__u32 cnt, uflags, pid;
 };
+
+/*
+ * Whether the allocator probes are attached, said to the step marks too:
+ * while they are, a mark carries its thread's count of fast calls
+ * (bpf/marks.bpf.c).
+ */
+static void alloc_on_set(struct probes *p, bool on)
+{
+	p->alloc_on = on;
+	if (p->marks)
+		p->marks->bss->alloc_counting = on;
+}
 
 /*
  * uprobes (ret: uretprobes) at the cnt offsets offs in the file at path for
@@ -471,7 +484,7 @@ void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
 			drop_lease(own);
 		p->alloc_fd = own;
 		p->alloc_attached = true;
-		p->alloc_on = true;
+		alloc_on_set(p, true);
 		for (int k = 0; k < p->nkids; k++)
 			kid_attach(p, &p->kids[k]);
 		/* the guard attaches them for its first window (capture/guard.h) */
@@ -512,7 +525,7 @@ void detach_alloc(struct probes *p)
 	while (p->nalloc_links > 0)
 		destroy_async(p, &p->alloc_links[--p->nalloc_links]);
 	kids_detach(p, 0, p->nkids);
-	p->alloc_on = false;
+	alloc_on_set(p, false);
 }
 
 /* wait for the links being destroyed */
@@ -567,7 +580,7 @@ int probes_alloc_attach(struct probes *p, bool on)
 	 */
 	clear_map(bpf_map__fd(p->alloc->maps.alloc_frames));
 	ok = attach_pid(p, p->alloc_mask, p->o.pid, p->alloc_links, &p->nalloc_links);
-	p->alloc_on = ok > 0;
+	alloc_on_set(p, ok > 0);
 	/* the followed children's, with the target's: the guard covers them the same way */
 	for (int k = 0; ok > 0 && k < p->nkids; k++)
 		kid_attach(p, &p->kids[k]);
@@ -615,6 +628,9 @@ static int open_alloc_once(struct probes *p, bool with_flush, bool multi)
 			   a->maps.followed, a->maps.follow_any);
 	if (!err) /* the fault run slot (bpf/common.bpf.h) */
 		err = reuse_thread_maps(p, a->obj);
+	/* the step marks read the totals (bpf/alloc_totals.bpf.h): they made the map */
+	if (!err && p->marks)
+		err = bpf_map__reuse_fd(a->maps.alloc_totals, bpf_map__fd(p->marks->maps.alloc_totals));
 	if (!err)
 		err = alloc_bpf__load(a);
 	if (err) {

@@ -206,6 +206,9 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 		/* an mmap record that says what it mapped keeps it (sb_mmsys_map_of) */
 		if (h->type == SB_EV_MMSYS && h->size >= sizeof(struct sb_mmsys_ext))
 			len = sizeof(struct sb_mmsys_ext);
+		/* a step mark with its thread's allocator count keeps it (sb_step_alloc_of) */
+		if (h->type == SB_EV_STEP && h->size >= sizeof(struct sb_step_ext))
+			len = sizeof(struct sb_step_ext);
 		if (h->type == SB_REC_GPU) {
 			uint16_t k = h->flags;
 

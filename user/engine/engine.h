@@ -301,6 +301,13 @@ const char *eng_audit_name(int k);
 struct eng_audit {
 	uint32_t tid;
 	uint32_t n[ENG_NAUDIT];
+	/*
+	 * n[ENG_AUD_ALLOC] is exact: the thread marked the step at both ends with
+	 * its count of fast calls (the difference, plus its slow calls). Else
+	 * the fast calls are those of its bursts that reached the trace, a
+	 * lower bound.
+	 */
+	bool alloc_exact;
 };
 
 /* room for every cause without a culprit, and a few culprits */

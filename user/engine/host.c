@@ -1226,9 +1226,15 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		const struct sb_step *s = (const void *)h;
 		struct thread *t = thread_get(e, h->tid, h->pid);
 
+		const struct sb_step_alloc *a = sb_step_alloc_of(h);
+
 		own_event(e, t, key, SB_EV_STEP, 0);
+		e->mark_fast_ok = a != NULL;
+		e->mark_fast = a ? a->fast_calls : 0;
+		e->mark_fast_tid = h->tid;
 		step_mark(e, s->source == SB_STEP_UPROBE ? ENG_SRC_UPROBE : ENG_SRC_USDT, MARK_ONE,
 			s->step, key, h->tid);
+		e->mark_fast_ok = false;
 		break;
 	}
 	case SB_EV_THREAD_NEW:

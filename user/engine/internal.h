@@ -295,6 +295,10 @@ struct open_step {
 	bool sampled;            /* the guard had the allocator probes duty-cycled in it */
 	struct eng_audit audit[ENG_MAX_AUDIT]; /* its launching threads' counts (eng_step.audit) */
 	uint32_t naudit;
+	uint32_t burst_calls[ENG_MAX_AUDIT]; /* of audit[i].n[ENG_AUD_ALLOC], from bursts */
+	/* the marking thread's fast allocator calls at its start mark, and in the step */
+	uint64_t fast_at_start, fast_calls;
+	bool fast_at_start_ok, fast_exact;
 };
 
 struct runslice {
@@ -486,6 +490,10 @@ struct engine {
 	struct { uint32_t corr, tid; bool queued; } *launches;
 	uint64_t gpu_queued;     /* operations launched that have not started on the GPU */
 	uint32_t last_launch_tid;
+	/* the step mark being handled: its thread's fast allocator calls (sb_step_alloc) */
+	uint64_t mark_fast;
+	uint32_t mark_fast_tid;
+	bool mark_fast_ok;
 	/* the threads that launch work, alive, in the order they became such (hot-path audit) */
 	uint32_t launchers[ENG_MAX_AUDIT];
 	uint32_t nlaunchers;

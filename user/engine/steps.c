@@ -159,13 +159,22 @@ static void step_maps(struct engine *e, struct eng_step *r, const struct accum *
 }
 
 /* the step's launching threads and what they did (eng_step.audit) */
-static void step_audit(struct engine *e, struct eng_step *r, const struct open_step *st)
+static void step_audit(struct engine *e, struct eng_step *r, struct open_step *st)
 {
 	struct result_chunk *c = e->results[e->nresults / RESULTS_PER_CHUNK - e->first_chunk];
 	uint32_t n = st->naudit;
 
 	if (!n)
 		return;
+	for (uint32_t i = 0; i < n && st->fast_exact; i++)
+		if (st->audit[i].tid == st->marker_tid) {
+			uint32_t all = st->audit[i].n[ENG_AUD_ALLOC], burst = st->burst_calls[i];
+			/* its slow calls, each a record, and the fast ones at the marks */
+			uint64_t v = (all > burst ? all - burst : 0) + st->fast_calls;
+
+			st->audit[i].n[ENG_AUD_ALLOC] = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+			st->audit[i].alloc_exact = true;
+		}
 	if (!c->audit_pool || c->audit_pool->used + n > ARRAY_SIZE(c->audit_pool->b)) {
 		struct audit_pool *q = heap_calloc(e, 1, sizeof(*q));
 
@@ -246,6 +255,12 @@ void audit_count(struct engine *e, const struct sb_hdr *h)
 	for (uint32_t i = 0; i < st->naudit; i++)
 		if (st->audit[i].tid == h->tid) {
 			uint64_t v = st->audit[i].n[k] + n;
+
+			if (h->type == SB_EV_ALLOC_BURST) {
+				uint64_t b = st->burst_calls[i] + n;
+
+				st->burst_calls[i] = b > UINT32_MAX ? UINT32_MAX : (uint32_t)b;
+			}
 
 			st->audit[i].n[k] = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 			return;
@@ -731,6 +746,12 @@ void step_end(struct engine *e, uint64_t t, bool incomplete)
 	st->end = t;
 	st->ended = true;
 	st->incomplete = incomplete;
+	/* ended by the next mark of the thread that began it, both with its count */
+	if (!incomplete && st->fast_at_start_ok && e->mark_fast_ok &&
+	    e->mark_fast_tid == st->marker_tid && e->mark_fast >= st->fast_at_start) {
+		st->fast_exact = true;
+		st->fast_calls = e->mark_fast - st->fast_at_start;
+	}
 	e->current_step = NULL;
 	/* host-only: no GPU record has come, the marking thread is critical throughout */
 	if (!e->gpu_fed)
@@ -750,6 +771,8 @@ static void step_begin(struct engine *e, uint64_t t, uint64_t number, uint32_t t
 	st->number = number;
 	st->start = t;
 	st->marker_tid = tid;
+	st->fast_at_start_ok = e->mark_fast_ok && e->mark_fast_tid == tid;
+	st->fast_at_start = e->mark_fast;
 	for (uint32_t i = 0; i < e->nlaunchers; i++)
 		st->audit[st->naudit++].tid = e->launchers[i];
 	if (e->nopen_steps == e->open_steps_cap) {

@@ -187,6 +187,13 @@ const struct sb_iosys_file *sb_iosys_file_of(const struct sb_hdr *h)
 	return &((const struct sb_iosys_ext *)h)->file;
 }
 
+const struct sb_step_alloc *sb_step_alloc_of(const struct sb_hdr *h)
+{
+	if (h->type != SB_EV_STEP || h->size < sizeof(struct sb_step_ext))
+		return NULL;
+	return &((const struct sb_step_ext *)h)->alloc;
+}
+
 const struct sb_mmsys_map *sb_mmsys_map_of(const struct sb_hdr *h)
 {
 	if (h->type != SB_EV_MMSYS || h->size < sizeof(struct sb_mmsys_ext) ||

@@ -245,6 +245,8 @@ const char *sb_file_kind_name(unsigned kind);
 const struct sb_mmsys_map *sb_mmsys_map_of(const struct sb_hdr *h);
 /* the file tail of an iosys record, NULL if the record (an older trace's) has none */
 const struct sb_iosys_file *sb_iosys_file_of(const struct sb_hdr *h);
+/* a step record's count of its thread's fast allocator calls; NULL: it has none */
+const struct sb_step_alloc *sb_step_alloc_of(const struct sb_hdr *h);
 /*
  * f's name as a path, root first ("/ckpt/model.pt"; "…/x/y" when the walk did
  * not reach the root), bytes outside printable ASCII as '?'; "" if it has no

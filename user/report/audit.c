@@ -77,14 +77,15 @@ static bool steady(const struct eng_step *st)
 	return st && !st->incomplete;
 }
 
-/* does step st count for kind k of thread tid? its count in *v */
-static bool counted(const struct eng_step *st, uint32_t tid, int k, uint32_t *v)
+/* does step st count for kind k of thread tid? its count in *v, and whether exact */
+static bool counted(const struct eng_step *st, uint32_t tid, int k, uint32_t *v, bool *exact)
 {
 	if (!steady(st) || (k == ENG_AUD_ALLOC && !st->alloc_observed))
 		return false;
 	for (uint32_t j = 0; j < st->naudit; j++)
 		if (st->audit[j].tid == tid) {
 			*v = st->audit[j].n[k];
+			*exact = k != ENG_AUD_ALLOC || st->audit[j].alloc_exact;
 			return true;
 		}
 	return false;
@@ -96,12 +97,15 @@ static void kind_judge(const struct engine *e, uint64_t first, struct audit_thre
 	struct audit_kind *ak = &t->k[k];
 	uint64_t n = engine_nsteps(e), nv = 0, bar;
 	uint32_t v;
+	bool exact;
 
 	for (uint64_t i = first; i < n; i++)
-		if (counted(engine_step(e, i), t->tid, k, &v)) {
+		if (counted(engine_step(e, i), t->tid, k, &v, &exact)) {
 			vals[nv++] = v;
 			ak->total += v;
 			ak->nonzero += v > 0;
+			if (k == ENG_AUD_ALLOC)
+				t->alloc_exact += exact;
 		}
 	ak->steps = nv;
 	if (!nv)
@@ -119,7 +123,7 @@ static void kind_judge(const struct engine *e, uint64_t first, struct audit_thre
 		struct audit_jump *j = t->jumps[k];
 		uint32_t m;
 
-		if (!counted(st, t->tid, k, &v) || v <= bar)
+		if (!counted(st, t->tid, k, &v, &exact) || v <= bar)
 			continue;
 		t->jumps_total[k]++;
 		/* keep the largest, by count descending */
@@ -216,6 +220,11 @@ void report_audit_text(const struct audit *a, FILE *f)
 			fprintf(f, "    allocator calls over the %s steps the probes saw whole (the "
 				"overhead guard duty-cycled them in the others)\n",
 				report_fmt_count(b1, sizeof(b1), t->k[ENG_AUD_ALLOC].steps));
+		if (t->k[ENG_AUD_ALLOC].steps && t->alloc_exact < t->k[ENG_AUD_ALLOC].steps)
+			fprintf(f, "    allocator calls exact in %s of those steps (marked by this "
+				"thread at both ends); in the others, its slow calls and the runs of "
+				"fast ones that reached the trace: at least that many\n",
+				report_fmt_count(b1, sizeof(b1), t->alloc_exact));
 		for (int k = 0; k < ENG_NAUDIT; k++) {
 			const struct audit_kind *ak = &t->k[k];
 
@@ -312,6 +321,8 @@ void report_audit_json(struct jw *w, const struct audit *a)
 		jw_str(w, t->comm);
 		jw_key(w, "steps");
 		jw_u64(w, t->steps);
+		jw_key(w, "alloc_exact_steps");
+		jw_u64(w, t->alloc_exact);
 		jw_key(w, "counts");
 		jw_obj(w);
 		for (int k = 0; k < ENG_NAUDIT; k++) {
@@ -370,6 +381,8 @@ void report_audit_step_json(struct jw *w, const struct eng_step *st)
 			jw_key(w, eng_audit_name(k));
 			jw_u64(w, st->audit[j].n[k]);
 		}
+		jw_key(w, "alloc_exact");
+		jw_bool(w, st->audit[j].alloc_exact);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

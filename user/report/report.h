@@ -77,6 +77,7 @@ struct audit_thread {
 	char comm[SB_COMM_LEN + 1];
 	uint64_t steps;          /* steady-state steps it was a launching thread in */
 	struct audit_kind k[ENG_NAUDIT];
+	uint64_t alloc_exact;    /* of k[ENG_AUD_ALLOC].steps, those counted exactly (eng_audit) */
 	/* steps whose count jumps: the largest of each kind, and how many in all */
 	uint32_t njumps[ENG_NAUDIT];
 	uint64_t jumps_total[ENG_NAUDIT];
