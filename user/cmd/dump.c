@@ -798,9 +798,12 @@ static void print_sb_stack(const struct sb_hdr *h)
 static void print_sb_step(const struct sb_hdr *h)
 {
 	const struct sb_step *e = (const void *)h;
+	const struct sb_step_alloc *a = sb_step_alloc_of(h);
 
 	f_u("step", e->step);
 	f_enum("source", NAME(step_src_names, e->source), e->source);
+	if (a)
+		f_u("fast_calls", a->fast_calls);
 }
 
 /* thread_new and thread_exit */
