@@ -426,7 +426,7 @@ static int sampled_window_end(struct guard *g, void (*drain)(void *ctx), void *c
 		memset(g->recent, 0, sizeof(g->recent));
 		g->st.mode = SB_GUARD_FULL;
 		g->st.reason = SB_GUARD_R_UNDER;
-	g->st.window_start_ns = 0;
+		g->st.window_start_ns = 0;
 		g->st.duty_ppm = PPM;
 		g->st.period_ns = 0;
 		g->win_start = w.end;
@@ -489,7 +489,7 @@ int guard_finish(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *
 	else {
 		g->st.calls_estimated += extrapolate(&w, g->win_start - g->cycle_start);
 		g->st.window_start_ns = g->win_start;
-	g->st.window_end_ns = w.end;
+		g->st.window_end_ns = w.end;
 	}
 	/* a window cut short says too little to replace the last estimate */
 	if (w.len >= (g->st.mode == SB_GUARD_FULL ? MIN_FINAL_NS : MIN_ATTACHED_NS / 2))
