@@ -9,6 +9,7 @@
 #   make fuzz       run the fuzz targets FUZZ_SECONDS (60) each (tests/fuzz/README.md)
 #   make install    install under PREFIX (/usr/local; DESTDIR for a staging root)
 #   make deb        build/stepblame_VERSION_ARCH.deb (dpkg-deb)
+#   make python     build/wheel/stepblame-*.whl, the Python package with the marker library
 
 CLANG    ?= clang
 CC       ?= cc
@@ -82,7 +83,7 @@ CUPTI_TEST_SRCS := $(wildcard tests/cupti/*.c)
 CUPTI_TEST_BINS := $(patsubst tests/cupti/%.c,$(BUILD)/tests/cupti/%,$(CUPTI_TEST_SRCS))
 endif
 
-.PHONY: all static deps check-deps test test-bin demo bench fuzz clean man install deb
+.PHONY: all static deps check-deps test test-bin demo bench fuzz clean man install deb python
 .DELETE_ON_ERROR:
 
 all: check-deps $(BUILD)/stepblame $(SIM_BIN) $(MARKER_LIB) $(COLLECTOR) test-bin
@@ -116,7 +117,7 @@ deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		make gcc libc6-dev clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev \
 		systemtap-sdt-dev libclang-rt-dev libmicrohttpd-dev pkg-config python3 python3-torch \
-		chromium fonts-dejavu-core
+		python3-pip python3-setuptools python3-wheel python3-venv chromium fonts-dejavu-core
 
 $(BUILD) $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs $(BUILD)/tests/cupti:
 	@mkdir -p $@
@@ -231,6 +232,9 @@ install: check-deps $(BUILD)/stepblame $(SIM_BIN) $(MARKER_LIB) $(COLLECTOR) man
 	$(if $(COLLECTOR),install -m 0644 $(COLLECTOR) $(DESTDIR)$(PKGLIBDIR)/)
 	install -m 0644 $(MARKER_LIB) $(DESTDIR)$(LIBDIR)/libstepblame.so
 	install -m 0644 include/stepblame.h $(DESTDIR)$(INCDIR)/stepblame.h
+	install -d $(DESTDIR)$(PKGLIBDIR)/python/stepblame/_autorun
+	install -m 0644 python/stepblame/*.py $(DESTDIR)$(PKGLIBDIR)/python/stepblame/
+	install -m 0644 python/stepblame/_autorun/*.py $(DESTDIR)$(PKGLIBDIR)/python/stepblame/_autorun/
 	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 dist/stepblame.bash $(DESTDIR)$(COMPDIR)/stepblame
 	sed 's|@BINDIR@|$(BINDIR)|' dist/stepblame-watch.service > $(DESTDIR)$(UNITDIR)/stepblame-watch.service
@@ -239,6 +243,21 @@ install: check-deps $(BUILD)/stepblame $(SIM_BIN) $(MARKER_LIB) $(COLLECTOR) man
 	install -m 0644 README.md SECURITY.md dist/stepblame-watch.default $(DESTDIR)$(DOCDIR)/
 	install -m 0644 schemas/* $(DESTDIR)$(DOCDIR)/schemas/
 	install -m 0644 docs/* $(DESTDIR)$(DOCDIR)/docs/
+
+# the Python package (python/README.md) as a wheel for this platform that carries the
+# marker library: pip install build/wheel/stepblame-*.whl
+python: $(MARKER_LIB)
+	@/usr/bin/python3 -c 'import setuptools, wheel, pip' 2>/dev/null || { echo "make python: \
+missing python3-setuptools python3-wheel python3-pip (sudo make deps)"; exit 1; }
+	rm -rf $(BUILD)/python-src $(BUILD)/wheel
+	mkdir -p $(BUILD)/python-src/stepblame/_autorun $(BUILD)/wheel
+	cp python/pyproject.toml python/setup.py python/README.md $(BUILD)/python-src/
+	cp python/stepblame/*.py $(BUILD)/python-src/stepblame/
+	cp python/stepblame/_autorun/*.py $(BUILD)/python-src/stepblame/_autorun/
+	install -m 0644 $(MARKER_LIB) $(BUILD)/python-src/stepblame/libstepblame.so
+	cd $(BUILD)/python-src && /usr/bin/python3 -m pip wheel -q --no-deps --no-build-isolation \
+		--no-index -w $(CURDIR)/$(BUILD)/wheel .
+	@ls $(BUILD)/wheel/*.whl
 
 # a Debian package of `make install PREFIX=/usr` (dist/mkdeb.sh)
 deb:

@@ -36,6 +36,13 @@ need_torch() { # name: Debian's python3-torch for /usr/bin/python3; in CI its ab
 	return 1
 }
 
+need_pyvenv() { # name: venv, pip, setuptools and wheel for /usr/bin/python3; in CI their absence fails
+	local why="/usr/bin/python3 lacks venv, pip, setuptools or wheel: install python3-venv python3-pip python3-setuptools python3-wheel (sudo make deps)"
+	if /usr/bin/python3 -c 'import setuptools, wheel, venv, ensurepip, pip' 2>/dev/null; then return 0; fi
+	if [ -n "${STEPBLAME_REQUIRE_BPF:-}" ]; then fail "$1" "$why"; else skip "$1" "$why"; fi
+	return 1
+}
+
 need_chromium() { # name: Debian's chromium, for the HTML report's tests; in CI its absence fails
 	if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then return 0; fi
 	if [ -n "${STEPBLAME_REQUIRE_BPF:-}" ]; then

@@ -60,7 +60,7 @@ static const char run_usage[] =
 "goes dormant again when the agent leaves.\n"
 "\n";
 
-enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_DORMANT };
+enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_DORMANT, OPT_MARK_OPTIMIZER };
 
 /*
  * What run's help lists; --dormant and the step options are run's own
@@ -75,6 +75,11 @@ static const struct opt run_options[] = {
 	  "steps are the NVTX ranges whose text matches REGEX\n"
 	  "(e.g. '^step [0-9]+$'); passed to the report" },
 	{ "step-kernel", OPT_STEP_KERNEL, "REGEX", "a step begins at each launch of a matching kernel" },
+	{ "mark-optimizer-steps", OPT_MARK_OPTIMIZER, NULL,
+	  "CMD is a Python trainer: a step mark after every PyTorch\n"
+	  "optimizer.step(), with no change to the script (step N is\n"
+	  "the loop's iteration N; the stepblame Python package, put\n"
+	  "first on PYTHONPATH, hooks torch.optim when it is imported)" },
 	{ "dormant", OPT_DORMANT, NULL,
 	  "load the collector but do not trace: CMD runs with its own\n"
 	  "PID, and `sudo stepblame attach -p PID` (or record) turns the\n"
@@ -134,6 +139,7 @@ static const char run_usage_tail[] =
 "examples:\n"
 "  sudo stepblame run -- python train.py\n"
 "  sudo stepblame run --step-nvtx '^step' -- python train.py  # torch.cuda.nvtx.range_push(\"step 3\")\n"
+"  sudo stepblame run --mark-optimizer-steps -- python3 train.py  # no marks in train.py\n"
 "  sudo stepblame run -o run1.sbt -d 60 -- python train.py --epochs 3\n"
 "  stepblame run --dormant -- python train.py &    # later:\n"
 "  sudo stepblame attach -p <PID it printed>\n";
@@ -169,14 +175,37 @@ static void dir_of(const char *path, char *dir, size_t len)
 		snprintf(dir, len, ".");
 }
 
+/*
+ * A file of the installation, at one of rel[] (each "/..." from the directory
+ * of the stepblame binary; with `probe`, the path that must be a file under
+ * the candidate): 0 and its absolute path, -1 (where looked in *looked).
+ */
+static int find_beside(const char *const *rel, size_t nrel, const char *probe, char *out,
+		       size_t len, char *looked, size_t looked_len)
+{
+	char exe[PATH_MAX], dir[PATH_MAX], cand[PATH_MAX + 64], in[PATH_MAX + 128];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return -1;
+	exe[n] = 0;
+	dir_of(exe, dir, sizeof(dir));
+	snprintf(looked, looked_len, "%s/", dir);
+	for (size_t i = 0; i < nrel; i++) {
+		snprintf(cand, sizeof(cand), "%s%s", dir, rel[i]);
+		snprintf(in, sizeof(in), "%s/%s", cand, probe ? probe : "");
+		if (is_file(probe ? in : cand) && realpath(cand, out) && strlen(out) < len)
+			return 0;
+	}
+	return -1;
+}
+
 /* the collector: 0 and an absolute path, -1 (not found; where looked in *looked) */
 static int find_collector(char *out, size_t len, char *looked, size_t looked_len)
 {
 	const char *env = getenv("STEPBLAME_COLLECTOR");
-	char exe[PATH_MAX], dir[PATH_MAX], cand[PATH_MAX + 64];
-	static const char *rel[] = { "/" COLLECTOR_SO, "/../lib/" COLLECTOR_SO,
-				     "/../lib/stepblame/" COLLECTOR_SO };
-	ssize_t n;
+	static const char *const rel[] = { "/" COLLECTOR_SO, "/../lib/" COLLECTOR_SO,
+					   "/../lib/stepblame/" COLLECTOR_SO };
 
 	if (env && *env) {
 		snprintf(looked, looked_len, "$STEPBLAME_COLLECTOR=%s", env);
@@ -184,18 +213,38 @@ static int find_collector(char *out, size_t len, char *looked, size_t looked_len
 			return -1;
 		return 0;
 	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
+	return find_beside(rel, ARRAY_SIZE(rel), NULL, out, len, looked, looked_len);
+}
+
+/*
+ * --mark-optimizer-steps: the stepblame Python package (python/ of the build
+ * tree, LIBDIR/stepblame/python installed) first on CMD's PYTHONPATH, its
+ * _autorun directory before it (a sitecustomize that hooks torch.optim), and
+ * the marker library for it to load. 0, or -1 with one line in err.
+ */
+static int python_marks(char *err, size_t len)
+{
+	/* build/stepblame, build/san/stepblame; installed */
+	static const char *const pyrel[] = { "/../python", "/../../python", "/../lib/stepblame/python" };
+	static const char *const librel[] = { "/libstepblame.so", "/../lib/libstepblame.so" };
+	char py[PATH_MAX], lib[PATH_MAX], looked[PATH_MAX + 8], path[3 * PATH_MAX];
+	const char *old = getenv("PYTHONPATH");
+
+	if (find_beside(pyrel, ARRAY_SIZE(pyrel), "stepblame/__init__.py", py, sizeof(py), looked,
+			sizeof(looked))) {
+		snprintf(err, len, "--mark-optimizer-steps: the stepblame Python package was not "
+			 "found (python/ of the source tree, or ../lib/stepblame/python/ from %s): `make install`, or "
+			 "run the stepblame of a built source tree", looked);
 		return -1;
-	exe[n] = 0;
-	dir_of(exe, dir, sizeof(dir));
-	snprintf(looked, looked_len, "%s/", dir);
-	for (size_t i = 0; i < ARRAY_SIZE(rel); i++) {
-		snprintf(cand, sizeof(cand), "%s%s", dir, rel[i]);
-		if (is_file(cand) && realpath(cand, out) && strlen(out) < len)
-			return 0;
 	}
-	return -1;
+	if (!getenv("STEPBLAME_LIB") &&
+	    !find_beside(librel, ARRAY_SIZE(librel), NULL, lib, sizeof(lib), looked, sizeof(looked)))
+		setenv("STEPBLAME_LIB", lib, 1);
+	snprintf(path, sizeof(path), "%s/stepblame/_autorun:%s%s%s", py, py, old && *old ? ":" : "",
+		 old && *old ? old : "");
+	setenv("PYTHONPATH", path, 1);
+	setenv("STEPBLAME_MARK_OPTIMIZER", "1", 1);
+	return 0;
 }
 
 static int find_cupti(const char *collector, char *out, size_t len)
@@ -601,7 +650,7 @@ static int wait_child(pid_t pid)
 
 /* options of run that are not capture options: they go to the report */
 struct run_extra {
-	bool dormant;
+	bool dormant, mark_optimizer;
 	const char *step_nvtx, *step_kernel;
 };
 
@@ -644,6 +693,10 @@ static int pre_parse(int argc, char **argv, char **kept, struct run_extra *x)
 			break;
 		if (!strcmp(a, "--dormant")) {
 			x->dormant = true;
+			continue;
+		}
+		if (!strcmp(a, "--mark-optimizer-steps")) {
+			x->mark_optimizer = true;
 			continue;
 		}
 		if (opt_value(argc, argv, &i, "--step-nvtx", &x->step_nvtx) ||
@@ -787,6 +840,11 @@ int cmd_run(int argc, char **argv)
 				sb_warn("libcupti not found for NVTX_INJECTION64_PATH (set "
 					"STEPBLAME_CUPTI_LIB): NVTX ranges will not be recorded");
 		}
+	}
+	if (x.mark_optimizer && python_marks(err, sizeof(err))) {
+		sb_err("run: %s", err);
+		free(kept);
+		return 1;
 	}
 	read_user(&u);
 
