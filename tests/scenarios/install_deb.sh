@@ -63,6 +63,14 @@ else
 	fail ${T}_demo "$(tail -3 "$tmp/demo.out" | tr '\n' ' ')"
 fi
 
+# run --mark-optimizer-steps: the Python package from /usr/lib/stepblame/python, the
+# library from /usr/lib, both first for the trainer
+got=$(env -u STEPBLAME_LIB -u PYTHONPATH timeout 120 "$sb" run -q -o "$tmp/py.sbt" --no-gpu \
+	--mark-optimizer-steps -- /usr/bin/python3 -c \
+	'import os, stepblame; print(os.environ["PYTHONPATH"], stepblame.__file__, stepblame.library())' 2>&1 | head -1)
+want="$root/usr/lib/stepblame/python/stepblame/_autorun:$root/usr/lib/stepblame/python $root/usr/lib/stepblame/python/stepblame/__init__.py $root/usr/lib/libstepblame.so"
+if [ "$got" = "$want" ]; then pass ${T}_python; else fail ${T}_python "'$got', want '$want'"; fi
+
 # a man page per command, each with its command's options, rendered by man
 bad=
 for c in record report attach watch run demo dump; do
