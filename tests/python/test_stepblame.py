@@ -6,6 +6,7 @@ modules (the global hooks of PyTorch 2, which Debian's 1.13 lacks, and the
 class wrapping of older versions). tests/scenarios/python_package.sh runs it
 with the package on sys.path; it prints PASS/FAIL per case.
 """
+import contextlib
 import os
 import subprocess
 import sys
@@ -124,6 +125,21 @@ def fake_torch(with_global_hooks):
     return topt
 
 
+@contextlib.contextmanager
+def stand_in_torch(with_global_hooks):
+    """fake_torch() for the block, the real modules (or none) back after it."""
+    names = ("torch", "torch.optim", "torch.optim.optimizer")
+    saved = {k: sys.modules.get(k) for k in names}
+    try:
+        yield fake_torch(with_global_hooks)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
 def run_hooked(topt, opt, inner=None):
     """An optimizer step as PyTorch 2 runs it: pre hooks, the step, post hooks."""
     for h in list(topt.pre.values()):
@@ -136,9 +152,7 @@ def run_hooked(topt, opt, inner=None):
 
 @case
 def optimizer_global_hooks():
-    saved = {k: sys.modules.get(k) for k in ("torch", "torch.optim", "torch.optim.optimizer")}
-    try:
-        topt = fake_torch(True)
+    with stand_in_torch(True) as topt:
         lib = fake()
         a, b = object(), object()
         h = stepblame.mark_optimizer_steps()
@@ -155,19 +169,11 @@ def optimizer_global_hooks():
         run_hooked(topt, b)
         h.remove()
         assert lib.calls == [("step", 7)], "only b's steps, from 7: %s" % lib.calls
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
 
 
 @case
 def optimizer_class_wrapping():
-    saved = {k: sys.modules.get(k) for k in ("torch", "torch.optim", "torch.optim.optimizer")}
-    try:
-        topt = fake_torch(False)
+    with stand_in_torch(False) as topt:
         lib = fake()
 
         class SGD(topt.Optimizer):
@@ -202,12 +208,6 @@ def optimizer_class_wrapping():
         SGD().step()
         assert len(lib.calls) == 3 and not getattr(SGD.step, "_stepblame", False), \
             "still marking after remove()"
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
 
 
 @case
