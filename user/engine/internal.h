@@ -8,6 +8,7 @@
 
 #include <regex.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -371,37 +372,24 @@ struct interferer {
 	bool used;
 };
 
-/* a chunk of results, with the blame entries of its steps (freed together) */
-struct blame_pool {
-	struct blame_pool *next;
-	uint32_t used, pad;
-	struct eng_blame b[BLAME_CHUNK];
-};
+/*
+ * A chunk of results, with the variable-length detail of its steps (freed
+ * together): for each kind, blocks of elements, newest first, made only once
+ * a step has that detail; a step's detail is one run inside one block
+ * (pool_store).
+ */
+enum { POOL_BLAME, POOL_IO, POOL_MAP, POOL_AUDIT, POOL_KINDS };
 
-struct io_pool {
-	struct io_pool *next;
-	uint32_t used, pad;
-	struct eng_io b[64];
-};
-
-struct map_pool {
-	struct map_pool *next;
-	uint32_t used, pad;
-	struct eng_map b[64];
-};
-
-struct audit_pool {
-	struct audit_pool *next;
-	uint32_t used, pad;
-	struct eng_audit b[256];
+struct pool_block {
+	struct pool_block *next;
+	size_t bytes;                 /* the block, header included (heap_account) */
+	uint32_t used, cap;           /* elements */
+	_Alignas(max_align_t) unsigned char b[];
 };
 
 struct result_chunk {
 	struct eng_step s[RESULTS_PER_CHUNK];
-	struct blame_pool *pool;      /* newest first */
-	struct io_pool *io_pool;      /* newest first; only once a step has I/O detail */
-	struct map_pool *map_pool;    /* newest first; only once a step has mapping detail */
-	struct audit_pool *audit_pool; /* newest first; only once a step has a launching thread */
+	struct pool_block *pool[POOL_KINDS];
 };
 
 /*

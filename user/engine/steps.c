@@ -15,31 +15,51 @@
 #define INTERFERERS_MAX 65536
 
 /*
- * A step's blame entries, kept with those of the other steps of its chunk: a
- * step holds only as many as it has, and they go when the chunk goes.
+ * A step's detail (blame entries, I/O, mappings, audit counts), kept with
+ * that of the other steps of its chunk: a step holds only as many as it has,
+ * and they go when the chunk goes: n elements of size bytes copied into
+ * *head's newest block, or a new block of cap elements if they do not fit.
  */
-static const struct eng_blame *blame_store(struct engine *e, struct result_chunk *c,
-					   const struct eng_blame *b, uint32_t n)
+static void *pool_store(struct engine *e, struct pool_block **head, const void *src,
+			uint32_t n, size_t size, uint32_t cap)
 {
-	struct eng_blame *p;
+	struct pool_block *q = *head;
+	void *p;
 
-	if (!c->pool || c->pool->used + n > BLAME_CHUNK) {
-		struct blame_pool *q = heap_calloc(e, 1, sizeof(*q));
+	if (!q || q->used + n > q->cap) {
+		size_t bytes;
 
-		q->next = c->pool;
-		c->pool = q;
+		if (cap < n)
+			cap = n;
+		bytes = sizeof(*q) + (size_t)cap * size;
+		q = heap_calloc(e, 1, bytes);
+		q->bytes = bytes;
+		q->cap = cap;
+		q->next = *head;
+		*head = q;
 	}
-	p = &c->pool->b[c->pool->used];
-	memcpy(p, b, n * sizeof(*b));
-	c->pool->used += n;
+	p = q->b + (size_t)q->used * size;
+	memcpy(p, src, (size_t)n * size);
+	q->used += n;
 	return p;
 }
+
+/* the chunk the step being finalised goes into */
+static struct result_chunk *result_chunk_now(struct engine *e)
+{
+	return e->results[e->nresults / RESULTS_PER_CHUNK - e->first_chunk];
+}
+
+/* the pools' blocks, by kind: elements each */
+static const uint32_t pool_cap[POOL_KINDS] = {
+	[POOL_BLAME] = BLAME_CHUNK, [POOL_IO] = 64, [POOL_MAP] = 64, [POOL_AUDIT] = 256,
+};
 
 /* the step's I/O detail: its accumulator's files, the largest first */
 static void step_io(struct engine *e, struct eng_step *r, const struct accum *a)
 {
 	struct eng_io tmp[IO_USES_MAX];
-	struct result_chunk *c = e->results[e->nresults / RESULTS_PER_CHUNK - e->first_chunk];
+	struct result_chunk *c = result_chunk_now(e);
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < a->nio; i++) {
@@ -69,16 +89,8 @@ static void step_io(struct engine *e, struct eng_step *r, const struct accum *a)
 		n = ENG_MAX_IO;
 	if (!n)
 		return;
-	if (!c->io_pool || c->io_pool->used + n > ARRAY_SIZE(c->io_pool->b)) {
-		struct io_pool *q = heap_calloc(e, 1, sizeof(*q));
-
-		q->next = c->io_pool;
-		c->io_pool = q;
-	}
-	memcpy(&c->io_pool->b[c->io_pool->used], tmp, n * sizeof(tmp[0]));
-	r->io = &c->io_pool->b[c->io_pool->used];
+	r->io = pool_store(e, &c->pool[POOL_IO], tmp, n, sizeof(tmp[0]), pool_cap[POOL_IO]);
 	r->nio = n;
-	c->io_pool->used += n;
 }
 
 /* who moved the step's critical thread: its accumulator's moves, the largest first */
@@ -109,7 +121,7 @@ static void step_moves(struct engine *e, struct eng_step *r, const struct accum 
 static void step_maps(struct engine *e, struct eng_step *r, const struct accum *a)
 {
 	struct eng_map tmp[MAP_USES_MAX];
-	struct result_chunk *c = e->results[e->nresults / RESULTS_PER_CHUNK - e->first_chunk];
+	struct result_chunk *c = result_chunk_now(e);
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < a->nmaps; i++) {
@@ -146,22 +158,14 @@ static void step_maps(struct engine *e, struct eng_step *r, const struct accum *
 		n = ENG_MAX_MAPS;
 	if (!n)
 		return;
-	if (!c->map_pool || c->map_pool->used + n > ARRAY_SIZE(c->map_pool->b)) {
-		struct map_pool *q = heap_calloc(e, 1, sizeof(*q));
-
-		q->next = c->map_pool;
-		c->map_pool = q;
-	}
-	memcpy(&c->map_pool->b[c->map_pool->used], tmp, n * sizeof(tmp[0]));
-	r->maps = &c->map_pool->b[c->map_pool->used];
+	r->maps = pool_store(e, &c->pool[POOL_MAP], tmp, n, sizeof(tmp[0]), pool_cap[POOL_MAP]);
 	r->nmaps = n;
-	c->map_pool->used += n;
 }
 
 /* the step's launching threads and what they did (eng_step.audit) */
 static void step_audit(struct engine *e, struct eng_step *r, struct open_step *st)
 {
-	struct result_chunk *c = e->results[e->nresults / RESULTS_PER_CHUNK - e->first_chunk];
+	struct result_chunk *c = result_chunk_now(e);
 	uint32_t n = st->naudit;
 
 	if (!n)
@@ -175,16 +179,9 @@ static void step_audit(struct engine *e, struct eng_step *r, struct open_step *s
 			st->audit[i].n[ENG_AUD_ALLOC] = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 			st->audit[i].alloc_exact = true;
 		}
-	if (!c->audit_pool || c->audit_pool->used + n > ARRAY_SIZE(c->audit_pool->b)) {
-		struct audit_pool *q = heap_calloc(e, 1, sizeof(*q));
-
-		q->next = c->audit_pool;
-		c->audit_pool = q;
-	}
-	memcpy(&c->audit_pool->b[c->audit_pool->used], st->audit, n * sizeof(st->audit[0]));
-	r->audit = &c->audit_pool->b[c->audit_pool->used];
+	r->audit = pool_store(e, &c->pool[POOL_AUDIT], st->audit, n, sizeof(st->audit[0]),
+			      pool_cap[POOL_AUDIT]);
 	r->naudit = n;
-	c->audit_pool->used += n;
 }
 
 void launcher_add(struct engine *e, uint32_t tid)
@@ -269,34 +266,14 @@ void audit_count(struct engine *e, const struct sb_hdr *h)
 
 void result_pools_free(struct engine *e, struct result_chunk *c)
 {
-	while (c->map_pool) {
-		struct map_pool *q = c->map_pool;
+	for (int k = 0; k < POOL_KINDS; k++)
+		while (c->pool[k]) {
+			struct pool_block *q = c->pool[k];
 
-		c->map_pool = q->next;
-		free(q);
-		heap_account(e, -(int64_t)sizeof(*q));
-	}
-	while (c->audit_pool) {
-		struct audit_pool *q = c->audit_pool;
-
-		c->audit_pool = q->next;
-		free(q);
-		heap_account(e, -(int64_t)sizeof(*q));
-	}
-	while (c->io_pool) {
-		struct io_pool *q = c->io_pool;
-
-		c->io_pool = q->next;
-		free(q);
-		heap_account(e, -(int64_t)sizeof(*q));
-	}
-	while (c->pool) {
-		struct blame_pool *q = c->pool;
-
-		c->pool = q->next;
-		free(q);
-		heap_account(e, -(int64_t)sizeof(*q));
-	}
+			c->pool[k] = q->next;
+			heap_account(e, -(int64_t)q->bytes);
+			free(q);
+		}
 }
 
 static struct open_step *step_by_seq(struct engine *e, uint64_t seq)
@@ -692,7 +669,8 @@ static void step_finalize(struct engine *e, struct open_step *st)
 		}
 		sort_blame(tmp, n);
 	}
-	r->blame = blame_store(e, e->results[e->nresults / RESULTS_PER_CHUNK - e->first_chunk], tmp, n);
+	r->blame = pool_store(e, &result_chunk_now(e)->pool[POOL_BLAME], tmp, n, sizeof(tmp[0]),
+			      pool_cap[POOL_BLAME]);
 	r->nblame = n;
 	step_io(e, r, &st->accum);
 	step_moves(e, r, &st->accum);
