@@ -75,16 +75,25 @@ try:
         want_steps = int(sys.argv[4])
         d = json.load(open(path))
         ev = d['traceEvents']
+        flows = {}
         for e in ev:
-            if e['ph'] not in ('X', 'M'): fail('event', 'phase ' + e['ph'])
+            if e['ph'] not in ('X', 'M', 'C', 's', 'f'): fail('event', 'phase ' + e['ph'])
             if e['ph'] == 'X' and (e['dur'] < 0 or not isinstance(e['ts'], (int, float))): fail('event', repr(e))
+            if e['ph'] == 'C' and not 0 <= e['args']['percent'] <= 100: fail('counter', repr(e))
+            if e['ph'] in 'sf': flows.setdefault(e['id'], []).append(e)
+        for i, f in flows.items():
+            if sorted(x['ph'] for x in f) != ['f', 's'] or f[0]['ts'] > f[1]['ts']: fail('flow %s' % i, repr(f))
         cat = lambda c: [e for e in ev if e.get('cat') == c]
         if len(cat('step')) != want_steps: fail('steps', '%d slices, want %d' % (len(cat('step')), want_steps))
         if not cat('gpu'): fail('gpu', 'no GPU stream slices')
         if not cat('blame'): fail('blame', 'no blame slices')
         if not [e for e in cat('interferer') if e['pid'] == 900]: fail('interferer', 'noisy[900] missing')
         if not [e for e in cat('thread') if e['pid'] == 100 and e['tid'] == 101 and e['name'] == 'cpu_wait']: fail('thread', 'no cpu_wait slice on the launcher')
-        names = {(e['pid'], e.get('tid')): e['args']['name'] for e in ev if e['ph'] == 'M'}
+        names = {(e['pid'], e.get('tid')): e['args']['name'] for e in ev
+                 if e['ph'] == 'M' and e['name'] in ('process_name', 'thread_name')}
+        for e in cat('gpu'):
+            if e['ph'] == 'X' and e['name'] != 'launch' and not names.get((e['pid'], e['tid']), '').startswith('stream '): fail('names', 'GPU stream %s unnamed' % e['tid'])
+            if e['ph'] == 'X' and e['name'] != 'launch' and not names.get((e['pid'], None), '').startswith('GPU '): fail('names', 'GPU device unnamed')
         if names.get((100, 101)) != 'launcher': fail('names', 'launcher thread unnamed')
         if not any(v.startswith('trainer') for k, v in names.items() if k[1] is None): fail('names', 'no process name for the target')
         if names.get((900, None)) != 'noisy': fail('names', 'interferer process unnamed')

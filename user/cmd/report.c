@@ -41,7 +41,8 @@ static const struct opt options[] = {
 	  "ui.perfetto.dev: GPU streams, thread states, interferers,\n"
 	  "steps and blame), html (one page for a browser, offline:\n"
 	  "step timeline by cause, distribution, tail episodes).\n"
-	  "Default: html when OUT ends in .html, else text" },
+	  "Default: from OUT's name (.html, .perfetto.json, .jsonl,\n"
+	  ".json; each also .gz), else text" },
 	{ "output", 'o', "OUT",
 	  "write there (atomically: a temporary name, then renamed)\n"
 	  "instead of standard output; OUT ending in .gz: gzip-compressed" },
@@ -71,9 +72,26 @@ static const char usage_tail[] =
 "\n"
 "  stepblame report run.sbt\n"
 "  stepblame report run.sbt --format json -o report.json\n"
-"  stepblame report run.sbt --format perfetto -o run.perfetto.json.gz\n"
+"  stepblame report run.sbt -o run.perfetto.json.gz   # for ui.perfetto.dev\n"
 "  stepblame report run.sbt -o run.html        # open it in any browser, offline\n"
 "  stepblame report rank0.sbt rank1.sbt rank2.sbt   # which rank straggles, and why\n";
+
+/* the format a name asks for (NAME.html, NAME.perfetto.json, ..., each also .gz): text if none */
+static enum report_fmt fmt_of_name(const char *name)
+{
+	static const struct { const char *ext; enum report_fmt fmt; } ext[] = {
+		{ ".html", FMT_HTML }, { ".perfetto.json", FMT_PERFETTO }, { ".jsonl", FMT_JSONL },
+		{ ".json", FMT_JSON },
+	};
+	char buf[64];
+
+	for (size_t i = 0; i < ARRAY_SIZE(ext); i++) {
+		snprintf(buf, sizeof(buf), "%s.gz", ext[i].ext);
+		if (str_ends_with(name, ext[i].ext) || str_ends_with(name, buf))
+			return ext[i].fmt;
+	}
+	return FMT_TEXT;
+}
 
 int report_parse_lag(const char *cmd, const char *arg, struct engine_opts *eo)
 {
@@ -147,8 +165,8 @@ int cmd_report(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!fmt_given && outp && (str_ends_with(outp, ".html") || str_ends_with(outp, ".html.gz")))
-		fmt = FMT_HTML;
+	if (!fmt_given && outp)
+		fmt = fmt_of_name(outp);
 	if (optind >= argc) {
 		sb_err("report: which trace? usage: stepblame report FILE [--format ...] [-o OUT]");
 		return 2;

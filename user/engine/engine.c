@@ -581,6 +581,11 @@ void engine_stats(const struct engine *e, struct engine_stats *s)
 void engine_each_thread(const struct engine *e,
 			void (*fn)(void *ctx, uint32_t tid, const char *comm), void *ctx)
 {
-	for (uint32_t i = 0; i < e->nthreads; i++)
-		fn(ctx, e->threads[i]->tid, e->threads[i]->comm);
+	for (uint32_t i = 0; i < e->nthreads; i++) {
+		const struct thread *t = e->threads[i];
+
+		/* the target's and its followed processes' (not a waker or runner met on the way) */
+		if (!t->sink && (t->candidate >= 0 || t->pid == e->target_pid || proc_find(e, t->pid)))
+			fn(ctx, t->tid, t->comm);
+	}
 }

@@ -390,6 +390,8 @@ struct eng_gpu_op {
 	const char *name;        /* the kernel's name; NULL if not known */
 	uint32_t correlation_id;
 	uint32_t launcher_tid;   /* the thread that issued it, 0 if not known */
+	uint32_t launcher_pid;   /* its process (its track's: the target's), with launcher_tid */
+	uint64_t launch_ns;      /* when it was issued (the API call's start), with launcher_tid */
 	uint64_t start_ns, end_ns;
 };
 
@@ -637,7 +639,10 @@ void engine_stats(const struct engine *e, struct engine_stats *s);
 /* a thread's name as last seen ("" if not known, or its state was dropped) */
 const char *engine_thread_name(const struct engine *e, uint32_t tid);
 
-/* the threads followed now, in the order they were met, with their names ("" if none) */
+/*
+ * The threads followed now (the target's and its followed processes'), in the
+ * order they were met, with their names ("" if none).
+ */
 void engine_each_thread(const struct engine *e,
 			void (*fn)(void *ctx, uint32_t tid, const char *comm), void *ctx);
 

@@ -240,6 +240,11 @@ static void gpu_op(struct engine *e, const struct sb_gpu *g)
 					 .correlation_id = g->correlation_id, .launcher_tid = crit,
 					 .start_ns = s, .end_ns = end };
 
+		if (crit) {
+			op.launcher_pid = e->target_pid ? e->target_pid : g->h.pid;
+			op.launch_ns = e->launches[g->correlation_id % CORR_SLOTS].ts;
+		}
+
 		e->opts.timeline.gpu_op(e->opts.timeline.ctx, &op);
 	}
 }
@@ -310,6 +315,7 @@ void gpu_record(struct engine *e, const struct sb_gpu *g)
 				e->gpu_queued--;
 			c->corr = g->correlation_id;
 			c->tid = g->h.tid;
+			c->ts = g->h.ts;
 			c->queued = g->sub == SB_API_LAUNCH || g->sub == SB_API_MEMCPY;
 			e->gpu_queued += c->queued;
 		}

@@ -474,8 +474,8 @@ struct engine {
 	bool gpu_fed, gpu_started;
 	uint64_t busy_until;
 	bool gap_open;
-	/* launches by correlation id (mod CORR_SLOTS): who issued it, not started yet */
-	struct { uint32_t corr, tid; bool queued; } *launches;
+	/* launches by correlation id (mod CORR_SLOTS): who issued it and when, not started yet */
+	struct { uint32_t corr, tid; uint64_t ts; bool queued; } *launches;
 	uint64_t gpu_queued;     /* operations launched that have not started on the GPU */
 	uint32_t last_launch_tid;
 	/* the step mark being handled: its thread's fast allocator calls (sb_step_alloc) */
@@ -675,6 +675,8 @@ struct thread *thread_get(struct engine *e, uint32_t tid, uint32_t pid);
 void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n);
 void procs_free(struct engine *e);
 const char *thread_name_of(const struct engine *e, uint32_t tid);
+/* a followed process other than the target; NULL if pid is not one (threads.c) */
+struct proc *proc_find(const struct engine *e, uint32_t pid);
 /* what a followed thread did besides its own code (struct act_iv, threads.c) */
 void act_push(struct engine *e, struct thread *t, int kind, uint64_t s, uint64_t end);
 void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr);

@@ -482,7 +482,7 @@ uint64_t runslice_cover(struct engine *e, uint16_t cpu, uint64_t a, uint64_t b, 
 
 #define PROCS_MAX 4096  /* as many as the kernel side follows at once */
 
-static struct proc *proc_find(const struct engine *e, uint32_t pid)
+struct proc *proc_find(const struct engine *e, uint32_t pid)
 {
 	for (uint32_t i = 0; i < e->nprocs; i++)
 		if (e->procs[i].pid == pid)
