@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "base/json.h"
 #include "base/jsonread.h"
 #include "test.h"
 
@@ -328,6 +329,63 @@ static void t_escapes(void)
 		CHECK(!strcmp(jr_str(jr_root(d)), c[k].want), "%s: got '%s'", c[k].text,
 		      jr_str(jr_root(d)));
 		jr_free(d);
+	}
+}
+
+/*
+ * The writer's one escaping policy (base/json.c json_escape_one, used by the
+ * reports, dump --jsonl and Perfetto): exact bytes out, and read back by the
+ * reader as the same text, with U+FFFD for each byte not part of valid UTF-8.
+ */
+static void t_writer_escapes(void)
+{
+	static const struct {
+		const char *in;
+		size_t n;
+		const char *out, *back;
+	} c[] = {
+		{ "plain", 5, "plain", "plain" },
+		{ "\"\\", 2, "\\\"\\\\", "\"\\" },
+		{ "\n\r\t", 3, "\\n\\r\\t", "\n\r\t" },
+		{ "\x01\x1b[31m\x7f", 7, "\\u0001\\u001b[31m\\u007f", "\x01\x1b[31m\x7f" },
+		{ "a\0b", 3, "a\\u0000b", "a\xef\xbf\xbd" "b" },
+		/* valid UTF-8 as it is: 2, 3 and 4 bytes */
+		{ "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+		  "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80" },
+		/* not UTF-8: a lone byte, overlong forms, a surrogate, past U+10FFFF, cut short */
+		{ "\xe9t\xe9", 3, "\\ufffdt\\ufffd", "\xef\xbf\xbdt\xef\xbf\xbd" },
+		{ "\xc0\xaf", 2, "\\ufffd\\ufffd", "\xef\xbf\xbd\xef\xbf\xbd" },
+		{ "\xe0\x80\xaf", 3, "\\ufffd\\ufffd\\ufffd", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+		{ "\xed\xa0\x80", 3, "\\ufffd\\ufffd\\ufffd", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+		{ "\xf4\x90\x80\x80", 4, "\\ufffd\\ufffd\\ufffd\\ufffd",
+		  "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+		{ "x\xe2\x82", 3, "x\\ufffd\\ufffd", "x\xef\xbf\xbd\xef\xbf\xbd" },
+	};
+	char err[128];
+
+	for (size_t k = 0; k < ARRAY_SIZE(c); k++) {
+		char *buf = NULL, *doc;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		struct jr_doc *d;
+
+		REQUIRE(f, "memstream");
+		json_escape(f, c[k].in, c[k].n);
+		fclose(f);
+		CHECK(len == strlen(c[k].out) && !memcmp(buf, c[k].out, len),
+		      "case %zu: wrote '%s', want '%s'", k, buf, c[k].out);
+		doc = malloc(len + 3);
+		REQUIRE(doc, "malloc");
+		doc[0] = '"';
+		memcpy(doc + 1, buf, len);
+		doc[len + 1] = '"';
+		doc[len + 2] = 0;
+		d = parse(doc, err, sizeof(err));
+		CHECK(d && !strcmp(jr_str(jr_root(d)), c[k].back), "case %zu: read back %s",
+		      k, d ? jr_str(jr_root(d)) : err);
+		jr_free(d);
+		free(doc);
+		free(buf);
 	}
 }
 
@@ -699,6 +757,7 @@ int main(void)
 	RUN(t_negative);
 	RUN(t_fractions_exponents);
 	RUN(t_escapes);
+	RUN(t_writer_escapes);
 	RUN(t_keys_escaped_and_duplicate);
 	RUN(t_depth);
 	RUN(t_malformed);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "base/util.h"
 
 void jw_init(struct jw *w, FILE *f, bool pretty)
 {
@@ -143,37 +144,45 @@ void jw_key(struct jw *w, const char *k)
 	w->after_key = true;
 }
 
-/* length of a valid UTF-8 sequence at s (max n bytes), 0 if invalid */
-static size_t utf8_len(const unsigned char *s, size_t n)
+/*
+ * The one escaping policy of every JSON stepblame writes: '"' and '\' with a
+ * backslash, \n \r \t as such, other controls and DEL as \u00XX, valid UTF-8 as
+ * it is, a byte that is not part of valid UTF-8 as \ufffd (U+FFFD).
+ */
+size_t json_escape_one(char out[JSON_ESC_MAX], const char *str, size_t n, size_t *used)
 {
-	size_t len;
-	uint32_t cp;
+	const unsigned char *s = (const unsigned char *)str;
+	unsigned char c = s[0];
+	size_t l;
 
-	if (s[0] < 0x80)
+	*used = 1;
+	if (c == '"' || c == '\\') {
+		out[0] = '\\';
+		out[1] = (char)c;
+		return 2;
+	}
+	if (c == '\n' || c == '\r' || c == '\t') {
+		out[0] = '\\';
+		out[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+		return 2;
+	}
+	if (c < 0x20 || c == 0x7f) {
+		memcpy(out, "\\u00", 4);
+		out[4] = "0123456789abcdef"[c >> 4];
+		out[5] = "0123456789abcdef"[c & 15];
+		return 6;
+	}
+	if (c < 0x80) {
+		out[0] = (char)c;
 		return 1;
-	if ((s[0] & 0xe0) == 0xc0) {
-		len = 2;
-		cp = s[0] & 0x1f;
-	} else if ((s[0] & 0xf0) == 0xe0) {
-		len = 3;
-		cp = s[0] & 0x0f;
-	} else if ((s[0] & 0xf8) == 0xf0) {
-		len = 4;
-		cp = s[0] & 0x07;
-	} else {
-		return 0;
 	}
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
+	if ((l = utf8_seq_len(s, n))) {
+		memcpy(out, s, l);
+		*used = l;
+		return l;
 	}
-	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
+	memcpy(out, "\\ufffd", 6);
+	return 6;
 }
 
 void json_escape(FILE *f, const char *str, size_t n)
@@ -182,7 +191,8 @@ void json_escape(FILE *f, const char *str, size_t n)
 
 	for (size_t i = 0; i < n;) {
 		unsigned char c = s[i];
-		size_t l;
+		char e[JSON_ESC_MAX];
+		size_t l, k;
 
 		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
 			/* a run of characters that stand for themselves: one write */
@@ -191,29 +201,11 @@ void json_escape(FILE *f, const char *str, size_t n)
 				;
 			fwrite(s + i, 1, l - i, f);
 			i = l;
-		} else if (c == '"' || c == '\\') {
-			fputc('\\', f);
-			fputc(c, f);
-			i++;
-		} else if (c == '\n') {
-			fputs("\\n", f);
-			i++;
-		} else if (c == '\t') {
-			fputs("\\t", f);
-			i++;
-		} else if (c < 0x20 || c == 0x7f) {
-			fprintf(f, "\\u%04x", c);
-			i++;
-		} else if (c < 0x80) {
-			fputc(c, f);
-			i++;
-		} else if ((l = utf8_len(s + i, n - i))) {
-			fwrite(s + i, 1, l, f);
-			i += l;
-		} else {
-			fprintf(f, "\\u%04x", c);
-			i++;
+			continue;
 		}
+		k = json_escape_one(e, str + i, n - i, &l);
+		fwrite(e, 1, k, f);
+		i += l;
 	}
 }
 

@@ -39,4 +39,11 @@ void jw_fixed(struct jw *w, double v, int decimals);
 /* the escaped body of a JSON string (no quotes) */
 void json_escape(FILE *f, const char *s, size_t n);
 
+/*
+ * The same, for one character at s (n bytes there): its escaped form into out,
+ * its length returned, the bytes of s it stands for in *used.
+ */
+#define JSON_ESC_MAX 6
+size_t json_escape_one(char out[JSON_ESC_MAX], const char *s, size_t n, size_t *used);
+
 #endif

@@ -29,6 +29,9 @@ bool parse_u64(const char *s, uint64_t *out);
 /* s ends with suffix */
 bool str_ends_with(const char *s, const char *suffix);
 
+/* the length of the valid UTF-8 character at s (at most n bytes there; 1 for ASCII), 0 if none */
+size_t utf8_seq_len(const unsigned char *s, size_t n);
+
 /* the comm of a thread (/proc/PID/task/TID/comm), "" if gone */
 void thread_comm(pid_t pid, pid_t tid, char *buf, size_t len);
 

@@ -23,28 +23,10 @@
 /* length of the UTF-8 character at s (n bytes there), 0 if malformed or a C1 control */
 static size_t utf8_char(const unsigned char *s, size_t n)
 {
-	unsigned char c = s[0];
-	size_t len;
+	size_t len = utf8_seq_len(s, n);
 
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4;
-	else
-		return 0;
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	/* C1 controls (U+0080..U+009F), overlong forms, surrogates, past U+10FFFF */
-	if ((c == 0xc2 && s[1] < 0xa0) || (c == 0xe0 && s[1] < 0xa0) ||
-	    (c == 0xed && s[1] >= 0xa0) || (c == 0xf0 && s[1] < 0x90) ||
-	    (c == 0xf4 && s[1] >= 0x90))
-		return 0;
-	return len;
+	/* C1 controls: U+0080..U+009F */
+	return len == 2 && s[0] == 0xc2 && s[1] < 0xa0 ? 0 : len;
 }
 
 size_t sb_escape(char *dst, size_t len, const char *src, size_t n)

@@ -15,6 +15,7 @@
 #include "cmd/cmds.h"
 #include "format/gpu.h"
 #include "format/trace.h"
+#include "base/json.h"
 #include "base/util.h"
 
 #define USAGE "usage: stepblame dump FILE [--format text|jsonl] [--abs] [--limit N]"
@@ -133,40 +134,6 @@ static void ohex(uint64_t v)
 	omem(t + i, sizeof(t) - i);
 }
 
-/* length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	size_t k, i;
-	uint32_t cp;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf) {
-		k = 2;
-		cp = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		k = 3;
-		cp = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		k = 4;
-		cp = c & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < k)
-		return 0;
-	for (i = 1; i < k; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if ((k == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-	    (k == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return k;
-}
-
 enum esc { ESC_BARE, ESC_QUOTED, ESC_JSON };
 
 static void oxbyte(unsigned c)
@@ -178,8 +145,9 @@ static void oxbyte(unsigned c)
 
 /*
  * A string of any bytes. BARE: a text-mode token (no spaces or quotes), QUOTED:
- * text-mode "...", JSON: a JSON string body. Valid UTF-8 passes through; any
- * other byte becomes \xNN in text and U+FFFD in JSON.
+ * text-mode "...", JSON: a JSON string body (json_escape_one(), the policy of
+ * every JSON stepblame writes). Valid UTF-8 passes through; any other byte
+ * becomes \xNN in text.
  */
 static void oesc(const void *p, size_t n, enum esc mode)
 {
@@ -187,15 +155,20 @@ static void oesc(const void *p, size_t n, enum esc mode)
 	size_t i, k;
 	unsigned c;
 
+	if (mode == ESC_JSON) {
+		char e[JSON_ESC_MAX];
+
+		for (i = 0; i < n; i += k)
+			omem(e, json_escape_one(e, (const char *)s + i, n - i, &k));
+		return;
+	}
 	for (i = 0; i < n; i++) {
 		c = s[i];
 		if (c >= 0x80) {
-			k = utf8_len(s + i, n - i);
+			k = utf8_seq_len(s + i, n - i);
 			if (k) {
 				omem(s + i, k);
 				i += k - 1;
-			} else if (mode == ESC_JSON) {
-				ostr("\\ufffd");
 			} else {
 				oxbyte(c);
 			}
@@ -220,13 +193,7 @@ static void oesc(const void *p, size_t n, enum esc mode)
 		case '\t': ostr("\\t"); break;
 		case '\r': ostr("\\r"); break;
 		default:
-			if (mode == ESC_JSON) {
-				ostr("\\u00");
-				ochar("0123456789abcdef"[c >> 4]);
-				ochar("0123456789abcdef"[c & 15]);
-			} else {
-				oxbyte(c);
-			}
+			oxbyte(c);
 		}
 	}
 }

@@ -249,11 +249,14 @@ static void on_step(void *ctx, const struct eng_step *r)
 
 		o += (size_t)snprintf(args + o, sizeof(args) - o, ",\"io_call\":\"%s\",\"io_path\":\"",
 				      sb_io_name(x->call));
-		for (const char *c = x->path[0] ? x->path : sb_file_kind_name(x->kind);
-		     *c && o + 8 < sizeof(args); c++) {
-			if (*c == '"' || *c == '\\')
-				args[o++] = '\\';
-			args[o++] = *c;
+		const char *c = x->path[0] ? x->path : sb_file_kind_name(x->kind), *end = c + strlen(c);
+
+		/* room kept for the fields after it */
+		while (c < end && o + JSON_ESC_MAX + 80 < sizeof(args)) {
+			size_t used;
+
+			o += json_escape_one(args + o, c, (size_t)(end - c), &used);
+			c += used;
 		}
 		snprintf(args + o, sizeof(args) - o, "\",\"io_ns\":%" PRIu64 ",\"io_written_bytes\":%" PRIu64 "}",
 			 x->ns, x->written);
