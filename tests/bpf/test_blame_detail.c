@@ -59,7 +59,7 @@ static void step_text(const struct engine *e, const struct eng_step *s, bool jso
 	if (json)
 		report_step_json(e, s, NULL, f);
 	else
-		report_step_line(e, s, NULL, f);
+		report_step_line(e, s, NULL, NULL, f);
 	fclose(f);
 	buf[len - 1] = 0;
 }

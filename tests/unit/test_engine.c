@@ -779,7 +779,7 @@ static void t_moved_by(void)
 	REQUIRE(s->tail, "step 1 is not in the tail");
 	f = open_memstream(&line, &len);
 	REQUIRE(f, "memstream");
-	report_step_line(e, s, &sum, f);
+	report_step_line(e, s, &sum, NULL, f);
 	fclose(f);
 	CHECK(strstr(line, "— launcher[101] moved by its own sched_setaffinity (CPU 0→1), then "
 		      "waited behind hog[900] 3.98 ms on CPU 1"), "text: %s", line);
@@ -799,7 +799,7 @@ static void t_moved_by(void)
 	line = NULL;
 	f = open_memstream(&line, &len);
 	REQUIRE(f, "memstream");
-	report_step_line(e, s, &sum, f);
+	report_step_line(e, s, &sum, NULL, f);
 	fclose(f);
 	CHECK(strstr(line, "moved by the scheduler (load balancing) (CPU 1→0), then waited behind "
 		      "hog[900]"), "text: %s", line);
@@ -866,7 +866,7 @@ static void t_faults_mapping(void)
 	REQUIRE(s->tail, "step 2 is not in the tail");
 	f = open_memstream(&line, &len);
 	REQUIRE(f, "memstream");
-	report_step_line(e, s, &sum, f);
+	report_step_line(e, s, &sum, NULL, f);
 	fclose(f);
 	CHECK(strstr(line, "(402 faults) — 400 faults (4.00 ms) in anon mapping 384 MiB (mmap in step 2); "
 		      "2 faults (") && strstr(line, "in file mapping 1.0 MiB of /shard.bin (mmap in step 2)"),
@@ -1197,7 +1197,7 @@ static void t_faults_premapped(void)
 	engine_summarise(e, &sum);
 	f = open_memstream(&line, &len);
 	REQUIRE(f, "memstream");
-	report_step_line(e, s, &sum, f);
+	report_step_line(e, s, &sum, NULL, f);
 	fclose(f);
 	CHECK(strstr(line, "200 faults (2.00 ms) in anon mapping 64 MiB (mapped before the capture)") &&
 	      strstr(line, "in [heap] mapping 3.0 MiB (mapped before the capture)") &&
@@ -1416,7 +1416,7 @@ static void t_iosys_file(void)
 	REQUIRE(s->tail, "step 2 is not in the tail");
 	f = open_memstream(&line, &len);
 	REQUIRE(f, "memstream");
-	report_step_line(e, s, &sum, f);
+	report_step_line(e, s, &sum, NULL, f);
 	fclose(f);
 	CHECK(strstr(line, "io_wait +") && strstr(line, "launcher[101] fsync /ckpt/model.pt (1 call, ") &&
 	      strstr(line, "150 MB written to it in this step") && strstr(line, "read socket"),

@@ -436,6 +436,8 @@ static void try_channel(struct capture *c, bool first)
 	}
 	note(c, "GPU timeline: reading the %s channel of PID %d", sbc_producer_name(c->chan),
 	     (int)c->o->probe.pid);
+	if (c->o->on_gpu)
+		c->o->on_gpu(c->o->on_second_ctx);
 }
 
 /*
@@ -750,6 +752,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			 */
 			if (!c->sink_err) {
 				probes_flush_sched(c->probes, false);
+				if (o->live)
+					probes_flush_faults(c->probes, false);
 				ring_buffer__consume(rb);
 			}
 			/* the ring is drained: what it held came before the stop */
@@ -767,11 +771,14 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 					     "while mapped: no GPU timeline from here on", (int)pid);
 				}
 			}
+			if (o->on_tick && !c->sink_err)
+				o->on_tick(o->on_second_ctx, now);
 		}
 		if (now - last_sec >= 1000000000ull) {
 			last_sec = now;
 			probes_alloc_stats(c->probes, alloc_stats_cb, c);
-			probes_flush_faults(c->probes, false);
+			if (!o->live)
+				probes_flush_faults(c->probes, false);
 			put_drops(c);
 			probes_rescan(c->probes);
 			put_probe_status(c);
@@ -838,6 +845,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	res->drops_total = c->last_drops_total;
 	res->gpu = c->chan != NULL;
 	res->sink_error = c->sink_err;
+	if (o->on_end)
+		o->on_end(o->on_second_ctx, res);
 	ret = 0;
 out:
 	if (c->chan)

@@ -18,6 +18,8 @@
 /* a sink takes every record in drain order; non-zero stops the capture */
 typedef int (*sink_fn)(void *ctx, const struct sb_hdr *rec);
 
+struct collect_result;
+
 struct collect_opts {
 	struct probe_opts probe;
 	int64_t duration_ns;         /* 0: until signal or target exit */
@@ -33,9 +35,27 @@ struct collect_opts {
 	 * (collect_opts_init) is 10000 (1%).
 	 */
 	uint64_t max_overhead_ppm;
+	/*
+	 * live: records are wanted soon after the fact (attach): the probes'
+	 * held fault runs are written every tick, not every second
+	 */
+	bool live;
 	/* called about once a second (attach's rolling summary); may be NULL */
 	void (*on_second)(void *ctx, uint64_t now);
-	void *on_second_ctx;
+	void *on_second_ctx;     /* given to on_second, on_tick and on_gpu */
+	/*
+	 * called each tick once the ring is drained: every record of an event
+	 * before drained_to has reached the sink; may be NULL
+	 */
+	void (*on_tick)(void *ctx, uint64_t drained_to);
+	/* called when the GPU channel is read from now on, before its first record; may be NULL */
+	void (*on_gpu)(void *ctx);
+	/*
+	 * called once the capture has ended well and its last records reached
+	 * the sink, res filled in, before the probes are taken down (that can
+	 * take seconds); may be NULL
+	 */
+	void (*on_end)(void *ctx, const struct collect_result *res);
 	/* called once the probes are attached and the preamble is out; may be NULL */
 	void (*on_ready)(void *ctx);
 	void *on_ready_ctx;

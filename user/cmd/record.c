@@ -182,6 +182,12 @@ int cmd_record(int argc, char **argv)
  * the final report lists the tail among these; the summaries cover all steps.
  */
 #define ATTACH_KEEP_STEPS 4096
+/*
+ * Host-only, how late a record may reach attach's engine: the ring is drained
+ * every tick (100 ms) and a step's own records come before its end mark, so a
+ * step line follows the step by about this and a tick
+ */
+#define ATTACH_HOST_LAG_NS 100000000ull
 
 struct live {
 	struct engine *eng;
@@ -256,7 +262,12 @@ static void live_step(void *ctx, const struct eng_step *s)
 
 	engine_running_summary(l->eng, &sum);
 	if (!l->out_closed && !l->json_stdout && (!l->tail_only || s->tail)) {
-		report_step_line(l->eng, s, &sum, stdout);
+		char note[48] = "";
+
+		/* with a GPU timeline the lines wait for its batches: say how long */
+		if (s->gpu_timeline)
+			snprintf(note, sizeof(note), "  (+%.1f s: GPU batches)", engine_lag(l->eng) / 1e9);
+		report_step_line(l->eng, s, &sum, note, stdout);
 		live_flush(l);
 	}
 	if (l->json && !(l->json_stdout && l->out_closed)) {
@@ -270,12 +281,50 @@ static void live_step(void *ctx, const struct eng_step *s)
 	l->steps_this_second++;
 }
 
+/* each tick, the ring drained: time has moved on to there (steps finalise during silence) */
+static void live_tick(void *ctx, uint64_t drained_to)
+{
+	struct live *l = ctx;
+
+	engine_advance(l->eng, drained_to);
+}
+
+/* the GPU channel is read from now on: its records come in batches, held for the lag */
+static void live_gpu(void *ctx)
+{
+	struct live *l = ctx;
+
+	engine_gpu_expected(l->eng);
+	if (!l->out_closed && !l->json_stdout) {
+		printf("GPU timeline: step lines now come %.1f s after the step ends (the GPU's records "
+		       "arrive in batches)\n", engine_lag(l->eng) / 1e9);
+		live_flush(l);
+	}
+}
+
+/*
+ * The capture ended as a file's would: say how, as its trailer does, and
+ * finish the last steps now, not after the probes are taken down
+ */
+static void live_end(void *ctx, const struct collect_result *res)
+{
+	struct live *l = ctx;
+	struct sb_trailer end = {
+		.h = { .type = SB_REC_TRAILER, .size = sizeof(end), .ts = res->end_ns },
+		.drops_total = res->drops_total,
+		.start_ns = res->start_ns,
+		.end_reason = res->end_reason,
+	};
+
+	engine_feed(l->eng, &end.h);
+	engine_finish(l->eng);
+}
+
 /* a second without a finished step: say what is happening instead */
 static void live_second(void *ctx, uint64_t now)
 {
 	struct live *l = ctx;
 
-	engine_advance(l->eng, now);
 	if (!l->steps_this_second && !l->out_closed && !l->json_stdout)
 		printf("%6.1fs  no step finished: %" PRIu64 " switches, %" PRIu64 " wakeups, %" PRIu64
 		       " faults, %" PRIu64 " allocator/mmap calls, %" PRIu64 " step marks, %" PRIu64
@@ -348,6 +397,7 @@ int cmd_attach(int argc, char **argv)
 	l->tail_only = la.tail_only;
 	/* live: GPU records must fall inside the capture; days of steps in bounded memory */
 	eo.live = true;
+	eo.host_lag_ns = ATTACH_HOST_LAG_NS;
 	eo.start_ns = mono_ns();
 	eo.keep_steps = ATTACH_KEEP_STEPS;
 	l->eng = engine_new(&eo, err, sizeof(err));
@@ -407,20 +457,14 @@ int cmd_attach(int argc, char **argv)
 	engine_set_step_cb(l->eng, live_step, l);
 	l->start = mono_ns();
 	o.on_second = live_second;
+	o.on_tick = live_tick;
+	o.on_gpu = live_gpu;
+	o.on_end = live_end;
 	o.on_second_ctx = l;
+	o.live = true;
 	collect_signals();
 	rc = collect_run(&o, live_sink, l, &res);
 	if (!rc) {
-		/* the capture ended as a file's would: say how, as its trailer does */
-		struct sb_trailer end = {
-			.h = { .type = SB_REC_TRAILER, .size = sizeof(end), .ts = res.end_ns },
-			.drops_total = res.drops_total,
-			.start_ns = res.start_ns,
-			.end_reason = res.end_reason,
-		};
-
-		engine_feed(l->eng, &end.h);
-		engine_finish(l->eng);
 		if (!o.quiet)
 			fprintf(stderr, "stepblame: detached after %.1f s (%s); %" PRIu64
 				" events dropped\n", (res.end_ns - res.start_ns) / 1e9,

@@ -540,7 +540,7 @@ static void watch_step(void *ctx, const struct eng_step *s)
 		return;
 	w->slow++;
 	if (!w->out_closed) {
-		report_step_line(w->eng, s, &sum, stdout);
+		report_step_line(w->eng, s, &sum, NULL, stdout);
 		out_flush(w);
 	}
 	schedule(w, s, w->med, idle && !slow);

@@ -218,6 +218,7 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 			}
 			if (k == SB_GPU_KERNEL || k == SB_GPU_MEMCPY || k == SB_GPU_MEMSET)
 				e->gpu_fed = true;
+			e->lag = e->lag_gpu;
 		} else {
 			clock_saw(e, h->ts, true);
 		}
@@ -249,6 +250,17 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 		if (e->max_ts > e->lag)
 			reorder_release(e, e->max_ts - e->lag);
 	}
+}
+
+void engine_gpu_expected(struct engine *e)
+{
+	if (e)
+		e->lag = e->lag_gpu;
+}
+
+uint64_t engine_lag(const struct engine *e)
+{
+	return e->lag;
 }
 
 void engine_advance(struct engine *e, uint64_t now)
@@ -327,8 +339,10 @@ struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
 	heap_account(e, sizeof(*e));
 	if (o)
 		e->opts = *o;
-	e->lag = e->opts.lag_ns ? e->opts.lag_ns : DEFAULT_LAG_NS;
-	e->history_ns = max64(e->lag, MIN_HIST_NS);
+	e->lag_gpu = e->opts.lag_ns ? e->opts.lag_ns : DEFAULT_LAG_NS;
+	e->lag = e->opts.host_lag_ns && e->opts.host_lag_ns < e->lag_gpu ? e->opts.host_lag_ns :
+		 e->lag_gpu;
+	e->history_ns = max64(e->lag_gpu, MIN_HIST_NS);
 	e->sweep = sweep_record;
 	e->time_moved = time_moved;
 	e->fault_cost = e->opts.fault_cost_ns ? e->opts.fault_cost_ns : DEFAULT_FAULT_NS;

@@ -99,6 +99,12 @@ struct engine_opts {
 	const char *step_nvtx;   /* POSIX extended regex: NVTX ranges that are steps */
 	const char *step_kernel; /* POSIX extended regex: kernels whose start marks a step */
 	uint64_t lag_ns;         /* how late a record may arrive (GPU batches); 0: 3 s */
+	/*
+	 * Until a GPU timeline is expected (engine_gpu_expected) or fed: how late
+	 * a host record may arrive (live: the agent's drain interval and some);
+	 * 0: lag_ns from the start
+	 */
+	uint64_t host_lag_ns;
 	uint64_t fault_cost_ns;  /* per-fault on-CPU cost; 0: calibrate from the trace */
 	struct eng_timeline_hooks timeline; /* the timeline as it is swept (all NULL: none) */
 	/*
@@ -452,6 +458,10 @@ void engine_free(struct engine *e);
 void engine_feed(struct engine *e, const struct sb_hdr *rec);
 /* live: the clock moved on with no record (lets steps finalise during silence) */
 void engine_advance(struct engine *e, uint64_t now_ns);
+/* a GPU timeline will come (its channel is read from now on): hold records for lag_ns */
+void engine_gpu_expected(struct engine *e);
+/* how late a record may arrive now, ns (engine_opts.host_lag_ns, lag_ns) */
+uint64_t engine_lag(const struct engine *e);
 /* the trace was cut short (no trailer): why, in one line */
 void engine_set_truncated(struct engine *e, const char *why);
 /*

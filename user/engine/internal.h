@@ -420,7 +420,12 @@ struct engine {
 	struct engine_opts opts;
 	regex_t re_nvtx, re_kernel;
 	bool has_nvtx, has_kernel;
-	uint64_t lag, history_ns; /* how far back thread and CPU histories reach */
+	/*
+	 * How late a record may arrive: lag now, lag_gpu once a GPU timeline is
+	 * expected (engine_gpu_expected, or its first record), host_lag_ns before
+	 */
+	uint64_t lag, lag_gpu;
+	uint64_t history_ns;      /* how far back thread and CPU histories reach */
 
 	uint64_t records, seq;
 	uint64_t max_ts;

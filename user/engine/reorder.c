@@ -312,12 +312,12 @@ void reorder_enqueue(struct engine *e, const struct sb_hdr *h, size_t len)
 	}
 }
 
-/* the calendar for e->lag (e->sweep and e->time_moved set) */
+/* the calendar for e->lag_gpu, the longest lag (e->sweep and e->time_moved set) */
 void reorder_init(struct engine *e)
 {
 	/* the span of the calendar comfortably exceeds the lag */
 	e->nbuckets = 1024;
-	while (((uint64_t)e->nbuckets << BUCKET_SHIFT) < e->lag + (1ull << 30))
+	while (((uint64_t)e->nbuckets << BUCKET_SHIFT) < e->lag_gpu + (1ull << 30))
 		e->nbuckets *= 2;
 	e->buckets = heap_calloc(e, e->nbuckets, sizeof(*e->buckets));
 	e->bucket_bits = heap_calloc(e, e->nbuckets / 64, sizeof(*e->bucket_bits));

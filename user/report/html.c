@@ -331,7 +331,7 @@ static void step_text(void *ctx, FILE *f)
 {
 	struct step_text_ctx *c = ctx;
 
-	report_step_line(c->e, c->s, c->sum, f);
+	report_step_line(c->e, c->s, c->sum, NULL, f);
 	report_step_stacks(c->e, c->sym, c->s, f);
 }
 

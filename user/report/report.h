@@ -23,9 +23,9 @@ int report_html(const struct engine *e, FILE *f);
 /* one step as a compact JSON object plus newline (the JSONL line; attach --json) */
 int report_step_json(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
 		     FILE *f);
-/* one step as a line of text (attach) */
+/* one step as a line of text (attach), note (NULL: none) at its end */
 int report_step_line(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
-		     FILE *f);
+		     const char *note, FILE *f);
 
 /*
  * A Perfetto (Chrome JSON) document streamed to f while the engine sweeps:

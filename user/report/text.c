@@ -478,7 +478,7 @@ void report_cause_phrase(const struct engine *e, const struct eng_step *s, int c
 }
 
 int report_step_line(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
-		     FILE *f)
+		     const char *note, FILE *f)
 {
 	char d[32], x[32];
 	struct eng_excess ex[ENG_NCAUSE];
@@ -518,10 +518,14 @@ int report_step_line(const struct engine *e, const struct eng_step *s, const str
 			cause_phrase(f, s, ex[i].cause, &ex[i].who, ex[i].has_who);
 			shown++;
 		}
-		fputs("  [tail]", f);
-	} else if (s->nblame) {
-		fprintf(f, "; top: %s %s", eng_cause_name(s->blame[0].cause),
-			fmt_ns(x, sizeof(x), s->blame[0].ns));
+		/* the marker stays last on the line (what a reader greps for) */
+		fprintf(f, "%s  [tail]", note ? note : "");
+	} else {
+		if (s->nblame)
+			fprintf(f, "; top: %s %s", eng_cause_name(s->blame[0].cause),
+				fmt_ns(x, sizeof(x), s->blame[0].ns));
+		if (note)
+			fputs(note, f);
 	}
 	fputc('\n', f);
 	return ferror(f) ? -EIO : 0;
@@ -953,7 +957,7 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 			}
 			fputs("  ", f);
 			if (ep[i].nsteps == 1)
-				report_step_line(e, ep[i].first, &s, f);
+				report_step_line(e, ep[i].first, &s, NULL, f);
 			else
 				report_episode_line(e, &ep[i], f);
 			step_stack_line(e, sym, ep[i].longest, f);
