@@ -54,6 +54,8 @@ struct capture {
 	struct probes *probes;
 	struct ring_buffer *rb;
 	struct guard *guard;         /* NULL until the probes are attached */
+	uint64_t opened_ns;          /* when the probes began to be opened */
+	uint32_t guard_records;      /* guard records written */
 	struct sb_costs costs;       /* what the costs record said */
 	struct sbc_reader *chan;
 	uint64_t last_drops_total;
@@ -98,11 +100,17 @@ static int put(struct capture *c, const struct sb_hdr *rec)
 
 static void alloc_kid(struct capture *c, pid_t pid);
 
+static int put_text_at(struct capture *c, uint16_t type, uint32_t id, uint32_t pid, uint32_t tid,
+		       const char *text, size_t len, uint64_t ts)
+{
+	sb_text_build(c->buf.bytes, sizeof(c->buf.bytes), type, id, ts, pid, tid, text, len);
+	return put(c, &c->buf.h);
+}
+
 static int put_text(struct capture *c, uint16_t type, uint32_t id, uint32_t pid, uint32_t tid,
 		    const char *text, size_t len)
 {
-	sb_text_build(c->buf.bytes, sizeof(c->buf.bytes), type, id, mono_ns(), pid, tid, text, len);
-	return put(c, &c->buf.h);
+	return put_text_at(c, type, id, pid, tid, text, len, mono_ns());
 }
 
 /*
@@ -513,8 +521,14 @@ static void put_guard(struct capture *c)
 	char text[512];
 	size_t n = sb_guard_format(guard_state(c->guard), text, sizeof(text));
 
-	put_text(c, SB_REC_GUARD, 0, c->o->probe.pid, 0, text,
-		 n < sizeof(text) ? n : sizeof(text) - 1);
+	/*
+	 * The first says how the allocator probes stood since they were opened
+	 * (the safe start: off until the guard's first window), so it bears that
+	 * time: steps recorded before the guard ran are not taken for observed.
+	 */
+	put_text_at(c, SB_REC_GUARD, 0, c->o->probe.pid, 0, text,
+		    n < sizeof(text) ? n : sizeof(text) - 1,
+		    c->guard_records++ ? mono_ns() : c->opened_ns);
 }
 
 /* ppm as a percentage: 412000 "41.2%", 10000 "1%", 240 "0.024%" */
@@ -682,6 +696,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 
 		/* with a limit, the allocator probes start off: the guard's safe start */
 		po.alloc_start_off = o->max_overhead_ppm > 0;
+		c->opened_ns = mono_ns();
 		c->probes = probes_open(&po, err, sizeof(err));
 	}
 	if (!c->probes) {
