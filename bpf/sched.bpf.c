@@ -488,13 +488,45 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 	return 0;
 }
 
-static __always_inline int on_waking(struct task_struct *p, bool direct)
+/*
+ * The largest kernel stack of a task (THREAD_SIZE: 16 KiB on x86-64, 32 KiB
+ * with KASAN): a frame further from the task's stack base is on another stack.
+ */
+#define TASK_STACK_SPAN 32768
+
+/*
+ * Are we in interrupt context? A hard interrupt, and the softirqs run at its
+ * end, run on the CPU's interrupt stack, not on the stack of the task they
+ * interrupted. The tracepoint's arguments (ctx) are an array on the stack the
+ * tracepoint fired on (this program's own frame may be a private stack), so
+ * where they lie says which. (The preempt count would say it directly, but it
+ * is a per-CPU variable that kallsyms lists only with CONFIG_KALLSYMS_ALL.)
+ */
+static __always_inline bool in_interrupt_ctx(void *ctx, bool direct)
+{
+	__u64 sp = 0, base;
+	void *at = ctx;
+
+	/* the address as a number: read back from where it was spilled */
+	bpf_probe_read_kernel(&sp, sizeof(sp), &at);
+	if (direct)
+		base = (__u64)bpf_get_current_task_btf()->stack;
+	else
+		base = (__u64)BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), stack);
+	return base && sp && (sp < base || sp - base >= TASK_STACK_SPAN);
+}
+
+static __always_inline int on_waking(void *ctx, struct task_struct *p, bool direct)
 {
 	if (!is_target_tgid(direct ? p->tgid : BPF_CORE_READ(p, tgid)))
 		return 0;
 	__u32 tid = direct ? p->pid : BPF_CORE_READ(p, pid);
 	__u64 id = bpf_get_current_pid_tgid();
 	struct waker w = { .pid = id >> 32, .tid = (__u32)id, .cpu = bpf_get_smp_processor_id() };
+
+	/* an interrupt (a timer, a device) woke it, not the task it interrupted: no waker */
+	if (in_interrupt_ctx(ctx, direct))
+		w.pid = w.tid = 0;
 
 	if (FOLD(direct)) {
 		struct tstate *ts = tstate_of(p, true);
@@ -504,11 +536,15 @@ static __always_inline int on_waking(struct task_struct *p, bool direct)
 		ts->waker_pid = w.pid;
 		ts->waker_tid = w.tid;
 		ts->waker_cpu = w.cpu;
-		bpf_get_current_comm(&ts->waker_comm, sizeof(ts->waker_comm));
+		if (w.tid)
+			bpf_get_current_comm(&ts->waker_comm, sizeof(ts->waker_comm));
+		else
+			__builtin_memset(ts->waker_comm, 0, sizeof(ts->waker_comm));
 		ts->waker_set = 1;
 		return 0;
 	}
-	bpf_get_current_comm(&w.comm, sizeof(w.comm));
+	if (w.tid)
+		bpf_get_current_comm(&w.comm, sizeof(w.comm));
 	if (bpf_map_update_elem(&wakers, &tid, &w, BPF_ANY))
 		count_drop(SB_DROP_MAPFULL);
 	return 0;
@@ -769,7 +805,7 @@ int BPF_PROG(btf_switch, bool preempt, struct task_struct *prev, struct task_str
 SEC("tp_btf/sched_waking")
 int BPF_PROG(btf_waking, struct task_struct *p)
 {
-	return on_waking(p, true);
+	return on_waking(ctx, p, true);
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -825,7 +861,7 @@ int BPF_PROG(raw_switch, bool preempt, struct task_struct *prev, struct task_str
 SEC("raw_tp/sched_waking")
 int BPF_PROG(raw_waking, struct task_struct *p)
 {
-	return on_waking(p, false);
+	return on_waking(ctx, p, false);
 }
 
 SEC("raw_tp/sched_wakeup")

@@ -26,7 +26,10 @@ RANK=5 LOCAL_RANK=1 WORLD_SIZE=8 TORCHELASTIC_RUN_ID=$'job-42"\nx' \
 	>"$tmp/sim.out" 2>&1 &
 sim=$!
 steal0=$(awk '/^cpu /{print $9}' /proc/stat)
-"$STEPBLAME" record -p "$sim" -d 60 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1
+# --max-overhead 0: the allocator probes attached throughout, so that the
+# allocator storm of step 20 is in the trace whenever it comes (with a limit
+# the guard starts them duty-cycled: a sample; tests/bpf/test_guard.c tests that)
+"$STEPBLAME" record -p "$sim" -d 60 --max-overhead 0 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1
 rc=$?
 steal1=$(awk '/^cpu /{print $9}' /proc/stat)
 wait "$sim"; simrc=$?; sim=
