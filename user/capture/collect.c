@@ -881,7 +881,7 @@ out:
 enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AGENT_CPU,
        OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD,
        OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK,
-       OPT_TAIL_ONLY, OPT_HTML, OPT_CGROUP, OPT_DIR, OPT_AROUND, OPT_BUFFER, OPT_MAX_SNIPPETS,
+       OPT_TAIL_ONLY, OPT_LINES, OPT_HTML, OPT_CGROUP, OPT_DIR, OPT_AROUND, OPT_BUFFER, OPT_MAX_SNIPPETS,
        OPT_MAX_DISK, OPT_ROTATE, OPT_IDLE, OPT_TAIL_K, OPT_FOLD };
 
 /* "1", "0.5", "2%" -> ppm; false unless a plain number from 0 to 100 */
@@ -953,6 +953,10 @@ const struct opt collect_options[] = {
 	{ "tail-only", OPT_TAIL_ONLY, NULL,
 	  "a line only for tail steps (and the line a second while none\n"
 	  "finishes); --jsonl and the metrics still get every step", COLLECT_ATTACH },
+	{ "lines", OPT_LINES, NULL,
+	  "a line per step on a terminal too (the default there is a\n"
+	  "screen redrawn as top does: percentiles, the tail episode, causes,\n"
+	  "who took the CPUs, the tracer's cost, the last tail steps)", COLLECT_ATTACH },
 	{ "metrics-addr", OPT_METRICS_ADDR, "HOST:PORT",
 	  "serve Prometheus metrics at http://HOST:PORT/metrics\n"
 	  "(schemas/metrics.md; 127.0.0.1:9464 for this host only)",
@@ -1121,6 +1125,13 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 				return -1;
 			}
 			live->tail_only = true;
+			break;
+		case OPT_LINES:
+			if (!live || live->watch) {
+				sb_err("%s: --lines is not an option of this command", cmd);
+				return -1;
+			}
+			live->lines = true;
 			break;
 		case OPT_HTML:
 			if (!live || live->watch) {

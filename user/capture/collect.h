@@ -92,6 +92,7 @@ struct live_args {
 	const char *metrics_addr;    /* HOST:PORT */
 	const char *job, *rank, *local_rank; /* label values given; NULL: from the environment */
 	bool tail_only;              /* step lines for tail steps only */
+	bool lines;                  /* step lines on a terminal too, not the top view */
 	bool watch;                  /* in: parsing watch's options */
 	const char *name;            /* -n REGEX: the process whose command line matches */
 	const char *cgroup;          /* --cgroup PATH: the oldest root process in it */

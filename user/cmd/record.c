@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cmd/cmds.h"
+#include "cmd/top.h"
 #include "cmd/metrics.h"
 #include "capture/capture_file.h"
 #include "capture/collect.h"
@@ -38,7 +39,10 @@ static const char attach_usage[] =
 "Trace process PID live: one line per finished step (time, GPU idle, the top cause\n"
 "and culprit; tail steps marked), a line per second while no step finishes, and\n"
 "the full report when it stops (-d, Ctrl-C, PID exits, or the reader of its output\n"
-"goes away: `attach -p PID | head` stops with head). If the trainer runs the\n"
+"goes away: `attach -p PID | head` stops with head). On a terminal, a screen\n"
+"redrawn as top does instead of the lines (--lines for lines). Host-only, a\n"
+"step's line follows its end by about 200 ms; with a GPU timeline, by the time\n"
+"its records take to come (3 s: the lines say so). If the trainer runs the\n"
 "GPU collector (stepblame run --dormant), collection is turned on while attached.\n"
 "Takes the options of `stepblame record` but -o (see stepblame record --help).\n"
 "\n";
@@ -202,6 +206,8 @@ struct live {
 	bool out_closed;             /* standard output went away (a pipe's reader left) */
 	bool json_stdout;            /* --json -: standard output has the JSON lines only */
 	bool tail_only;              /* --tail-only */
+	struct top *top;             /* the view on a terminal; NULL: lines */
+	char note[256];              /* the top view's line about the capture */
 };
 
 /*
@@ -261,7 +267,11 @@ static void live_step(void *ctx, const struct eng_step *s)
 	struct eng_summary sum;
 
 	engine_running_summary(l->eng, &sum);
-	if (!l->out_closed && !l->json_stdout && (!l->tail_only || s->tail)) {
+	if (l->top) {
+		top_step(l->top, l->eng, s, &sum);
+		if (!l->out_closed && top_draw(l->top, l->eng, mono_ns(), false, stdout))
+			live_flush(l);
+	} else if (!l->out_closed && !l->json_stdout && (!l->tail_only || s->tail)) {
 		char note[48] = "";
 
 		/* with a GPU timeline the lines wait for its batches: say how long */
@@ -295,7 +305,7 @@ static void live_gpu(void *ctx)
 	struct live *l = ctx;
 
 	engine_gpu_expected(l->eng);
-	if (!l->out_closed && !l->json_stdout) {
+	if (!l->out_closed && !l->json_stdout && !l->top) {
 		printf("GPU timeline: step lines now come %.1f s after the step ends (the GPU's records "
 		       "arrive in batches)\n", engine_lag(l->eng) / 1e9);
 		live_flush(l);
@@ -325,7 +335,18 @@ static void live_second(void *ctx, uint64_t now)
 {
 	struct live *l = ctx;
 
-	if (!l->steps_this_second && !l->out_closed && !l->json_stdout)
+	if (l->top) {
+		if (l->steps_this_second)
+			l->note[0] = 0;
+		else
+			snprintf(l->note, sizeof(l->note), "no step finished in the last second: %" PRIu64
+				 " step marks, %" PRIu64 " switches, %" PRIu64 " GPU records, %" PRIu64
+				 " dropped", l->n[SB_EV_STEP], l->n[SB_EV_SWITCH_OUT], l->n[SB_REC_GPU],
+				 l->drops);
+		top_note(l->top, l->note[0] ? l->note : NULL);
+		if (!l->out_closed && top_draw(l->top, l->eng, now, true, stdout))
+			live_flush(l);
+	} else if (!l->steps_this_second && !l->out_closed && !l->json_stdout)
 		printf("%6.1fs  no step finished: %" PRIu64 " switches, %" PRIu64 " wakeups, %" PRIu64
 		       " faults, %" PRIu64 " allocator/mmap calls, %" PRIu64 " step marks, %" PRIu64
 		       " GPU records, %" PRIu64 " dropped\n",
@@ -337,7 +358,8 @@ static void live_second(void *ctx, uint64_t now)
 
 		/* GPU records with impossible times: the trainer's clock or channel is wrong */
 		engine_loss(l->eng, &loss);
-		if (loss.gpu_rejected > l->gpu_rejected && !l->out_closed && !l->json_stdout) {
+		if (loss.gpu_rejected > l->gpu_rejected && !l->out_closed && !l->json_stdout &&
+		    !l->top) {
 			printf("%6.1fs  %" PRIu64 " GPU records rejected: their times lie outside the "
 			       "capture (%" PRIu64 " in all)\n", (now - l->start) / 1e9,
 			       loss.gpu_rejected - l->gpu_rejected, loss.gpu_rejected);
@@ -395,6 +417,13 @@ int cmd_attach(int argc, char **argv)
 		return 1;
 	l->pid = o.probe.pid;
 	l->tail_only = la.tail_only;
+	/* on a terminal, a screen redrawn as top does; lines where asked or piped */
+	if (!la.lines && !la.tail_only && !(la.json && !strcmp(la.json, "-")) &&
+	    isatty(STDOUT_FILENO) && !(l->top = top_new(mono_ns()))) {
+		top_free(l->top);
+		free(l);
+		return 1;
+	}
 	/* live: GPU records must fall inside the capture; days of steps in bounded memory */
 	eo.live = true;
 	eo.host_lag_ns = ATTACH_HOST_LAG_NS;
@@ -403,6 +432,7 @@ int cmd_attach(int argc, char **argv)
 	l->eng = engine_new(&eo, err, sizeof(err));
 	if (!l->eng) {
 		sb_err("attach: %s", err);
+		top_free(l->top);
 		free(l);
 		return 1;
 	}
@@ -423,6 +453,7 @@ int cmd_attach(int argc, char **argv)
 			sb_err("attach: %s", l->metrics ? err : "out of memory");
 			metrics_free(l->metrics);
 			engine_free(l->eng);
+			top_free(l->top);
 			free(l);
 			return 1;
 		}
@@ -449,6 +480,7 @@ int cmd_attach(int argc, char **argv)
 			sb_err("attach: %s", err);
 			metrics_free(l->metrics);
 			engine_free(l->eng);
+			top_free(l->top);
 			free(l);
 			return 1;
 		}
@@ -463,7 +495,14 @@ int cmd_attach(int argc, char **argv)
 	o.on_second_ctx = l;
 	o.live = true;
 	collect_signals();
+	if (l->top)
+		top_begin(stdout);
 	rc = collect_run(&o, live_sink, l, &res);
+	if (l->top && !l->out_closed) {
+		/* the last screen stays, the report below it */
+		top_note(l->top, NULL);
+		top_draw(l->top, l->eng, mono_ns(), true, stdout);
+	}
 	if (!rc) {
 		if (!o.quiet)
 			fprintf(stderr, "stepblame: detached after %.1f s (%s); %" PRIu64
@@ -506,6 +545,7 @@ int cmd_attach(int argc, char **argv)
 	}
 	metrics_free(l->metrics);
 	engine_free(l->eng);
+	top_free(l->top);
 	free(l);
 	return rc;
 }
