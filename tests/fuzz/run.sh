@@ -38,7 +38,7 @@ have_libfuzzer() {
 # sources and extra flags of each target
 srcs() {
 	case $1 in
-	trace) echo "tests/fuzz/fuzz_trace.c user/format/trace.c user/base/outfile.c user/cmd/dump.c user/base/util.c" ;;
+	trace) echo "tests/fuzz/fuzz_trace.c user/format/trace.c user/base/outfile.c user/cmd/dump.c user/base/json.c user/base/util.c" ;;
 	jsonread) echo "tests/fuzz/fuzz_jsonread.c user/base/jsonread.c" ;;
 	channel) echo "tests/fuzz/fuzz_channel.c user/format/channel.c user/format/trace.c user/base/outfile.c user/base/util.c" ;;
 	cupti) echo "tests/fuzz/fuzz_cupti.c cupti/translate.c user/format/channel.c user/format/trace.c user/base/outfile.c user/base/util.c" ;;
