@@ -7,7 +7,8 @@
 # who took the CPUs and the tracer's cost, and lists tail steps; no line is
 # wider than the terminal and no frame taller; the report follows it. Piped,
 # the same attach writes plain lines with no escape sequence; --lines on the
-# terminal does too.
+# terminal does too. A trainer named with terminal escapes (an OSC title
+# sequence, a bell, a C1 CSI) cannot write them through the screen.
 set -u
 . "$(dirname "$0")/../lib.sh"
 T=attach_top
@@ -80,6 +81,23 @@ if run piped pipe; then
 	else
 		pass ${T}_piped
 	fi
+fi
+# a hostile name: the process renames itself with escapes, attach draws it
+python3 -c '
+import ctypes, time
+ctypes.CDLL(None).prctl(15, b"\x1b]0;pwn\x07\xc2\x9b2J", 0, 0, 0)
+time.sleep(30)' &
+evil=$!
+sleep 0.3
+timeout 60 script -qec "stty cols 100 rows 30; $(printf '%q ' "$STEPBLAME") attach -q -p $evil -d 2" \
+	/dev/null >"$tmp/evil.out" 2>"$tmp/evil.err" </dev/null
+kill $evil 2>/dev/null; wait $evil 2>/dev/null
+if ! grep -q 'stepblame attach  ' "$tmp/evil.out"; then
+	fail ${T}_hostile_name "no screen drawn: $(tail -2 "$tmp/evil.err" | tr '\n' ' ')"
+elif grep -aq $'\x1b]0;\|\x07\|\xc2\x9b' "$tmp/evil.out"; then
+	fail ${T}_hostile_name "the name's escapes reached the terminal: $(grep -ao $'\x1b][^\x07]*' "$tmp/evil.out" | head -1 | od -c | head -2)"
+else
+	pass ${T}_hostile_name
 fi
 if run lines tty --lines; then
 	n=$(grep -c '^step [0-9]*: ' "$tmp/lines.out")

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cmd/top.h"
+#include "base/util.h"
 #include "report/report.h"
 
 #define RECENT 6                    /* tail step lines kept */
@@ -124,16 +125,27 @@ static void term_size(unsigned *cols, unsigned *rows)
 	}
 }
 
-/* one line of the screen, cut to the width (by characters: UTF-8 counted once) */
-static void put_line(FILE *f, unsigned cols, const char *s)
+/*
+ * One line of the screen, cut to the width (in characters). Names in it are
+ * the trainer's to choose: a control byte, a C1 control or a byte that is not
+ * valid UTF-8 is shown as '?', so that no name can move the cursor or
+ * reprogram the terminal.
+ */
+static void put_line(FILE *f, unsigned cols, const char *str)
 {
+	const unsigned char *s = (const unsigned char *)str, *end = s + strlen(str);
 	unsigned n = 0;
 
+	while (*s && *s != '\n' && ++n < cols) {
+		size_t l = *s >= 0x80 ? utf8_seq_len(s, (size_t)(end - s)) : 1;
 
-	for (; *s && *s != '\n'; s++) {
-		if (((unsigned char)*s & 0xc0) != 0x80 && ++n > cols - 1)
-			break;
-		fputc(*s, f);
+		if (*s < 0x20 || *s == 0x7f || !l || (l == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
+			fputc('?', f);
+			s += l ? l : 1;
+		} else {
+			fwrite(s, 1, l, f);
+			s += l;
+		}
 	}
 	fputs("\033[K\n", f); /* the rest of the line cleared */
 }
