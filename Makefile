@@ -32,7 +32,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	    -D_GNU_SOURCE -I$(BUILD) -I. -Iuser -Iinclude $(SANFLAGS) $(LTOFLAGS)
 LDFLAGS  += $(SANFLAGS) $(LTOFLAGS)
-LIBS     := -lbpf -ldw -lelf -lz -lm -lpthread
+LIBS     := -lbpf -ldw -lelf -lzstd -lz -lm -lpthread
 # attach --metrics-addr: libmicrohttpd; the static build goes without (its TLS
 # dependencies do not link statically)
 # a static link also needs what libdw.a decompresses with
@@ -98,6 +98,7 @@ check-deps:
 	[ -f /usr/include/libelf.h ] || missing="$$missing libelf-dev"; \
 	[ -f /usr/include/elfutils/libdwfl.h ] || missing="$$missing libdw-dev"; \
 	[ -f /usr/include/zlib.h ] || missing="$$missing zlib1g-dev"; \
+	[ -f /usr/include/zstd.h ] || missing="$$missing libzstd-dev"; \
 	[ "$(METRICS_SERVER)" != 1 ] || [ -f /usr/include/microhttpd.h ] || missing="$$missing libmicrohttpd-dev"; \
 	[ -f /usr/include/$$(gcc -print-multiarch 2>/dev/null)/sys/sdt.h ] || [ -f /usr/include/sys/sdt.h ] || missing="$$missing systemtap-sdt-dev"; \
 	[ -f /usr/lib/$$(gcc -print-multiarch 2>/dev/null)/libc.a ] || [ -f /usr/lib/libc.a ] || missing="$$missing libc6-dev"; \
@@ -116,7 +117,7 @@ deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		make gcc libc6-dev clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev \
-		systemtap-sdt-dev libclang-rt-dev libmicrohttpd-dev pkg-config python3 python3-torch \
+		libzstd-dev zstd systemtap-sdt-dev libclang-rt-dev libmicrohttpd-dev pkg-config python3 python3-torch \
 		python3-pip python3-setuptools python3-wheel python3-venv chromium fonts-dejavu-core
 
 $(BUILD) $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs $(BUILD)/tests/cupti:

@@ -46,8 +46,8 @@ srcs() {
 }
 extra() {
 	case $1 in
-	cupti) echo "-Icupti -I$CUDA_HOME/include -L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64 -lcupti -lpthread -lz" ;;
-	*) echo "-lz" ;;
+	cupti) echo "-Icupti -I$CUDA_HOME/include -L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64 -lcupti -lpthread -lzstd -lz" ;;
+	*) echo "-lzstd -lz" ;;
 	esac
 }
 

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <zstd.h>
 
 #include "test.h"
 #include "cmd/cmds.h"
@@ -201,10 +202,20 @@ static int put(struct sbt_writer *w, unsigned seq)
 	return sbt_write(w, h);
 }
 
+/* the writers' zstd level: 0 plain (the cases run again compressed set it) */
+static int wlevel;
+
+static struct sbt_writer *create(const char *path)
+{
+	char err[256];
+
+	return sbt_create_as(path, NULL, wlevel, err, sizeof(err));
+}
+
 /* a finished file of n generated records */
 static bool write_file(const char *path, unsigned n)
 {
-	struct sbt_writer *w = sbt_create(path);
+	struct sbt_writer *w = create(path);
 	unsigned i;
 
 	if (!w)
@@ -822,7 +833,7 @@ static void t_check_record(void)
  */
 static void disk_full_child(const char *path, int want_err, bool finish)
 {
-	struct sbt_writer *w = sbt_create(path);
+	struct sbt_writer *w = create(path);
 	char part[300], err[512], why[256];
 	unsigned i, ok = 0;
 	uint64_t got;
@@ -933,6 +944,303 @@ static void t_disk_full(void)
 
 	REQUIRE(mkdir(mnt, 0755) == 0, "mkdir");
 	run_child(enospc_child, (void *)mnt);
+}
+
+/* ---- zstd-compressed traces ---- */
+
+/* a zstd frame starts at p (not a skippable one) */
+static bool zframe_at(const unsigned char *p, size_t n)
+{
+	return n >= 4 && p[0] == 0x28 && p[1] == 0xb5 && p[2] == 0x2f && p[3] == 0xfd;
+}
+
+/*
+ * The frames of a compressed file: their end offsets in the file and how many
+ * records (after the file header) the frames up to each hold. Returns the
+ * number of frames; all of b must be whole frames.
+ */
+static size_t zframes(const unsigned char *b, size_t len, size_t *ends, uint64_t *recs,
+		      size_t max)
+{
+	size_t at = 0, n = 0, dlen = 0, cap = 1 << 22;
+	unsigned char *d = malloc(cap);
+	uint64_t nrec = 0;
+	size_t roff = 40;
+
+	while (at < len && n < max) {
+		size_t fsz = ZSTD_findFrameCompressedSize(b + at, len - at);
+		size_t got;
+
+		if (ZSTD_isError(fsz))
+			break;
+		got = ZSTD_decompress(d + dlen, cap - dlen, b + at, fsz);
+		if (ZSTD_isError(got))
+			break;
+		dlen += got;
+		while (roff + sizeof(struct sb_hdr) <= dlen &&
+		       roff + ((struct sb_hdr *)(d + roff))->size <= dlen) {
+			roff += ((struct sb_hdr *)(d + roff))->size;
+			nrec++;
+		}
+		at += fsz;
+		ends[n] = at;
+		recs[n++] = nrec;
+	}
+	free(d);
+	return at == len ? n : 0;
+}
+
+static void t_zstd_roundtrip(void)
+{
+	const char *p = tpath("rt.sbt"), *pz = tpath("rt.sbt.zst");
+	/* several MiB: a frame per MiB of records */
+	const unsigned n = 60000;
+	unsigned char *a, *b, *d;
+	size_t alen, blen, dlen = 0, at = 0, ends[64];
+	uint64_t got, recs[64];
+	char err[512], why[256];
+	struct sbt_reader *r;
+	enum sbt_status s;
+	size_t nf;
+
+	wlevel = 0;
+	REQUIRE(write_file(p, n), "write_file plain");
+	wlevel = SBT_ZSTD_LEVEL;
+	REQUIRE(write_file(pz, n), "write_file zstd");
+	wlevel = 0;
+	s = read_back(pz, &got, why, sizeof(why), err, sizeof(err));
+	CHECK(s == SBT_EOF && got == n && !why[0], "read back: %s, %" PRIu64 " of %u: %s %s",
+	      status_name(s), got, n, err, why);
+	r = sbt_open(pz, err, sizeof(err));
+	REQUIRE(r, "%s", err);
+	CHECK(sbt_is_zstd(r), "not seen as compressed");
+	sbt_close(r);
+	r = sbt_open(p, err, sizeof(err));
+	REQUIRE(r, "%s", err);
+	CHECK(!sbt_is_zstd(r), "a plain trace seen as compressed");
+	sbt_close(r);
+
+	a = slurp(p, &alen);
+	b = slurp(pz, &blen);
+	REQUIRE(a && b, "slurp");
+	CHECK(zframe_at(b, blen), "the file does not start with a zstd frame");
+	CHECK(blen * 3 < alen, "compressed %zu bytes, plain %zu", blen, alen);
+	/* one frame for the header, then one per MiB of records written out */
+	nf = zframes(b, blen, ends, recs, ARRAY_SIZE(ends));
+	CHECK(nf >= 1 + alen / (1 << 20) && nf <= 2 + alen / (1 << 20) + 1,
+	      "%zu frames for %zu bytes", nf, alen);
+	CHECK(nf && ends[0] < 100 && recs[0] == 0, "the first frame is not the file header alone");
+	/* decompressed, it is the plain trace (but the header's creation times) */
+	d = malloc(alen + 1);
+	while (at < blen && dlen <= alen) {
+		size_t fsz = ZSTD_findFrameCompressedSize(b + at, blen - at);
+		size_t k = ZSTD_isError(fsz) ? fsz : ZSTD_decompress(d + dlen, alen + 1 - dlen,
+								     b + at, fsz);
+
+		REQUIRE(!ZSTD_isError(k), "frame at %zu: %s", at, ZSTD_getErrorName(k));
+		REQUIRE(ZSTD_getFrameContentSize(b + at, blen - at) == k,
+			"frame at %zu does not state its size", at);
+		dlen += k;
+		at += fsz;
+	}
+	CHECK(dlen == alen && !memcmp(a, d, 24) && !memcmp(a + 40, d + 40, alen - 40),
+	      "decompressed: %zu bytes, differs from the plain file (%zu bytes)", dlen, alen);
+	free(d);
+	free(a);
+	free(b);
+
+	r = NULL;
+	CHECK(!sbt_create_as(tpath("lvl.sbt"), NULL, SBT_ZSTD_LEVEL_MAX + 1, err, sizeof(err)) &&
+	      errno == EINVAL && strstr(err, "level"), "level %d accepted", SBT_ZSTD_LEVEL_MAX + 1);
+}
+
+/* cut short anywhere: read up to the last whole frame at least, never corrupt */
+static void t_zstd_cut_short(void)
+{
+	const char *p = tpath("cz.sbt.zst"), *q = tpath("cz-cut.sbt.zst");
+	const unsigned n = 60000;
+	unsigned char *b;
+	size_t len, ends[64], cuts[600], ncut = 0, nf, i, f;
+	uint64_t recs[64], got;
+	char err[512], why[256];
+	enum sbt_status s;
+
+	wlevel = SBT_ZSTD_LEVEL;
+	REQUIRE(write_file(p, n), "write_file");
+	wlevel = 0;
+	b = slurp(p, &len);
+	REQUIRE(b, "slurp");
+	nf = zframes(b, len, ends, recs, ARRAY_SIZE(ends));
+	REQUIRE(nf >= 4, "%zu frames", nf);
+	/* every frame's end and the bytes around it, the first frame byte by byte, and spread cuts */
+	for (i = 0; i < ends[0] + 2; i++)
+		cuts[ncut++] = i;
+	for (f = 1; f < nf; f++)
+		for (int d = -2; d <= 2; d++)
+			cuts[ncut++] = ends[f] + d;
+	for (i = 0; i < 300; i++)
+		cuts[ncut++] = ends[0] + (i * 2654435761u) % (len - ends[0]);
+	for (i = 0; i < ncut; i++) {
+		size_t cut = cuts[i];
+		uint64_t whole = 0;
+
+		if (cut >= len)
+			continue;
+		REQUIRE(spit(q, b, cut), "spit");
+		s = read_back(q, &got, why, sizeof(why), err, sizeof(err));
+		if (cut < ends[0]) {
+			/* the header is read once its block is whole (the checksum after it cut) */
+			CHECK((s == SBT_IO && (cut == 0 ? strstr(err, "empty") :
+					       cut < 4 ? strstr(err, "not a stepblame trace") :
+					       strstr(err, "cut short inside its file header"))) ||
+			      (s == SBT_TRUNCATED && got == 0 && cut + 4 >= ends[0] &&
+			       strstr(err, "ends inside a zstd frame")),
+			      "cut %zu inside the header's frame: %s: %s", cut, status_name(s), err);
+			continue;
+		}
+		for (f = 0; f < nf && ends[f] <= cut; f++)
+			whole = recs[f];
+		CHECK(s == SBT_TRUNCATED, "cut at %zu: status %s (%s)", cut, status_name(s), err);
+		CHECK(got >= whole && got <= n, "cut at %zu: %" PRIu64 " records, %" PRIu64
+		      " in whole frames", cut, got, whole);
+		CHECK(!why[0], "cut at %zu: %s", cut, why);
+		CHECK(strstr(err, "cut short after") &&
+		      (!!strstr(err, "ends inside a zstd frame") == (f == nf || ends[f - 1] != cut)),
+		      "cut at %zu: message %s", cut, err);
+		if (test_failed_now)
+			break;
+	}
+	free(b);
+}
+
+/* zeros after the last whole frame: cut short; anything after them, or after the end: corrupt */
+static void t_zstd_damage(void)
+{
+	const char *p = tpath("dz.sbt.zst"), *q = tpath("dz2.sbt.zst");
+	static unsigned char zeros[1 << 20];
+	const unsigned n = 30000;
+	unsigned char *b;
+	size_t len, ends[64], nf;
+	uint64_t recs[64], got;
+	char err[512], why[256];
+	enum sbt_status s;
+	int fd;
+
+	wlevel = SBT_ZSTD_LEVEL;
+	REQUIRE(write_file(p, n), "write_file");
+	wlevel = 0;
+	b = slurp(p, &len);
+	REQUIRE(b, "slurp");
+	nf = zframes(b, len, ends, recs, ARRAY_SIZE(ends));
+	REQUIRE(nf >= 3, "%zu frames", nf);
+
+	REQUIRE(spit(q, b, ends[1]), "spit");
+	fd = open(q, O_WRONLY | O_APPEND);
+	REQUIRE(fd >= 0 && write(fd, zeros, sizeof(zeros)) == sizeof(zeros), "append");
+	close(fd);
+	s = read_back(q, &got, why, sizeof(why), err, sizeof(err));
+	CHECK(s == SBT_TRUNCATED && got == recs[1] && !why[0] && strstr(err, "zero-filled tail"),
+	      "zero tail: %s, %" PRIu64 " of %" PRIu64 " records: %s", status_name(s), got,
+	      recs[1], err);
+	fd = open(q, O_WRONLY | O_APPEND);
+	REQUIRE(fd >= 0 && write(fd, "x", 1) == 1, "append");
+	close(fd);
+	s = read_back(q, &got, why, sizeof(why), err, sizeof(err));
+	CHECK(s == SBT_CORRUPT && got == recs[1] && strstr(err, "corrupt zstd data"),
+	      "zeros then data: %s, %" PRIu64 " records: %s", status_name(s), got, err);
+
+	/* bytes after the last frame */
+	REQUIRE(spit(q, b, len), "spit");
+	fd = open(q, O_WRONLY | O_APPEND);
+	REQUIRE(fd >= 0 && write(fd, "garbage!", 8) == 8, "append");
+	close(fd);
+	s = read_back(q, &got, why, sizeof(why), err, sizeof(err));
+	CHECK(s == SBT_CORRUPT && got == n && strstr(err, "corrupt zstd data"),
+	      "garbage after the end: %s, %" PRIu64 " records: %s", status_name(s), got, err);
+
+	/* a byte changed inside the second frame of records: caught there at the latest */
+	b[ends[1] + (ends[2] - ends[1]) / 2] ^= 0x5a;
+	REQUIRE(spit(q, b, len), "spit");
+	s = read_back(q, &got, why, sizeof(why), err, sizeof(err));
+	CHECK(s == SBT_CORRUPT && got >= recs[1] && got <= recs[2] &&
+	      strstr(err, "corrupt zstd data"), "a changed byte: %s, %" PRIu64 " records (%"
+	      PRIu64 "..%" PRIu64 "): %s", status_name(s), got, recs[1], recs[2], err);
+	free(b);
+}
+
+/* a frame that asks for more memory than a reader gives is refused, with the reason */
+static void t_zstd_window_limit(void)
+{
+	const char *p = tpath("plain.sbt"), *q = tpath("win.sbt.zst");
+	ZSTD_CCtx *c = ZSTD_createCCtx();
+	unsigned char *a, *z;
+	size_t alen, zcap, k;
+	ZSTD_inBuffer in;
+	ZSTD_outBuffer out;
+	char err[512];
+	struct sbt_reader *r;
+
+	wlevel = 0;
+	REQUIRE(write_file(p, 2000), "write_file");
+	a = slurp(p, &alen);
+	REQUIRE(a && c, "slurp");
+	zcap = ZSTD_compressBound(alen);
+	z = malloc(zcap);
+	/* streamed with no size given: the frame keeps its 128 MiB window (zstd --long) */
+	ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, 27);
+	ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0);
+	in = (ZSTD_inBuffer){ a, alen, 0 };
+	out = (ZSTD_outBuffer){ z, zcap, 0 };
+	/* fed in two calls, as a stream: one call would tell it the size, and shrink the window */
+	k = ZSTD_compressStream2(c, &out, &in, ZSTD_e_continue);
+	REQUIRE(!ZSTD_isError(k), "compress: %s", ZSTD_getErrorName(k));
+	k = ZSTD_compressStream2(c, &out, &in, ZSTD_e_end);
+	REQUIRE(k == 0, "compress: %s", ZSTD_isError(k) ? ZSTD_getErrorName(k) : "not flushed");
+	REQUIRE(ZSTD_getFrameContentSize(z, out.pos) == ZSTD_CONTENTSIZE_UNKNOWN, "size stated");
+	REQUIRE(spit(q, z, out.pos), "spit");
+	r = sbt_open(q, err, sizeof(err));
+	CHECK(!r && strstr(err, "corrupt zstd data") && strstr(err, "8 MiB"),
+	      "a 128 MiB window: %s", r ? "opened" : err);
+	sbt_close(r);
+	/* the same with a window of 8 MiB reads */
+	ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
+	ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, SBT_ZSTD_WINDOW_LOG_MAX);
+	ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0);
+	in = (ZSTD_inBuffer){ a, alen, 0 };
+	out = (ZSTD_outBuffer){ z, zcap, 0 };
+	k = ZSTD_compressStream2(c, &out, &in, ZSTD_e_end);
+	REQUIRE(k == 0 && spit(q, z, out.pos), "compress");
+	{
+		uint64_t got;
+		char why[256];
+		enum sbt_status s = read_back(q, &got, why, sizeof(why), err, sizeof(err));
+
+		CHECK(s == SBT_EOF && got == 2000 && !why[0], "an 8 MiB window: %s, %" PRIu64
+		      " records: %s %s", status_name(s), got, err, why);
+	}
+	ZSTD_freeCCtx(c);
+	free(a);
+	free(z);
+}
+
+static void efbig_zstd_child(void *arg)
+{
+	/* the file holds a few frames before the limit */
+	struct rlimit rl = { 2000003, 2000003 };
+
+	signal(SIGXFSZ, SIG_IGN);
+	if (setrlimit(RLIMIT_FSIZE, &rl)) {
+		dprintf(3, "setrlimit: %s", strerror(errno));
+		_exit(77);
+	}
+	wlevel = SBT_ZSTD_LEVEL;
+	disk_full_child(arg, EFBIG, false);
+}
+
+/* a failed write leaves whole frames only: read to a record boundary */
+static void t_zstd_file_size_limit(void)
+{
+	run_child(efbig_zstd_child, tpath("efbig.sbt.zst"));
 }
 
 /* ---- dump ---- */
@@ -1222,6 +1530,11 @@ int main(void)
 	RUN(t_check_record);
 	RUN(t_file_size_limit);
 	RUN(t_disk_full);
+	RUN(t_zstd_roundtrip);
+	RUN(t_zstd_cut_short);
+	RUN(t_zstd_damage);
+	RUN(t_zstd_window_limit);
+	RUN(t_zstd_file_size_limit);
 	RUN(t_dump_text);
 	RUN(t_dump_jsonl);
 	RUN(t_dump_exit_codes);

@@ -20,7 +20,11 @@ enum capture_end capture_to_file(const struct collect_opts *o, struct capture_fi
 	cf->fd = -1;
 	cf->status = cf->error = 0;
 	cf->where = cf->path;
-	w = sbt_create_as(cf->path, cf->owner, cf->err, sizeof(cf->err));
+	/* -z, or a name that ends in .zst */
+	w = sbt_create_as(cf->path, cf->owner,
+			  o->zstd_level ? o->zstd_level :
+			  sbt_name_is_zstd(cf->path) ? SBT_ZSTD_LEVEL : 0,
+			  cf->err, sizeof(cf->err));
 	if (!w)
 		return CAPTURE_NO_FILE;
 	if (cf->on_created)

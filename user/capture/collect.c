@@ -882,7 +882,7 @@ enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AG
        OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD,
        OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK,
        OPT_TAIL_ONLY, OPT_LINES, OPT_HTML, OPT_CGROUP, OPT_DIR, OPT_AROUND, OPT_BUFFER, OPT_MAX_SNIPPETS,
-       OPT_MAX_DISK, OPT_ROTATE, OPT_IDLE, OPT_TAIL_K, OPT_FOLD };
+       OPT_MAX_DISK, OPT_ROTATE, OPT_IDLE, OPT_TAIL_K, OPT_FOLD, OPT_COMPRESS_LEVEL };
 
 /* "1", "0.5", "2%" -> ppm; false unless a plain number from 0 to 100 */
 static bool parse_pct_ppm(const char *s, uint64_t *ppm)
@@ -940,7 +940,16 @@ const struct opt collect_options[] = {
 	  "memory for the detail kept (default 256; the oldest goes first)", COLLECT_WATCH },
 	{ "output", 'o', "FILE",
 	  "trace file (default: stepblame-PID.sbt); written as FILE.partial.XXXXXX\n"
-	  "and renamed at the end, a file already there kept as FILE.old", COLLECT_RECORD },
+	  "and renamed at the end, a file already there kept as FILE.old;\n"
+	  "a name ending in .zst is written compressed (-z)", COLLECT_RECORD },
+	{ "compress", 'z', NULL,
+	  "zstd-compressed trace (schemas/trace.md), a frame per MiB of\n"
+	  "records: about 9 times smaller, readable when cut short (default\n"
+	  "name: stepblame-PID.sbt.zst; watch: snippets named .sbt.zst)",
+	  COLLECT_RECORD | COLLECT_WATCH },
+	{ "compress-level", OPT_COMPRESS_LEVEL, "N",
+	  "zstd level, 1 (fastest) to 19 (smallest); implies -z (default 3)",
+	  COLLECT_RECORD | COLLECT_WATCH },
 	{ "jsonl", OPT_JSON, "OUT",
 	  "also write each step as a JSON line to OUT (the objects of\n"
 	  "`stepblame report --format jsonl`, schemas/report.schema.json);\n"
@@ -1227,6 +1236,25 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			o->probe.ring_bytes = v << 20;
 			if (o->probe.wake_bytes > o->probe.ring_bytes / 4)
 				o->probe.wake_bytes = o->probe.ring_bytes / 4;
+			break;
+		case 'z':
+		case OPT_COMPRESS_LEVEL:
+			/* a trace file's: record's and run's -o, watch's snippets */
+			if (!out && !(live && live->watch)) {
+				sb_err("%s: %s is not an option of this command (it writes no trace "
+				       "file)", cmd, argv[optind - 1]);
+				return -1;
+			}
+			if (ch == 'z') {
+				if (!o->zstd_level)
+					o->zstd_level = SBT_ZSTD_LEVEL;
+			} else if (!parse_u64(optarg, &v) || v < 1 || v > SBT_ZSTD_LEVEL_MAX) {
+				sb_err("%s: --compress-level wants a zstd level from 1 to %d, got '%s'",
+				       cmd, SBT_ZSTD_LEVEL_MAX, optarg);
+				return -1;
+			} else {
+				o->zstd_level = (int)v;
+			}
 			break;
 		case OPT_NO_GPU:
 			o->no_gpu = true;

@@ -27,6 +27,7 @@ struct collect_opts {
 	bool no_gpu;                 /* do not look for the GPU channel */
 	bool gpu_expected;           /* the collector was injected: its channel appears at CUDA init */
 	bool quiet;                  /* no progress lines on stderr */
+	int zstd_level;              /* -z: the trace files written compressed at it; 0: plain */
 	uint64_t tick_ns;            /* how often to poll/heartbeat (default 100 ms) */
 	/*
 	 * --max-overhead: the overhead guard's limit on the allocator probes'

@@ -375,7 +375,7 @@ int flight_write(struct flight *f, const char *path, struct flight_snippet *sn, 
 	int rc = 0;
 
 	sn->records = sn->drops = sn->bytes = 0;
-	w = sbt_create_as(path, NULL, err, errlen);
+	w = sbt_create_as(path, NULL, sn->zstd_level, err, errlen);
 	if (!w)
 		return -1;
 	state_copy(&st, &f->st);

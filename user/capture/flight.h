@@ -59,6 +59,7 @@ struct flight_snippet {
 	uint64_t from_ns;         /* in: the capture's time it starts at */
 	uint64_t to_ns;           /* in: and ends at (0: all held) */
 	const char *note;         /* in: a note record put first (why it was written), or NULL */
+	int zstd_level;           /* in: written zstd-compressed at this level; 0: plain */
 	/* out */
 	uint64_t start_ns;        /* the trace's start: from_ns, or the oldest probe record held */
 	uint64_t end_ns;

@@ -1011,7 +1011,7 @@ static void print_record(const struct sb_hdr *h)
 	line_end();
 }
 
-static void print_file_header(const struct sbt_file_hdr *fh)
+static void print_file_header(const struct sbt_file_hdr *fh, bool zstd)
 {
 	char when[64] = "?";
 	time_t secs = (time_t)(fh->created_realtime_ns / 1000000000u);
@@ -1026,14 +1026,14 @@ static void print_file_header(const struct sbt_file_hdr *fh)
 		ou64(fh->created_realtime_ns);
 		ostr(",\"created_mono_ns\":");
 		ou64(fh->created_mono_ns);
-		ostr("}\n");
+		ostr(zstd ? ",\"compression\":\"zstd\"}\n" : ",\"compression\":\"none\"}\n");
 		return;
 	}
 	if (gmtime_r(&secs, &tm))
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	ostr("# stepblame trace version ");
 	ou64(fh->version);
-	ostr(", created ");
+	ostr(zstd ? " (zstd-compressed), created " : ", created ");
 	ostr(when);
 	ochar('.');
 	{
@@ -1120,7 +1120,7 @@ int cmd_dump(int argc, char **argv)
 	olen = 0;
 	oerr = 0;
 	time_base = sbt_header(r)->created_mono_ns;
-	print_file_header(sbt_header(r));
+	print_file_header(sbt_header(r), sbt_is_zstd(r));
 	while (n < limit && !oerr) {
 		s = sbt_next(r, &h);
 		if (s != SBT_OK)

@@ -142,7 +142,8 @@ int cmd_record(int argc, char **argv)
 		return 2;
 	}
 	if (!out) {
-		snprintf(defout, sizeof(defout), "stepblame-%d.sbt", (int)o.probe.pid);
+		snprintf(defout, sizeof(defout), "stepblame-%d.sbt%s", (int)o.probe.pid,
+			 o.zstd_level ? ".zst" : "");
 		out = defout;
 	}
 	rc = check_output(out);

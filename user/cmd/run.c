@@ -882,7 +882,8 @@ int cmd_run(int argc, char **argv)
 	}
 	child = l.pid;
 	if (!out) {
-		snprintf(defout, sizeof(defout), "stepblame-%d.sbt", (int)l.pid);
+		snprintf(defout, sizeof(defout), "stepblame-%d.sbt%s", (int)l.pid,
+			 o.zstd_level ? ".zst" : "");
 		out = defout;
 	}
 	/* under sudo: only where the user could write, and theirs from the first byte */

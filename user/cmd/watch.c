@@ -43,7 +43,8 @@ static const char watch_usage[] =
 "  DIR/tail-PID-stepN.sbt the detail from --around before a slow step (longer\n"
 "                         than the median + --tail-k MAD of the last 1024) to\n"
 "                         --around after it, as a trace: `stepblame report FILE`\n"
-"                         reads it; idle-PID-stepN.sbt for --idle-pct\n"
+"                         reads it; idle-PID-stepN.sbt for --idle-pct;\n"
+"                         .sbt.zst, zstd-compressed, with -z\n"
 "  DIR/report.html        the HTML report of the last trainer watched, written\n"
 "                         when it exits or watch stops (its last 4096 steps)\n"
 "With -n or --cgroup, a trainer that exits is waited for and watched again when\n"
@@ -125,7 +126,7 @@ static bool snip_name(const char *n)
 	static bool compiled;
 
 	if (!compiled) {
-		if (regcomp(&re, "^(tail|idle)-[0-9]+-step[0-9]+(-[0-9]+)?\\.sbt$",
+		if (regcomp(&re, "^(tail|idle)-[0-9]+-step[0-9]+(-[0-9]+)?\\.sbt(\\.zst)?$",
 			    REG_EXTENDED | REG_NOSUB))
 			return false;
 		compiled = true;
@@ -368,11 +369,13 @@ static void snippet_write(struct watch *w, const struct pending *p)
 	struct flight_snippet sn = { .from_ns = p->from, .to_ns = p->until + WATCH_SETTLE_NS };
 	struct stat st;
 
-	snprintf(name, sizeof(name), "%s-%d-step%" PRIu64 ".sbt", p->idle ? "idle" : "tail",
-		 (int)w->pid, p->step);
+	const char *ext = w->o->zstd_level ? ".sbt.zst" : ".sbt";
+
+	snprintf(name, sizeof(name), "%s-%d-step%" PRIu64 "%s", p->idle ? "idle" : "tail",
+		 (int)w->pid, p->step, ext);
 	for (int k = 2; !fstatat(w->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) && k < 1000; k++)
-		snprintf(name, sizeof(name), "%s-%d-step%" PRIu64 "-%d.sbt", p->idle ? "idle" : "tail",
-			 (int)w->pid, p->step, k);
+		snprintf(name, sizeof(name), "%s-%d-step%" PRIu64 "-%d%s", p->idle ? "idle" : "tail",
+			 (int)w->pid, p->step, k, ext);
 	/* through the pinned directory: /proc/self/fd/N is that directory, whatever DIR is now */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", w->dirfd, name);
 	snprintf(note, sizeof(note),
@@ -382,6 +385,7 @@ static void snippet_write(struct watch *w, const struct pending *p)
 		 p->steps > 1 ? ", with the slow steps after it" : "", w->la->around_ns / 1e9,
 		 w->la->around_ns / 1e9);
 	sn.note = note;
+	sn.zstd_level = w->o->zstd_level;
 	if (flight_write(w->fl, path, &sn, err, sizeof(err))) {
 		sb_warn("watch: snippet of step %" PRIu64 " not written: %s", p->step, err);
 		return;

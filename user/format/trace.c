@@ -7,8 +7,14 @@
  * write it can cut the file back to the last whole record and carry on from
  * there. The reader streams through a fixed buffer whose start always sits at
  * an 8-aligned file offset, so records handed out are 8-aligned in memory.
+ *
+ * Compressed (schemas/trace.md, "Compressed traces"), each write-out of the
+ * buffer is one zstd frame of whole records, and a failed write cuts the file
+ * back to the end of the last whole frame; the reader decompresses as it
+ * streams, and offsets are then those of the decompressed trace.
  */
 #include <byteswap.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -18,6 +24,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
+#include <zstd_errors.h>
 
 #include "format/gpu.h"
 #include "base/outfile.h"
@@ -251,9 +259,12 @@ struct sbt_writer {
 	int err;              /* sticky -errno: the file may no longer end on a record */
 	unsigned char *buf;   /* SBT_WBUF bytes, whole records only */
 	size_t used;
-	uint64_t off;         /* bytes in the file: always a whole-record boundary */
+	uint64_t off;         /* bytes in the file: always a whole-record (or frame) boundary */
 	uint64_t counts[SB_TYPE_MAX];
 	struct sb_out out;    /* the temporary and its final name */
+	ZSTD_CCtx *zc;        /* compressed: one frame per write-out; NULL: plain */
+	unsigned char *zbuf;  /* a frame's room, ZSTD_compressBound(SBT_WBUF) */
+	size_t zcap;
 };
 
 /* write n bytes at off; *done = bytes that made it. 0 or -errno */
@@ -280,20 +291,109 @@ static int pwrite_all(int fd, const void *p, size_t n, uint64_t off, size_t *don
 	return 0;
 }
 
-struct sbt_writer *sbt_create_as(const char *path, const struct sb_owner *owner, char *err,
-				 size_t errlen)
+/*
+ * length of the longest run of whole records at the start of buf within n
+ * bytes (of a file header, which holds no records: meaningless, and unused)
+ */
+static size_t whole_prefix(const unsigned char *buf, size_t used, size_t n)
+{
+	size_t at = 0, sz;
+
+	while (at + sizeof(struct sb_hdr) <= used) {
+		sz = ((const struct sb_hdr *)(buf + at))->size;
+		if (!sz || at + sz > n)
+			break;
+		at += sz;
+	}
+	return at;
+}
+
+static void wfree(struct sbt_writer *w)
+{
+	ZSTD_freeCCtx(w->zc);
+	free(w->zbuf);
+	free(w->buf);
+	free(w);
+}
+
+bool sbt_name_is_zstd(const char *path)
+{
+	size_t n = strlen(path);
+
+	return n > 4 && !strcmp(path + n - 4, ".zst");
+}
+
+/* a compressor at level: checksummed frames that state their size */
+static int zwriter_init(struct sbt_writer *w, int level)
+{
+	w->zc = ZSTD_createCCtx();
+	w->zcap = ZSTD_compressBound(SBT_WBUF);
+	w->zbuf = malloc(w->zcap);
+	if (!w->zc || !w->zbuf ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(w->zc, ZSTD_c_compressionLevel, level)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(w->zc, ZSTD_c_checksumFlag, 1)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(w->zc, ZSTD_c_contentSizeFlag, 1)))
+		return -ENOMEM;
+	return 0;
+}
+
+/*
+ * Append n bytes of whole records at w->off, as they are or as one zstd
+ * frame, and move w->off past what stays in the file. 0, or -errno with
+ * *kept = how many of the n bytes are now in the file as whole records (the
+ * rest is cut off again; -1 when that failed).
+ */
+static int wput(struct sbt_writer *w, const unsigned char *p, size_t n, ssize_t *kept)
+{
+	size_t done, z, keep;
+	int rc;
+
+	if (!w->zc) {
+		rc = pwrite_all(w->fd, p, n, w->off, &done);
+		/* cut a half-written record off the end so the file stays readable */
+		keep = rc ? whole_prefix(p, n, done) : n;
+		*kept = keep;
+		if (done != keep && ftruncate(w->fd, (off_t)(w->off + keep)) < 0)
+			*kept = -1;
+		w->off += keep;
+		return rc;
+	}
+	z = ZSTD_compress2(w->zc, w->zbuf, w->zcap, p, n);
+	*kept = 0;
+	if (ZSTD_isError(z))
+		return -ENOMEM; /* the bound always fits: only its workspace can fail */
+	rc = pwrite_all(w->fd, w->zbuf, z, w->off, &done);
+	if (!rc) {
+		w->off += z;
+		*kept = n;
+		return 0;
+	}
+	/* a frame is whole or not there */
+	if (done && ftruncate(w->fd, (off_t)w->off) < 0)
+		*kept = -1;
+	return rc;
+}
+
+struct sbt_writer *sbt_create_as(const char *path, const struct sb_owner *owner, int zstd_level,
+				 char *err, size_t errlen)
 {
 	struct sbt_writer *w;
 	struct sbt_file_hdr fh = { .magic = SBT_MAGIC };
-	size_t done;
+	ssize_t kept;
 	int e;
 
+	if (zstd_level < 0 || zstd_level > SBT_ZSTD_LEVEL_MAX) {
+		snprintf(err, errlen, "zstd level %d is not 1..%d", zstd_level,
+			 SBT_ZSTD_LEVEL_MAX);
+		errno = EINVAL;
+		return NULL;
+	}
 	w = calloc(1, sizeof(*w));
 	if (w)
 		w->buf = malloc(SBT_WBUF);
-	if (!w || !w->buf) {
+	if (!w || !w->buf || (zstd_level && zwriter_init(w, zstd_level))) {
 		if (w)
-			free(w);
+			wfree(w);
 		snprintf(err, errlen, "out of memory");
 		errno = ENOMEM;
 		return NULL;
@@ -301,8 +401,7 @@ struct sbt_writer *sbt_create_as(const char *path, const struct sb_owner *owner,
 	/* O_CREAT|O_EXCL|O_NOFOLLOW with a random name in a pinned directory (outfile.h) */
 	if (sb_out_open(&w->out, path, owner, err, errlen)) {
 		e = errno;
-		free(w->buf);
-		free(w);
+		wfree(w);
 		errno = e;
 		return NULL;
 	}
@@ -315,16 +414,15 @@ struct sbt_writer *sbt_create_as(const char *path, const struct sb_owner *owner,
 	fh.clock = 1;
 	fh.created_realtime_ns = real_ns();
 	fh.created_mono_ns = mono_ns();
-	e = -pwrite_all(w->fd, &fh, sizeof(fh), 0, &done);
+	/* compressed, the header is a frame of its own: a file with no records reads */
+	e = -wput(w, (const unsigned char *)&fh, sizeof(fh), &kept);
 	if (e) {
 		snprintf(err, errlen, "cannot write %s: %s", w->out.tmp_path, strerror(e));
 		sb_out_abandon(&w->out, false);
-		free(w->buf);
-		free(w);
+		wfree(w);
 		errno = e;
 		return NULL;
 	}
-	w->off = sizeof(fh);
 	return w;
 }
 
@@ -332,45 +430,26 @@ struct sbt_writer *sbt_create(const char *path)
 {
 	char err[256];
 
-	return sbt_create_as(path, NULL, err, sizeof(err));
-}
-
-/* length of the longest run of whole records at the start of buf within n bytes */
-static size_t whole_prefix(const unsigned char *buf, size_t used, size_t n)
-{
-	size_t at = 0, sz;
-
-	while (at < used) {
-		sz = ((const struct sb_hdr *)(buf + at))->size;
-		if (at + sz > n)
-			break;
-		at += sz;
-	}
-	return at;
+	return sbt_create_as(path, NULL, 0, err, sizeof(err));
 }
 
 static int wflush(struct sbt_writer *w)
 {
-	size_t done, keep;
+	ssize_t kept;
 	int rc;
 
 	if (w->err)
 		return w->err;
 	if (!w->used)
 		return 0;
-	rc = pwrite_all(w->fd, w->buf, w->used, w->off, &done);
-	if (!rc) {
-		w->off += w->used;
-		w->used = 0;
-		return 0;
-	}
-	/* cut a half-written record off the end so the file stays readable */
-	keep = whole_prefix(w->buf, w->used, done);
-	if (done != keep && ftruncate(w->fd, (off_t)(w->off + keep)) < 0)
+	rc = wput(w, w->buf, w->used, &kept);
+	if (kept < 0) {
+		/* the file may no longer end on a record: nothing more goes in */
 		w->err = rc;
-	memmove(w->buf, w->buf + keep, w->used - keep);
-	w->used -= keep;
-	w->off += keep;
+		return rc;
+	}
+	memmove(w->buf, w->buf + kept, w->used - kept);
+	w->used -= kept;
 	return rc;
 }
 
@@ -453,12 +532,6 @@ int sbt_write_text(struct sbt_writer *w, uint16_t type, uint32_t id, uint64_t ts
 int sbt_flush(struct sbt_writer *w)
 {
 	return w ? wflush(w) : -EINVAL;
-}
-
-static void wfree(struct sbt_writer *w)
-{
-	free(w->buf);
-	free(w);
 }
 
 int sbt_finish(struct sbt_writer *w, uint32_t end_reason, uint64_t start_ns, uint64_t end_ns,
@@ -554,8 +627,131 @@ struct sbt_reader {
 	uint64_t counts[SB_TYPE_MAX];
 	struct sbt_file_hdr fh;
 	struct sb_trailer trailer;
-	char err[256];
+	char err[512];
+	/* compressed: the frames are read into zin and decompressed into buf */
+	ZSTD_DCtx *zd;             /* NULL: a plain trace */
+	unsigned char *zin;        /* SBT_ZIN bytes of the file */
+	size_t zin_pos, zin_len;
+	uint64_t zoff;             /* file offset of zin[zin_pos] */
+	bool zeof;                 /* the file has no more bytes */
+	bool zmid;                 /* inside a frame: its end not yet decompressed */
+	const char *zend;          /* why the trace ended early: NULL, or said after "cut short" */
+	char zerr[160];            /* the zstd data is bad (-EBADMSG): why */
+	int zfail;                 /* an error held back until what came before is read */
 };
+
+#define SBT_ZIN (128u << 10)
+
+/* read(2) into p, retried on EINTR */
+static ssize_t read_some(int fd, void *p, size_t n)
+{
+	ssize_t k;
+
+	do
+		k = read(fd, p, n);
+	while (k < 0 && errno == EINTR);
+	return k < 0 ? -errno : k;
+}
+
+/* the next bytes of the file into zin; 0, or -errno */
+static int zin_fill(struct sbt_reader *r)
+{
+	ssize_t n;
+
+	r->zoff += r->zin_len - r->zin_pos;
+	r->zin_pos = r->zin_len = 0;
+	n = read_some(r->fd, r->zin, SBT_ZIN);
+	if (n < 0)
+		return (int)n;
+	r->zin_len = (size_t)n;
+	r->zeof = n == 0;
+	return 0;
+}
+
+/*
+ * Between frames, a zero byte: a file system's zero-filled tail after a crash
+ * reads as the end, anything else after zeros is damage. 0 (the end), or -errno.
+ */
+static int zzero_tail(struct sbt_reader *r)
+{
+	int rc;
+
+	for (;;) {
+		for (; r->zin_pos < r->zin_len; r->zin_pos++, r->zoff++)
+			if (r->zin[r->zin_pos]) {
+				snprintf(r->zerr, sizeof(r->zerr),
+					 "zero bytes, then data that is not a zstd frame");
+				return -EBADMSG;
+			}
+		rc = zin_fill(r);
+		if (rc)
+			return rc;
+		if (r->zeof) {
+			r->zend = "zero-filled tail after the last zstd frame";
+			return 0;
+		}
+	}
+}
+
+/*
+ * Decompressed trace bytes into p (up to n): more than 0, 0 at the end of the
+ * file, or -errno (-EBADMSG: the zstd data is bad, zerr says why).
+ */
+static ssize_t zread(struct sbt_reader *r, unsigned char *p, size_t n)
+{
+	ZSTD_outBuffer out = { p, n, 0 };
+	ZSTD_inBuffer in;
+	size_t ret;
+	int rc = 0;
+
+	if (r->zfail)
+		return r->zfail;
+	while (out.pos < out.size && !rc) {
+		if (r->zin_pos == r->zin_len) {
+			/* give what there is before waiting on a pipe */
+			if (out.pos)
+				break;
+			rc = zin_fill(r);
+			if (rc)
+				break;
+			if (r->zeof) {
+				if (r->zmid)
+					r->zend = "the file ends inside a zstd frame";
+				break;
+			}
+		}
+		if (!r->zmid && !r->zin[r->zin_pos]) {
+			rc = zzero_tail(r);
+			break;
+		}
+		in = (ZSTD_inBuffer){ r->zin, r->zin_len, r->zin_pos };
+		ret = ZSTD_decompressStream(r->zd, &out, &in);
+		r->zoff += in.pos - r->zin_pos;
+		r->zin_pos = in.pos;
+		if (ZSTD_isError(ret)) {
+			snprintf(r->zerr, sizeof(r->zerr), "%s%s", ZSTD_getErrorName(ret),
+				 ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge ?
+				 " (stepblame gives a frame a window of at most 8 MiB: "
+				 "recompress without --long)" : "");
+			rc = -EBADMSG;
+			break;
+		}
+		/* 0: a frame ended, and everything it held is out */
+		r->zmid = ret != 0;
+	}
+	/* the bytes decompressed before an error are good: they go first */
+	if (rc && out.pos) {
+		r->zfail = rc;
+		return (ssize_t)out.pos;
+	}
+	return rc ? rc : (ssize_t)out.pos;
+}
+
+/* the trace's next bytes into p (up to n): more than 0, 0 at its end, or -errno */
+static ssize_t src_read(struct sbt_reader *r, unsigned char *p, size_t n)
+{
+	return r->zd ? zread(r, p, n) : read_some(r->fd, p, n);
+}
 
 /* make at least need bytes available at pos, unless the file ends first */
 static int rfill(struct sbt_reader *r, size_t need)
@@ -569,12 +765,9 @@ static int rfill(struct sbt_reader *r, size_t need)
 			r->len -= r->pos;
 			r->pos = 0;
 		}
-		n = read(r->fd, r->buf + r->len, SBT_RBUF - r->len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
+		n = src_read(r, r->buf + r->len, SBT_RBUF - r->len);
+		if (n < 0)
+			return (int)n;
 		if (n == 0)
 			r->eof = true;
 		r->len += n;
@@ -589,15 +782,25 @@ static enum sbt_status rstop(struct sbt_reader *r, enum sbt_status st, const cha
 {
 	va_list ap;
 
+	size_t n;
+
 	va_start(ap, fmt);
 	vsnprintf(r->err, sizeof(r->err), fmt, ap);
 	va_end(ap);
+	/* a compressed trace says how its frames ended */
+	n = strlen(r->err);
+	if (st == SBT_TRUNCATED && r->zend && n < sizeof(r->err))
+		snprintf(r->err + n, sizeof(r->err) - n, "; %s", r->zend);
 	r->status = st;
 	return st;
 }
 
 static enum sbt_status rio(struct sbt_reader *r, int err)
 {
+	if (err == -EBADMSG && r->zd)
+		return rstop(r, SBT_CORRUPT, "corrupt zstd data at file offset %" PRIu64
+			     " (after %" PRIu64 " records, trace offset %" PRIu64 "): %s",
+			     r->zoff, r->nrec, r->buf_off + r->len, r->zerr);
 	return rstop(r, SBT_IO, "read error at offset %" PRIu64 ": %s",
 		     r->buf_off + r->pos, strerror(-err));
 }
@@ -702,6 +905,11 @@ enum sbt_status sbt_next(struct sbt_reader *r, const struct sb_hdr **rec)
 			     ": %zu%s bytes after the trailer", r->buf_off + r->pos,
 			     r->len - r->pos, r->eof ? "" : " or more");
 	}
+	/* compressed: the trailer's frame must be whole too (its checksum read) */
+	if (r->zend)
+		return rstop(r, SBT_TRUNCATED, "cut short after %" PRIu64 " records at offset %"
+			     PRIu64 " (the trailer read, its frame not whole)", r->nrec,
+			     r->rec_off);
 	for (t = 0; t < SB_TYPE_MAX; t++)
 		if (r->trailer.records[t] != r->counts[t])
 			return rstop(r, SBT_CORRUPT, "corrupt trailer at offset %" PRIu64
@@ -713,12 +921,47 @@ enum sbt_status sbt_next(struct sbt_reader *r, const struct sb_hdr **rec)
 	return SBT_EOF;
 }
 
+/* a zstd frame (magic 0xFD2FB528) or a skippable frame (0x184D2A50..5F) starts here */
+static bool zstd_magic(const unsigned char *p, size_t n)
+{
+	uint32_t m;
+
+	if (n < 4)
+		return false;
+	memcpy(&m, p, 4);
+	m = le32toh(m);
+	return m == ZSTD_MAGICNUMBER || (m & ZSTD_MAGIC_SKIPPABLE_MASK) == ZSTD_MAGIC_SKIPPABLE_START;
+}
+
+/* the decompressor, with the file's first n bytes (at p) as its input */
+static int zreader_init(struct sbt_reader *r, const unsigned char *p, size_t n)
+{
+	r->zd = ZSTD_createDCtx();
+	r->zin = malloc(SBT_ZIN);
+	if (!r->zd || !r->zin ||
+	    ZSTD_isError(ZSTD_DCtx_setParameter(r->zd, ZSTD_d_windowLogMax,
+						 SBT_ZSTD_WINDOW_LOG_MAX)))
+		return -ENOMEM;
+	memcpy(r->zin, p, n);
+	r->zin_len = n;
+	return 0;
+}
+
+static void rfree(struct sbt_reader *r)
+{
+	ZSTD_freeDCtx(r->zd);
+	free(r->zin);
+	free(r->buf);
+	free(r);
+}
+
 struct sbt_reader *sbt_open(const char *path, char *err, size_t errlen)
 {
 	struct sbt_reader *r = NULL;
 	struct sbt_file_hdr fh;
 	struct stat st;
-	size_t got = 0, extra;
+	unsigned char first[sizeof(fh)];
+	size_t got = 0;
 	ssize_t n;
 	int fd, rc;
 
@@ -739,13 +982,11 @@ struct sbt_reader *sbt_open(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot open %s: %s", path, strerror(EISDIR));
 		goto fail;
 	}
-	memset(&fh, 0, sizeof(fh));
-	while (got < sizeof(fh)) {
-		n = read(fd, (char *)&fh + got, sizeof(fh) - got);
-		if (n < 0 && errno == EINTR)
-			continue;
+	/* the first bytes say whether it is compressed */
+	while (got < sizeof(first)) {
+		n = read_some(fd, first + got, sizeof(first) - got);
 		if (n < 0) {
-			snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+			snprintf(err, errlen, "cannot read %s: %s", path, strerror((int)-n));
 			goto fail;
 		}
 		if (n == 0)
@@ -756,8 +997,42 @@ struct sbt_reader *sbt_open(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "%s is empty, not a stepblame trace", path);
 		goto fail;
 	}
+	r = calloc(1, sizeof(*r));
+	if (r)
+		r->buf = malloc(SBT_RBUF);
+	if (!r || !r->buf || (zstd_magic(first, got) && zreader_init(r, first, got))) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(ENOMEM));
+		goto fail;
+	}
+	r->fd = fd;
+	if (!r->zd) {
+		memcpy(r->buf, first, got);
+		r->len = got;
+		r->eof = got < sizeof(first);
+	}
+	/* the file header, decompressed if need be */
+	rc = rfill(r, sizeof(fh));
+	if (rc < 0) {
+		if (rc == -EBADMSG && r->zd)
+			snprintf(err, errlen, "%s: corrupt zstd data at file offset %" PRIu64 ": %s",
+				 path, r->zoff, r->zerr);
+		else
+			snprintf(err, errlen, "cannot read %s: %s", path, strerror(-rc));
+		goto fail;
+	}
+	got = r->len < sizeof(fh) ? r->len : sizeof(fh);
+	memset(&fh, 0, sizeof(fh));
+	memcpy(&fh, r->buf, got);
+	if (r->zd && got < sizeof(fh) && (got < sizeof(fh.magic) ||
+					   !memcmp(fh.magic, SBT_MAGIC, sizeof(fh.magic)))) {
+		snprintf(err, errlen, "%s is cut short inside its file header (%zu of %zu bytes "
+			 "decompressed%s%s)", path, got, sizeof(fh), r->zend ? "; " : "",
+			 r->zend ? r->zend : "");
+		goto fail;
+	}
 	if (got < sizeof(fh.magic) || memcmp(fh.magic, SBT_MAGIC, sizeof(fh.magic))) {
-		snprintf(err, errlen, "%s is not a stepblame trace", path);
+		snprintf(err, errlen, "%s is not a stepblame trace%s", path,
+			 r->zd ? " (it is zstd-compressed data of something else)" : "");
 		goto fail;
 	}
 	if (got < sizeof(fh)) {
@@ -788,37 +1063,30 @@ struct sbt_reader *sbt_open(const char *path, char *err, size_t errlen)
 			 path, fh.clock);
 		goto fail;
 	}
-	r = calloc(1, sizeof(*r));
-	if (r)
-		r->buf = malloc(SBT_RBUF);
-	if (!r || !r->buf) {
-		snprintf(err, errlen, "cannot read %s: %s", path, strerror(ENOMEM));
-		goto fail;
-	}
-	r->fd = fd;
 	r->fh = fh;
-	r->buf_off = sizeof(fh);
 	/* a longer header (a later minor revision) is skipped */
-	extra = fh.hdr_size - sizeof(fh);
-	rc = rfill(r, extra);
+	rc = rfill(r, fh.hdr_size);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot read %s: %s", path, strerror(-rc));
 		goto fail;
 	}
-	if (r->len < extra) {
+	if (r->len < fh.hdr_size) {
 		snprintf(err, errlen, "%s is cut short inside its file header", path);
 		goto fail;
 	}
-	r->pos = extra;
+	r->pos = fh.hdr_size;
 	r->rec_off = fh.hdr_size;
 	return r;
 fail:
-	if (r) {
-		free(r->buf);
-		free(r);
-	}
+	if (r)
+		rfree(r);
 	close(fd);
 	return NULL;
+}
+
+bool sbt_is_zstd(const struct sbt_reader *r)
+{
+	return r && r->zd;
 }
 
 const char *sbt_error(const struct sbt_reader *r)
@@ -846,6 +1114,5 @@ void sbt_close(struct sbt_reader *r)
 	if (!r)
 		return;
 	close(r->fd);
-	free(r->buf);
-	free(r);
+	rfree(r);
 }

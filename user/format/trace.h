@@ -20,6 +20,15 @@
 #define SBT_VERSION 1
 #define SBT_ENDIAN_TAG 0x01020304u
 #define SBT_MAX_RECORD 65528 /* sb_hdr.size is 16 bits, multiple of 8 */
+/*
+ * zstd-compressed traces (schemas/trace.md, "Compressed traces"): the trace
+ * as zstd frames, each holding whole records, so a file cut short reads up
+ * to its last whole frame. The level -z gives, and the levels accepted.
+ */
+#define SBT_ZSTD_LEVEL 3
+#define SBT_ZSTD_LEVEL_MAX 19
+/* the largest zstd window a reader gives a frame (2^23 = 8 MiB) */
+#define SBT_ZSTD_WINDOW_LOG_MAX 23
 
 struct sbt_file_hdr {
 	char magic[8];          /* "SBTRACE\0" */
@@ -87,10 +96,14 @@ struct sb_owner;
 /*
  * The same, for the user owner (NULL: the caller): refuses a path owner could
  * not create or replace, and gives the file to owner on its descriptor
- * before writing (outfile.h). NULL with errno and one line in err.
+ * before writing (outfile.h). zstd_level 1..SBT_ZSTD_LEVEL_MAX: written as
+ * zstd frames, one per buffer of records written out; 0: plain. NULL with
+ * errno and one line in err.
  */
-struct sbt_writer *sbt_create_as(const char *path, const struct sb_owner *owner, char *err,
-				 size_t errlen);
+struct sbt_writer *sbt_create_as(const char *path, const struct sb_owner *owner, int zstd_level,
+				 char *err, size_t errlen);
+/* the name asks for a compressed trace: it ends in ".zst" */
+bool sbt_name_is_zstd(const char *path);
 /* append one record (rec->size bytes); buffered, no allocation. 0 or -errno */
 int sbt_write(struct sbt_writer *w, const void *rec);
 /* a text record of the given type */
@@ -134,8 +147,14 @@ enum sbt_status {
 
 struct sbt_reader;
 
-/* open and validate the header ("-": standard input); NULL and *err (one line) on failure */
+/*
+ * Open and validate the header ("-": standard input); a zstd-compressed trace
+ * is read through its frames, whatever its name. NULL and *err (one line) on
+ * failure.
+ */
 struct sbt_reader *sbt_open(const char *path, char *err, size_t errlen);
+/* the file is zstd-compressed (offsets are then those of the decompressed trace) */
+bool sbt_is_zstd(const struct sbt_reader *r);
 /*
  * Next record into the reader's buffer (valid until the next call, 8-aligned).
  * Returns SBT_OK with *rec set, or a status, which then sticks: SBT_EOF after
