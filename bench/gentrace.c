@@ -7,6 +7,9 @@
  *   gentrace TEMPLATE.sbt OUT.sbt --records N
  *   gentrace --read FILE.sbt     read every record with the strict streaming
  *                                reader and count them: the floor under any analysis
+ *   gentrace --copy FILE OUT LEVEL   write FILE's records again through the
+ *                                trace writer, zstd LEVEL (0: plain), and print the
+ *                                writer's CPU time: what compression costs the agent
  *
  * The template's agent records (host, cpus, target, threads, probes, strings,
  * notes) are written once, at the start. Then its event records (kernel events
@@ -23,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "format/gpu.h"
@@ -97,6 +102,66 @@ static int read_only(const char *path)
 	return 0;
 }
 
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int copy(const char *in, const char *out, int level)
+{
+	const struct sb_hdr *h;
+	uint8_t *all = NULL, *more;
+	size_t len = 0, cap = 0, at;
+	enum sbt_status st;
+	struct sbt_writer *w;
+	char err[256];
+	struct sbt_reader *r = sbt_open(in, err, sizeof(err));
+	uint64_t t0, t1;
+	struct stat sb;
+
+	if (!r) {
+		fprintf(stderr, "gentrace: %s\n", err);
+		return 1;
+	}
+	/* every record in memory first: only the writing is timed */
+	while ((st = sbt_next(r, &h)) == SBT_OK) {
+		if (len + h->size > cap) {
+			cap = cap ? 2 * cap : 1 << 24;
+			more = realloc(all, cap);
+			if (!more) {
+				fprintf(stderr, "gentrace: out of memory\n");
+				return 1;
+			}
+			all = more;
+		}
+		memcpy(all + len, h, h->size);
+		len += h->size;
+	}
+	sbt_close(r);
+	t0 = cpu_ns();
+	w = sbt_create_as(out, NULL, level, err, sizeof(err));
+	if (!w) {
+		fprintf(stderr, "gentrace: %s\n", err);
+		return 1;
+	}
+	for (at = 0; at < len; at += ((const struct sb_hdr *)(all + at))->size)
+		if (sbt_write(w, all + at))
+			return discard(w, "write failed");
+	if (sbt_finish(w, SBT_END_DURATION, 0, 0, 0)) {
+		fprintf(stderr, "gentrace: finishing %s failed\n", out);
+		return 1;
+	}
+	t1 = cpu_ns();
+	stat(out, &sb);
+	printf("bytes_in=%zu bytes_out=%lld cpu_ns=%llu\n", len, (long long)sb.st_size,
+	       (unsigned long long)(t1 - t0));
+	free(all);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t want = 0, written = 0, t_lo = UINT64_MAX, t_hi = 0, max_step = 0;
@@ -113,8 +178,11 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && !strcmp(argv[1], "--read"))
 		return read_only(argv[2]);
+	if (argc == 5 && !strcmp(argv[1], "--copy"))
+		return copy(argv[2], argv[3], atoi(argv[4]));
 	if (argc != 5 || strcmp(argv[3], "--records") || !(want = strtoull(argv[4], NULL, 10))) {
-		fprintf(stderr, "usage: gentrace TEMPLATE.sbt OUT.sbt --records N | --read FILE.sbt\n");
+		fprintf(stderr, "usage: gentrace TEMPLATE.sbt OUT.sbt --records N | --read FILE.sbt | "
+			"--copy FILE OUT LEVEL\n");
 		return 2;
 	}
 	r = sbt_open(argv[1], err, sizeof(err));
