@@ -52,3 +52,13 @@ need_chromium() { # name: Debian's chromium, for the HTML report's tests; in CI 
 	fi
 	return 1
 }
+
+need_cmd() { # name, command, its Debian package: in CI its absence fails
+	if command -v "$2" >/dev/null; then return 0; fi
+	if [ -n "${STEPBLAME_REQUIRE_BPF:-}" ]; then
+		fail "$1" "no $2: apt-get install $3 (sudo make deps)"
+	else
+		skip "$1" "no $2: apt-get install $3 (sudo make deps)"
+	fi
+	return 1
+}
