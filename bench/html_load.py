@@ -48,11 +48,11 @@ def main():
     if not tpl:
         subprocess.run([SB, "demo", "--keep", work + "/demo"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        tpl = work + "/demo/demo.sbt"
+        tpl = work + "/demo/demo.sbtrace"
     if not os.path.exists(GEN):
         subprocess.run(["cc", "-O2", "-std=gnu11", "-D_GNU_SOURCE", "-I.", "-Iuser", "-Ibuild",
                         "bench/gentrace.c", "user/format/trace.c", "user/base/outfile.c",
-                        "user/base/util.c", "-lz", "-o", GEN], check=True)
+                        "user/base/util.c", "-lzstd", "-lz", "-o", GEN], check=True)
     # records a step in the template, to size the tiled trace
     out = subprocess.run([GEN, "--read", tpl], capture_output=True, text=True, check=True).stdout
     recs = int(re.search(r"records=(\d+)", out).group(1))

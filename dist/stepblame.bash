@@ -1,6 +1,6 @@
 # bash completion for stepblame: commands, each command's options (read from its
 # own --help, so they never drift from the binary), PIDs after -p, the trainer's
-# trace files (.sbt, .sbt.zst) after report and dump, scenario names after demo --scenario.
+# trace files (.sbtrace, .sbtrace.zst; .sbt of older versions) after report and dump, scenario names after demo --scenario.
 _stepblame() {
 	local cur prev cmd words
 	cur=${COMP_WORDS[COMP_CWORD]}
@@ -35,7 +35,7 @@ _stepblame() {
 		words=$("${COMP_WORDS[0]}" "$cmd" --help 2>/dev/null | grep -oE -- '(^|[ ,])--?[a-zA-Z][a-zA-Z0-9-]*' | tr -d ' ,' | sort -u)
 		COMPREPLY=($(compgen -W "$words" -- "$cur"))
 	elif [ "$cmd" = report ] || [ "$cmd" = compare ] || [ "$cmd" = dump ]; then
-		COMPREPLY=($(compgen -f -X '!*.@(sbt|sbt.old|sbt.zst|sbt.zst.old)' -- "$cur") $(compgen -d -- "$cur"))
+		COMPREPLY=($(compgen -f -X '!*.@(sbtrace|sbtrace.zst|sbt|sbt.zst)?(.old)' -- "$cur") $(compgen -d -- "$cur"))
 	fi
 }
 complete -F _stepblame stepblame

@@ -141,7 +141,7 @@ if [ -f "$home/good.sbt" ]; then
 		fail ${T}_report_o_symlink "exit $rc, secret $(stat -c '%U %a %s' "$secret"): $(tail -1 "$tmp/rep.err")"
 	fi
 fi
-# 6. record never replaces a trace silently: without -o it writes stepblame-PID.sbt
+# 6. record never replaces a trace silently: without -o it writes stepblame-PID.sbtrace
 # in the current directory; a second capture to the same name keeps the first
 # as NAME.old (byte for byte), and a symlink planted at NAME.old is replaced, not
 # followed
@@ -151,18 +151,18 @@ sleep 60 &
 sim=$!
 k=$sim
 (cd "$kept" && "$STEPBLAME" record -p $sim -d 1 -q) >/dev/null 2>"$tmp/k1.err"; r1=$?
-cp "$kept/stepblame-$sim.sbt" "$tmp/first.sbt" 2>/dev/null
-ln -s "$secret" "$kept/stepblame-$sim.sbt.old"
+cp "$kept/stepblame-$sim.sbtrace" "$tmp/first.sbt" 2>/dev/null
+ln -s "$secret" "$kept/stepblame-$sim.sbtrace.old"
 (cd "$kept" && "$STEPBLAME" record -p $sim -d 1) >/dev/null 2>"$tmp/k2.err"; r2=$?
 kill $sim; wait $sim 2>/dev/null; sim=
 if [ $r1 != 0 ] || [ $r2 != 0 ]; then
 	fail ${T}_record_keeps_old "record exited $r1, $r2: $(tail -1 "$tmp/k1.err") $(tail -1 "$tmp/k2.err")"
-elif ! secret_ok || [ -L "$kept/stepblame-$k.sbt.old" ]; then
+elif ! secret_ok || [ -L "$kept/stepblame-$k.sbtrace.old" ]; then
 	fail ${T}_record_keeps_old "the symlink at NAME.old was followed or kept: secret $(stat -c '%U %a %s' "$secret")"
-elif ! cmp -s "$tmp/first.sbt" "$kept/stepblame-$k.sbt.old" || cmp -s "$tmp/first.sbt" "$kept/stepblame-$k.sbt" ||
-	! "$STEPBLAME" report "$kept/stepblame-$k.sbt" >/dev/null 2>&1; then
+elif ! cmp -s "$tmp/first.sbt" "$kept/stepblame-$k.sbtrace.old" || cmp -s "$tmp/first.sbt" "$kept/stepblame-$k.sbtrace" ||
+	! "$STEPBLAME" report "$kept/stepblame-$k.sbtrace" >/dev/null 2>&1; then
 	fail ${T}_record_keeps_old "NAME.old is not the first capture, or NAME not a new readable one: $(ls -l "$kept" | tr '\n' ' ')"
-elif ! grep -q "kept as .*stepblame-$k.sbt.old" "$tmp/k2.err"; then
+elif ! grep -q "kept as .*stepblame-$k.sbtrace.old" "$tmp/k2.err"; then
 	fail ${T}_record_keeps_old "record did not say it kept the old trace: $(tail -1 "$tmp/k2.err")"
 else
 	pass ${T}_record_keeps_old

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # zstd-compressed traces (schemas/trace.md, "Compressed traces"), checked with
 # the zstd command-line tool as the outside reader:
-#  - record -z names the file stepblame-PID.sbt.zst, the file is zstd frames
+#  - record -z names the file stepblame-PID.sbtrace.zst, the file is zstd frames
 #    that `zstd -t` verifies, several times smaller than the records in it,
 #    and it decompresses to a trace that dumps and reports exactly as the
 #    compressed file does; `report -` reads it from a pipe;
@@ -9,18 +9,14 @@
 #    a plain trace compressed by the zstd tool (one frame, level 19) reads;
 #  - a recorder killed with SIGKILL mid-capture leaves a compressed partial
 #    file that reads as cut short, with the records of its whole frames;
-#  - watch -z writes its snippets as .sbt.zst; attach refuses -z.
+#  - watch -z writes its snippets as .sbtrace.zst; attach refuses -z.
 set -u
 . "$(dirname "$0")/../lib.sh"
 T=trace_zstd
 
 need_bpf $T || exit 0
 need_sim $T || exit 0
-if ! command -v zstd >/dev/null; then
-	if [ -n "${STEPBLAME_REQUIRE_BPF:-}" ]; then fail $T "no zstd tool: apt-get install zstd (sudo make deps)"
-	else skip $T "no zstd tool: apt-get install zstd (sudo make deps)"; fi
-	exit 0
-fi
+need_cmd $T zstd zstd || exit 0
 
 tmp=$(mktemp -d /var/tmp/trace_zstd.XXXXXX)
 sim= rec=
@@ -47,7 +43,7 @@ trainer 400 --inject hog@100-120:-10
 (cd "$tmp" && "$STEPBLAME" record -q -z -p $sim -d 60 >"$tmp/rec.out" 2>&1)
 rc=$?
 wait $sim; sim=
-f=$tmp/stepblame-$(ls "$tmp" | sed -n 's/^stepblame-\([0-9]*\)\.sbt\.zst$/\1/p').sbt.zst
+f=$tmp/stepblame-$(ls "$tmp" | sed -n 's/^stepblame-\([0-9]*\)\.sbtrace\.zst$/\1/p').sbtrace.zst
 if [ $rc != 0 ] || [ ! -s "$f" ]; then
 	fail ${T}_record "record -z exited $rc, files: $(ls "$tmp" | tr '\n' ' ') $(tail -2 "$tmp/rec.out" | tr '\n' ' ')"
 	exit 0
@@ -156,8 +152,8 @@ timeout 120 "$STEPBLAME" watch -z -p $sim --dir "$tmp/w" --around 0.5 --idle-pct
 	>"$tmp/w.out" 2>"$tmp/w.err"
 rc=$?
 wait $sim; sim=
-s=$(ls "$tmp"/w/idle-*.sbt.zst 2>/dev/null | head -1)
-if [ $rc != 0 ] || [ -z "$s" ] || ls "$tmp"/w/*.sbt >/dev/null 2>&1; then
+s=$(ls "$tmp"/w/idle-*.sbtrace.zst 2>/dev/null | head -1)
+if [ $rc != 0 ] || [ -z "$s" ] || ls "$tmp"/w/*.sbtrace >/dev/null 2>&1; then
 	fail ${T}_watch "exit $rc; files: $(ls "$tmp/w" | tr '\n' ' ') $(tail -1 "$tmp/w.err")"
 elif ! magic "$s" || ! zstd -q -t "$s" || ! "$STEPBLAME" report "$s" >"$tmp/ws.out" 2>&1 ||
      ! grep -q "$(basename "$s")" "$tmp/w.out"; then

@@ -63,13 +63,13 @@ wait "$w"
 rc=$?
 w=
 
-for f in "$tmp"/a/*.sbt; do
+for f in "$tmp"/a/*.sbtrace; do
 	[ -e "$f" ] || continue
 	"$STEPBLAME" report --format json "$f" >"$f.json" 2>"$f.err" || echo "report of $f failed: $(head -2 "$f.err")" >>"$tmp/reports.err"
 done
 
 out=$(python3 "$(dirname "$0")/watch_check.py" "$tmp/a" "$tmp/truth1.jsonl" "$pid1" 2>&1)
-nsnips=$(ls "$tmp"/a/tail-"$pid1"-step*.sbt 2>/dev/null | wc -l)
+nsnips=$(ls "$tmp"/a/tail-"$pid1"-step*.sbtrace 2>/dev/null | wc -l)
 wrote=$(grep -c "^wrote $tmp/a/tail-$pid1-" "$tmp/a.out")
 if [ $rc != 0 ]; then
 	fail ${T}_snippets "watch exited $rc after SIGINT: $(tail -2 "$tmp/a.err" | tr '\n' ' ')"
@@ -119,15 +119,18 @@ else
 fi
 
 # ---- the caps: 2 snippets (those left above count), a 1 MiB stream ----
-before=$(ls "$tmp"/a/*.sbt | wc -l)
+# one of them as an earlier version named it (.sbt): counted, and removed, all the same
+old=$(ls "$tmp"/a/*.sbtrace | head -1)
+mv "$old" "${old%.sbtrace}.sbt"
+before=$(ls "$tmp"/a/*.sbt "$tmp"/a/*.sbtrace 2>/dev/null | wc -l)
 trainer 1500 "$tmp/truth3.jsonl" --inject hog/200:-5
 pid3=$sim
 timeout 120 "$STEPBLAME" watch -p "$pid3" --dir "$tmp/a" --around 1 --max-snippets 2 --rotate-mb 1 \
 	>"$tmp/c.out" 2>"$tmp/c.err"
 rc=$?
 wait "$sim"; sim=
-left=$(ls "$tmp"/a/*.sbt | wc -l)
-mine=$(ls "$tmp"/a/tail-"$pid3"-*.sbt 2>/dev/null | wc -l)
+left=$(ls "$tmp"/a/*.sbt "$tmp"/a/*.sbtrace 2>/dev/null | wc -l)
+mine=$(ls "$tmp"/a/tail-"$pid3"-*.sbtrace 2>/dev/null | wc -l)
 wrote=$(grep -c "^wrote " "$tmp/c.out")
 # this watch's files: the stream and its first rotation (the older ones are the first watch's)
 big=$(find "$tmp/a" \( -name steps.jsonl -o -name steps.jsonl.1 \) -size +1040k | head -1)
@@ -165,7 +168,7 @@ timeout 120 "$STEPBLAME" watch -p "$sim" --dir "$tmp/i" --around 0.5 --idle-pct 
 	>"$tmp/i.out" 2>"$tmp/i.err"
 rc=$?
 wait "$sim"; sim=
-f=$(ls "$tmp"/i/idle-*.sbt 2>/dev/null | head -1)
+f=$(ls "$tmp"/i/idle-*.sbtrace 2>/dev/null | head -1)
 if [ $rc != 0 ] || [ -z "$f" ]; then
 	fail ${T}_idle "exit $rc, no idle snippet: $(ls "$tmp/i" | tr '\n' ' ') $(tail -2 "$tmp/i.err" | tr '\n' ' ')"
 else

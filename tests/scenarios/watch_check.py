@@ -2,7 +2,7 @@
 """
 Did stepblame watch keep the detail of every injected interference, blamed
 right? watch_check.py DIR TRUTH PID: DIR holds the snippets of PID
-(tail-PID-step*.sbt) with their reports beside them (FILE.sbt.json, from
+(tail-PID-step*.sbtrace) with their reports beside them (FILE.sbtrace.json, from
 `stepblame report --format json`); TRUTH is simtrainer's --truth file. For
 each injection (consecutive steps of one kind are one), one of its steps
 must be in a snippet, its largest blame the kind's cause (a hog: cpu_wait on
@@ -24,7 +24,7 @@ if not events:
 # step -> [(snippet, step object)]: a step near the start of a later snippet's
 # window is in it too, so every snippet that holds it is looked at
 steps = {}
-for f in sorted(glob.glob(os.path.join(d, "tail-%d-step*.sbt.json" % pid))):
+for f in sorted(glob.glob(os.path.join(d, "tail-%d-step*.sbtrace.json" % pid))):
     r = json.load(open(f))
     for s in r["steps"]:
         if not s["incomplete"]:

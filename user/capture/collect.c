@@ -939,13 +939,13 @@ const struct opt collect_options[] = {
 	{ "buffer-mb", OPT_BUFFER, "N",
 	  "memory for the detail kept (default 256; the oldest goes first)", COLLECT_WATCH },
 	{ "output", 'o', "FILE",
-	  "trace file (default: stepblame-PID.sbt); written as FILE.partial.XXXXXX\n"
+	  "trace file (default: stepblame-PID.sbtrace); written as FILE.partial.XXXXXX\n"
 	  "and renamed at the end, a file already there kept as FILE.old;\n"
 	  "a name ending in .zst is written compressed (-z)", COLLECT_RECORD },
 	{ "compress", 'z', NULL,
 	  "zstd-compressed trace (schemas/trace.md), a frame per MiB of\n"
 	  "records: about 9 times smaller, readable when cut short (default\n"
-	  "name: stepblame-PID.sbt.zst; watch: snippets named .sbt.zst)",
+	  "name: stepblame-PID.sbtrace.zst; watch: snippets .sbtrace.zst)",
 	  COLLECT_RECORD | COLLECT_WATCH },
 	{ "compress-level", OPT_COMPRESS_LEVEL, "N",
 	  "zstd level, 1 (fastest) to 19 (smallest); implies -z (default 3)",

@@ -1194,7 +1194,7 @@ static const char usage_tail[] =
 "\n"
 "Exit status: 0, 3 when --fail-over is passed, 1 on an error, 2 on bad usage.\n"
 "\n"
-"  stepblame compare yesterday.json today.sbt\n"
+"  stepblame compare yesterday.json today.sbtrace\n"
 "  stepblame compare base.json new.json --fail-over 5   # CI: P50, mean or P99 +5%\n"
 "  stepblame compare base.json new.json --fail-over p99=10 -f json -o cmp.json\n"
 "  stepblame compare base.json new.json -o cmp.html       # a page for a browser\n"

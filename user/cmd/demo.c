@@ -238,7 +238,7 @@ int cmd_demo(int argc, char **argv)
 			return 1;
 		}
 	}
-	snprintf(trace, sizeof(trace), "%s/demo.sbt", dir);
+	snprintf(trace, sizeof(trace), "%s/demo" SBT_EXT, dir);
 	snprintf(truth, sizeof(truth), "%s/truth.jsonl", dir);
 
 	printf("stepblame demo, scenario '%s': %s\n", sc->name, sc->what);

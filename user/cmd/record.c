@@ -31,7 +31,7 @@ static const char record_usage[] =
 
 static const char record_example[] =
 "\n"
-"example: sudo stepblame record -p 4242 -d 30 -o run.sbt && stepblame report run.sbt\n";
+"example: sudo stepblame record -p 4242 -d 30 -o run.sbtrace && stepblame report run.sbtrace\n";
 
 static const char attach_usage[] =
 "usage: stepblame attach -p PID [-d SEC] [--jsonl OUT] [--html OUT] [options]\n"
@@ -142,7 +142,7 @@ int cmd_record(int argc, char **argv)
 		return 2;
 	}
 	if (!out) {
-		snprintf(defout, sizeof(defout), "stepblame-%d.sbt%s", (int)o.probe.pid,
+		snprintf(defout, sizeof(defout), "stepblame-%d" SBT_EXT "%s", (int)o.probe.pid,
 			 o.zstd_level ? ".zst" : "");
 		out = defout;
 	}

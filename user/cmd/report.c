@@ -21,7 +21,7 @@
 static const char usage[] =
 "usage: stepblame report FILE [--format text|json|jsonl|perfetto|html] [-o OUT]\n"
 "                        [--step-nvtx REGEX] [--step-kernel REGEX]\n"
-"       stepblame report RANK0.sbt RANK1.sbt ... [--format text|json|perfetto|html]\n"
+"       stepblame report RANK0.sbtrace RANK1.sbtrace ... [--format text|json|perfetto|html]\n"
 "                        [-o OUT]\n"
 "\n"
 "Per-step blame from a trace written by `stepblame record`: each step's time, how\n"
@@ -29,7 +29,8 @@ static const char usage[] =
 "task that took the CPU, page_fault, mem_reclaim, alloc, io_wait, blocked with the\n"
 "thread that woke it, cuda_sync, host_compute, ...). Tail steps (longer than the\n"
 "median + 3 MAD) are explained by each cause's excess over the median step.\n"
-"FILE - reads the trace from standard input (ssh host cat run.sbt | stepblame report -).\n"
+"FILE - reads the trace from standard input (ssh gpu7 cat run.sbtrace | stepblame\n"
+"report -). A trace compressed with zstd (record -z, or the zstd tool) reads as is.\n"
 "\n";
 
 enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_LAG };
@@ -70,11 +71,11 @@ static const char usage_tail[] =
 "a process per rank with its steps and straggles. The JSON is documented in\n"
 "schemas/report.md (\"Ranks\").\n"
 "\n"
-"  stepblame report run.sbt\n"
-"  stepblame report run.sbt --format json -o report.json\n"
-"  stepblame report run.sbt -o run.perfetto.json.gz   # for ui.perfetto.dev\n"
-"  stepblame report run.sbt -o run.html        # open it in any browser, offline\n"
-"  stepblame report rank0.sbt rank1.sbt rank2.sbt   # which rank straggles, and why\n";
+"  stepblame report run.sbtrace\n"
+"  stepblame report run.sbtrace --format json -o report.json\n"
+"  stepblame report run.sbtrace -o run.perfetto.json.gz   # for ui.perfetto.dev\n"
+"  stepblame report run.sbtrace -o run.html    # open it in any browser, offline\n"
+"  stepblame report r0.sbtrace r1.sbtrace r2.sbtrace   # which rank straggles, and why\n";
 
 /* the format a name asks for (NAME.html, NAME.perfetto.json, ..., each also .gz): text if none */
 static enum report_fmt fmt_of_name(const char *name)

@@ -69,7 +69,7 @@ enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_DORMANT, OPT_MARK_OPTIMIZER };
  */
 static const struct opt run_options[] = {
 	{ "output", 'o', "FILE",
-	  "trace file (default: stepblame-<PID>.sbt in the current\n"
+	  "trace file (default: stepblame-<PID>.sbtrace in the current\n"
 	  "directory); read it again with `stepblame report FILE`" },
 	{ "step-nvtx", OPT_STEP_NVTX, "REGEX",
 	  "steps are the NVTX ranges whose text matches REGEX\n"
@@ -140,7 +140,7 @@ static const char run_usage_tail[] =
 "  sudo stepblame run -- python train.py\n"
 "  sudo stepblame run --step-nvtx '^step' -- python train.py  # torch.cuda.nvtx.range_push(\"step 3\")\n"
 "  sudo stepblame run --mark-optimizer-steps -- python3 train.py  # no marks in train.py\n"
-"  sudo stepblame run -o run1.sbt -d 60 -- python train.py --epochs 3\n"
+"  sudo stepblame run -o run1.sbtrace -d 60 -- python train.py --epochs 3\n"
 "  stepblame run --dormant -- python train.py &    # later:\n"
 "  sudo stepblame attach -p <PID it printed>\n";
 
@@ -882,7 +882,7 @@ int cmd_run(int argc, char **argv)
 	}
 	child = l.pid;
 	if (!out) {
-		snprintf(defout, sizeof(defout), "stepblame-%d.sbt%s", (int)l.pid,
+		snprintf(defout, sizeof(defout), "stepblame-%d" SBT_EXT "%s", (int)l.pid,
 			 o.zstd_level ? ".zst" : "");
 		out = defout;
 	}

@@ -40,11 +40,13 @@ static const char watch_usage[] =
 "  DIR/steps.jsonl        one line per step (the objects of `stepblame report\n"
 "                         --format jsonl`, with the tracer's cost and the loss so\n"
 "                         far), rotated to steps.jsonl.1 .. .4 at --rotate-mb\n"
-"  DIR/tail-PID-stepN.sbt the detail from --around before a slow step (longer\n"
+"  DIR/tail-PID-stepN.sbtrace\n"
+"                         the detail from --around before a slow step (longer\n"
 "                         than the median + --tail-k MAD of the last 1024) to\n"
 "                         --around after it, as a trace: `stepblame report FILE`\n"
-"                         reads it; idle-PID-stepN.sbt for --idle-pct;\n"
-"                         .sbt.zst, zstd-compressed, with -z\n"
+"                         reads it; idle-PID-stepN.sbtrace for --idle-pct;\n"
+"                         .sbtrace.zst, zstd-compressed, with -z (the .sbt\n"
+"                         snippets of older versions count against the limits)\n"
 "  DIR/report.html        the HTML report of the last trainer watched, written\n"
 "                         when it exits or watch stops (its last 4096 steps)\n"
 "With -n or --cgroup, a trainer that exits is waited for and watched again when\n"
@@ -126,7 +128,7 @@ static bool snip_name(const char *n)
 	static bool compiled;
 
 	if (!compiled) {
-		if (regcomp(&re, "^(tail|idle)-[0-9]+-step[0-9]+(-[0-9]+)?\\.sbt(\\.zst)?$",
+		if (regcomp(&re, "^(tail|idle)-[0-9]+-step[0-9]+(-[0-9]+)?\\.(sbt|sbtrace)(\\.zst)?$",
 			    REG_EXTENDED | REG_NOSUB))
 			return false;
 		compiled = true;
@@ -369,7 +371,7 @@ static void snippet_write(struct watch *w, const struct pending *p)
 	struct flight_snippet sn = { .from_ns = p->from, .to_ns = p->until + WATCH_SETTLE_NS };
 	struct stat st;
 
-	const char *ext = w->o->zstd_level ? ".sbt.zst" : ".sbt";
+	const char *ext = w->o->zstd_level ? SBT_EXT ".zst" : SBT_EXT;
 
 	snprintf(name, sizeof(name), "%s-%d-step%" PRIu64 "%s", p->idle ? "idle" : "tail",
 		 (int)w->pid, p->step, ext);

@@ -21,6 +21,12 @@
 #define SBT_ENDIAN_TAG 0x01020304u
 #define SBT_MAX_RECORD 65528 /* sb_hdr.size is 16 bits, multiple of 8 */
 /*
+ * The extension of the names stepblame gives traces (stepblame-PID.sbtrace);
+ * ".sbt", which older versions gave, is Scala's build file. Any name reads:
+ * the reader goes by the magic.
+ */
+#define SBT_EXT ".sbtrace"
+/*
  * zstd-compressed traces (schemas/trace.md, "Compressed traces"): the trace
  * as zstd frames, each holding whole records, so a file cut short reads up
  * to its last whole frame. The level -z gives, and the levels accepted.
