@@ -501,7 +501,19 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
  * tracepoint fired on (this program's own frame may be a private stack), so
  * where they lie says which. (The preempt count would say it directly, but it
  * is a per-CPU variable that kallsyms lists only with CONFIG_KALLSYMS_ALL.)
+ *
+ * One exception on x86-64: an interrupt that arrives while the task runs in
+ * user mode is handled on the task's own kernel stack (it is empty then).
+ * There the frame the entry code saved at the top of that stack tells: a
+ * system call's orig_ax is its number, an interrupt's or exception's is -1.
+ * (A wakeup from a page fault the task took in user mode, rare, is then
+ * taken for an interrupt's too: no waker rather than a wrong one. Kernels
+ * without tp_btf or bpf_task_pt_regs go without this check.)
  */
+#ifndef PF_KTHREAD
+#define PF_KTHREAD 0x00200000 /* include/linux/sched.h */
+#endif
+
 static __always_inline bool in_interrupt_ctx(void *ctx, bool direct)
 {
 	__u64 sp = 0, base;
@@ -513,7 +525,26 @@ static __always_inline bool in_interrupt_ctx(void *ctx, bool direct)
 		base = (__u64)bpf_get_current_task_btf()->stack;
 	else
 		base = (__u64)BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), stack);
-	return base && sp && (sp < base || sp - base >= TASK_STACK_SPAN);
+	if (!base || !sp)
+		return false;
+	if (sp < base || sp - base >= TASK_STACK_SPAN)
+		return true;
+#if defined(__TARGET_ARCH_x86)
+	/* the frame at the top of the stack (bpf_task_pt_regs: 5.15 on; tp_btf kernels only) */
+	if (direct && bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
+		struct task_struct *cur = bpf_get_current_task_btf();
+		struct pt_regs *regs;
+		long orig_ax = 0;
+
+		/* a kernel thread never entered from user mode: its frame means nothing */
+		if (cur->flags & PF_KTHREAD)
+			return false;
+		regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+		if (regs && !bpf_probe_read_kernel(&orig_ax, sizeof(orig_ax), &regs->orig_ax))
+			return orig_ax < 0;
+	}
+#endif
+	return false;
 }
 
 static __always_inline int on_waking(void *ctx, struct task_struct *p, bool direct)
