@@ -100,11 +100,18 @@ FNR == NR {
 	else if (type == "switch_out" && tid == ltid && inside("stall", ts) && str("state") == "sleep") stall_sleep++
 	else if (type == "wakeup" && tid == ltid && inside("stall", ts) && num("waker_pid") == pid &&
 		 index(str("waker_comm"), "loader-") == 1) stall_woken++
+	if (type == "host" && !agent) { i = index($0, "agent_pid="); if (i) agent = substr($0, i + 10) + 0 }
+	if (type == "switch_out" && tid == ltid) lstate = str("state")
 	# during the steps only simtrainer threads (futexes) and the CPU stopper wake the
-	# launcher; I/O completion (the ckpt step) may come from any context
+	# launcher; I/O completion (the ckpt step) may come from any context. And the
+	# agent itself, for real, from an uninterruptible sleep: its reads of
+	# /proc/PID/maps hold the mmap lock of the trainer, and an mmap of the
+	# launcher waits for it (a lock hand-off, not an interrupt)
 	if (type == "wakeup" && tid == ltid && ts >= run_lo && ts <= run_hi && !inside("ckpt", ts)) {
 		wakeups++
-		if (num("waker_pid") != pid && index(str("waker_comm"), "migration/") != 1 &&
+		if (agent && num("waker_pid") == agent && lstate == "disk")
+			agent_locks++
+		else if (num("waker_pid") != pid && index(str("waker_comm"), "migration/") != 1 &&
 		    !index(kthreads, "," num("waker_pid") ",")) {
 			alien++; if (!(str("waker_comm") in aliens)) aliens[str("waker_comm")] = 1
 		}
@@ -131,6 +138,7 @@ END {
 	names = ""; for (a in aliens) names = names " " a
 	check("wakers", wakeups > 0 && !alien, alien + 0 " of " wakeups + 0 \
 	      " launcher wakeups name a waker that cannot wake it:" names)
+	if (agent_locks) print "    (" agent_locks " wakeups of the launcher by the agent, from an uninterruptible sleep)"
 	check("stall", stall_sleep > 0 && stall_woken > 0,
 	      stall_sleep + 0 " sleeps of the launcher, " stall_woken + 0 " wakeups by a loader in the stall step")
 }' "$tmp/truth.jsonl" "$tmp/dump.jsonl"
