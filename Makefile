@@ -66,6 +66,9 @@ BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/bpf/%,$(BPFT_SRCS))
 # programs the tests trace: never sanitized (ASan replaces malloc, hiding it from uprobes)
 PROG_SRCS := $(wildcard tests/progs/*.c)
 PROG_BINS := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRCS))
+# libraries the tests load into running programs: never sanitized
+TLIB_SRCS := $(wildcard tests/libs/*.c)
+TLIB_SOS  := $(patsubst tests/libs/%.c,$(BUILD)/tests/libs/lib%.so,$(TLIB_SRCS))
 
 MARKER_LIB := $(BUILD)/libstepblame.so
 
@@ -120,7 +123,7 @@ deps:
 		libzstd-dev zstd systemtap-sdt-dev libclang-rt-dev libmicrohttpd-dev pkg-config python3 python3-torch \
 		python3-pip python3-setuptools python3-wheel python3-venv chromium fonts-dejavu-core
 
-$(BUILD) $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs $(BUILD)/tests/cupti:
+$(BUILD) $(BUILD)/sim $(BUILD)/tests/unit $(BUILD)/tests/bpf $(BUILD)/tests/progs $(BUILD)/tests/libs $(BUILD)/tests/cupti:
 	@mkdir -p $@
 
 $(BUILD)/vmlinux.h: | $(BUILD)
@@ -156,7 +159,7 @@ $(BUILD)/simtrainer: $(patsubst sim/%.c,$(BUILD)/sim/%.o,$(SIM_SRCS)) $(BUILD)/u
 $(MARKER_LIB): lib/marker.c include/stepblame.h | $(BUILD)
 	$(CC) $(CFLAGS) -fPIC -shared -Wl,-soname,libstepblame.so $< -o $@
 
-test-bin: $(UNIT_BINS) $(BPFT_BINS) $(PROG_BINS) $(CUPTI_TEST_BINS)
+test-bin: $(UNIT_BINS) $(BPFT_BINS) $(PROG_BINS) $(TLIB_SOS) $(CUPTI_TEST_BINS)
 
 # injected into foreign processes: never sanitized, channel producer built in
 $(BUILD)/libstepblame-cupti.so: $(CUPTI_SRCS) $(wildcard cupti/*.h) user/format/channel.c $(wildcard user/format/*.h) user/base/clock.h bpf/events.h | $(BUILD)
@@ -172,9 +175,15 @@ $(BUILD)/tests/cupti/%: tests/cupti/%.c $(CUPTI_SRCS) $(wildcard cupti/*.h) $(LI
 $(BUILD)/tests/progs/sbstack: PROG_CFLAGS := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
 $(BUILD)/tests/progs/sbmaps: PROG_CFLAGS := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
 $(BUILD)/tests/progs/sbstatic: PROG_CFLAGS := -static
+# the library loaded into it finds sbinject_note() by dlsym
+$(BUILD)/tests/progs/sbinject: PROG_CFLAGS := -rdynamic
 
 $(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard include/*.h) | $(BUILD)/tests/progs
 	$(CC) -O1 -g -std=gnu11 -Wall -Wextra -D_GNU_SOURCE $(PROG_CFLAGS) -Iinclude $< -lpthread -o $@
+
+$(BUILD)/tests/libs/lib%.so: tests/libs/%.c user/format/channel.c $(wildcard user/format/*.h) bpf/events.h | $(BUILD)/tests/libs
+	$(CC) -O1 -g -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -fPIC -shared -fvisibility=hidden -I. -Iuser \
+		$< user/format/channel.c -lpthread -o $@
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS) $(wildcard tests/*.h) | $(BUILD)/tests/unit
 	$(CC) $(CFLAGS) -Itests $< $(LIB_OBJS) $(LDFLAGS) $(LIBS) -o $@
