@@ -2,12 +2,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <langinfo.h>
 #include <locale.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -265,4 +267,45 @@ size_t utf8_seq_len(const unsigned char *s, size_t n)
 	    (cp >= 0xd800 && cp <= 0xdfff))
 		return 0;
 	return len;
+}
+
+bool sb_is_file(const char *path)
+{
+	struct stat st;
+
+	return !stat(path, &st) && S_ISREG(st.st_mode);
+}
+
+void sb_dir_of(const char *path, char *dir, size_t len)
+{
+	char *slash;
+
+	snprintf(dir, len, "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir)
+		*slash = 0;
+	else if (slash)
+		slash[1] = 0;
+	else
+		snprintf(dir, len, ".");
+}
+
+int sb_find_beside(const char *const *rel, size_t nrel, const char *probe, char *out,
+		   size_t len, char *looked, size_t looked_len)
+{
+	char exe[PATH_MAX], dir[PATH_MAX], cand[PATH_MAX + 64], in[PATH_MAX + 128];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return -1;
+	exe[n] = 0;
+	sb_dir_of(exe, dir, sizeof(dir));
+	snprintf(looked, looked_len, "%s/", dir);
+	for (size_t i = 0; i < nrel; i++) {
+		snprintf(cand, sizeof(cand), "%s%s", dir, rel[i]);
+		snprintf(in, sizeof(in), "%s/%s", cand, probe ? probe : "");
+		if (sb_is_file(probe ? in : cand) && realpath(cand, out) && strlen(out) < len)
+			return 0;
+	}
+	return -1;
 }

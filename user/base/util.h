@@ -41,4 +41,16 @@ bool sb_locale_utf8(void);
 /* a stream that writes to under, with the UTF-8 of the text output spelled in ASCII */
 FILE *sb_ascii_stream(FILE *under);
 
+/* a regular file (after symlinks) */
+bool sb_is_file(const char *path);
+/* the directory part of path ("." if none) */
+void sb_dir_of(const char *path, char *dir, size_t len);
+/*
+ * A file of the installation, at one of rel[] (each "/..." from the directory
+ * of the stepblame binary; with `probe`, the path that must be a file under
+ * the candidate): 0 and its absolute path, -1 (where looked in *looked).
+ */
+int sb_find_beside(const char *const *rel, size_t nrel, const char *probe, char *out,
+		   size_t len, char *looked, size_t looked_len);
+
 #endif

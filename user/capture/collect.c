@@ -7,6 +7,7 @@
  * refreshed, and counters are read.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 
 #include "format/channel.h"
 #include "capture/collect.h"
+#include "capture/inject.h"
 #include "capture/guard.h"
 #include "format/costs.h"
 #include "capture/stackmaps.h"
@@ -665,9 +667,49 @@ static int target_gone(pid_t pid, int pidfd, uint64_t start_ticks)
 	return TARGET_HERE;
 }
 
+/*
+ * A trainer that runs CUDA without the collector: load it now (inject.h), before
+ * the probes, so that they do not see the pause. What happened goes in *msg for
+ * the trace's notes ("" when there was nothing to do).
+ */
+static void late_inject(const struct collect_opts *o, char *msg, size_t len)
+{
+	struct inject_maps m;
+	struct inject_opts io = { .entry = INJECT_ENTRY };
+	struct inject_result r;
+	char lib[PATH_MAX], looked[PATH_MAX + 32], err[512];
+	pid_t pid = o->probe.pid;
+
+	msg[0] = 0;
+	/* `run`, or a collector that CUDA loads itself at its init: nothing to do */
+	if (o->no_gpu || o->no_inject || o->gpu_expected || inject_scan(pid, &m) || !m.libcuda ||
+	    m.collector || m.channel)
+		return;
+	if (target_env_has(pid, "CUDA_INJECTION64_PATH")) {
+		snprintf(msg, len, "PID %d names a CUDA injection library (CUDA_INJECTION64_PATH): "
+			 "the GPU collector is not loaded into it a second time", (int)pid);
+		return;
+	}
+	if (inject_find_collector(lib, sizeof(lib), looked, sizeof(looked))) {
+		snprintf(msg, len, "PID %d runs CUDA, and the GPU collector (" INJECT_COLLECTOR_SO
+			 ") was not found (looked in %s; it is built where a CUDA toolkit with "
+			 "CUPTI is found): no GPU timeline, host-only mode", (int)pid, looked);
+		return;
+	}
+	io.lib = lib;
+	if (inject_library(pid, &io, &r, err, sizeof(err))) {
+		snprintf(msg, len, "GPU collector not loaded into PID %d: %s; host-only mode "
+			 "(--no-inject skips this)", (int)pid, err);
+		return;
+	}
+	snprintf(msg, len, "GPU collector loaded into running PID %d (thread %d held %.1f ms)",
+		 (int)pid, (int)r.tid, r.pause_ns / 1e6);
+}
+
 int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		struct collect_result *res)
 {
+	char inject_msg[PATH_MAX + 1024];
 	struct capture *c = calloc(1, sizeof(*c));
 	struct ring_buffer *rb = NULL;
 	struct probes_stop stop;
@@ -690,6 +732,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		goto out;
 	}
 	start_ticks = target_start_time(pid);
+	late_inject(o, inject_msg, sizeof(inject_msg));
 	pin_agent(o, o->quiet);
 	{
 		struct probe_opts po = o->probe;
@@ -725,8 +768,10 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	res->start_ns = start;
 	put_preamble(c);
 	put_probe_status(c);
+	if (inject_msg[0])
+		note(c, "%s", inject_msg);
 	try_channel(c, true);
-	if (!c->chan && !c->chan_inert && !o->no_gpu && !o->gpu_expected)
+	if (!c->chan && !c->chan_inert && !o->no_gpu && !o->gpu_expected && !inject_msg[0])
 		note(c, "no GPU timeline from PID %d (host-only mode): start the trainer with "
 		     "`stepblame run` to load the CUPTI collector", (int)pid);
 	if (!o->quiet) {
@@ -882,7 +927,8 @@ enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AG
        OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD,
        OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK,
        OPT_TAIL_ONLY, OPT_LINES, OPT_HTML, OPT_CGROUP, OPT_DIR, OPT_AROUND, OPT_BUFFER, OPT_MAX_SNIPPETS,
-       OPT_MAX_DISK, OPT_ROTATE, OPT_IDLE, OPT_TAIL_K, OPT_FOLD, OPT_COMPRESS_LEVEL };
+       OPT_MAX_DISK, OPT_ROTATE, OPT_IDLE, OPT_TAIL_K, OPT_FOLD, OPT_COMPRESS_LEVEL,
+       OPT_NO_INJECT };
 
 /* "1", "0.5", "2%" -> ppm; false unless a plain number from 0 to 100 */
 static bool parse_pct_ppm(const char *s, uint64_t *ppm)
@@ -1000,6 +1046,11 @@ const struct opt collect_options[] = {
 	  "no user stacks at slow I/O, mmap-family and allocator calls and faults", COLLECT_RECORD },
 	{ "no-gpu", OPT_NO_GPU, NULL, "do not read the trainer's GPU timeline channel",
 	  COLLECT_RECORD },
+	{ "no-inject", OPT_NO_INJECT, NULL,
+	  "do not load the GPU collector into a trainer that runs CUDA\n"
+	  "without it (by default it is loaded at attach: ptrace holds one\n"
+	  "sleeping thread for the few ms a dlopen takes; host-only without)",
+	  COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
 	{ "no-tracefs", OPT_NO_TRACEFS, NULL,
 	  "raw tracepoints only; by default tracefs is mounted if needed\n"
 	  "so the mmap-family probes fire only on those system calls", COLLECT_RECORD },
@@ -1258,6 +1309,9 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			break;
 		case OPT_NO_GPU:
 			o->no_gpu = true;
+			break;
+		case OPT_NO_INJECT:
+			o->no_inject = true;
 			break;
 		case OPT_NO_CHILDREN:
 			o->probe.no_children = true;

@@ -26,6 +26,7 @@ struct collect_opts {
 	int agent_cpu;               /* -1: choose; -2: do not pin */
 	bool no_gpu;                 /* do not look for the GPU channel */
 	bool gpu_expected;           /* the collector was injected: its channel appears at CUDA init */
+	bool no_inject;              /* never load the collector into a running trainer (inject.h) */
 	bool quiet;                  /* no progress lines on stderr */
 	int zstd_level;              /* -z: the trace files written compressed at it; 0: plain */
 	uint64_t tick_ns;            /* how often to poll/heartbeat (default 100 ms) */

@@ -83,6 +83,21 @@
 #define PICK_TRIES 50                   /* rounds over the threads, 20 ms apart */
 #define LIB_MAX (256u << 20)            /* a library bigger than this is not ours */
 
+int inject_find_collector(char *out, size_t len, char *looked, size_t looked_len)
+{
+	const char *env = getenv("STEPBLAME_COLLECTOR");
+	static const char *const rel[] = { "/" INJECT_COLLECTOR_SO, "/../lib/" INJECT_COLLECTOR_SO,
+					   "/../lib/stepblame/" INJECT_COLLECTOR_SO };
+
+	if (env && *env) {
+		snprintf(looked, looked_len, "$STEPBLAME_COLLECTOR=%s", env);
+		if (!sb_is_file(env) || !realpath(env, out))
+			return -1;
+		return 0;
+	}
+	return sb_find_beside(rel, ARRAY_SIZE(rel), NULL, out, len, looked, looked_len);
+}
+
 int inject_yama_allows(int scope, char *err, size_t errlen)
 {
 	if (scope >= 3) {
@@ -411,6 +426,7 @@ struct maps_facts {
 	bool loader;            /* a dynamic loader is mapped */
 	bool libcuda;
 	bool collector;         /* ours, loaded by a file name or by an earlier injection */
+	bool channel;           /* a GPU channel file (schemas/channel.md, "The file") */
 };
 
 /*
@@ -444,6 +460,8 @@ static int scan_maps(pid_t pid, struct maps_facts *mf, struct sym_want *syms, co
 			mf->loader = true;
 		if (!strncmp(b, "libcuda.so", 10))
 			mf->libcuda = true;
+		if (!strncmp(b, "stepblame-", 10) && strstr(b, ".chan"))
+			mf->channel = true;
 		if (!strncmp(b, "libstepblame-cupti.so", 21) ||
 		    (!strncmp(path, "/memfd:", 7) && !strncmp(path + 7, memfd, strlen(memfd))))
 			mf->collector = true;
@@ -902,6 +920,17 @@ static bool usable(int e)
 	return e != -ETIMEDOUT && e != -EFAULT && e != -ESRCH;
 }
 
+int inject_scan(pid_t pid, struct inject_maps *m)
+{
+	struct maps_facts mf;
+	int e = scan_maps(pid, &mf, NULL, INJECT_MEMFD_NAME);
+
+	m->libcuda = mf.libcuda;
+	m->collector = mf.collector;
+	m->channel = mf.channel;
+	return e;
+}
+
 int inject_library(pid_t pid, const struct inject_opts *o, struct inject_result *res,
 		   char *err, size_t errlen)
 {
@@ -1083,6 +1112,12 @@ uint32_t inject_seccomp_run(const struct sock_filter *f, unsigned len, int nr,
 {
 	(void)f, (void)len, (void)nr, (void)args;
 	return 0;
+}
+
+int inject_scan(pid_t pid, struct inject_maps *m)
+{
+	memset(m, 0, sizeof(*m));
+	return -ENOTSUP;
 }
 
 int inject_check(pid_t pid, char *err, size_t errlen)

@@ -17,6 +17,23 @@
 #include <sys/types.h>
 
 #define INJECT_MEMFD_NAME "stepblame-cupti"  /* what the target's maps show: /memfd:NAME */
+#define INJECT_COLLECTOR_SO "libstepblame-cupti.so"
+#define INJECT_ENTRY "InitializeInjection"   /* the collector's entry, as CUDA calls it */
+
+/*
+ * The collector library: $STEPBLAME_COLLECTOR, else beside the stepblame
+ * binary, ../lib/ or ../lib/stepblame/. 0 and its absolute path, or -1 (where
+ * it was looked for in *looked).
+ */
+int inject_find_collector(char *out, size_t len, char *looked, size_t looked_len);
+
+/* what the target's mappings say: libcuda, our collector, a GPU channel file */
+struct inject_maps {
+	bool libcuda;
+	bool collector;
+	bool channel;
+};
+int inject_scan(pid_t pid, struct inject_maps *m);
 
 struct inject_opts {
 	const char *lib;        /* the library to load (a file the agent reads) */

@@ -412,6 +412,23 @@ void target_env_ids(pid_t pid, struct target_ids *ids)
 	free(env);
 }
 
+bool target_env_has(pid_t pid, const char *name)
+{
+	static const size_t cap = 1 << 20;
+	char path[64], *env = malloc(cap + 1), out[TARGET_ID_MAX + 1];
+	const char *names[] = { name, NULL };
+	ssize_t n = -1;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	if (env)
+		n = read_small_file_timed(path, env, cap + 1, CMDLINE_TIMEOUT_MS);
+	if (n > 0)
+		found = env_pick(env, (size_t)n, names, out);
+	free(env);
+	return found;
+}
+
 int target_descendants(pid_t root, int (*cb)(void *ctx, pid_t pid, pid_t ppid), void *ctx)
 {
 	enum { MAXP = 1 << 16 };

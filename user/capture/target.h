@@ -43,6 +43,8 @@ struct target_ids {
 };
 
 void target_env_ids(pid_t pid, struct target_ids *ids);
+/* whether name is set in pid's environment (as it was at exec) */
+bool target_env_has(pid_t pid, const char *name);
 /* src (n bytes, up to a NUL) tamed as target_env_ids does, into dst[TARGET_ID_MAX + 1] */
 void target_id_tame(char *dst, const char *src, size_t n);
 /*

@@ -32,6 +32,7 @@
 #include "cmd/cmds.h"
 #include "capture/capture_file.h"
 #include "capture/collect.h"
+#include "capture/inject.h"
 #include "base/opts.h"
 #include "base/outfile.h"
 #include "capture/probes.h"
@@ -40,7 +41,7 @@
 #include "format/trace.h"
 #include "base/util.h"
 
-#define COLLECTOR_SO "libstepblame-cupti.so"
+#define COLLECTOR_SO INJECT_COLLECTOR_SO
 
 static const char run_usage[] =
 "usage: stepblame run [options] [--dormant] [-o FILE] -- CMD [ARGS...]\n"
@@ -154,68 +155,6 @@ static void forward(int sig)
 		kill(child, sig);
 }
 
-static bool is_file(const char *path)
-{
-	struct stat st;
-
-	return !stat(path, &st) && S_ISREG(st.st_mode);
-}
-
-static void dir_of(const char *path, char *dir, size_t len)
-{
-	char *slash;
-
-	snprintf(dir, len, "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash && slash != dir)
-		*slash = 0;
-	else if (slash)
-		slash[1] = 0;
-	else
-		snprintf(dir, len, ".");
-}
-
-/*
- * A file of the installation, at one of rel[] (each "/..." from the directory
- * of the stepblame binary; with `probe`, the path that must be a file under
- * the candidate): 0 and its absolute path, -1 (where looked in *looked).
- */
-static int find_beside(const char *const *rel, size_t nrel, const char *probe, char *out,
-		       size_t len, char *looked, size_t looked_len)
-{
-	char exe[PATH_MAX], dir[PATH_MAX], cand[PATH_MAX + 64], in[PATH_MAX + 128];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n <= 0)
-		return -1;
-	exe[n] = 0;
-	dir_of(exe, dir, sizeof(dir));
-	snprintf(looked, looked_len, "%s/", dir);
-	for (size_t i = 0; i < nrel; i++) {
-		snprintf(cand, sizeof(cand), "%s%s", dir, rel[i]);
-		snprintf(in, sizeof(in), "%s/%s", cand, probe ? probe : "");
-		if (is_file(probe ? in : cand) && realpath(cand, out) && strlen(out) < len)
-			return 0;
-	}
-	return -1;
-}
-
-/* the collector: 0 and an absolute path, -1 (not found; where looked in *looked) */
-static int find_collector(char *out, size_t len, char *looked, size_t looked_len)
-{
-	const char *env = getenv("STEPBLAME_COLLECTOR");
-	static const char *const rel[] = { "/" COLLECTOR_SO, "/../lib/" COLLECTOR_SO,
-					   "/../lib/stepblame/" COLLECTOR_SO };
-
-	if (env && *env) {
-		snprintf(looked, looked_len, "$STEPBLAME_COLLECTOR=%s", env);
-		if (!is_file(env) || !realpath(env, out))
-			return -1;
-		return 0;
-	}
-	return find_beside(rel, ARRAY_SIZE(rel), NULL, out, len, looked, looked_len);
-}
-
 /*
  * --mark-optimizer-steps: the stepblame Python package (python/ of the build
  * tree, LIBDIR/stepblame/python installed) first on CMD's PYTHONPATH, its
@@ -230,7 +169,7 @@ static int python_marks(char *err, size_t len)
 	char py[PATH_MAX], lib[PATH_MAX], looked[PATH_MAX + 8], path[3 * PATH_MAX];
 	const char *old = getenv("PYTHONPATH");
 
-	if (find_beside(pyrel, ARRAY_SIZE(pyrel), "stepblame/__init__.py", py, sizeof(py), looked,
+	if (sb_find_beside(pyrel, ARRAY_SIZE(pyrel), "stepblame/__init__.py", py, sizeof(py), looked,
 			sizeof(looked))) {
 		snprintf(err, len, "--mark-optimizer-steps: the stepblame Python package was not "
 			 "found (python/ of the source tree, or ../lib/stepblame/python/ from %s): `make install`, or "
@@ -238,7 +177,7 @@ static int python_marks(char *err, size_t len)
 		return -1;
 	}
 	if (!getenv("STEPBLAME_LIB") &&
-	    !find_beside(librel, ARRAY_SIZE(librel), NULL, lib, sizeof(lib), looked, sizeof(looked)))
+	    !sb_find_beside(librel, ARRAY_SIZE(librel), NULL, lib, sizeof(lib), looked, sizeof(looked)))
 		setenv("STEPBLAME_LIB", lib, 1);
 	snprintf(path, sizeof(path), "%s/stepblame/_autorun:%s%s%s", py, py, old && *old ? ":" : "",
 		 old && *old ? old : "");
@@ -255,11 +194,11 @@ static int find_cupti(const char *collector, char *out, size_t len)
 	char dir[PATH_MAX], cand[PATH_MAX + 64];
 
 	if (env && *env)
-		return is_file(env) && realpath(env, out) ? 0 : -1;
-	dir_of(collector, dir, sizeof(dir));
+		return sb_is_file(env) && realpath(env, out) ? 0 : -1;
+	sb_dir_of(collector, dir, sizeof(dir));
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		snprintf(cand, sizeof(cand), "%s/%s", dir, names[i]);
-		if (is_file(cand) && realpath(cand, out))
+		if (sb_is_file(cand) && realpath(cand, out))
 			return 0;
 	}
 	for (int pass = 0; pass < 2; pass++) {
@@ -270,7 +209,7 @@ static int find_cupti(const char *collector, char *out, size_t len)
 		for (size_t s = 0; s < ARRAY_SIZE(subdirs); s++)
 			for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 				snprintf(cand, sizeof(cand), "%s/%s/%s", home, subdirs[s], names[i]);
-				if (is_file(cand) && realpath(cand, out) && strlen(out) < len)
+				if (sb_is_file(cand) && realpath(cand, out) && strlen(out) < len)
 					return 0;
 			}
 	}
@@ -817,7 +756,7 @@ int cmd_run(int argc, char **argv)
 	cmd = kept + i;
 	print_cmd(cmd, shown, sizeof(shown));
 
-	have_collector = !find_collector(collector, sizeof(collector), looked, sizeof(looked));
+	have_collector = !inject_find_collector(collector, sizeof(collector), looked, sizeof(looked));
 	if (x.dormant && !have_collector) {
 		sb_err("run --dormant: the GPU collector %s was not found (looked in %s); build "
 		       "stepblame where a CUDA toolkit is installed, or set STEPBLAME_COLLECTOR",

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# `stepblame record -p PID` on a program that runs "CUDA" (a stand-in
+# libcuda.so.1, tests/progs/fakecuda.c) without the collector: the collector
+# is loaded into it at attach (here the stand-in tests/libs/injtest.c, which
+# speaks the channel the same way: $STEPBLAME_COLLECTOR), its GPU records
+# reach the trace, a second capture finds it loaded and does not load it
+# again, --no-inject and a program without libcuda are left alone, and the
+# program's own checks of its sleeping threads pass throughout.
+set -u
+. "$(dirname "$0")/../lib.sh"
+T=inject_record
+
+need_bpf $T || exit 0
+need_cmd $T cc gcc || exit 0
+B=${BUILD:-build}
+prog=$B/tests/progs/sbinject
+lib=$B/tests/libs/libinjtest.so
+for f in $prog $lib; do
+	[ -e $f ] || { fail $T "$f not built (make test-bin)"; exit 0; }
+done
+
+tmp=$(mktemp -d)
+pids=
+cleanup() {
+	exec 2>/dev/null
+	for p in $pids; do kill -9 $p; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+cc -shared -fPIC -O1 -DFAKECUDA_LIB tests/progs/fakecuda.c -o "$tmp/libcuda.so.1" || {
+	fail $T "cannot build the stand-in libcuda"
+	exit 0
+}
+export STEPBLAME_COLLECTOR=$PWD/$lib
+
+start() { # out-file args...: the program's pid in $tp, once it said "ready"
+	local out=$1; shift
+	$prog "$@" >"$out" 2>&1 &
+	tp=$!
+	pids="$pids $tp"
+	for _ in $(seq 50); do grep -q ready "$out" && return 0; sleep 0.1; done
+	return 1
+}
+kernels() { "$STEPBLAME" dump "$1" 2>/dev/null | grep -c 'gpu kind=kernel .*name="injtest_kernel"'; }
+memfds() { grep '/memfd:stepblame-cupti' /proc/$1/maps | awk '{print $5}' | sort -u | wc -l; } # copies loaded
+
+# 1. loaded at attach; its records in the trace
+start "$tmp/a.out" --lib "$tmp/libcuda.so.1" 12000 || { fail $T "sbinject did not start"; exit 0; }
+a=$tp
+"$STEPBLAME" record --no-alloc -p $a -d 1.5 -o "$tmp/1.sbtrace" >"$tmp/1.log" 2>&1
+rc=$?
+n1=$(kernels "$tmp/1.sbtrace")
+if [ $rc != 0 ]; then
+	fail ${T}_loaded "record exited $rc: $(tail -2 "$tmp/1.log" | tr '\n' ' ')"
+elif ! grep -q "GPU collector loaded into running PID $a (thread [0-9]* held" "$tmp/1.log"; then
+	fail ${T}_loaded "no line saying the collector was loaded: $(grep -i gpu "$tmp/1.log" | tr '\n' ' ')"
+elif ! grep -q "reading the injtest channel of PID $a" "$tmp/1.log"; then
+	fail ${T}_loaded "its channel was not read: $(grep -i gpu "$tmp/1.log" | tr '\n' ' ')"
+elif [ "$n1" -lt 30 ]; then
+	fail ${T}_loaded "$n1 kernels in a 1.5 s trace (one every 20 ms expected)"
+elif [ "$(memfds $a)" != 1 ]; then
+	fail ${T}_loaded "$(memfds $a) mappings of the loaded collector"
+else
+	pass ${T}_loaded
+	echo "    ($(grep -o 'thread [0-9]* held [0-9.]* ms' "$tmp/1.log"); $n1 kernels)"
+fi
+
+# 2. a second capture reuses it: no second load
+"$STEPBLAME" record --no-alloc -p $a -d 1.5 -o "$tmp/2.sbtrace" >"$tmp/2.log" 2>&1
+rc=$?
+n2=$(kernels "$tmp/2.sbtrace")
+if [ $rc != 0 ]; then
+	fail ${T}_reused "record exited $rc: $(tail -2 "$tmp/2.log" | tr '\n' ' ')"
+elif grep -q 'GPU collector loaded' "$tmp/2.log"; then
+	fail ${T}_reused "loaded a second time"
+elif [ "$(memfds $a)" != 1 ] || [ "$n2" -lt 30 ]; then
+	fail ${T}_reused "$(memfds $a) mappings of the collector, $n2 kernels"
+else
+	pass ${T}_reused
+fi
+
+# 3. --no-inject, and a program that does not run CUDA: nothing loaded
+start "$tmp/b.out" --lib "$tmp/libcuda.so.1" 12000 || { fail $T "sbinject did not start"; exit 0; }
+b=$tp
+start "$tmp/c.out" 12000 || { fail $T "sbinject did not start"; exit 0; }
+c=$tp
+"$STEPBLAME" record -q --no-alloc --no-inject -p $b -d 0.5 -o "$tmp/3.sbtrace" >"$tmp/3.log" 2>&1
+rc3=$?
+"$STEPBLAME" record -q --no-alloc -p $c -d 0.5 -o "$tmp/4.sbtrace" >"$tmp/4.log" 2>&1
+rc4=$?
+if [ $rc3 != 0 ] || [ $rc4 != 0 ]; then
+	fail ${T}_left_alone "record exited $rc3 / $rc4"
+elif [ "$(memfds $b)" != 0 ] || [ "$(memfds $c)" != 0 ]; then
+	fail ${T}_left_alone "loaded anyway: $(memfds $b) with --no-inject, $(memfds $c) without libcuda"
+elif [ "$(kernels "$tmp/3.sbtrace")" != 0 ]; then
+	fail ${T}_left_alone "GPU records with --no-inject"
+else
+	pass ${T}_left_alone
+fi
+
+# 4. the programs' own checks (no EINTR, full sleeps, no lost data, no signal, masks kept)
+kill -TERM $b $c 2>/dev/null
+for p in $a; do wait $p; done
+if grep -q 'sbinject: ok' "$tmp/a.out"; then
+	pass ${T}_target_unharmed
+	echo "    ($(grep 'sbinject:' "$tmp/a.out"))"
+else
+	fail ${T}_target_unharmed "$(tail -3 "$tmp/a.out" | tr '\n' ' ')"
+fi
