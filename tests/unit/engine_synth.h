@@ -120,6 +120,7 @@ static inline void world_init(struct world *w)
 	w_text(w, SB_REC_THREAD, 0, T_LOADER, "loader");
 	w_text(w, SB_REC_STRING, 7, 0, "sgemm_128x64");
 	w_text(w, SB_REC_STRING, 8, 0, "train_step");
+	w_text(w, SB_REC_STRING, 9, 0, "cudaLaunchKernel");
 	w->kname = 7;
 }
 
@@ -487,7 +488,7 @@ static inline uint64_t std_step(struct world *w, uint64_t S, uint64_t n, const s
 	if (!w->no_gpu) {
 		uint32_t c = ++w->corr;
 
-		w_gpu(w, SB_GPU_API, SB_API_LAUNCH, tl, tl + 10 * US, T_LAUNCHER, c, 0, 0);
+		w_gpu(w, SB_GPU_API, SB_API_LAUNCH, tl, tl + 10 * US, T_LAUNCHER, c, 9, 0);
 		w_gpu(w, SB_GPU_KERNEL, 0, ks, ke, 0, c, w->kname, 0);
 	}
 	if (o->inj && o->busy) {

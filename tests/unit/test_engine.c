@@ -1968,10 +1968,11 @@ static void t_incomplete_last_step(void)
 	world_free(&w);
 }
 
-static void check_steps_from(int mark, const char *nvtx, const char *kernel, const char *what)
+static void check_steps_from(int mark, const char *nvtx, const char *kernel, const char *api,
+			     const char *what)
 {
 	struct world w;
-	struct engine_opts o = { .step_nvtx = nvtx, .step_kernel = kernel };
+	struct engine_opts o = { .step_nvtx = nvtx, .step_kernel = kernel, .step_api = api };
 	uint64_t starts[9];
 	struct engine *e;
 	struct eng_capture c;
@@ -1985,13 +1986,15 @@ static void check_steps_from(int mark, const char *nvtx, const char *kernel, con
 	REQUIRE(engine_nsteps(e) >= 7, "%s: %" PRIu64 " steps", what, engine_nsteps(e));
 	for (uint64_t i = 0; i < 7; i++) {
 		const struct eng_step *s = engine_step(e, i);
-		uint64_t want = kernel ? starts[i] + PRE + 20 * US : starts[i];
+		/* a kernel starts 20 us after its launch call, which starts PRE into the step */
+		uint64_t want = kernel ? starts[i] + PRE + 20 * US : api ? starts[i] + PRE : starts[i];
 
 		CHECK(s->start_ns == want && !s->incomplete, "%s: step %" PRIu64 " starts at %" PRIu64
 		      " not %" PRIu64, what, i, s->start_ns, want);
 		CHECK(s->step == i, "%s: step number %" PRIu64 " at %" PRIu64, what, s->step, i);
 	}
-	CHECK(c.step_source == (kernel ? ENG_SRC_KERNEL : nvtx ? ENG_SRC_NVTX : ENG_SRC_GPU_MARKER),
+	CHECK(c.step_source == (kernel ? ENG_SRC_KERNEL : api ? ENG_SRC_API : nvtx ? ENG_SRC_NVTX :
+				ENG_SRC_GPU_MARKER),
 	      "%s: source %s", what, eng_step_src_name(c.step_source));
 	engine_free(e);
 	world_free(&w);
@@ -1999,9 +2002,10 @@ static void check_steps_from(int mark, const char *nvtx, const char *kernel, con
 
 static void t_step_sources(void)
 {
-	check_steps_from(W_GPU_MARKER, NULL, NULL, "gpu markers");
-	check_steps_from(W_NVTX, "^train_step$", NULL, "nvtx");
-	check_steps_from(W_NONE, NULL, "^sgemm", "kernel");
+	check_steps_from(W_GPU_MARKER, NULL, NULL, NULL, "gpu markers");
+	check_steps_from(W_NVTX, "^train_step$", NULL, NULL, "nvtx");
+	check_steps_from(W_NONE, NULL, "^sgemm", NULL, "kernel");
+	check_steps_from(W_NONE, NULL, NULL, "^cudaLaunch", "api");
 }
 
 static void t_bad_regex(void)

@@ -20,7 +20,7 @@
 
 static const char usage[] =
 "usage: stepblame report FILE [--format text|json|jsonl|perfetto|html] [-o OUT]\n"
-"                        [--step-nvtx REGEX] [--step-kernel REGEX]\n"
+"                        [--step-nvtx REGEX] [--step-kernel REGEX] [--step-api REGEX]\n"
 "       stepblame report RANK0.sbtrace RANK1.sbtrace ... [--format text|json|perfetto|html]\n"
 "                        [-o OUT]\n"
 "\n"
@@ -33,7 +33,7 @@ static const char usage[] =
 "report -). A trace compressed with zstd (record -z, or the zstd tool) reads as is.\n"
 "\n";
 
-enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_LAG };
+enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_STEP_API, OPT_LAG };
 
 static const struct opt options[] = {
 	{ "format", 'f', "FMT",
@@ -51,6 +51,9 @@ static const struct opt options[] = {
 	  "steps are NVTX ranges whose text matches the POSIX\n"
 	  "extended regex RE (e.g. '^step')" },
 	{ "step-kernel", OPT_STEP_KERNEL, "RE", "a step starts with each kernel whose name matches RE" },
+	{ "step-api", OPT_STEP_API, "RE",
+	  "a step starts at each CUDA API call whose name matches RE\n"
+	  "(e.g. '^cudaStreamSynchronize$'; needs the GPU channel)" },
 	{ "lag", OPT_LAG, "SEC", "how late GPU records may arrive in the trace (default 3)" },
 	{ "help", 'h', NULL, "this help" },
 	{ 0 }
@@ -58,7 +61,7 @@ static const struct opt options[] = {
 
 static const char usage_tail[] =
 "\n"
-"Without --step-nvtx/--step-kernel the steps come from the stepblame:step USDT\n"
+"Without --step-nvtx/--step-kernel/--step-api the steps come from the stepblame:step USDT\n"
 "marks (or --step-uprobe) if the trace has them, else from the GPU step markers.\n"
 "The JSON fields are documented in schemas/report.md. A trace cut short is\n"
 "reported as far as it goes, and the report says so.\n"
@@ -146,6 +149,9 @@ int cmd_report(int argc, char **argv)
 			break;
 		case OPT_STEP_KERNEL:
 			eo.step_kernel = optarg;
+			break;
+		case OPT_STEP_API:
+			eo.step_api = optarg;
 			break;
 		case OPT_LAG:
 			if (report_parse_lag("report", optarg, &eo))

@@ -61,7 +61,7 @@ static const char run_usage[] =
 "goes dormant again when the agent leaves.\n"
 "\n";
 
-enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_DORMANT, OPT_MARK_OPTIMIZER };
+enum { OPT_STEP_NVTX = 256, OPT_STEP_KERNEL, OPT_STEP_API, OPT_DORMANT, OPT_MARK_OPTIMIZER };
 
 /*
  * What run's help lists; --dormant and the step options are run's own
@@ -76,6 +76,7 @@ static const struct opt run_options[] = {
 	  "steps are the NVTX ranges whose text matches REGEX\n"
 	  "(e.g. '^step [0-9]+$'); passed to the report" },
 	{ "step-kernel", OPT_STEP_KERNEL, "REGEX", "a step begins at each launch of a matching kernel" },
+	{ "step-api", OPT_STEP_API, "REGEX", "a step begins at each CUDA API call whose name matches" },
 	{ "mark-optimizer-steps", OPT_MARK_OPTIMIZER, NULL,
 	  "CMD is a Python trainer: a step mark after every PyTorch\n"
 	  "optimizer.step(), with no change to the script (step N is\n"
@@ -590,7 +591,7 @@ static int wait_child(pid_t pid)
 /* options of run that are not capture options: they go to the report */
 struct run_extra {
 	bool dormant, mark_optimizer;
-	const char *step_nvtx, *step_kernel;
+	const char *step_nvtx, *step_kernel, *step_api;
 };
 
 /* --name VALUE or --name=VALUE at argv[*i]; advances *i past a separate value */
@@ -639,7 +640,8 @@ static int pre_parse(int argc, char **argv, char **kept, struct run_extra *x)
 			continue;
 		}
 		if (opt_value(argc, argv, &i, "--step-nvtx", &x->step_nvtx) ||
-		    opt_value(argc, argv, &i, "--step-kernel", &x->step_kernel))
+		    opt_value(argc, argv, &i, "--step-kernel", &x->step_kernel) ||
+		    opt_value(argc, argv, &i, "--step-api", &x->step_api))
 			continue;
 		kept[n++] = argv[i];
 		if (a[1] == '-')
@@ -863,7 +865,8 @@ int cmd_run(int argc, char **argv)
 		fflush(stderr);
 		{
 			struct engine_opts eo = { .step_nvtx = x.step_nvtx,
-						  .step_kernel = x.step_kernel };
+						  .step_kernel = x.step_kernel,
+						  .step_api = x.step_api };
 
 			snprintf(trace_path, sizeof(trace_path), "/proc/self/fd/%d", cf.fd);
 			fflush(stdout);

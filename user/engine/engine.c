@@ -134,6 +134,7 @@ const char *eng_step_src_name(int s)
 	case ENG_SRC_GPU_MARKER: return "gpu_marker";
 	case ENG_SRC_NVTX: return "nvtx";
 	case ENG_SRC_KERNEL: return "kernel";
+	case ENG_SRC_API: return "api";
 	}
 	return "none";
 }
@@ -375,6 +376,22 @@ struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
 		if (!e->forced_source)
 			e->forced_source = ENG_SRC_KERNEL;
 	}
+	if (e->opts.step_api) {
+		rc = regcomp(&e->re_api, e->opts.step_api, REG_EXTENDED | REG_NOSUB);
+		if (rc) {
+			regerror(rc, &e->re_api, msg, sizeof(msg));
+			snprintf(err, errlen, "--step-api '%s': %s", e->opts.step_api, msg);
+			if (e->has_nvtx)
+				regfree(&e->re_nvtx);
+			if (e->has_kernel)
+				regfree(&e->re_kernel);
+			free(e);
+			return NULL;
+		}
+		e->has_api = true;
+		if (!e->forced_source)
+			e->forced_source = ENG_SRC_API;
+	}
 	reorder_init(e);
 	e->launches = heap_calloc(e, CORR_SLOTS, sizeof(*e->launches));
 	e->clock_lo = UINT64_MAX;
@@ -457,6 +474,8 @@ void engine_free(struct engine *e)
 		regfree(&e->re_nvtx);
 	if (e->has_kernel)
 		regfree(&e->re_kernel);
+	if (e->has_api)
+		regfree(&e->re_api);
 	free(e);
 }
 

@@ -58,6 +58,7 @@ enum eng_step_src {
 	ENG_SRC_GPU_MARKER, /* SB_GPU_MARKER step begin/end */
 	ENG_SRC_NVTX,       /* NVTX range matching step_nvtx */
 	ENG_SRC_KERNEL,     /* kernel matching step_kernel */
+	ENG_SRC_API,        /* CUDA API call matching step_api */
 };
 
 const char *eng_step_src_name(int src);
@@ -98,6 +99,7 @@ struct eng_timeline_hooks {
 struct engine_opts {
 	const char *step_nvtx;   /* POSIX extended regex: NVTX ranges that are steps */
 	const char *step_kernel; /* POSIX extended regex: kernels whose start marks a step */
+	const char *step_api;    /* POSIX extended regex: CUDA API calls whose entry marks a step */
 	uint64_t lag_ns;         /* how late a record may arrive (GPU batches); 0: 3 s */
 	/*
 	 * Until a GPU timeline is expected (engine_gpu_expected) or fed: how late

@@ -307,6 +307,13 @@ void gpu_record(struct engine *e, const struct sb_gpu *g)
 		gpu_op(e, g);
 		break;
 	case SB_GPU_API:
+		if (e->has_api) {
+			const struct string *n = string_find(e, g->name_id);
+
+			if (n && n->api)
+				step_mark(e, ENG_SRC_API, MARK_ONE, e->source_marks[ENG_SRC_API],
+					  g->h.ts, g->h.tid);
+		}
 		if (g->correlation_id && e->launches) {
 			typeof(e->launches) c = &e->launches[g->correlation_id % CORR_SLOTS];
 

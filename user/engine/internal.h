@@ -362,7 +362,7 @@ struct string {
 	uint32_t id;
 	uint32_t alloc;          /* bytes of text */
 	char *text;
-	bool nvtx, kernel;
+	bool nvtx, kernel, api;
 };
 
 struct interferer {
@@ -418,8 +418,8 @@ struct window_sums {
 
 struct engine {
 	struct engine_opts opts;
-	regex_t re_nvtx, re_kernel;
-	bool has_nvtx, has_kernel;
+	regex_t re_nvtx, re_kernel, re_api;
+	bool has_nvtx, has_kernel, has_api;
 	/*
 	 * How late a record may arrive: lag now, lag_gpu once a GPU timeline is
 	 * expected (engine_gpu_expected, or its first record), host_lag_ns before
@@ -520,7 +520,7 @@ struct engine {
 	uint32_t open_steps_head, nopen_steps, open_steps_cap;
 	struct open_step *current_step;
 	uint64_t next_seq;
-	uint64_t source_marks[ENG_SRC_KERNEL + 1]; /* marks seen, by source */
+	uint64_t source_marks[ENG_SRC_API + 1]; /* marks seen, by source */
 	uint64_t steps_flight_peak;
 	struct result_chunk **results; /* in chunks of RESULTS_PER_CHUNK: never moved, no slack */
 	uint64_t nresults, nchunks; /* steps finalised; chunks held */

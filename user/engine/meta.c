@@ -175,6 +175,7 @@ static void string_put(struct engine *e, uint32_t id, const char *s, size_t n)
 	x->alloc = (uint32_t)(n + 1);
 	x->nvtx = e->has_nvtx && !regexec(&e->re_nvtx, x->text, 0, NULL, 0);
 	x->kernel = e->has_kernel && !regexec(&e->re_kernel, x->text, 0, NULL, 0);
+	x->api = e->has_api && !regexec(&e->re_api, x->text, 0, NULL, 0);
 }
 
 void meta_record(struct engine *e, const struct sb_hdr *h)

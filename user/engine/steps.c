@@ -787,6 +787,7 @@ static int source_preference(int src)
 	case ENG_SRC_GPU_MARKER: return 1;
 	case ENG_SRC_NVTX: return 2;
 	case ENG_SRC_KERNEL: return 3;
+	case ENG_SRC_API: return 4;
 	}
 	return 9;
 }
