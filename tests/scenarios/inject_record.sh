@@ -98,7 +98,35 @@ else
 	pass ${T}_left_alone
 fi
 
-# 4. the programs' own checks (no EINTR, full sleeps, no lost data, no signal, masks kept)
+# 4. in its own pid and mount namespace (a container): it is PID 1 there
+unshare -pmf --mount-proc $prog --lib "$tmp/libcuda.so.1" 5000 >"$tmp/d.out" 2>&1 &
+up=$!
+pids="$pids $up"
+d=
+for _ in $(seq 50); do
+	d=$(pgrep -P $up -f sbinject)
+	[ -n "$d" ] && grep -q ready "$tmp/d.out" && break
+	sleep 0.1
+done
+if [ -z "$d" ]; then
+	fail ${T}_container "sbinject did not start under unshare: $(head -2 "$tmp/d.out")"
+else
+	pids="$pids $d"
+	"$STEPBLAME" record --no-alloc -p $d -d 1 -o "$tmp/5.sbtrace" >"$tmp/5.log" 2>&1
+	rc=$?
+	n5=$(kernels "$tmp/5.sbtrace")
+	if [ $rc != 0 ] || ! grep -q "GPU collector loaded into running PID $d" "$tmp/5.log" ||
+		[ "$n5" -lt 20 ]; then
+		fail ${T}_container "record exited $rc, $n5 kernels: $(grep -i -e gpu -e error "$tmp/5.log" | tr '\n' ' ')"
+	else
+		pass ${T}_container
+		echo "    (NSpid: $(grep NSpid /proc/$d/status | cut -f2-); $n5 kernels)"
+	fi
+	wait $up # (PID 1 of its namespace: a SIGTERM from here would be ignored)
+	grep -q 'sbinject: ok' "$tmp/d.out" || fail ${T}_container "the program's checks: $(tail -1 "$tmp/d.out")"
+fi
+
+# 5. the programs' own checks (no EINTR, full sleeps, no lost data, no signal, masks kept)
 kill -TERM $b $c 2>/dev/null
 for p in $a; do wait $p; done
 if grep -q 'sbinject: ok' "$tmp/a.out"; then
