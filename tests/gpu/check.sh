@@ -263,6 +263,55 @@ else
 	bad dormant "trainer exited $drc; $(grep '^stepblame collector:' "$OUT/dormant.err" | head -2 | tr '\n' ' ')"
 fi
 
+# ---- late injection: a trainer started without stepblame ----
+"$PYTHON" tests/gpu/train.py 600 20 >"$OUT/late.out" 2>"$OUT/late.err" &
+lpid=$!
+for _ in $(seq 600); do
+	grep -q 'libcuda\.so' /proc/$lpid/maps 2>/dev/null && break
+	sleep 0.1
+done
+sleep 3 # past CUDA init and the first steps
+if "$STEPBLAME" record -p "$lpid" -d 4 -o "$OUT/late.sbt" 2>"$OUT/late-record.err"; then
+	if grep -q "GPU collector loaded into running PID $lpid" "$OUT/late-record.err"; then
+		ok "late: $(grep -o 'GPU collector loaded into running PID [0-9]* (thread [0-9]* held [0-9.]* ms)' "$OUT/late-record.err")"
+	else
+		bad late "the collector was not loaded: $(grep -i -e gpu -e collector "$OUT/late-record.err" | head -3 | tr '\n' ' ')"
+	fi
+	"$STEPBLAME" dump --jsonl "$OUT/late.sbt" >"$OUT/late.jsonl" 2>/dev/null
+	"$PYTHON" - "$OUT/late.jsonl" >"$OUT/late-checks.txt" 2>&1 <<'EOF2'
+import json, sys
+k = a = 0
+lo = hi = None
+out = 0
+recs = [json.loads(l) for l in open(sys.argv[1])]
+for r in recs:
+    if r.get("type") == "header":
+        lo = r["created_mono_ns"]
+    if r.get("type") == "trailer":
+        hi = r["ts"]
+for r in recs:
+    if r.get("type") != "gpu":
+        continue
+    k += r.get("kind") == "kernel"
+    a += r.get("kind") == "api"
+    if lo and hi and not (lo - 5e9 <= r["ts"] <= hi):
+        out += 1
+print(("PASS" if k and a and not out else "FAIL") +
+      f" late_timeline: {k} kernels, {a} API records, {out} outside the capture")
+EOF2
+	cat "$OUT/late-checks.txt" >>"$OUT/summary.txt"
+	if grep -q '^PASS' "$OUT/late-checks.txt"; then ok "$(cut -c6- "$OUT/late-checks.txt")"; else bad late "$(cat "$OUT/late-checks.txt")"; fi
+else
+	bad late "record -p $lpid failed: $(tail -2 "$OUT/late-record.err" | tr '\n' ' ')"
+fi
+wait "$lpid"
+lrc=$?
+if [ "$lrc" = 0 ] && ! grep -q '^stepblame collector:' "$OUT/late.err"; then
+	ok "late: the trainer ran on after the agent left and exited 0"
+else
+	bad late "trainer exited $lrc; $(grep '^stepblame collector:' "$OUT/late.err" | head -2 | tr '\n' ' ')"
+fi
+
 # ---- the report ----
 if "$STEPBLAME" report --step-nvtx '^step [0-9]+$' "$TRACE" >"$OUT/report.txt" 2>"$OUT/report.err" &&
 	[ -s "$OUT/report.txt" ]; then

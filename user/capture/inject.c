@@ -357,7 +357,7 @@ static void elf_lookup(const char *file, uint64_t map_start, struct sym_want *s)
 
 	if (fd < 0)
 		return;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > (off_t)LIB_MAX) {
 		close(fd);
 		return;
 	}
