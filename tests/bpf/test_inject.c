@@ -426,6 +426,42 @@ static void t_inject_under_docker_filter(void)
 	CHECK(rc == 0 && strstr(last, "notes=1"), "the target: exit %d, %s", rc, last);
 }
 
+/*
+ * An entry that does not return: given up after the time limit, the thread
+ * put back in its own call, the memfd closed; the program's checks pass.
+ */
+static void t_abandon_stuck_call(void)
+{
+	const char *args[] = { "4000", NULL };
+	struct inject_opts o = { .memfd_name = "sbinject-test", .entry = "sbinject_hang",
+				 .timeout_ms = 1500 };
+	struct inject_result res;
+	struct target t = { 0 };
+	char lib[256], err[512], last[512];
+	int rc, fds0;
+	uint64_t t0;
+
+	if (geteuid()) {
+		test_skip("needs root");
+		return;
+	}
+	if (!have_lib(lib, sizeof(lib))) {
+		test_skip("%s not built", lib);
+		return;
+	}
+	o.lib = lib;
+	CHECK(!start(&t, args), "sbinject did not start");
+	fds0 = count_fds(t.pid);
+	t0 = mono_ns();
+	rc = inject_library(t.pid, &o, &res, err, sizeof(err));
+	CHECK(rc == -ETIMEDOUT && strstr(err, "did not return in time"), "rc %d: %s", rc, err);
+	CHECK(mono_ns() - t0 < 5000000000ull, "gave up after %.1f s", (mono_ns() - t0) / 1e9);
+	CHECK(count_fds(t.pid) == fds0, "descriptors %d before, %d after", fds0, count_fds(t.pid));
+	rc = finish(&t, last, sizeof(last));
+	CHECK(rc == 0 && strstr(last, "sbinject: ok"), "the target: exit %d, %s", rc, last);
+	printf("# %s; %s\n", err, last);
+}
+
 /* a statically linked program has no loader to call */
 static void t_refuse_static(void)
 {
@@ -469,6 +505,7 @@ int main(void)
 	RUN(t_refuse_seccomp_kill);
 	RUN(t_refuse_segv_blocked);
 	RUN(t_inject_under_docker_filter);
+	RUN(t_abandon_stuck_call);
 	RUN(t_refuse_static);
 	RUN(t_yama_scope);
 	return test_summary();

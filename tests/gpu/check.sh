@@ -264,14 +264,18 @@ else
 fi
 
 # ---- late injection: a trainer started without stepblame ----
-"$PYTHON" tests/gpu/train.py 600 20 >"$OUT/late.out" 2>"$OUT/late.err" &
+STEP_TIMES="$OUT/late.times" "$PYTHON" tests/gpu/train.py 800 20 >"$OUT/late.out" 2>"$OUT/late.err" &
 lpid=$!
 for _ in $(seq 600); do
 	grep -q 'libcuda\.so' /proc/$lpid/maps 2>/dev/null && break
 	sleep 0.1
 done
 sleep 3 # past CUDA init and the first steps
-if "$STEPBLAME" record -p "$lpid" -d 4 -o "$OUT/late.sbt" 2>"$OUT/late-record.err"; then
+n_before=$(wc -l <"$OUT/late.times" 2>/dev/null || echo 0)
+"$STEPBLAME" record -p "$lpid" -d 4 -o "$OUT/late.sbt" 2>"$OUT/late-record.err"
+lrec=$?
+n_after=$(wc -l <"$OUT/late.times" 2>/dev/null || echo 0)
+if [ $lrec = 0 ]; then
 	if grep -q "GPU collector loaded into running PID $lpid" "$OUT/late-record.err"; then
 		ok "late: $(grep -o 'GPU collector loaded into running PID [0-9]* (thread [0-9]* held [0-9.]* ms)' "$OUT/late-record.err")"
 	else
@@ -282,13 +286,16 @@ if "$STEPBLAME" record -p "$lpid" -d 4 -o "$OUT/late.sbt" 2>"$OUT/late-record.er
 import json, sys
 k = a = 0
 lo = hi = None
-out = 0
+out = early = paired = 0
 recs = [json.loads(l) for l in open(sys.argv[1])]
+launch = {}
 for r in recs:
     if r.get("type") == "header":
         lo = r["created_mono_ns"]
     if r.get("type") == "trailer":
         hi = r["ts"]
+    if r.get("type") == "gpu" and r.get("kind") == "api" and r.get("correlation_id"):
+        launch[r["correlation_id"]] = r["ts"]
 for r in recs:
     if r.get("type") != "gpu":
         continue
@@ -296,8 +303,13 @@ for r in recs:
     a += r.get("kind") == "api"
     if lo and hi and not (lo - 5e9 <= r["ts"] <= hi):
         out += 1
-print(("PASS" if k and a and not out else "FAIL") +
-      f" late_timeline: {k} kernels, {a} API records, {out} outside the capture")
+    # one clock: a kernel starts after the entry of the call that launched it
+    if r.get("kind") == "kernel" and r.get("correlation_id") in launch:
+        paired += 1
+        early += r["ts"] < launch[r["correlation_id"]]
+print(("PASS" if k and a and paired and not out and not early else "FAIL") +
+      f" late_timeline: {k} kernels ({paired} with their launch call, {early} starting "
+      f"before it), {a} API records, {out} outside the capture")
 EOF2
 	cat "$OUT/late-checks.txt" >>"$OUT/summary.txt"
 	if grep -q '^PASS' "$OUT/late-checks.txt"; then ok "$(cut -c6- "$OUT/late-checks.txt")"; else bad late "$(cat "$OUT/late-checks.txt")"; fi
@@ -306,6 +318,22 @@ else
 fi
 wait "$lpid"
 lrc=$?
+# the step time before the attach and after the agent left (the collector dormant)
+"$PYTHON" - "$OUT/late.times" "$n_before" "$n_after" >"$OUT/late-steps.txt" 2>&1 <<'EOF2'
+import statistics, sys
+t = [int(l.split()[1]) for l in open(sys.argv[1]) if l.strip()]
+b, a = int(sys.argv[2]), int(sys.argv[3])
+pre, post = t[max(0, b - 100):b], t[a + 10:a + 110]
+if len(pre) < 20 or len(post) < 20:
+    print(f"FAIL late_speed: too few steps around the capture ({len(pre)} before, {len(post)} after)")
+else:
+    m0, m1 = statistics.median(pre), statistics.median(post)
+    print(("PASS" if m1 <= m0 * 1.10 else "FAIL") +
+          f" late_speed: median step {m0 / 1e6:.2f} ms before the attach, {m1 / 1e6:.2f} ms "
+          f"after the detach ({m1 / m0:.3f}x)")
+EOF2
+cat "$OUT/late-steps.txt" >>"$OUT/summary.txt"
+if grep -q '^PASS' "$OUT/late-steps.txt"; then ok "$(cut -c6- "$OUT/late-steps.txt")"; else bad late "$(cat "$OUT/late-steps.txt")"; fi
 if [ "$lrc" = 0 ] && ! grep -q '^stepblame collector:' "$OUT/late.err"; then
 	ok "late: the trainer ran on after the agent left and exited 0"
 else

@@ -9,7 +9,10 @@ GPU idle, so the report has something to blame.
     python3 train.py [STEPS [SLEEP_MS]]   (default 30 steps, no extra sleep)
 
 SLEEP_MS adds a host sleep to every step (a long-running trainer to attach to).
+With STEP_TIMES=FILE in the environment each step's wall time is appended to
+FILE ("STEP NS" lines, flushed every step).
 """
+import os
 import sys
 import time
 
@@ -33,7 +36,9 @@ def main():
     target = torch.randn(512, 1024, device=dev)
     host = torch.randn(512, 1024).pin_memory()
 
+    times = open(os.environ["STEP_TIMES"], "w") if os.environ.get("STEP_TIMES") else None
     for i in range(steps):
+        t0 = time.monotonic_ns()
         torch.cuda.nvtx.range_push(f"step {i}")
         x = host.to(dev, non_blocking=True)
         loss = torch.nn.functional.mse_loss(model(x), target)
@@ -46,6 +51,9 @@ def main():
             time.sleep(sleep_s)
         loss.item()  # the step's synchronisation
         torch.cuda.nvtx.range_pop()
+        if times:
+            times.write(f"{i} {time.monotonic_ns() - t0}\n")
+            times.flush()
     torch.cuda.synchronize()
     print(f"train.py: {steps} steps done", flush=True)
     return 0

@@ -69,6 +69,15 @@ EXPORT int InitializeInjection(void)
 	return 1;
 }
 
+/* an entry that never returns in time: the agent must give up and put the thread back */
+EXPORT int sbinject_hang(void)
+{
+	struct timespec ts = { 60, 0 };
+
+	nanosleep(&ts, NULL);
+	return 0;
+}
+
 EXPORT int sbinject_entry(void)
 {
 	void (*note)(const char *) = (void (*)(const char *))dlsym(RTLD_DEFAULT, "sbinject_note");

@@ -76,6 +76,7 @@
 #endif
 
 #define ERESTARTSYS_ 512
+#define ERESTARTNOHAND_ 514
 #define ERESTART_RESTARTBLOCK_ 516
 #define STACK_BYTES (4u << 20)          /* the private stack of the remote calls */
 #define XSTATE_MAX (64u << 10)
@@ -550,6 +551,7 @@ static long thread_syscall(pid_t pid, pid_t tid)
 struct remote {
 	pid_t pid, tid;
 	bool seized;
+	bool have_state;        /* saved and xstate hold this thread's registers */
 	struct user_regs_struct saved;
 	void *xstate;
 	size_t xlen;
@@ -614,6 +616,7 @@ static int get_state(struct remote *r)
 {
 	struct iovec iov;
 
+	r->have_state = false;
 	if (ptrace(PTRACE_GETREGS, r->tid, NULL, &r->saved))
 		return -errno;
 	r->xstate = calloc(1, XSTATE_MAX);
@@ -627,9 +630,11 @@ static int get_state(struct remote *r)
 		if (ptrace(PTRACE_GETFPREGS, r->tid, NULL, r->xstate))
 			return -errno;
 		r->xlen = 0;
+		r->have_state = true;
 		return 0;
 	}
 	r->xlen = iov.iov_len;
+	r->have_state = true;
 	return 0;
 }
 
@@ -640,6 +645,22 @@ static bool release(struct remote *r)
 
 	if (!r->seized)
 		return true;
+	if (!r->have_state) {
+		/* never changed: only let go (a tracee must be stopped to be detached) */
+		if (ptrace(PTRACE_DETACH, r->tid, NULL, NULL) &&
+		    !ptrace(PTRACE_INTERRUPT, r->tid, NULL, NULL)) {
+			uint64_t deadline = r->deadline;
+			int st;
+
+			r->deadline = mono_ns() + 1000000000ull;
+			if (wait_stop(r, &st) > 0)
+				ptrace(PTRACE_DETACH, r->tid, NULL,
+				       (void *)(long)((st >> 16) ? 0 : WSTOPSIG(st)));
+			r->deadline = deadline;
+		}
+		r->seized = false;
+		return true;
+	}
 	if (ptrace(PTRACE_SETREGS, r->tid, NULL, &r->saved))
 		ok = false;
 	if (r->xstate) {
@@ -857,16 +878,24 @@ static int pick_thread(struct remote *r, pid_t want)
 				if (e == -EPERM || e == -EBUSY)
 					return fail(r, e, "ptrace of PID %d refused: %s", (int)r->pid,
 						    strerror(-e));
+				/*
+				 * -ERESTART_RESTARTBLOCK (a relative sleep, a wait with a
+				 * timeout) restarts from the thread's restart block, which
+				 * a call of ours interrupted by a signal would overwrite:
+				 * such threads only in the second half of the tries
+				 */
 				if (!e && !(e = get_state(r)) &&
 				    quiet_syscall((long)r->saved.orig_rax) &&
-				    ((long)r->saved.rax < 0 && (long)r->saved.rax >= -ERESTART_RESTARTBLOCK_ &&
-				     (long)r->saved.rax <= -ERESTARTSYS_))
+				    (long)r->saved.rax >= (round < PICK_TRIES / 2 ? -ERESTARTNOHAND_ :
+							   -ERESTART_RESTARTBLOCK_) &&
+				    (long)r->saved.rax <= -ERESTARTSYS_)
 					return 0;
 				/* it woke up in between: back as it was, try another */
 				if (r->seized)
 					release(r);
 				free(r->xstate);
 				r->xstate = NULL;
+				r->have_state = false;
 			}
 		struct timespec ts = { 0, 20000000 };
 		nanosleep(&ts, NULL);
@@ -914,10 +943,14 @@ int inject_check(pid_t pid, char *err, size_t errlen)
 	return 0;
 }
 
-/* the thread can still run calls: not stuck in one, not crashed in one, not gone */
+/*
+ * The thread can still run calls: not gone. One that was stuck in a call (taken
+ * back) or crashed in one is stopped too, and can still close the memfd and
+ * unmap the stack; only dlclose is not tried then (the loader may be locked).
+ */
 static bool usable(int e)
 {
-	return e != -ETIMEDOUT && e != -EFAULT && e != -ESRCH;
+	return e != -ESRCH;
 }
 
 int inject_scan(pid_t pid, struct inject_maps *m)
@@ -1062,7 +1095,8 @@ int inject_library(pid_t pid, const struct inject_opts *o, struct inject_result 
 cleanup:
 	if (!usable(e))
 		goto out;
-	if (handle && o->unload) {
+	r.deadline = mono_ns() + 2000000000ull;
+	if (handle && o->unload && e != -ETIMEDOUT && e != -EFAULT) {
 		uint64_t a[6] = { handle };
 
 		rcall(&r, s[S_DLCLOSE].addr, top - 64, a, &ret);
@@ -1092,6 +1126,16 @@ cleanup:
 			e = fail(&r, e2, "munmap in PID %d: %s", (int)pid, strerror(-e2));
 	}
 out:
+	/*
+	 * A call of ours taken back in the middle may have left its own restart
+	 * block in the thread: its interrupted call then ends with EINTR, as after
+	 * a signal with a handler, rather than restart as something else.
+	 */
+	if ((e == -ETIMEDOUT || e == -EFAULT) &&
+	    (long)r.saved.rax == -ERESTART_RESTARTBLOCK_) {
+		r.saved.rax = (unsigned long long)-EINTR;
+		r.saved.orig_rax = (unsigned long long)-1;
+	}
 	if (r.seized) {
 		res->pause_ns = mono_ns() - t0;
 		/* after a timeout the thread is stopped where it was taken back: still ours */
