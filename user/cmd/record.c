@@ -24,9 +24,13 @@ static const char record_usage[] =
 "usage: stepblame record -p PID [-d SEC] [-o FILE] [options]\n"
 "\n"
 "Capture every host event that can stall a training step of process PID (all its\n"
-"threads, including threads created later) and its GPU timeline when the trainer\n"
-"runs the collector, into a trace file. Stop with -d, Ctrl-C, or when PID exits.\n"
-"Read the file with `stepblame report FILE` or `stepblame dump FILE`.\n"
+"threads, including threads created later) and its GPU timeline, into a trace\n"
+"file. Stop with -d, Ctrl-C, or when PID exits. Read the file with\n"
+"`stepblame report FILE` or `stepblame dump FILE`.\n"
+"\n"
+"The GPU timeline comes from the CUPTI collector in the trainer. A trainer that\n"
+"runs CUDA without it gets it now: one of its sleeping threads is held with\n"
+"ptrace for the few ms it takes to load (--no-inject: host-only instead).\n"
 "\n";
 
 static const char record_example[] =
