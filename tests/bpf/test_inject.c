@@ -180,7 +180,7 @@ static void t_inject_sleeping_threads(void)
  */
 static void t_inject_each_thread(void)
 {
-	const char *args[] = { "4000", NULL };
+	const char *args[] = { "7000", NULL };
 	struct inject_opts o = { .memfd_name = "sbinject-test", .entry = "sbinject_entry",
 				 .unload = true, .timeout_ms = 3000 };
 	struct inject_result res;
