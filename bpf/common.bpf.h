@@ -230,6 +230,18 @@ static __always_inline bool current_creds_same(__u32 how, bool with_caps)
 		 * A descendant is no longer followed; the target itself stops
 		 * the recording (SECURITY.md, "Child processes")
 		 */
+		/*
+		 * A setuid exec commits the new credentials before its exec
+		 * tracepoint: an event of the thread in between (preempted, a
+		 * fault) is still that exec
+		 */
+		if (how == SB_STOP_CRED &&
+		    bpf_core_field_exists(struct task_struct, in_execve)) {
+			struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+
+			if (BPF_CORE_READ_BITFIELD_PROBED(t, in_execve))
+				how = SB_STOP_EXEC;
+		}
 		if (tgid != targ_tgid)
 			bpf_map_delete_elem(&followed, &tgid);
 		else

@@ -445,6 +445,44 @@ static bool device_named(const struct named_list *streams, uint32_t i)
 	return false;
 }
 
+/* pid order, then the order seen */
+static int by_pid_seen(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+
+	return *x < *y ? -1 : *x > *y;
+}
+
+/*
+ * Every process of an interferer thread gets a name: those in the report's
+ * list of interferers have theirs; the others (a kernel thread that took a
+ * CPU once) are named after the first of their threads seen.
+ */
+static void name_other_processes(FILE *f, bool *first, const struct perfetto_stream *p,
+				 pid_t target, const struct eng_interferer *itf, int ni)
+{
+	uint32_t n = 0;
+	uint64_t *k = malloc((p->interferers.n + 1) * sizeof(*k));
+
+	if (!k)
+		return;
+	for (uint32_t i = 0; i < p->interferers.n; i++) {
+		uint32_t pid = p->interferers.v[i].pid;
+		bool named = pid == (uint32_t)target;
+
+		for (int j = 0; j < ni && !named; j++)
+			named = !itf[j].own && (uint32_t)itf[j].pid == pid;
+		if (!named)
+			k[n++] = (uint64_t)pid << 32 | i;
+	}
+	qsort(k, n, sizeof(*k), by_pid_seen);
+	for (uint32_t i = 0; i < n; i++)
+		if (!i || k[i] >> 32 != k[i - 1] >> 32)
+			pf_meta(f, first, "process_name", (int)(k[i] >> 32), -1,
+				p->interferers.v[(uint32_t)k[i]].comm);
+	free(k);
+}
+
 struct thread_names {
 	FILE *f;
 	bool *first;
@@ -545,9 +583,11 @@ int report_perfetto(const struct engine *e, const struct perfetto_stream *p, FIL
 			pf_meta(f, &first, "process_name", itf[i].pid, -1, name);
 		}
 	for (uint32_t i = 0; p && i < p->interferers.n; i++)
-		if (p->interferers.v[i].pid != t.pid)
+		if (p->interferers.v[i].pid != (uint32_t)t.pid)
 			pf_meta(f, &first, "thread_name", p->interferers.v[i].pid,
 				p->interferers.v[i].tid, p->interferers.v[i].comm);
+	if (p)
+		name_other_processes(f, &first, p, t.pid, itf, ni);
 	/* the trace's identity, as the JSON report's (schemas/report.md, "Identity") */
 	{
 		struct jw w;
