@@ -136,6 +136,24 @@ static bool have_lib(char *lib, size_t len)
 	return !access(lib, R_OK);
 }
 
+/* root, the library built, sbinject started with args: true; else the case skips or fails */
+static bool prepare(struct target *t, const char *const *args, char *lib, size_t len)
+{
+	if (geteuid()) {
+		test_skip("needs root");
+		return false;
+	}
+	if (!have_lib(lib, len)) {
+		test_skip("%s not built", lib);
+		return false;
+	}
+	if (start(t, args)) {
+		test_fail(__FILE__, __LINE__, "sbinject %s did not start", args[0]);
+		return false;
+	}
+	return true;
+}
+
 static void t_inject_sleeping_threads(void)
 {
 	const char *args[] = { "1500", NULL };
@@ -145,16 +163,9 @@ static void t_inject_sleeping_threads(void)
 	char lib[256], err[512], last[512];
 	int fds0, fds1, m, rc;
 
-	if (geteuid()) {
-		test_skip("needs root");
+	if (!prepare(&t, args, lib, sizeof(lib)))
 		return;
-	}
-	if (!have_lib(lib, sizeof(lib))) {
-		test_skip("%s not built", lib);
-		return;
-	}
 	o.lib = lib;
-	CHECK(!start(&t, args), "sbinject did not start");
 	fds0 = count_fds(t.pid);
 	rc = inject_library(t.pid, &o, &res, err, sizeof(err));
 	fds1 = count_fds(t.pid);
@@ -191,16 +202,9 @@ static void t_inject_each_thread(void)
 	struct dirent *de;
 	int rc, loads = 0;
 
-	if (geteuid()) {
-		test_skip("needs root");
+	if (!prepare(&t, args, lib, sizeof(lib)))
 		return;
-	}
-	if (!have_lib(lib, sizeof(lib))) {
-		test_skip("%s not built", lib);
-		return;
-	}
 	o.lib = lib;
-	CHECK(!start(&t, args), "sbinject did not start");
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)t.pid);
 	d = opendir(path);
 	while (d && (de = readdir(d))) {
@@ -254,16 +258,9 @@ static void t_inject_repeat_100(void)
 	uint64_t held_max = 0, t0;
 	pid_t prev = 0;
 
-	if (geteuid()) {
-		test_skip("needs root");
+	if (!prepare(&t, args, lib, sizeof(lib)))
 		return;
-	}
-	if (!have_lib(lib, sizeof(lib))) {
-		test_skip("%s not built", lib);
-		return;
-	}
 	o.lib = lib;
-	CHECK(!start(&t, args), "sbinject did not start");
 	fds0 = count_fds(t.pid);
 	maps0 = count_maps(t.pid, NULL, &m);
 	rss0 = rss_kb(t.pid);
@@ -321,16 +318,9 @@ static void t_refuse_traced(void)
 	pid_t tracer;
 	int rc, p[2];
 
-	if (geteuid()) {
-		test_skip("needs root");
+	if (!prepare(&t, args, lib, sizeof(lib)))
 		return;
-	}
-	if (!have_lib(lib, sizeof(lib))) {
-		test_skip("%s not built", lib);
-		return;
-	}
 	o.lib = lib;
-	CHECK(!start(&t, args), "sbinject did not start");
 	if (pipe(p))
 		return;
 	tracer = fork();
@@ -368,16 +358,9 @@ static void refuse_case(const char *flag, int want_rc, const char *want_text)
 	char lib[256], err[512], last[512];
 	int rc, fds0;
 
-	if (geteuid()) {
-		test_skip("needs root");
+	if (!prepare(&t, args, lib, sizeof(lib)))
 		return;
-	}
-	if (!have_lib(lib, sizeof(lib))) {
-		test_skip("%s not built", lib);
-		return;
-	}
 	o.lib = lib;
-	CHECK(!start(&t, args), "sbinject %s did not start", flag);
 	fds0 = count_fds(t.pid);
 	rc = inject_library(t.pid, &o, &res, err, sizeof(err));
 	CHECK(rc == want_rc && strstr(err, want_text), "rc %d (want %d): %s", rc, want_rc, err);
@@ -410,16 +393,9 @@ static void t_inject_under_docker_filter(void)
 	char lib[256], err[512], last[512];
 	int rc;
 
-	if (geteuid()) {
-		test_skip("needs root");
+	if (!prepare(&t, args, lib, sizeof(lib)))
 		return;
-	}
-	if (!have_lib(lib, sizeof(lib))) {
-		test_skip("%s not built", lib);
-		return;
-	}
 	o.lib = lib;
-	CHECK(!start(&t, args), "sbinject did not start");
 	rc = inject_library(t.pid, &o, &res, err, sizeof(err));
 	CHECK(rc == 0 && res.entry_ret == 42, "rc %d: %s", rc, err);
 	rc = finish(&t, last, sizeof(last));
@@ -441,16 +417,9 @@ static void t_abandon_stuck_call(void)
 	int rc, fds0;
 	uint64_t t0;
 
-	if (geteuid()) {
-		test_skip("needs root");
+	if (!prepare(&t, args, lib, sizeof(lib)))
 		return;
-	}
-	if (!have_lib(lib, sizeof(lib))) {
-		test_skip("%s not built", lib);
-		return;
-	}
 	o.lib = lib;
-	CHECK(!start(&t, args), "sbinject did not start");
 	fds0 = count_fds(t.pid);
 	t0 = mono_ns();
 	rc = inject_library(t.pid, &o, &res, err, sizeof(err));

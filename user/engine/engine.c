@@ -351,46 +351,37 @@ struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
 	/* a trace whose cost model does not price fault runs or folded trips has none (meta.c) */
 	e->costs.ns[SB_COST_FAULT_EXT] = 0;
 	e->costs.ns[SB_COST_SCHED_FOLD] = 0;
-	if (e->opts.step_nvtx) {
-		rc = regcomp(&e->re_nvtx, e->opts.step_nvtx, REG_EXTENDED | REG_NOSUB);
-		if (rc) {
-			regerror(rc, &e->re_nvtx, msg, sizeof(msg));
-			snprintf(err, errlen, "--step-nvtx '%s': %s", e->opts.step_nvtx, msg);
-			free(e);
-			return NULL;
+	{
+		/* the step sources a regex forces, the first given winning */
+		const struct {
+			const char *re, *flag;
+			regex_t *out;
+			bool *has;
+			int src;
+		} src[] = {
+			{ e->opts.step_nvtx, "--step-nvtx", &e->re_nvtx, &e->has_nvtx, ENG_SRC_NVTX },
+			{ e->opts.step_kernel, "--step-kernel", &e->re_kernel, &e->has_kernel,
+			  ENG_SRC_KERNEL },
+			{ e->opts.step_api, "--step-api", &e->re_api, &e->has_api, ENG_SRC_API },
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(src); i++) {
+			if (!src[i].re)
+				continue;
+			rc = regcomp(src[i].out, src[i].re, REG_EXTENDED | REG_NOSUB);
+			if (rc) {
+				regerror(rc, src[i].out, msg, sizeof(msg));
+				snprintf(err, errlen, "%s '%s': %s", src[i].flag, src[i].re, msg);
+				for (size_t k = 0; k < i; k++)
+					if (*src[k].has)
+						regfree(src[k].out);
+				free(e);
+				return NULL;
+			}
+			*src[i].has = true;
+			if (!e->forced_source)
+				e->forced_source = src[i].src;
 		}
-		e->has_nvtx = true;
-		e->forced_source = ENG_SRC_NVTX;
-	}
-	if (e->opts.step_kernel) {
-		rc = regcomp(&e->re_kernel, e->opts.step_kernel, REG_EXTENDED | REG_NOSUB);
-		if (rc) {
-			regerror(rc, &e->re_kernel, msg, sizeof(msg));
-			snprintf(err, errlen, "--step-kernel '%s': %s", e->opts.step_kernel, msg);
-			if (e->has_nvtx)
-				regfree(&e->re_nvtx);
-			free(e);
-			return NULL;
-		}
-		e->has_kernel = true;
-		if (!e->forced_source)
-			e->forced_source = ENG_SRC_KERNEL;
-	}
-	if (e->opts.step_api) {
-		rc = regcomp(&e->re_api, e->opts.step_api, REG_EXTENDED | REG_NOSUB);
-		if (rc) {
-			regerror(rc, &e->re_api, msg, sizeof(msg));
-			snprintf(err, errlen, "--step-api '%s': %s", e->opts.step_api, msg);
-			if (e->has_nvtx)
-				regfree(&e->re_nvtx);
-			if (e->has_kernel)
-				regfree(&e->re_kernel);
-			free(e);
-			return NULL;
-		}
-		e->has_api = true;
-		if (!e->forced_source)
-			e->forced_source = ENG_SRC_API;
 	}
 	reorder_init(e);
 	e->launches = heap_calloc(e, CORR_SLOTS, sizeof(*e->launches));
