@@ -11,6 +11,7 @@
  *     --seccomp-docker       one that fails clone3 with ENOSYS and kills on kexec_load
  *     --block-segv           every thread blocks SIGSEGV
  *     --lib PATH             dlopen PATH (RTLD_GLOBAL) first, e.g. a stand-in libcuda.so.1
+ *     --late-lib PATH        the same, 1.5 s after "ready" (CUDA started late)
  *
  * Prints "ready" once its threads run, and at the end one line:
  *   sbinject: ok reads=N sleeps=N futex=N epoll=N notes=N
@@ -255,6 +256,7 @@ static void seccomp_filter(bool docker)
 int main(int argc, char **argv)
 {
 	bool kill_memfd = false, docker = false, block_segv = false;
+	const char *late_lib = NULL;
 	long ms = 3000;
 	pthread_t th[4];
 	sigset_t m0;
@@ -275,6 +277,8 @@ int main(int argc, char **argv)
 				fprintf(stderr, "sbinject: %s\n", dlerror());
 				return 2;
 			}
+		} else if (!strcmp(argv[i], "--late-lib") && i + 1 < argc) {
+			late_lib = argv[++i];
 		} else
 			ms = atol(argv[i]);
 	}
@@ -317,6 +321,11 @@ int main(int argc, char **argv)
 		}
 		if (writes % 5 == 0 && write(efd, &one, sizeof(one)) == sizeof(one))
 			efd_posts++;
+		if (late_lib && now_ns() - t0 >= 1500000000ull) {
+			if (!dlopen(late_lib, RTLD_NOW | RTLD_GLOBAL))
+				failf("%s", dlerror());
+			late_lib = NULL;
+		}
 		while (nanosleep(&ts, &ts))
 			;
 	}

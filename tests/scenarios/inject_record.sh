@@ -4,8 +4,9 @@
 # is loaded into it at attach (here the stand-in tests/libs/injtest.c, which
 # speaks the channel the same way: $STEPBLAME_COLLECTOR), its GPU records
 # reach the trace, a second capture finds it loaded and does not load it
-# again, --no-inject and a program without libcuda are left alone, and the
-# program's own checks of its sleeping threads pass throughout.
+# again, --no-inject and a program without libcuda are left alone, a program
+# in its own pid and mount namespace and one that starts CUDA after the attach
+# get it too, and the programs' own checks of their sleeping threads pass.
 set -u
 . "$(dirname "$0")/../lib.sh"
 T=inject_record
@@ -112,6 +113,7 @@ if [ -z "$d" ]; then
 	fail ${T}_container "sbinject did not start under unshare: $(head -2 "$tmp/d.out")"
 else
 	pids="$pids $d"
+	nspid=$(grep NSpid /proc/$d/status | cut -f2-)
 	"$STEPBLAME" record --no-alloc -p $d -d 1 -o "$tmp/5.sbtrace" >"$tmp/5.log" 2>&1
 	rc=$?
 	n5=$(kernels "$tmp/5.sbtrace")
@@ -120,18 +122,32 @@ else
 		fail ${T}_container "record exited $rc, $n5 kernels: $(grep -i -e gpu -e error "$tmp/5.log" | tr '\n' ' ')"
 	else
 		pass ${T}_container
-		echo "    (NSpid: $(grep NSpid /proc/$d/status | cut -f2-); $n5 kernels)"
+		echo "    (NSpid: $nspid; $n5 kernels)"
 	fi
 	wait $up # (PID 1 of its namespace: a SIGTERM from here would be ignored)
 	grep -q 'sbinject: ok' "$tmp/d.out" || fail ${T}_container "the program's checks: $(tail -1 "$tmp/d.out")"
 fi
 
-# 5. the programs' own checks (no EINTR, full sleeps, no lost data, no signal, masks kept)
+# 5. CUDA started after the attach: loaded once the maps show libcuda
+start "$tmp/e.out" --late-lib "$tmp/libcuda.so.1" 6000 || { fail $T "sbinject did not start"; exit 0; }
+e=$tp
+"$STEPBLAME" record --no-alloc -p $e -d 4 -o "$tmp/6.sbtrace" >"$tmp/6.log" 2>&1
+rc=$?
+n6=$(kernels "$tmp/6.sbtrace")
+if [ $rc != 0 ] || ! grep -q "GPU collector loaded into running PID $e" "$tmp/6.log" ||
+	[ "$n6" -lt 20 ]; then
+	fail ${T}_cuda_later "record exited $rc, $n6 kernels: $(grep -i -e gpu -e error "$tmp/6.log" | tr '\n' ' ')"
+else
+	pass ${T}_cuda_later
+	echo "    ($n6 kernels in the 4 s capture, CUDA from 1.5 s in)"
+fi
+
+# 6. the programs' own checks (no EINTR, full sleeps, no lost data, no signal, masks kept)
 kill -TERM $b $c 2>/dev/null
-for p in $a; do wait $p; done
-if grep -q 'sbinject: ok' "$tmp/a.out"; then
+for p in $a $e; do wait $p; done
+if grep -q 'sbinject: ok' "$tmp/a.out" && grep -q 'sbinject: ok' "$tmp/e.out"; then
 	pass ${T}_target_unharmed
 	echo "    ($(grep 'sbinject:' "$tmp/a.out"))"
 else
-	fail ${T}_target_unharmed "$(tail -3 "$tmp/a.out" | tr '\n' ' ')"
+	fail ${T}_target_unharmed "$(tail -2 "$tmp/a.out" "$tmp/e.out" | tr '\n' ' ')"
 fi

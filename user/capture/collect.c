@@ -68,6 +68,8 @@ struct capture {
 	bool target_stopped;         /* the capture ended because the kernel stopped recording the
 	                                target (its credentials changed) */
 	bool chan_broken;            /* its producer cut the channel file short under us */
+	bool inject_later;           /* no libcuda at the start: load the collector once it maps one */
+	bool inject_now;             /* it does now (seen by try_channel) */
 	int children_followed;       /* descendants found at attach and followed */
 	bool kids_full_said;         /* the note that the allocator probes' child table is full */
 	struct stackmaps *maps;      /* the mappings of the followed processes (fault regions, stacks) */
@@ -415,6 +417,9 @@ static void try_channel(struct capture *c, bool first)
 			c->chan_maps_hint = (size_t)len;
 		c->chan = sbc_attach_maps(c->o->probe.pid, maps, len, err, sizeof(err));
 		e = errno;
+		/* the trainer started CUDA after the attach: late_inject's turn (collect_run) */
+		if (!c->chan && c->inject_later && len > 0 && memmem(maps, (size_t)len, "/libcuda.so", 11))
+			c->inject_now = true;
 		free(maps);
 		errno = e;
 	}
@@ -668,11 +673,13 @@ static int target_gone(pid_t pid, int pidfd, uint64_t start_ticks)
 }
 
 /*
- * A trainer that runs CUDA without the collector: load it now (inject.h), before
- * the probes, so that they do not see the pause. What happened goes in *msg for
- * the trace's notes ("" when there was nothing to do).
+ * A trainer that runs CUDA without the collector: load it now (inject.h), at the
+ * start before the probes, so that they do not see the pause. What happened goes
+ * in *msg for the trace's notes ("" when there was nothing to do). True when it
+ * maps no libcuda yet and may later: try_channel watches its maps for one, and
+ * this runs again then.
  */
-static void late_inject(const struct collect_opts *o, char *msg, size_t len)
+static bool late_inject(const struct collect_opts *o, char *msg, size_t len)
 {
 	struct inject_maps m;
 	struct inject_opts io = { .entry = INJECT_ENTRY };
@@ -682,28 +689,33 @@ static void late_inject(const struct collect_opts *o, char *msg, size_t len)
 
 	msg[0] = 0;
 	/* `run`, or a collector that CUDA loads itself at its init: nothing to do */
-	if (o->no_gpu || o->no_inject || o->gpu_expected || inject_scan(pid, &m) || !m.libcuda ||
-	    m.collector || m.channel)
-		return;
+	if (o->no_gpu || o->no_inject || o->gpu_expected || inject_scan(pid, &m))
+		return false;
+	/* no CUDA yet: true, try again if it comes (try_channel sees it in the maps) */
+	if (!m.libcuda)
+		return !m.collector && !m.channel;
+	if (m.collector || m.channel)
+		return false;
 	if (target_env_has(pid, "CUDA_INJECTION64_PATH")) {
 		snprintf(msg, len, "PID %d names a CUDA injection library (CUDA_INJECTION64_PATH): "
 			 "the GPU collector is not loaded into it a second time", (int)pid);
-		return;
+		return false;
 	}
 	if (inject_find_collector(lib, sizeof(lib), looked, sizeof(looked))) {
 		snprintf(msg, len, "PID %d runs CUDA, and the GPU collector (" INJECT_COLLECTOR_SO
 			 ") was not found (looked in %s; it is built where a CUDA toolkit with "
 			 "CUPTI is found): no GPU timeline, host-only mode", (int)pid, looked);
-		return;
+		return false;
 	}
 	io.lib = lib;
 	if (inject_library(pid, &io, &r, err, sizeof(err))) {
 		snprintf(msg, len, "GPU collector not loaded into PID %d: %s; host-only mode "
 			 "(--no-inject skips this)", (int)pid, err);
-		return;
+		return false;
 	}
 	snprintf(msg, len, "GPU collector loaded into running PID %d (thread %d held %.1f ms)",
 		 (int)pid, (int)r.tid, r.pause_ns / 1e6);
+	return false;
 }
 
 int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
@@ -732,7 +744,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		goto out;
 	}
 	start_ticks = target_start_time(pid);
-	late_inject(o, inject_msg, sizeof(inject_msg));
+	c->inject_later = late_inject(o, inject_msg, sizeof(inject_msg));
 	pin_agent(o, o->quiet);
 	{
 		struct probe_opts po = o->probe;
@@ -848,6 +860,14 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 				stackmaps_maybe_scan(c->maps, c->probes, now, put_map_text, c);
 			}
 			try_channel(c, false);
+			if (c->inject_now) {
+				/* CUDA started after the attach: the probes see this hold */
+				c->inject_now = c->inject_later = false;
+				late_inject(o, inject_msg, sizeof(inject_msg));
+				if (inject_msg[0])
+					note(c, "%s", inject_msg);
+				try_channel(c, false);
+			}
 			if (o->on_second)
 				o->on_second(o->on_second_ctx, now);
 		}
