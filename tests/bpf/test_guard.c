@@ -365,9 +365,20 @@ static void t_guard_off_stays_full(void)
 	/* measure only: attached throughout from the start */
 	CHECK(g[0].reason == SB_GUARD_R_START && g[ng - 1].reason == SB_GUARD_R_END,
 	      "reasons %d .. %d", g[0].reason, g[ng - 1].reason);
-	/* it still measures: a malloc loop spends well over 1% in the probes */
-	CHECK(g[ng - 1].estimate_ppm > 10000, "last estimate %llu ppm",
-	      (unsigned long long)g[ng - 1].estimate_ppm);
+	/*
+	 * It still measures: a malloc loop spends well over 1% in the probes. In
+	 * the windows, that is: the last record's may be a window the program had
+	 * left already, on a loaded machine (0 ppm)
+	 */
+	{
+		uint64_t top = 0;
+
+		for (size_t i = 0; i < ng; i++)
+			if (g[i].estimate_ppm > top)
+				top = g[i].estimate_ppm;
+		CHECK(top > 10000, "highest estimate %llu ppm (last %llu) in %zu records",
+		      (unsigned long long)top, (unsigned long long)g[ng - 1].estimate_ppm, ng);
+	}
 	CHECK(g[ng - 1].calls_seen > 0, "no calls counted");
 	CHECK(!has_note(c, "overhead guard", NULL), "a guard note with the guard off");
 	free_cap(c);
