@@ -11,7 +11,9 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -431,6 +433,112 @@ static void t_abandon_stuck_call(void)
 	printf("# %s; %s\n", err, last);
 }
 
+/* the size of the file that PID holds open as path (a removed one too), -1 if none */
+static long long held_file_size(pid_t pid, const char *path)
+{
+	char dir[64], fd[64 + 256 + 8], link[PATH_MAX];
+	DIR *d;
+	struct dirent *de;
+	long long size = -1;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	if (!(d = opendir(dir)))
+		return -1;
+	while ((de = readdir(d))) {
+		struct stat st;
+		ssize_t n;
+
+		snprintf(fd, sizeof(fd), "%s/%s", dir, de->d_name);
+		n = readlink(fd, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = 0;
+		if (!strncmp(link, path, strlen(path)) && !stat(fd, &st))
+			size = (long long)st.st_size;
+	}
+	closedir(d);
+	return size;
+}
+
+/*
+ * A hostile target answers memfd_create with a descriptor of a file of its
+ * own (a seccomp user notification): the agent, root, writes nothing into it,
+ * named or removed from its directory, and the target runs on.
+ */
+static void decoy_case(const char *flag)
+{
+	char decoy[64];
+	const char *args[] = { flag, decoy, "1500", NULL };
+	struct inject_opts o = { .memfd_name = "sbinject-test", .entry = "sbinject_entry" };
+	struct inject_result res;
+	struct target t = { 0 };
+	char lib[256], err[512], last[512];
+	long long size;
+	int rc, fds0;
+
+	snprintf(decoy, sizeof(decoy), "/dev/shm/sbinject-decoy-%d", (int)getpid());
+	if (!prepare(&t, args, lib, sizeof(lib)))
+		return;
+	o.lib = lib;
+	fds0 = count_fds(t.pid);
+	rc = inject_library(t.pid, &o, &res, err, sizeof(err));
+	size = held_file_size(t.pid, decoy);
+	CHECK(rc == -EBADF && strstr(err, "not the empty memfd made for the library"),
+	      "rc %d: %s", rc, err);
+	CHECK(size == 0, "the decoy file now holds %lld bytes", size);
+	CHECK(count_fds(t.pid) == fds0, "descriptors %d before, %d after", fds0, count_fds(t.pid));
+	rc = finish(&t, last, sizeof(last));
+	CHECK(rc == 0 && strstr(last, "sbinject: ok") && strstr(last, "notes=0"),
+	      "the target: exit %d, %s", rc, last);
+	unlink(decoy);
+	printf("# %s\n", err);
+}
+
+static void t_hostile_memfd_decoy(void)
+{
+	decoy_case("--memfd-decoy");
+}
+
+static void t_hostile_memfd_decoy_unlinked(void)
+{
+	decoy_case("--memfd-decoy-unlinked");
+}
+
+/*
+ * The target killed while its thread runs the injected entry: the agent
+ * returns at once with an error, not at its deadline.
+ */
+static void t_target_killed_during_load(void)
+{
+	const char *args[] = { "8000", NULL };
+	struct inject_opts o = { .memfd_name = "sbinject-test", .entry = "sbinject_hang",
+				 .timeout_ms = 15000 };
+	struct inject_result res;
+	struct target t = { 0 };
+	char lib[256], err[512], last[512];
+	pid_t killer;
+	uint64_t t0;
+	int rc;
+
+	if (!prepare(&t, args, lib, sizeof(lib)))
+		return;
+	o.lib = lib;
+	killer = fork();
+	if (killer == 0) {
+		usleep(700000);
+		kill(t.pid, SIGKILL);
+		_exit(0);
+	}
+	t0 = mono_ns();
+	rc = inject_library(t.pid, &o, &res, err, sizeof(err));
+	CHECK(rc < 0 && rc != -ETIMEDOUT, "rc %d: %s", rc, err);
+	CHECK(mono_ns() - t0 < 5000000000ull, "returned after %.1f s", (mono_ns() - t0) / 1e9);
+	waitpid(killer, NULL, 0);
+	rc = finish(&t, last, sizeof(last));
+	CHECK(rc == 128 + SIGKILL, "the target ended with %d", rc);
+	printf("# after %.2f s: %s\n", (mono_ns() - t0) / 1e9, err);
+}
+
 /* a statically linked program has no loader to call */
 static void t_refuse_static(void)
 {
@@ -475,6 +583,9 @@ int main(void)
 	RUN(t_refuse_segv_blocked);
 	RUN(t_inject_under_docker_filter);
 	RUN(t_abandon_stuck_call);
+	RUN(t_hostile_memfd_decoy);
+	RUN(t_hostile_memfd_decoy_unlinked);
+	RUN(t_target_killed_during_load);
 	RUN(t_refuse_static);
 	RUN(t_yama_scope);
 	return test_summary();

@@ -12,6 +12,10 @@
  *     --block-segv           every thread blocks SIGSEGV
  *     --lib PATH             dlopen PATH (RTLD_GLOBAL) first, e.g. a stand-in libcuda.so.1
  *     --late-lib PATH        the same, 1.5 s after "ready" (CUDA started late)
+ *     --memfd-decoy PATH     a hostile target: memfd_create is answered (a seccomp user
+ *                            notification, all threads) with a descriptor of PATH, a file
+ *                            it creates empty; the loader must write nothing into it
+ *     --memfd-decoy-unlinked PATH   the same, the file removed from its directory first
  *
  * Prints "ready" once its threads run, and at the end one line:
  *   sbinject: ok reads=N sleeps=N futex=N epoll=N notes=N
@@ -33,8 +37,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -253,8 +259,60 @@ static void seccomp_filter(bool docker)
 	}
 }
 
+static int decoy_fd = -1, listener = -1;
+
+/* answers every memfd_create of the process with a new descriptor of the decoy file */
+static void *supervisor(void *arg)
+{
+	struct seccomp_notif req;
+	struct seccomp_notif_resp resp;
+
+	(void)arg;
+	for (;;) {
+		memset(&req, 0, sizeof(req));
+		if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req)) {
+			if (errno == EINTR || errno == ENOENT)
+				continue;
+			return NULL;
+		}
+		memset(&resp, 0, sizeof(resp));
+		resp.id = req.id;
+		resp.val = fcntl(decoy_fd, F_DUPFD_CLOEXEC, 0);
+		if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) && resp.val >= 0)
+			close((int)resp.val);
+	}
+}
+
+static void memfd_decoy(const char *path, bool unlinked)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_memfd_create, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+	pthread_t th;
+
+	decoy_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (decoy_fd < 0 || (unlinked && unlink(path))) {
+		fprintf(stderr, "sbinject: %s: %s\n", path, strerror(errno));
+		exit(2);
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    (listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+				     SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)) < 0) {
+		fprintf(stderr, "sbinject: seccomp listener: %s\n", strerror(errno));
+		exit(2);
+	}
+	pthread_create(&th, NULL, supervisor, NULL);
+	pthread_detach(th);
+}
+
 int main(int argc, char **argv)
 {
+	const char *decoy = NULL;
+	bool decoy_unlinked = false;
 	bool kill_memfd = false, docker = false, block_segv = false;
 	const char *late_lib = NULL;
 	long ms = 3000;
@@ -277,6 +335,9 @@ int main(int argc, char **argv)
 				fprintf(stderr, "sbinject: %s\n", dlerror());
 				return 2;
 			}
+		} else if (!strncmp(argv[i], "--memfd-decoy", 13) && i + 1 < argc) {
+			decoy_unlinked = !strcmp(argv[i], "--memfd-decoy-unlinked");
+			decoy = argv[++i];
 		} else if (!strcmp(argv[i], "--late-lib") && i + 1 < argc) {
 			late_lib = argv[++i];
 		} else
@@ -301,6 +362,8 @@ int main(int argc, char **argv)
 	}
 	if (kill_memfd || docker)
 		seccomp_filter(docker);
+	if (decoy)
+		memfd_decoy(decoy, decoy_unlinked); /* before the threads: they inherit the filter */
 	pthread_sigmask(SIG_BLOCK, NULL, &m0);
 	pthread_create(&th[0], NULL, reader, NULL);
 	pthread_create(&th[1], NULL, sleeper, NULL);

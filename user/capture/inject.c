@@ -777,8 +777,34 @@ static int fail(struct remote *r, int e, const char *fmt, ...)
 	return e;
 }
 
+/*
+ * Whether out is what memfd_create(name, MFD_ALLOW_SEALING) made: a shmem file
+ * (only those answer F_GET_SEALS) with no seals yet (other shmem files carry
+ * F_SEAL_SEAL), no name in any directory, empty, and named /memfd:NAME. The
+ * trainer chooses the number memfd_create returns (a seccomp user
+ * notification can answer it with any descriptor) and can swap what the
+ * number holds afterwards.
+ */
+static bool fresh_memfd(int out, const char *name)
+{
+	char self[64], link[PATH_MAX], want[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+
+	if (fstat(out, &st) || !S_ISREG(st.st_mode) || st.st_size != 0 || st.st_nlink != 0 ||
+	    fcntl(out, F_GET_SEALS) != 0)
+		return false;
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", out);
+	n = readlink(self, link, sizeof(link) - 1);
+	if (n <= 0)
+		return false;
+	link[n] = 0;
+	snprintf(want, sizeof(want), "/memfd:%s (deleted)", name);
+	return !strcmp(link, want);
+}
+
 /* copy the library into the target's memfd fd (through pidfd_getfd) and seal it */
-static int fill_memfd(struct remote *r, int pidfd, int tfd, const char *lib)
+static int fill_memfd(struct remote *r, int pidfd, int tfd, const char *name, const char *lib)
 {
 	int in = -1, out = -1, e = 0;
 	char buf[65536];
@@ -788,12 +814,10 @@ static int fill_memfd(struct remote *r, int pidfd, int tfd, const char *lib)
 	out = (int)syscall(SYS_pidfd_getfd, pidfd, tfd, 0);
 	if (out < 0)
 		return fail(r, -errno, "pidfd_getfd of the target's memfd: %s", strerror(errno));
-	/* the target could have put something else at that number: only a memfd takes seals */
-	if (fstat(out, &st) || !S_ISREG(st.st_mode) || st.st_size != 0 ||
-	    fcntl(out, F_GET_SEALS) < 0) {
+	if (!fresh_memfd(out, name)) {
 		close(out);
-		return fail(r, -EBADF, "descriptor %d of PID %d is no longer the memfd made for "
-			    "the library", tfd, (int)r->pid);
+		return fail(r, -EBADF, "descriptor %d of PID %d is not the empty memfd made for "
+			    "the library: nothing written, late injection refused", tfd, (int)r->pid);
 	}
 	in = open(lib, O_RDONLY | O_CLOEXEC);
 	if (in < 0 || fstat(in, &st) || !S_ISREG(st.st_mode) || st.st_size > LIB_MAX) {
@@ -1044,7 +1068,7 @@ int inject_library(pid_t pid, const struct inject_opts *o, struct inject_result 
 		}
 		tfd = (int)ret;
 	}
-	e = fill_memfd(&r, pidfd, (int)tfd, o->lib);
+	e = fill_memfd(&r, pidfd, (int)tfd, memfd, o->lib);
 	if (e)
 		goto cleanup;
 	/* dlopen("/proc/self/fd/N", RTLD_NOW) */
