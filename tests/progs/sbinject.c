@@ -16,6 +16,7 @@
  *                            notification, all threads) with a descriptor of PATH, a file
  *                            it creates empty; the loader must write nothing into it
  *     --memfd-decoy-unlinked PATH   the same, the file removed from its directory first
+ *     --marks                the main thread marks a step (stepblame:step) every 10 ms
  *
  * Prints "ready" once its threads run, and at the end one line:
  *   sbinject: ok reads=N sleeps=N futex=N epoll=N notes=N
@@ -45,6 +46,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "stepblame.h"
 
 #define SLEEP_NS 30000000ll
 #define EPOLL_MAGIC 0x5b1a7e5b1a7eull
@@ -312,7 +315,7 @@ static void memfd_decoy(const char *path, bool unlinked)
 int main(int argc, char **argv)
 {
 	const char *decoy = NULL;
-	bool decoy_unlinked = false;
+	bool decoy_unlinked = false, marks = false;
 	bool kill_memfd = false, docker = false, block_segv = false;
 	const char *late_lib = NULL;
 	long ms = 3000;
@@ -330,6 +333,8 @@ int main(int argc, char **argv)
 			docker = true;
 		else if (!strcmp(argv[i], "--block-segv"))
 			block_segv = true;
+		else if (!strcmp(argv[i], "--marks"))
+			marks = true;
 		else if (!strcmp(argv[i], "--lib") && i + 1 < argc) {
 			if (!dlopen(argv[++i], RTLD_NOW | RTLD_GLOBAL)) {
 				fprintf(stderr, "sbinject: %s\n", dlerror());
@@ -374,6 +379,9 @@ int main(int argc, char **argv)
 	for (uint64_t t0 = now_ns(); now_ns() - t0 < (uint64_t)ms * 1000000ull;) {
 		struct timespec ts = { 0, 10000000 };
 		uint64_t one = 1, v = ++writes;
+
+		if (marks)
+			stepblame_step(writes);
 
 		if (write(pipefd[1], &v, sizeof(v)) != sizeof(v))
 			failf("pipe write: %s", strerror(errno));

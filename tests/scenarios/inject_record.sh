@@ -5,8 +5,9 @@
 # speaks the channel the same way: $STEPBLAME_COLLECTOR), its GPU records
 # reach the trace, a second capture finds it loaded and does not load it
 # again, --no-inject and a program without libcuda are left alone, a program
-# in its own pid and mount namespace and one that starts CUDA after the attach
-# get it too, and the programs' own checks of their sleeping threads pass.
+# in its own pid and mount namespace, one that starts CUDA after the attach and
+# one a shell started (record -p names the shell) get it too, and the programs'
+# own checks of their sleeping threads pass.
 set -u
 . "$(dirname "$0")/../lib.sh"
 T=inject_record
@@ -142,12 +143,32 @@ else
 	echo "    ($n6 kernels in the 4 s capture, CUDA from 1.5 s in)"
 fi
 
-# 6. the programs' own checks (no EINTR, full sleeps, no lost data, no signal, masks kept)
+# 6. the CUDA program a shell started (record -p names the shell): the collector is
+#    loaded into the child whose marks are the steps, and its channel read
+bash -c "$prog --marks --lib $tmp/libcuda.so.1 8000 >$tmp/f.out 2>&1; st=\$?; exit \$st" &
+sh=$!
+pids="$pids $sh"
+for _ in $(seq 50); do grep -q ready "$tmp/f.out" 2>/dev/null && break; sleep 0.1; done
+f=$(pgrep -P $sh | head -1)
+"$STEPBLAME" record --no-alloc -p $sh -d 3 -o "$tmp/7.sbtrace" >"$tmp/7.log" 2>&1
+rc=$?
+n7=$(kernels "$tmp/7.sbtrace")
+if [ $rc != 0 ] || [ -z "$f" ] || ! grep -q "GPU collector loaded into running PID $f " "$tmp/7.log" ||
+	! grep -q "reading the injtest channel of PID $f (a descendant of the target)" "$tmp/7.log" ||
+	[ "$n7" -lt 20 ]; then
+	fail ${T}_launcher_child "record exited $rc, child ${f:-none}, $n7 kernels: $(grep -i -e gpu -e error "$tmp/7.log" | tr '\n' ' ')"
+else
+	pass ${T}_launcher_child
+	echo "    ($n7 kernels from PID $f, a child of the shell $sh)"
+fi
+
+# 7. the programs' own checks (no EINTR, full sleeps, no lost data, no signal, masks kept)
 kill -TERM $b $c 2>/dev/null
-for p in $a $e; do wait $p; done
-if grep -q 'sbinject: ok' "$tmp/a.out" && grep -q 'sbinject: ok' "$tmp/e.out"; then
+for p in $a $e $sh; do wait $p; done
+if grep -q 'sbinject: ok' "$tmp/a.out" && grep -q 'sbinject: ok' "$tmp/e.out" &&
+	grep -q 'sbinject: ok' "$tmp/f.out"; then
 	pass ${T}_target_unharmed
 	echo "    ($(grep 'sbinject:' "$tmp/a.out"))"
 else
-	fail ${T}_target_unharmed "$(tail -2 "$tmp/a.out" "$tmp/e.out" | tr '\n' ' ')"
+	fail ${T}_target_unharmed "$(tail -n 2 "$tmp/a.out" "$tmp/e.out" "$tmp/f.out" | tr '\n' ' ')"
 fi

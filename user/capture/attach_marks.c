@@ -39,6 +39,12 @@ int open_marks(struct probes *p)
 	return 0;
 }
 
+/*
+ * The step note of one file, for every process that maps it (pid -1): the
+ * program keeps the marks of the target and its followed descendants
+ * (current_is_target), so a child that execs a trainer, or a fork that marks,
+ * is covered by one attach per file (docs/ARCHITECTURE.md, "Step marks").
+ */
 bool attach_usdt_step(struct probes *p, const char *fpath, const char *shown)
 {
 	struct bpf_link *l;
@@ -46,7 +52,7 @@ bool attach_usdt_step(struct probes *p, const char *fpath, const char *shown)
 
 	if (p->nusdt >= USDT_MAX)
 		return false;
-	l = bpf_program__attach_usdt(p->marks->progs.step_usdt, p->o.pid, fpath, "stepblame",
+	l = bpf_program__attach_usdt(p->marks->progs.step_usdt, -1, fpath, "stepblame",
 				     "step", NULL);
 	err = keep_link(p, l);
 	p->nusdt++;
@@ -121,4 +127,21 @@ void attach_step_uprobe(struct probes *p)
 		   err ? uprobe_why(-err) : "");
 	p->step_uprobe_attached = !err;
 	free(f);
+}
+
+void probes_child_file(struct probes *p, int fd, const struct mapping *m)
+{
+	struct file_key *k;
+	char fpath[64];
+
+	if (!p || !p->marks || !(k = file_get(&p->files, m->dev, m->ino)) || k->usdt_seen)
+		return;
+	k->usdt_seen = 1;
+	fd_path(fd, fpath, sizeof(fpath));
+	if (elf_has_usdt(fd, "stepblame", "step") && !attach_usdt_step(p, fpath, m->path)) {
+		p->usdt_left_out++;
+		add_status(p, "usdt:stepblame:step", false, false,
+			   "%s (mapped by a child): at most %d files get probes, the first ones "
+			   "mapped", m->path, USDT_MAX);
+	}
 }

@@ -6,6 +6,7 @@
  * which is when the GPU channel is drained, the collector's heartbeat is
  * refreshed, and counters are read.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -70,6 +71,9 @@ struct capture {
 	bool chan_broken;            /* its producer cut the channel file short under us */
 	bool inject_later;           /* no libcuda at the start: load the collector once it maps one */
 	bool inject_now;             /* it does now (seen by try_channel) */
+	pid_t mark_pid;              /* the first process whose step mark came (the report's steps) */
+	unsigned chan_tries;         /* try_channel calls */
+	bool chan_mark_tried;        /* the marking child's channel looked for as soon as it marked */
 	int children_followed;       /* descendants found at attach and followed */
 	bool kids_full_said;         /* the note that the allocator probes' child table is full */
 	struct stackmaps *maps;      /* the mappings of the followed processes (fault regions, stacks) */
@@ -160,6 +164,8 @@ static int ring_cb(void *ctx, void *data, size_t size)
 		return 0;
 	if (put(c, h))
 		return -ECANCELED;
+	if (h->type == SB_EV_STEP && !c->mark_pid)
+		c->mark_pid = (pid_t)h->pid;
 	/* a descendant forked, or its main thread renamed (an exec): its command line */
 	if (h->type == SB_EV_THREAD_NEW && h->size >= sizeof(struct sb_thread)) {
 		const struct sb_thread *t = data;
@@ -400,28 +406,86 @@ static void watch_alloc_lib(struct capture *c, uint64_t now)
 		stackmaps_lib_missing(c->maps, now, lib_missing_cb, c);
 }
 
+/*
+ * A followed descendant that may have a channel of its own (the trainer a
+ * launcher or a shell script started): the process whose marks are the
+ * steps; without marks, after a few tries, the first file in SBC_DIR whose
+ * name carries the pid of a followed process (pids of the agent's namespace).
+ * 0 if none. The file is then found and checked through that process's
+ * mappings, like the target's.
+ */
+static pid_t channel_child(struct capture *c)
+{
+	DIR *d;
+	struct dirent *de;
+	pid_t found = 0;
+	int looked = 0;
+
+	if (c->o->probe.no_children)
+		return 0;
+	/* the steps are the first marking process's (schemas/report.md): its GPU timeline */
+	if (c->mark_pid && c->mark_pid != c->o->probe.pid)
+		return probes_followed(c->probes, c->mark_pid) ? c->mark_pid : 0;
+	/* no marks (GPU-marked steps): a child's channel once marks had time to come */
+	if (c->mark_pid || c->chan_tries < 3 || !(d = opendir(SBC_DIR)))
+		return 0;
+	while (!found && looked < 4096 && (de = readdir(d))) {
+		size_t pl = strlen(SBC_NAME_PREFIX);
+		char *end;
+		long pid;
+
+		looked++;
+		if (strncmp(de->d_name, SBC_NAME_PREFIX, pl))
+			continue;
+		pid = strtol(de->d_name + pl, &end, 10);
+		if (*end == '-' && pid > 0 && pid != c->o->probe.pid && pid <= INT32_MAX &&
+		    probes_followed(c->probes, (pid_t)pid))
+			found = (pid_t)pid;
+	}
+	closedir(d);
+	return found;
+}
+
+/* the channel of pid, its maps read with a time limit (the process can stall that read: SECURITY.md) */
+static struct sbc_reader *channel_of(struct capture *c, pid_t pid, bool target, char *err,
+				     size_t errlen)
+{
+	char *maps = NULL;
+	ssize_t len = read_maps(pid, &maps, target ? c->chan_maps_hint : 0);
+	struct sbc_reader *r;
+	int e;
+
+	if (len > 0 && target)
+		c->chan_maps_hint = (size_t)len;
+	r = sbc_attach_maps(pid, maps, len, err, errlen);
+	e = errno;
+	/* the trainer started CUDA after the attach: late_inject's turn (collect_run) */
+	if (!r && target && c->inject_later && len > 0 && memmem(maps, (size_t)len, "/libcuda.so", 11))
+		c->inject_now = true;
+	free(maps);
+	errno = e;
+	return r;
+}
+
 static void try_channel(struct capture *c, bool first)
 {
-	static pid_t enable_failed; /* the target whose failed enable was noted */
+	static pid_t enable_failed; /* the process whose failed enable was noted */
 	char err[256];
+	pid_t pid = c->o->probe.pid;
 	int e;
 
 	if (c->chan || c->chan_inert || c->o->no_gpu)
 		return;
-	{
-		/* the maps with a time limit: the target can stall their read (SECURITY.md) */
-		char *maps = NULL;
-		ssize_t len = read_maps(c->o->probe.pid, &maps, c->chan_maps_hint);
+	c->chan_tries++;
+	c->chan = channel_of(c, pid, true, err, sizeof(err));
+	if (!c->chan && errno == ENOENT) {
+		pid_t kid = channel_child(c);
+		char kerr[256];
 
-		if (len > 0)
-			c->chan_maps_hint = (size_t)len;
-		c->chan = sbc_attach_maps(c->o->probe.pid, maps, len, err, sizeof(err));
-		e = errno;
-		/* the trainer started CUDA after the attach: late_inject's turn (collect_run) */
-		if (!c->chan && c->inject_later && len > 0 && memmem(maps, (size_t)len, "/libcuda.so", 11))
-			c->inject_now = true;
-		free(maps);
-		errno = e;
+		if (kid && (c->chan = channel_of(c, kid, false, kerr, sizeof(kerr))))
+			pid = kid;
+		else if (kid && errno != ENOENT)
+			snprintf(err, sizeof(err), "%s", kerr), errno = EPERM;
 	}
 	if (!c->chan) {
 		if (first && errno != ENOENT)
@@ -431,7 +495,7 @@ static void try_channel(struct capture *c, bool first)
 	/* a collector that could not start leaves a channel saying why */
 	if (!strncmp(sbc_producer_name(c->chan), "cupti-inert:", 12)) {
 		note(c, "GPU timeline unavailable: the collector in PID %d is inert (%s); host-only mode",
-		     (int)c->o->probe.pid, sbc_producer_name(c->chan) + 12);
+		     (int)pid, sbc_producer_name(c->chan) + 12);
 		sbc_detach(c->chan);
 		c->chan = NULL;
 		c->chan_inert = true;
@@ -440,17 +504,17 @@ static void try_channel(struct capture *c, bool first)
 	e = sbc_set_enabled(c->chan, true);
 	if (e) {
 		/* lost the enable to another agent (or the file broke): try again later */
-		if (first || enable_failed != c->o->probe.pid)
+		if (first || enable_failed != pid)
 			note(c, "GPU channel of PID %d not enabled (%s): retrying every second",
-			     (int)c->o->probe.pid, e == -EBUSY ? "another live agent enabled it first" :
+			     (int)pid, e == -EBUSY ? "another live agent enabled it first" :
 			     e == -EIO ? "its owner cut the file short" : strerror(-e));
-		enable_failed = c->o->probe.pid;
+		enable_failed = pid;
 		sbc_detach(c->chan);
 		c->chan = NULL;
 		return;
 	}
-	note(c, "GPU timeline: reading the %s channel of PID %d", sbc_producer_name(c->chan),
-	     (int)c->o->probe.pid);
+	note(c, "GPU timeline: reading the %s channel of PID %d%s", sbc_producer_name(c->chan),
+	     (int)pid, pid != c->o->probe.pid ? " (a descendant of the target)" : "");
 	if (c->o->on_gpu)
 		c->o->on_gpu(c->o->on_second_ctx);
 }
@@ -679,13 +743,12 @@ static int target_gone(pid_t pid, int pidfd, uint64_t start_ticks)
  * maps no libcuda yet and may later: try_channel watches its maps for one, and
  * this runs again then.
  */
-static bool late_inject(const struct collect_opts *o, char *msg, size_t len)
+static bool late_inject(const struct collect_opts *o, pid_t pid, char *msg, size_t len)
 {
 	struct inject_maps m;
 	struct inject_opts io = { .entry = INJECT_ENTRY };
 	struct inject_result r;
 	char lib[PATH_MAX], looked[PATH_MAX + 32], err[512];
-	pid_t pid = o->probe.pid;
 
 	msg[0] = 0;
 	/* `run`, or a collector that CUDA loads itself at its init: nothing to do */
@@ -744,7 +807,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		goto out;
 	}
 	start_ticks = target_start_time(pid);
-	c->inject_later = late_inject(o, inject_msg, sizeof(inject_msg));
+	c->inject_later = late_inject(o, pid, inject_msg, sizeof(inject_msg));
 	pin_agent(o, o->quiet);
 	{
 		struct probe_opts po = o->probe;
@@ -827,6 +890,21 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 				if (o->live)
 					probes_flush_faults(c->probes, false);
 				ring_buffer__consume(rb);
+				/* a child forked or exec'd since: its code's step marks get probes now */
+				stackmaps_scan_fresh(c->maps, c->probes, now, put_map_text, c);
+				/* a child's marks are the steps: its channel, if any, now */
+				if (!c->chan && c->mark_pid && c->mark_pid != pid && !c->chan_mark_tried) {
+					c->chan_mark_tried = true;
+					try_channel(c, false);
+					/* one that runs CUDA without the collector: loaded into it, as into a target */
+					if (!c->chan && probes_followed(c->probes, c->mark_pid)) {
+						late_inject(o, c->mark_pid, inject_msg, sizeof(inject_msg));
+						if (inject_msg[0]) {
+							note(c, "%s", inject_msg);
+							try_channel(c, false);
+						}
+					}
+				}
 			}
 			/* the ring is drained: what it held came before the stop */
 			if (probes_stopped(c->probes, &stop)) {
@@ -863,7 +941,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			if (c->inject_now) {
 				/* CUDA started after the attach: the probes see this hold */
 				c->inject_now = c->inject_later = false;
-				late_inject(o, inject_msg, sizeof(inject_msg));
+				late_inject(o, pid, inject_msg, sizeof(inject_msg));
 				if (inject_msg[0])
 					note(c, "%s", inject_msg);
 				try_channel(c, false);
@@ -1077,7 +1155,9 @@ const struct opt collect_options[] = {
 	{ "no-children", OPT_NO_CHILDREN, NULL,
 	  "trace the target process alone; by default the processes it\n"
 	  "forks or spawns (DataLoader workers) are followed too, with\n"
-	  "their descendants, including those started after attach",
+	  "their descendants, including those started after attach; a\n"
+	  "child's step marks are the steps when it marks first, so -p\n"
+	  "may name the shell script or launcher that started the trainer",
 	  COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
 	{ "agent-cpu", OPT_AGENT_CPU, "N|none",
 	  "pin the agent (default: a CPU the target may not use, if any)", COLLECT_RECORD },

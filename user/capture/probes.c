@@ -191,14 +191,17 @@ struct scan {
 };
 
 /* the probes a mapped file calls for, its descriptor fd verified */
-static void probe_file(struct probes *p, struct scan *sc, const struct mapping *m, int fd)
+static void probe_file(struct probes *p, struct scan *sc, const struct mapping *m, int fd,
+		       struct file_key *k)
 {
 	const char *b = base_name(m->path);
 	char fpath[64];
 
 	fd_path(fd, fpath, sizeof(fpath));
-	if (elf_has_usdt(fd, "stepblame", "step") && !attach_usdt_step(p, fpath, m->path))
+	if (!k->usdt_seen && elf_has_usdt(fd, "stepblame", "step") &&
+	    !attach_usdt_step(p, fpath, m->path))
 		sc->usdt_left_out++;
+	k->usdt_seen = 1;
 	if (!p->o.no_cuda && !strncmp(b, "libcuda.so", 10))
 		attach_cuda(p, fpath, m->path);
 	if (p->alloc && !p->alloc_attached && !p->o.alloc_lib && is_libc(m->path))
@@ -239,7 +242,7 @@ static int scan_one(void *ctx, const struct mapping *m)
 		return 0;
 	}
 	k->done = 1;
-	probe_file(p, sc, m, fd);
+	probe_file(p, sc, m, fd, k);
 	close(fd);
 	return 0;
 }
@@ -390,6 +393,14 @@ int probes_follow(struct probes *p, pid_t pid, pid_t ppid)
 		return errno == EEXIST ? 0 : -errno;
 	bpf_map_update_elem(bpf_map__fd(p->sched->maps.follow_any), &zero, &one, BPF_ANY);
 	return 0;
+}
+
+bool probes_followed(const struct probes *p, pid_t pid)
+{
+	struct { __u32 parent, pad; } f;
+	__u32 key = (__u32)pid;
+
+	return pid > 0 && !bpf_map_lookup_elem(bpf_map__fd(p->sched->maps.followed), &key, &f);
 }
 
 bool probes_stopped(const struct probes *p, struct probes_stop *s)

@@ -70,6 +70,7 @@ struct marks_bpf;
 struct file_key {
 	uint64_t dev, ino;
 	uint8_t used, done, tries;
+	uint8_t usdt_seen;          /* looked at for the step note (attach_marks.c) */
 };
 
 struct file_set {
@@ -281,6 +282,12 @@ void reap_detach(struct probes *p);
 int open_marks(struct probes *p);
 /* the step note's probe on the file at fpath (shown as shown); false: past USDT_MAX, left out */
 bool attach_usdt_step(struct probes *p, const char *fpath, const char *shown);
+/*
+ * An executable file that a followed child maps (stackmaps.c, the first time
+ * it sees the mapping; fd opened as mapped): its step note gets the probes
+ * too, once per file.
+ */
+void probes_child_file(struct probes *p, int fd, const struct mapping *m);
 /* --step-uprobe LIB:SYM (p->step_uprobe_attached says whether it did) */
 void attach_step_uprobe(struct probes *p);
 

@@ -38,6 +38,7 @@
 #define RESCAN_SPACING_NS 1000000000ull
 #define ATTACH_BUDGET_NS 2000000000ull /* the scans at attach, all processes */
 #define TICK_BUDGET_NS 100000000ull    /* the scans of one later call */
+#define FRESH_BUDGET_NS 20000000ull    /* those of processes new or exec'd, at a 100 ms tick */
 
 enum {
 	R_FILE = 1,              /* executable file mapping with a record: symbolised */
@@ -385,6 +386,8 @@ static void put_line(struct scan_ctx *c, const struct line *l, bool attach)
 			fd = open_mapped_pid(c->p, c->pr->pid, m);
 			if (fd >= 0) {
 				build_id_hex(fd, bid, sizeof(bid));
+				if (c->pr->pid != c->s->pid)
+					probes_child_file(c->p, fd, m);
 				drop_lease(fd);
 				close(fd);
 			}
@@ -560,8 +563,9 @@ out:
 	return c->written;
 }
 
+/* all: every process; else those due; fresh: only those new or exec'd since their last read */
 static int scan_some(struct stackmaps *s, struct probes *p, uint64_t now, uint64_t budget,
-		     bool all, stackmaps_put_fn put, void *ctx)
+		     bool all, bool fresh, stackmaps_put_fn put, void *ctx)
 {
 	struct scan_ctx c = { .s = s, .p = p, .put = put, .put_ctx = ctx,
 			      .deadline = mono_ns() + budget,
@@ -574,6 +578,8 @@ static int scan_some(struct stackmaps *s, struct probes *p, uint64_t now, uint64
 			continue;
 		if (!all && pr->scanned && !(pr->stale && now >= pr->next_scan))
 			continue;
+		if (fresh && pr->scanned && pr->next_scan)
+			continue;
 		pr->next_scan = now + RESCAN_SPACING_NS;
 		scan_proc(&c, pr);
 	}
@@ -585,7 +591,7 @@ int stackmaps_scan(struct stackmaps *s, struct probes *p, uint64_t now, stackmap
 {
 	if (!s)
 		return 0;
-	return scan_some(s, p, now, ATTACH_BUDGET_NS, true, put, ctx);
+	return scan_some(s, p, now, ATTACH_BUDGET_NS, true, false, put, ctx);
 }
 
 int stackmaps_maybe_scan(struct stackmaps *s, struct probes *p, uint64_t now,
@@ -593,7 +599,15 @@ int stackmaps_maybe_scan(struct stackmaps *s, struct probes *p, uint64_t now,
 {
 	if (!s)
 		return 0;
-	return scan_some(s, p, now, TICK_BUDGET_NS, false, put, ctx);
+	return scan_some(s, p, now, TICK_BUDGET_NS, false, false, put, ctx);
+}
+
+int stackmaps_scan_fresh(struct stackmaps *s, struct probes *p, uint64_t now,
+			 stackmaps_put_fn put, void *ctx)
+{
+	if (!s)
+		return 0;
+	return scan_some(s, p, now, FRESH_BUDGET_NS, false, true, put, ctx);
 }
 
 void stackmaps_watch_lib(struct stackmaps *s, uint64_t dev, uint64_t ino, const char *path)

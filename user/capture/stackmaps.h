@@ -40,6 +40,12 @@ int stackmaps_scan(struct stackmaps *s, struct probes *p, uint64_t now, stackmap
 int stackmaps_maybe_scan(struct stackmaps *s, struct probes *p, uint64_t now,
 			 stackmaps_put_fn put, void *ctx);
 /*
+ * Only the processes new or exec'd since their last read, soon after (their
+ * code's step marks get probes: probes_child_file), within a smaller budget
+ */
+int stackmaps_scan_fresh(struct stackmaps *s, struct probes *p, uint64_t now,
+			 stackmaps_put_fn put, void *ctx);
+/*
  * The library (device, inode, path) that every followed process should map:
  * the one the allocator probes are on. Each scan of a followed child notes
  * whether it maps its code.

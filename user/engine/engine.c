@@ -523,6 +523,11 @@ void engine_capture(const struct engine *e, struct eng_capture *c)
 	else
 		c->end_reason = "cut_short";
 	c->step_source = e->step_source;
+	c->mark_pid = e->mark_pid;
+	c->marks_ignored = e->marks_ignored;
+	c->marks_other = e->marks_other;
+	c->nmarks_other = e->nmarks_other;
+	c->marks_other_more = e->marks_other_more;
 	c->gpu_timeline = e->gpu_fed;
 	c->records = e->records;
 }

@@ -568,12 +568,25 @@ uint32_t engine_process_parent(const struct engine *e, uint32_t pid);
 #define ENG_ACT_PATHS_MAX 64
 const char *engine_act_path(const struct engine *e, uint32_t id);
 
+#define ENG_MARK_OTHERS_MAX 8
 struct eng_capture {
 	uint64_t start_ns, end_ns;
 	bool complete;           /* a trailer was seen */
 	const char *end_reason;  /* "duration", "signal", "target_exit", "error", "cut_short" */
 	const char *truncated;   /* why it was cut short, NULL if not */
 	int step_source;         /* enum eng_step_src */
+	/*
+	 * The process whose USDT/uprobe marks are the steps (the first that
+	 * marked; 0 for none): the target, or a followed descendant (a
+	 * launcher's trainer). Marks of other processes are not steps:
+	 * marks_ignored of them, from marks_other (nmarks_other; more besides
+	 * when marks_other_more).
+	 */
+	uint32_t mark_pid;
+	uint64_t marks_ignored;
+	const uint32_t *marks_other;
+	uint32_t nmarks_other;
+	bool marks_other_more;
 	bool gpu_timeline;       /* any GPU operation seen */
 	uint64_t records;        /* records fed */
 };

@@ -1229,6 +1229,19 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		const struct sb_step_alloc *a = sb_step_alloc_of(h);
 
 		own_event(e, t, key, SB_EV_STEP, 0);
+		if (e->mark_pid && h->pid != e->mark_pid) {
+			uint32_t k = 0;
+
+			while (k < e->nmarks_other && e->marks_other[k] != h->pid)
+				k++;
+			if (k == e->nmarks_other && k < ENG_MARK_OTHERS_MAX)
+				e->marks_other[e->nmarks_other++] = h->pid;
+			else if (k == e->nmarks_other)
+				e->marks_other_more = true;
+			e->marks_ignored++;
+			break;
+		}
+		e->mark_pid = h->pid;
 		e->mark_fast_ok = a != NULL;
 		e->mark_fast = a ? a->fast_calls : 0;
 		e->mark_fast_tid = h->tid;

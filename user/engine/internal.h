@@ -486,6 +486,16 @@ struct engine {
 	/* the step mark being handled: its thread's fast allocator calls (sb_step_alloc) */
 	uint64_t mark_fast;
 	uint32_t mark_fast_tid;
+	/*
+	 * The process whose marks (USDT, uprobe) are the steps: the first that
+	 * marked. Marks of other followed processes (ranks started by one
+	 * launcher) are counted, not used.
+	 */
+	uint32_t mark_pid;
+	uint32_t marks_other[ENG_MARK_OTHERS_MAX]; /* the first such processes */
+	uint32_t nmarks_other;
+	bool marks_other_more;                     /* and more than those */
+	uint64_t marks_ignored;
 	bool mark_fast_ok;
 	/* the threads that launch work, alive, in the order they became such (hot-path audit) */
 	uint32_t launchers[ENG_MAX_AUDIT];

@@ -937,6 +937,24 @@ int report_json(const struct engine *e, FILE *f)
 	jw_bool(&w, c.gpu_timeline);
 	jw_key(&w, "records");
 	jw_u64(&w, c.records);
+	if (c.mark_pid) {
+		jw_key(&w, "mark_pid");
+		jw_u64(&w, c.mark_pid);
+	}
+	if (c.marks_ignored) {
+		jw_key(&w, "marks_ignored");
+		jw_obj(&w);
+		jw_key(&w, "marks");
+		jw_u64(&w, c.marks_ignored);
+		jw_key(&w, "pids");
+		jw_arr(&w);
+		for (uint32_t i = 0; i < c.nmarks_other; i++)
+			jw_u64(&w, c.marks_other[i]);
+		jw_arr_end(&w);
+		jw_key(&w, "more_pids");
+		jw_bool(&w, c.marks_other_more);
+		jw_obj_end(&w);
+	}
 	jw_obj_end(&w);
 	jw_key(&w, "steps");
 	jw_arr(&w);

@@ -893,7 +893,26 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 	fprintf(f, ", %s steps", report_fmt_count(b, sizeof(b), nsteps));
 	if (c.step_source)
 		fprintf(f, " marked by %s", eng_step_src_name(c.step_source));
+	if (c.mark_pid && c.mark_pid != t.pid) {
+		char who[256];
+
+		/* a launcher's or a script's child marks them */
+		if (!engine_process_name(e, c.mark_pid, who, sizeof(who)))
+			snprintf(who, sizeof(who), "process %" PRIu32, c.mark_pid);
+		fprintf(f, " in %s (pid %" PRIu32 ")", clean(nm, sizeof(nm), who), c.mark_pid);
+	}
 	fputc('\n', f);
+	if (c.marks_ignored) {
+		fprintf(f, "Marks       %s marks of %s%" PRIu32 " other process%s (pid",
+			report_fmt_count(a, sizeof(a), c.marks_ignored),
+			c.marks_other_more ? "more than " : "", c.nmarks_other,
+			c.nmarks_other == 1 && !c.marks_other_more ? "" : "es");
+		for (uint32_t i = 0; i < c.nmarks_other; i++)
+			fprintf(f, "%s %" PRIu32, i ? "," : "", c.marks_other[i]);
+		fprintf(f, "%s) left out: the steps are those of the first process that marked "
+			"(pid %" PRIu32 "). For several ranks, record each one (-p PID) and report "
+			"the traces together\n", c.marks_other_more ? ", ..." : "", c.mark_pid);
+	}
 	if (c.truncated)
 		fprintf(f, "Capture     CUT SHORT: %s; the report covers what was recorded\n",
 			c.truncated);

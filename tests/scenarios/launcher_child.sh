@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The trainer is not the process stepblame is given but its child: a shell
+# script, torchrun or a job launcher started it. The child's step marks are
+# the steps (their USDT note gets probes when the child's mappings are first
+# read), its GPU channel is the timeline, and its interference is blamed as in
+# a direct capture (scored against simtrainer's ground truth). Two trainers
+# under one launcher (two ranks): the steps are one process's, never a mix,
+# and the report says whose marks it left out.
+set -u
+. "$(dirname "$0")/../lib.sh"
+T=launcher_child
+
+need_bpf $T || exit 0
+if [ -x "${PLAIN_SIMTRAINER:-}" ]; then SIMTRAINER=$PLAIN_SIMTRAINER; fi
+need_sim $T || exit 0
+if ! command -v python3 >/dev/null; then skip $T "python3 is not installed"; exit 0; fi
+
+tmp=$(mktemp -d /var/tmp/launcher_child.XXXXXX)
+pids=
+cleanup() {
+	exec 2>/dev/null
+	for p in $pids; do pkill -9 -P $p; kill -9 $p; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# the shell's children, once one is there
+child_of() { # pid: its first child's pid
+	for _ in $(seq 50); do
+		c=$(pgrep -P "$1" | head -1)
+		[ -n "$c" ] && { echo "$c"; return 0; }
+		sleep 0.1
+	done
+	return 1
+}
+
+# 1. record -p on the shell that runs the trainer (the `; st=$?` keeps bash
+#    from exec'ing it: a real child), interference injected at known steps
+bash -c "\"$SIMTRAINER\" --steps 140 --kernels 8 --kernel-us 500 --start-delay-ms 1500 \
+	--truth \"$tmp/truth.jsonl\" --ckpt-dir \"$tmp\" --quiet \
+	--inject hog@40-46:-10 --inject stall@70:60 --inject ckpt@100:64; st=\$?; exit \$st" \
+	>"$tmp/sim1.out" 2>&1 &
+sh1=$!
+pids="$pids $sh1"
+kid=$(child_of $sh1) || { fail $T "the shell started no trainer"; exit 0; }
+"$STEPBLAME" record -p $sh1 -d 60 -o "$tmp/1.sbtrace" >"$tmp/1.log" 2>&1
+rc=$?
+wait $sh1
+if [ $rc != 0 ] || [ ! -s "$tmp/truth.jsonl" ]; then
+	fail $T "record exited $rc, truth $(ls "$tmp" | tr '\n' ' '): $(tail -2 "$tmp/1.log" | tr '\n' ' ')"
+	exit 0
+fi
+"$STEPBLAME" report "$tmp/1.sbtrace" -f json -o "$tmp/1.json" 2>"$tmp/1.err" &&
+	"$STEPBLAME" report "$tmp/1.sbtrace" >"$tmp/1.txt" 2>&1 ||
+	{ fail $T "report: $(head -2 "$tmp/1.err")"; exit 0; }
+python3 - "$tmp/1.json" $sh1 $kid <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+sh, kid = int(sys.argv[2]), int(sys.argv[3])
+c, steps = d["capture"], [s for s in d["steps"] if not s.get("incomplete")]
+nums = [s["step"] for s in steps]
+if d["target"]["pid"] != sh:
+    print("FAIL launcher_child_steps: the report's target is %d, not the shell %d" % (d["target"]["pid"], sh))
+elif c.get("mark_pid") != kid or len(steps) < 130:
+    print("FAIL launcher_child_steps: %d complete steps marked by pid %s (the trainer is %d; 140 steps run)"
+          % (len(steps), c.get("mark_pid"), kid))
+elif nums != list(range(nums[0], nums[0] + len(nums))):
+    print("FAIL launcher_child_steps: step numbers not consecutive: %s" % nums[:20])
+else:
+    print("PASS launcher_child_steps (%d steps of the trainer, pid %d, under the shell %d)" % (len(steps), kid, sh))
+EOF
+if grep -q "marked by usdt in simtrainer, child process 1 of bash\[$sh1\] (pid $kid)" "$tmp/1.txt"; then
+	pass ${T}_text_says_whose
+else
+	fail ${T}_text_says_whose "the header does not name the marking child: $(head -1 "$tmp/1.txt")"
+fi
+python3 "$(dirname "$0")/blame_check.py" accuracy ${T}_blame "$tmp/1.json" "$tmp/truth.jsonl"
+
+# 2. two trainers under one launcher: the first to mark gives the steps; the other's
+#    marks are counted and left out, never mixed in
+bash -c "\"$SIMTRAINER\" --steps 1500 --kernels 8 --quiet & \"$SIMTRAINER\" --steps 1500 --kernels 8 --quiet; wait" \
+	>"$tmp/sim2.out" 2>&1 &
+sh2=$!
+pids="$pids $sh2"
+sleep 0.5
+kids2=$(pgrep -P $sh2 | tr '\n' ' ')
+"$STEPBLAME" record -p $sh2 -d 2.5 -o "$tmp/2.sbtrace" >"$tmp/2.log" 2>&1
+rc=$?
+wait $sh2
+"$STEPBLAME" report "$tmp/2.sbtrace" -f json -o "$tmp/2.json" 2>"$tmp/2.err" &&
+	"$STEPBLAME" report "$tmp/2.sbtrace" >"$tmp/2.txt" 2>&1 ||
+	{ fail ${T}_two_ranks "record $rc, report: $(head -2 "$tmp/2.err")"; exit 0; }
+python3 - "$tmp/2.json" "$kids2" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+kids = {int(k) for k in sys.argv[2].split()}
+c, steps = d["capture"], [s for s in d["steps"] if not s.get("incomplete")]
+nums = [s["step"] for s in steps]
+ig = c.get("marks_ignored", {})
+other = set(ig.get("pids", []))
+if c.get("mark_pid") not in kids or other != kids - {c.get("mark_pid")}:
+    print("FAIL launcher_child_two_ranks: steps of %s, marks left out of %s; the trainers: %s"
+          % (c.get("mark_pid"), sorted(other), sorted(kids)))
+elif len(steps) < 100 or nums != list(range(nums[0], nums[0] + len(nums))):
+    print("FAIL launcher_child_two_ranks: %d steps, numbers %s" % (len(steps), nums[:20]))
+elif ig.get("marks", 0) < 100 or abs(ig["marks"] - len(steps)) > len(steps) // 3:
+    print("FAIL launcher_child_two_ranks: %s marks left out against %d steps" % (ig.get("marks"), len(steps)))
+else:
+    print("PASS launcher_child_two_ranks (%d steps of pid %d; %d marks of pid %s left out)"
+          % (len(steps), c["mark_pid"], ig["marks"], sorted(other)))
+EOF
+if grep -q "^Marks .* marks of 1 other process (pid [0-9]*) left out" "$tmp/2.txt"; then
+	pass ${T}_two_ranks_text
+else
+	fail ${T}_two_ranks_text "no Marks line: $(head -3 "$tmp/2.txt" | tr '\n' ' ')"
+fi
+
+# 3. stepblame run on a launcher: the collector reaches the trainer through the
+#    environment, and its channel, the child's, is the GPU timeline from the first step
+"$STEPBLAME" run -o "$tmp/3.sbtrace" -- bash -c "\"$SIMTRAINER\" --steps 600 --kernels 8 --quiet; st=\$?; exit \$st" \
+	>"$tmp/3.log" 2>&1
+rc=$?
+"$STEPBLAME" report "$tmp/3.sbtrace" -f json -o "$tmp/3.json" 2>"$tmp/3.err" ||
+	{ fail ${T}_run "run exited $rc; report: $(head -2 "$tmp/3.err")"; exit 0; }
+python3 - "$tmp/3.json" "$tmp/3.log" <<'EOF'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+log = open(sys.argv[2]).read()
+m = re.search(r"reading the simtrainer channel of PID (\d+) \(a descendant of the target\)", log)
+steps = [s for s in d["steps"] if not s.get("incomplete")]
+gpu = sum(1 for s in steps if s.get("gpu_busy_ns", 0) > 0)
+if not m:
+    print("FAIL launcher_child_run: the child's channel was not read: %s" % [l for l in log.splitlines() if "GPU" in l])
+elif not d["capture"]["gpu_timeline"] or d["capture"].get("mark_pid") != int(m.group(1)):
+    print("FAIL launcher_child_run: gpu_timeline %s, steps marked by %s, channel of %s"
+          % (d["capture"]["gpu_timeline"], d["capture"].get("mark_pid"), m.group(1)))
+elif len(steps) < 595 or gpu < len(steps) * 0.8:
+    print("FAIL launcher_child_run: %d complete steps of 600, %d with GPU work" % (len(steps), gpu))
+else:
+    print("PASS launcher_child_run (%d steps, %d with GPU work, channel of the child %s)" % (len(steps), gpu, m.group(1)))
+EOF
