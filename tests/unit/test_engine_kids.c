@@ -506,6 +506,63 @@ static void t_process_names(void)
 	world_free(&w);
 }
 
+/* a USDT mark of another process (a rank started by the same launcher) */
+static void w_mark_of(struct world *w, uint64_t ts, uint32_t pid, uint32_t tid, uint64_t n)
+{
+	struct sb_step r = { 0 };
+
+	hdr(&r.h, SB_EV_STEP, sizeof(r), ts, pid, tid, 0);
+	r.step = n;
+	r.source = SB_STEP_USDT;
+	st_put(&w->host, &r);
+}
+
+/*
+ * Marks of two processes: the steps are the first marker's, never a mix;
+ * the other's marks are counted and named. The trainer's marks (T_PID) come
+ * first here, KID's interleave; then a world where the child marks first.
+ */
+static void t_marks_of_one_process(void)
+{
+	struct world w;
+	struct engine *e;
+	struct eng_capture c;
+
+	world_init(&w);
+	w_thread_of(&w, KID, KID, "rank1\nppid=100\n");
+	for (unsigned k = 0; k < 6; k++)
+		w_mark_of(&w, 10 * SEC + k * (PRE + GPU) + 3 * MS, KID, KID + 1, 100 + k);
+	run_steps(&w, 6, 0, NULL);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	engine_capture(e, &c);
+	CHECK(engine_nsteps(e) == 7 && step_no(e, 0) && step_no(e, 5) && !step_no(e, 100),
+	      "%llu steps", (unsigned long long)engine_nsteps(e));
+	CHECK(c.mark_pid == T_PID && c.marks_ignored == 6 && c.nmarks_other == 1 &&
+	      c.marks_other[0] == KID && !c.marks_other_more,
+	      "mark_pid %u, %llu ignored of %u processes (first %u)", c.mark_pid,
+	      (unsigned long long)c.marks_ignored, c.nmarks_other, c.marks_other[0]);
+	engine_free(e);
+	world_free(&w);
+
+	/* the launcher's child marks first: its marks are the steps, the target's are left out */
+	world_init(&w);
+	w_thread_of(&w, KID, KID, "rank1\nppid=100\n");
+	for (unsigned k = 0; k < 8; k++)
+		w_mark_of(&w, 10 * SEC - 1 * MS + k * 40 * MS, KID, KID + 1, 500 + k);
+	run_steps(&w, 6, 0, NULL);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	engine_capture(e, &c);
+	CHECK(c.mark_pid == KID && c.marks_ignored == 7 && c.nmarks_other == 1 &&
+	      c.marks_other[0] == T_PID, "mark_pid %u, %llu ignored, first other %u", c.mark_pid,
+	      (unsigned long long)c.marks_ignored, c.marks_other[0]);
+	CHECK(engine_nsteps(e) == 8 && step_no(e, 500) && step_no(e, 506) && !step_no(e, 0),
+	      "%llu steps", (unsigned long long)engine_nsteps(e));
+	engine_free(e);
+	world_free(&w);
+}
+
 int main(void)
 {
 	RUN(t_chain_into_child);
@@ -517,5 +574,6 @@ int main(void)
 	RUN(t_waker_fault_runs_across_preemption);
 	RUN(t_stranger_waker);
 	RUN(t_process_names);
+	RUN(t_marks_of_one_process);
 	return test_summary();
 }
