@@ -38,7 +38,7 @@
 #define RESCAN_SPACING_NS 1000000000ull
 #define ATTACH_BUDGET_NS 2000000000ull /* the scans at attach, all processes */
 #define TICK_BUDGET_NS 100000000ull    /* the scans of one later call */
-#define FRESH_BUDGET_NS 20000000ull    /* those of processes new or exec'd, at a 100 ms tick */
+#define FRESH_BUDGET_NS 10000000ull    /* those of processes new or exec'd, at a 100 ms tick */
 
 enum {
 	R_FILE = 1,              /* executable file mapping with a record: symbolised */
