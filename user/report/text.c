@@ -795,13 +795,12 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 #define STACK_TEXT_FRAMES 6
 
 /* "iosys 12.3 ms, tid 7: fsync (libc.so.6) < save (train) < ..." */
-static void stack_text(struct symbols *sym, const struct eng_stack *st, FILE *f)
+/* the frames of st, innermost first, and a newline */
+static void stack_frames(struct symbols *sym, const struct eng_stack *st, FILE *f)
 {
-	char d[32], fr[512];
+	char fr[512];
 	uint32_t n = st->nframes < STACK_TEXT_FRAMES ? st->nframes : STACK_TEXT_FRAMES;
 
-	fprintf(f, "%s %s, tid %u: ", sym_event_name(st->ev_type),
-		fmt_ns(d, sizeof(d), st->ts - st->start_ns), st->tid);
 	if (!st->nframes)
 		fputs("(no user frames)", f);
 	for (uint32_t i = 0; i < n; i++) {
@@ -813,6 +812,15 @@ static void stack_text(struct symbols *sym, const struct eng_stack *st, FILE *f)
 	if (st->nframes > n || st->truncated)
 		fputs(" < ...", f);
 	fputc('\n', f);
+}
+
+static void stack_text(struct symbols *sym, const struct eng_stack *st, FILE *f)
+{
+	char d[32];
+
+	fprintf(f, "%s %s, tid %u: ", sym_event_name(st->ev_type),
+		fmt_ns(d, sizeof(d), st->ts - st->start_ns), st->tid);
+	stack_frames(sym, st, f);
 }
 
 /* under a tail line: where the step's critical thread was in its longest stacked event */
@@ -854,6 +862,13 @@ static void stacks_lines(const struct engine *e, struct symbols *sym, FILE *f)
 	      "with most time of each (--format json lists more):\n", f);
 	for (int k = 0; k < SYM_NKINDS; k++)
 	for (int i = 0, n = sym_hot_stacks(e, sym_kinds[k], h, 1); i < n; i++) {
+		if (!h[i].total_ns) {
+			/* instants: the first fault of each run; the runs' time is in the blame */
+			fprintf(f, "  %" PRIu64 " x %s (where a run of them began), tid %u: ",
+				h[i].count, sym_event_name(h[i].s.ev_type), h[i].s.tid);
+			stack_frames(sym, &h[i].s, f);
+			continue;
+		}
 		fprintf(f, "  %" PRIu64 " x, %s in all, longest ", h[i].count,
 			fmt_ns(t, sizeof(t), h[i].total_ns));
 		stack_text(sym, &h[i].s, f);
