@@ -16,6 +16,28 @@ need_sim() { # name: $SIMTRAINER and a stepblame that records ($STEPBLAME); test
 	fi
 	return 0
 }
+# A trainer just started in the background ($1, running the program $2) is held
+# (SIGSTOP) once the shell has exec'd it, so that its steps begin only inside a capture
+# started next: hold_trainer PID PROGRAM; then, with `stepblame record` running in the
+# background (its pid and log): release_when_attached PID RECORD_PID LOG. On a loaded
+# machine the probes take seconds to attach, and a fixed start delay misses steps.
+hold_trainer() {
+	local exe
+	exe=$(readlink -f "$2")
+	for _ in $(seq 200); do
+		[ "$(readlink /proc/$1/exe 2>/dev/null)" = "$exe" ] && break
+		sleep 0.01
+	done
+	kill -STOP "$1"
+}
+release_when_attached() {
+	for _ in $(seq 600); do
+		grep -q "attached [0-9]* probes" "$3" 2>/dev/null && break
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -CONT "$1"
+}
 need_prometheus() { # name: Debian's prometheus (the server binary); in CI its absence fails
 	if command -v prometheus >/dev/null; then return 0; fi
 	if [ -n "${STEPBLAME_REQUIRE_BPF:-}" ]; then

@@ -550,7 +550,8 @@ static void t_preemption_culprit(void)
 	hog = fork();
 	if (hog == 0) {
 		cpu_set_t one;
-		uint64_t end = mono_ns() + 3000000000ull;
+		/* until killed after the capture: the probes' start can take seconds on a loaded machine */
+		uint64_t end = mono_ns() + 60000000000ull;
 
 		prctl(PR_SET_NAME, "sbw-hog");
 		CPU_ZERO(&one);

@@ -24,10 +24,15 @@ trap cleanup EXIT
 one() { # name, simtrainer options...
 	local name=$1 rc simrc
 	shift
-	"$SIMTRAINER" --steps 300 --kernels 8 --kernel-us 600 --jitter 5 --start-delay-ms 1500 \
+	"$SIMTRAINER" --steps 300 --kernels 8 --kernel-us 600 --jitter 5 --start-delay-ms 200 \
 		--mark usdt --ckpt-dir "$ckdir" --quiet "$@" >"$tmp/$name.sim" 2>&1 &
 	sim=$!
-	"$STEPBLAME" record -p "$sim" -d 90 --no-gpu -o "$tmp/$name.sbt" >"$tmp/$name.rec" 2>&1
+	# every step inside the capture, however long the probes take to attach
+	hold_trainer "$sim" "$SIMTRAINER"
+	"$STEPBLAME" record -p "$sim" -d 90 --no-gpu -o "$tmp/$name.sbt" >"$tmp/$name.rec" 2>&1 &
+	local rec=$!
+	release_when_attached "$sim" $rec "$tmp/$name.rec"
+	wait $rec
 	rc=$?
 	wait "$sim"; simrc=$?; sim=
 	if [ $rc != 0 ] || [ $simrc != 0 ]; then

@@ -23,13 +23,18 @@ trap cleanup EXIT
 one() { # name, simtrainer options...
 	local name=$1 rc simrc
 	shift
-	"$SIMTRAINER" --steps 250 --kernels 10 --kernel-us 600 --start-delay-ms 1500 --mark usdt \
+	"$SIMTRAINER" --steps 250 --kernels 10 --kernel-us 600 --start-delay-ms 200 --mark usdt \
 		--quiet "$@" >"$tmp/$name.sim" 2>&1 &
 	sim=$!
-	# a limit the allocator probes fit: every step seen whole (the guard's sampling is
-	# tested apart); the counts, not the guard, are what is checked here
-	"$STEPBLAME" record -p "$sim" -d 90 --no-gpu --max-overhead 100 -o "$tmp/$name.sbt" \
-		>"$tmp/$name.rec" 2>&1
+	# held until the probes are attached: the audit needs its steps (and the injected
+	# ones) inside the capture. The guard off: every step seen whole (the guard's
+	# sampling is tested apart); the counts, not the guard, are what is checked here
+	hold_trainer "$sim" "$SIMTRAINER"
+	"$STEPBLAME" record -p "$sim" -d 90 --no-gpu --max-overhead 0 -o "$tmp/$name.sbt" \
+		>"$tmp/$name.rec" 2>&1 &
+	local rec=$!
+	release_when_attached "$sim" $rec "$tmp/$name.rec"
+	wait $rec
 	rc=$?
 	wait "$sim"; simrc=$?; sim=
 	if [ $rc != 0 ] || [ $simrc != 0 ]; then
