@@ -15,11 +15,16 @@ sim=
 cleanup() { [ -n "$sim" ] && kill -9 "$sim" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-"$SIMTRAINER" --steps 50 --kernels 8 --kernel-us 500 --start-delay-ms 1500 --mark usdt \
+"$SIMTRAINER" --steps 50 --kernels 8 --kernel-us 500 --start-delay-ms 200 --mark usdt \
 	--truth "$tmp/truth.jsonl" --quiet --inject hog@10-14:-10 --inject stall@30:60 \
 	>"$tmp/sim.out" 2>&1 &
 sim=$!
-"$STEPBLAME" record -p "$sim" -d 90 --no-gpu -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1
+# the injected steps inside the capture, however long the probes take to attach
+hold_trainer "$sim" "$SIMTRAINER"
+"$STEPBLAME" record -p "$sim" -d 90 --no-gpu -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1 &
+rec=$!
+release_when_attached "$sim" $rec "$tmp/record.out"
+wait $rec
 rc=$?
 wait "$sim"; simrc=$?; sim=
 if [ $rc != 0 ] || [ $simrc != 0 ] || [ ! -s "$tmp/trace.sbt" ]; then
