@@ -47,7 +47,7 @@ kernels() { "$STEPBLAME" dump "$1" 2>/dev/null | grep -c 'gpu kind=kernel .*name
 memfds() { grep '/memfd:stepblame-cupti' /proc/$1/maps | awk '{print $5}' | sort -u | wc -l; } # copies loaded
 
 # 1. loaded at attach; its records in the trace
-start "$tmp/a.out" --lib "$tmp/libcuda.so.1" 12000 || { fail $T "sbinject did not start"; exit 0; }
+start "$tmp/a.out" --lib "$tmp/libcuda.so.1" 20000 || { fail $T "sbinject did not start"; exit 0; }
 a=$tp
 "$STEPBLAME" record --no-alloc -p $a -d 1.5 -o "$tmp/1.sbtrace" >"$tmp/1.log" 2>&1
 rc=$?
