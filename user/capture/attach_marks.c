@@ -129,16 +129,27 @@ void attach_step_uprobe(struct probes *p)
 	free(f);
 }
 
+bool usdt_file(struct probes *p, struct file_key *k, int fd, const char *shown)
+{
+	char fpath[64];
+	bool left_out = false;
+
+	if (k->usdt_seen)
+		return false;
+	k->usdt_seen = 1;
+	fd_path(fd, fpath, sizeof(fpath));
+	if (elf_has_usdt(fd, "stepblame", "step"))
+		left_out = !attach_usdt_step(p, fpath, shown);
+	return left_out;
+}
+
 void probes_child_file(struct probes *p, int fd, const struct mapping *m)
 {
 	struct file_key *k;
-	char fpath[64];
 
-	if (!p || !p->marks || !(k = file_get(&p->files, m->dev, m->ino)) || k->usdt_seen)
+	if (!p || !p->marks || !(k = file_get(&p->files, m->dev, m->ino)))
 		return;
-	k->usdt_seen = 1;
-	fd_path(fd, fpath, sizeof(fpath));
-	if (elf_has_usdt(fd, "stepblame", "step") && !attach_usdt_step(p, fpath, m->path)) {
+	if (usdt_file(p, k, fd, m->path)) {
 		p->usdt_left_out++;
 		add_status(p, "usdt:stepblame:step", false, false,
 			   "%s (mapped by a child): at most %d files get probes, the first ones "

@@ -484,8 +484,10 @@ static void try_channel(struct capture *c, bool first)
 
 		if (kid && (c->chan = channel_of(c, kid, false, kerr, sizeof(kerr))))
 			pid = kid;
-		else if (kid && errno != ENOENT)
-			snprintf(err, sizeof(err), "%s", kerr), errno = EPERM;
+		else if (kid && errno != ENOENT) {
+			snprintf(err, sizeof(err), "%s", kerr);
+			errno = EPERM;
+		}
 	}
 	if (!c->chan) {
 		if (first && errno != ENOENT)

@@ -198,10 +198,8 @@ static void probe_file(struct probes *p, struct scan *sc, const struct mapping *
 	char fpath[64];
 
 	fd_path(fd, fpath, sizeof(fpath));
-	if (!k->usdt_seen && elf_has_usdt(fd, "stepblame", "step") &&
-	    !attach_usdt_step(p, fpath, m->path))
+	if (usdt_file(p, k, fd, m->path))
 		sc->usdt_left_out++;
-	k->usdt_seen = 1;
 	if (!p->o.no_cuda && !strncmp(b, "libcuda.so", 10))
 		attach_cuda(p, fpath, m->path);
 	if (p->alloc && !p->alloc_attached && !p->o.alloc_lib && is_libc(m->path))
@@ -378,7 +376,7 @@ static void check_creds_again(struct probes *p)
 
 int probes_follow(struct probes *p, pid_t pid, pid_t ppid)
 {
-	struct { __u32 parent, pad; } f = { .parent = (__u32)ppid };
+	struct followed_v f = { .parent = (__u32)ppid };
 	uint32_t ids[8];
 	uint64_t cap, one = 1;
 	__u32 key = (__u32)pid, zero = 0;
@@ -397,7 +395,7 @@ int probes_follow(struct probes *p, pid_t pid, pid_t ppid)
 
 bool probes_followed(const struct probes *p, pid_t pid)
 {
-	struct { __u32 parent, pad; } f;
+	struct followed_v f;
 	__u32 key = (__u32)pid;
 
 	return pid > 0 && !bpf_map_lookup_elem(bpf_map__fd(p->sched->maps.followed), &key, &f);

@@ -78,6 +78,11 @@ struct file_set {
 	uint32_t cap, n;            /* slots (a power of two), entries */
 };
 
+/* struct followed_proc of bpf/common.bpf.h: the value of the followed table */
+struct followed_v {
+	uint32_t parent, pad;
+};
+
 /* struct target_state of bpf/common.bpf.h */
 struct target_state_v {
 	uint64_t stopped, stop_ns;
@@ -282,6 +287,11 @@ void reap_detach(struct probes *p);
 int open_marks(struct probes *p);
 /* the step note's probe on the file at fpath (shown as shown); false: past USDT_MAX, left out */
 bool attach_usdt_step(struct probes *p, const char *fpath, const char *shown);
+/*
+ * The step note of a mapped file (fd verified), looked at once per file (k):
+ * true when the file has the note and was left out (USDT_MAX files probed)
+ */
+bool usdt_file(struct probes *p, struct file_key *k, int fd, const char *shown);
 /*
  * An executable file that a followed child maps (stackmaps.c, the first time
  * it sees the mapping; fd opened as mapped): its step note gets the probes
