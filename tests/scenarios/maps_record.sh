@@ -7,7 +7,9 @@
 # name with no control character left in either report); the heap
 # grown by brk during the capture is still [heap]; and the stacks of its child
 # process (forked and exec'd again before the attach: its own address layout)
-# are symbolised with the child's own mappings (child_work_loop).
+# are symbolised with the child's own mappings (child_work_loop). Every
+# executable file mapping of both processes carries its file's build id (as
+# readelf reads it), the child's libraries too, which the agent reads once per file.
 set -u
 . "$(dirname "$0")/../lib.sh"
 T=maps_record
@@ -105,4 +107,34 @@ if "child_work_loop+0x" not in text:
 print("; ".join(bad) if bad else "ok")
 PY
 )
+if [ "$out" = ok ]; then
+	"$STEPBLAME" dump --format jsonl "$tmp/trace.sbt" >"$tmp/dump.jsonl" 2>/dev/null
+	out=$(python3 - "$tmp/dump.jsonl" "$tpid" <<'PY'
+import json, subprocess, sys
+target = int(sys.argv[2])
+real, bad, seen = {}, [], set()
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") != "mapping":
+        continue
+    f = dict(kv.split("=", 1) for kv in r["text"].strip().split("\n") if "=" in kv)
+    if f.get("kind") != "file" or f.get("perms", "")[2:3] != "x":
+        continue
+    path = f.get("path") or f.get("name")
+    if path not in real:
+        out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
+        ids = [l.split(":", 1)[1].strip() for l in out.splitlines() if "Build ID:" in l]
+        real[path] = ids[0] if ids else ""
+    seen.add((r["pid"] == target, path))
+    if f.get("build_id", "") != real[path]:
+        bad.append("pid %d %s: build_id %r, readelf %r" % (r["pid"], path, f.get("build_id"), real[path]))
+kids = {p for t, p in seen if not t}
+if not kids or not {p for t, p in seen if t} & kids:
+    bad.append("no executable file mapped by both processes: %s" % sorted(seen))
+if not any(real.values()):
+    bad.append("no file with a build id")
+print("; ".join(bad[:4]) if bad else "ok")
+PY
+)
+fi
 if [ "$out" = ok ]; then pass $T; else fail $T "$out"; fi

@@ -143,6 +143,16 @@ bool usdt_file(struct probes *p, struct file_key *k, int fd, const char *shown)
 	return left_out;
 }
 
+bool probes_child_file_seen(struct probes *p, uint64_t dev, uint64_t ino)
+{
+	struct file_key *k;
+
+	if (!p || !p->marks)
+		return true;
+	k = file_get(&p->files, dev, ino);
+	return k && k->usdt_seen;
+}
+
 void probes_child_file(struct probes *p, int fd, const struct mapping *m)
 {
 	struct file_key *k;

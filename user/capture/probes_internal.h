@@ -298,6 +298,8 @@ bool usdt_file(struct probes *p, struct file_key *k, int fd, const char *shown);
  * too, once per file.
  */
 void probes_child_file(struct probes *p, int fd, const struct mapping *m);
+/* has probes_child_file looked at that file already (or are there no step probes)? */
+bool probes_child_file_seen(struct probes *p, uint64_t dev, uint64_t ino);
 /* --step-uprobe LIB:SYM (p->step_uprobe_attached says whether it did) */
 void attach_step_uprobe(struct probes *p);
 

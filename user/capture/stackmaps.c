@@ -39,6 +39,7 @@
 #define ATTACH_BUDGET_NS 2000000000ull /* the scans at attach, all processes */
 #define TICK_BUDGET_NS 100000000ull    /* the scans of one later call */
 #define FRESH_BUDGET_NS 10000000ull    /* those of processes new or exec'd, at a 100 ms tick */
+#define BIDS_MAX 4096        /* files whose build id is known (a power of two) */
 
 enum {
 	R_FILE = 1,              /* executable file mapping with a record: symbolised */
@@ -67,8 +68,16 @@ struct proc {
 	bool lib_said;           /* and stackmaps_lib_missing said so */
 };
 
+/* a file's build id, read once for every process that maps it */
+struct bid {
+	uint64_t dev, ino;       /* ino 0: a free slot */
+	char hex[96];            /* "" where the file has none or could not be read */
+};
+
 struct stackmaps {
 	pid_t pid;               /* the target: procs[0] */
+	struct bid *bids;        /* open addressing on (dev, ino) */
+	size_t nbids;
 	struct proc procs[PROCS_MAX];
 	uint64_t *jit;           /* open addressing, 0 = empty */
 	size_t njit;
@@ -87,7 +96,8 @@ struct stackmaps *stackmaps_new(pid_t pid)
 	s->procs[0].pid = pid;
 	s->procs[0].attach = true;
 	s->jit = calloc(JIT_ADDRS_MAX, sizeof(*s->jit));
-	if (!s->jit) {
+	s->bids = calloc(BIDS_MAX, sizeof(*s->bids));
+	if (!s->jit || !s->bids) {
 		stackmaps_free(s);
 		return NULL;
 	}
@@ -101,6 +111,7 @@ void stackmaps_free(struct stackmaps *s)
 	for (size_t i = 0; i < PROCS_MAX; i++)
 		free(s->procs[i].r);
 	free(s->jit);
+	free(s->bids);
 	free(s);
 }
 
@@ -261,7 +272,12 @@ void stackmaps_saw(struct stackmaps *s, const struct sb_hdr *h)
 	}
 }
 
-/* the GNU build id of the file open on fd, as hex, or "" */
+/*
+ * The GNU build id of the file open on fd, as hex, or "". Read, not mapped:
+ * a library of hundreds of MiB mapped and unmapped for its 20 bytes is page
+ * table work that, on a guest with shadow page tables, the trainer's own
+ * page faults wait behind (docs/ARCHITECTURE.md, "Stacks").
+ */
 static void build_id_hex(int fd, char *out, size_t len)
 {
 	Elf *elf;
@@ -270,13 +286,28 @@ static void build_id_hex(int fd, char *out, size_t len)
 
 	out[0] = 0;
 	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf)
 		return;
 	n = dwelf_elf_gnu_build_id(elf, &id);
 	for (ssize_t i = 0; i < n && (size_t)(2 * i + 2) < len; i++)
 		snprintf(out + 2 * i, 3, "%02x", ((const unsigned char *)id)[i]);
 	elf_end(elf);
+}
+
+/* the slot of (dev, ino) in the build id cache: its entry, or the free slot for it; NULL when full */
+static struct bid *bid_slot(struct stackmaps *s, uint64_t dev, uint64_t ino)
+{
+	uint64_t h = (dev * 0x9e3779b97f4a7c15ull) ^ (ino * 0xc2b2ae3d27d4eb4full);
+
+	for (size_t i = 0, j = (h >> 17) & (BIDS_MAX - 1); i < BIDS_MAX;
+	     i++, j = (j + 1) & (BIDS_MAX - 1)) {
+		struct bid *b = &s->bids[j];
+
+		if (!b->ino || (b->ino == ino && b->dev == dev))
+			return b;
+	}
+	return NULL;
 }
 
 /* one line of /proc/PID/maps, parsed; name points into the line */
@@ -371,9 +402,21 @@ static void put_line(struct scan_ctx *c, const struct line *l, bool attach)
 	safe_name(name, sizeof(name), l->name, l->name_len);
 	bid[0] = 0;
 	if (exec_file) {
-		struct mapping *m = malloc(sizeof(*m));
+		uint64_t dev = makedev(l->maj, l->min);
+		struct bid *b = l->ino ? bid_slot(c->s, dev, l->ino) : NULL;
+		struct mapping *m = NULL;
 		int fd;
 
+		/*
+		 * A file another followed process maps (a forked child maps its
+		 * parent's libraries): its build id is known, and once looked at
+		 * for the step note it is not opened again.
+		 */
+		if (b && b->ino && (c->pr->pid == c->s->pid ||
+				    probes_child_file_seen(c->p, dev, l->ino)))
+			snprintf(bid, sizeof(bid), "%s", b->hex);
+		else
+			m = malloc(sizeof(*m));
 		if (m) {
 			/* the file opened through map_files, never by a name the target controls */
 			memset(m, 0, sizeof(*m));
@@ -385,7 +428,17 @@ static void put_line(struct scan_ctx *c, const struct line *l, bool attach)
 			m->deleted = l->deleted;
 			fd = open_mapped_pid(c->p, c->pr->pid, m);
 			if (fd >= 0) {
-				build_id_hex(fd, bid, sizeof(bid));
+				if (b && b->ino)
+					snprintf(bid, sizeof(bid), "%s", b->hex);
+				else
+					build_id_hex(fd, bid, sizeof(bid));
+				/* cached only from the file itself: a mapping gone (fd < 0) says nothing */
+				if (b && !b->ino && c->s->nbids < BIDS_MAX / 2) {
+					b->dev = dev;
+					b->ino = l->ino;
+					snprintf(b->hex, sizeof(b->hex), "%s", bid);
+					c->s->nbids++;
+				}
 				if (c->pr->pid != c->s->pid)
 					probes_child_file(c->p, fd, m);
 				drop_lease(fd);
