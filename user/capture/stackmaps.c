@@ -71,6 +71,7 @@ struct proc {
 /* a file's build id, read once for every process that maps it */
 struct bid {
 	uint64_t dev, ino;       /* ino 0: a free slot */
+	uint64_t name;           /* a hash of the path: btrfs subvolumes share the maps' dev */
 	char hex[96];            /* "" where the file has none or could not be read */
 };
 
@@ -296,15 +297,15 @@ static void build_id_hex(int fd, char *out, size_t len)
 }
 
 /* the slot of (dev, ino) in the build id cache: its entry, or the free slot for it; NULL when full */
-static struct bid *bid_slot(struct stackmaps *s, uint64_t dev, uint64_t ino)
+static struct bid *bid_slot(struct stackmaps *s, uint64_t dev, uint64_t ino, uint64_t name)
 {
-	uint64_t h = (dev * 0x9e3779b97f4a7c15ull) ^ (ino * 0xc2b2ae3d27d4eb4full);
+	uint64_t h = (dev * 0x9e3779b97f4a7c15ull) ^ (ino * 0xc2b2ae3d27d4eb4full) ^ name;
 
 	for (size_t i = 0, j = (h >> 17) & (BIDS_MAX - 1); i < BIDS_MAX;
 	     i++, j = (j + 1) & (BIDS_MAX - 1)) {
 		struct bid *b = &s->bids[j];
 
-		if (!b->ino || (b->ino == ino && b->dev == dev))
+		if (!b->ino || (b->ino == ino && b->dev == dev && b->name == name))
 			return b;
 	}
 	return NULL;
@@ -403,9 +404,14 @@ static void put_line(struct scan_ctx *c, const struct line *l, bool attach)
 	bid[0] = 0;
 	if (exec_file) {
 		uint64_t dev = makedev(l->maj, l->min);
-		struct bid *b = l->ino ? bid_slot(c->s, dev, l->ino) : NULL;
+		uint64_t hname = 1469598103934665603ull; /* FNV-1a */
 		struct mapping *m = NULL;
+		struct bid *b;
 		int fd;
+
+		for (size_t i = 0; i < l->name_len; i++)
+			hname = (hname ^ (unsigned char)l->name[i]) * 1099511628211ull;
+		b = l->ino ? bid_slot(c->s, dev, l->ino, hname) : NULL;
 
 		/*
 		 * A file another followed process maps (a forked child maps its
@@ -436,6 +442,7 @@ static void put_line(struct scan_ctx *c, const struct line *l, bool attach)
 				if (b && !b->ino && c->s->nbids < BIDS_MAX / 2) {
 					b->dev = dev;
 					b->ino = l->ino;
+					b->name = hname;
 					snprintf(b->hex, sizeof(b->hex), "%s", bid);
 					c->s->nbids++;
 				}
