@@ -107,6 +107,15 @@ class Net(nn.Module):
         return self.body(x)
 
 
+def name_worker(_):
+    """What PyTorch 2.3 and later do in each DataLoader worker process: its main
+    thread is called pt_data_worker (torch.multiprocessing._set_thread_name),
+    which Debian's 1.13 does not do."""
+    if getattr(torch.multiprocessing, "_set_thread_name", None):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(15, b"pt_data_worker", 0, 0, 0)  # PR_SET_NAME
+
+
 def schedstat(tid):
     """(time on a CPU, time waiting on a run queue) of thread tid, ns"""
     with open("/proc/self/task/%d/schedstat" % tid) as f:
@@ -157,7 +166,8 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     data = Images(a.batch * (a.steps + 2), a.batch, slow, a.slow_dir)
-    loader = DataLoader(data, batch_size=a.batch, num_workers=a.workers, shuffle=False)
+    loader = DataLoader(data, batch_size=a.batch, num_workers=a.workers, shuffle=False,
+                        worker_init_fn=name_worker)
     it = iter(loader)
     workers = [w.pid for w in getattr(it, "_workers", [])]
     tid = threading.get_native_id()

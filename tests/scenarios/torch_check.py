@@ -118,7 +118,8 @@ for n in slow:
         continue
     c, act = b["culprit"], b["culprit"].get("waker_activity", {})
     told = sum(v for k, v in act.items() if k.endswith("_ns"))
-    if "process" not in c or not c["process"] or c["process"].startswith("python3[") or told < 0.9 * b["ns"]:
+    # the loop names its workers as PyTorch 2.3 on does (pt_data_worker)
+    if not c.get("process", "").startswith("DataLoader worker ") or told < 0.9 * b["ns"]:
         bad.append("step %d: %s blocked on %s, activity %.1f of %.1f ms" % (n, c.get("comm"), c.get("process"), told / MS, b["ns"] / MS))
 out(not bad, "loader_chain", "; ".join(bad))
 

@@ -489,6 +489,10 @@ static void t_process_names(void)
 	w_thread_of(&w, 205, 205, "worker\nppid=100\n");
 	/* 205 exits; its PID comes back as a child of 203, under a name of its own */
 	w_thread_of(&w, 205, 205, "worker2\nppid=203\ncmdline=/bin/sh -c true\n");
+	/* DataLoader workers as PyTorch 2.3 on names them: counted among themselves */
+	w_thread_of(&w, 206, 206, "pt_data_worker\nppid=100\ncmdline=python3 train.py\n");
+	w_thread_of(&w, 207, 207, "python3\nppid=100\ncmdline=python3 train.py\n");
+	w_thread_of(&w, 208, 208, "pt_data_worker\nppid=100\ncmdline=python3 train.py\n");
 	run_steps(&w, 3, 0, NULL);
 	e = run_world(&w);
 	REQUIRE(e, "engine");
@@ -502,6 +506,12 @@ static void t_process_names(void)
 	CHECK(!engine_process_name(e, 204, name, sizeof(name)), "204 '%s'", name);
 	CHECK(engine_process_name(e, 205, name, sizeof(name)) &&
 	      !strcmp(name, "worker2, child process 1 of python3[203]"), "205 '%s'", name);
+	CHECK(engine_process_name(e, 206, name, sizeof(name)) &&
+	      !strcmp(name, "DataLoader worker 1 of trainer[100]"), "206 '%s'", name);
+	CHECK(engine_process_name(e, 207, name, sizeof(name)) &&
+	      !strcmp(name, "python3, child process 4 of trainer[100]"), "207 '%s'", name);
+	CHECK(engine_process_name(e, 208, name, sizeof(name)) &&
+	      !strcmp(name, "DataLoader worker 2 of trainer[100]"), "208 '%s'", name);
 	engine_free(e);
 	world_free(&w);
 }

@@ -562,6 +562,12 @@ static const char *proc_comm(const struct engine *e, uint32_t pid)
 	return c[0] ? c : "process";
 }
 
+/*
+ * What PyTorch (2.3 on) names a DataLoader worker process's main thread
+ * (torch.multiprocessing._set_thread_name in the worker loop)
+ */
+#define DATALOADER_WORKER_COMM "pt_data_worker"
+
 bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t len)
 {
 	const struct proc *p = pid != e->target_pid ? proc_find(e, pid) : NULL;
@@ -571,6 +577,17 @@ bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t
 		buf[0] = 0;
 	if (!p || !p->ppid)
 		return false;
+	if (!strcmp(thread_name_of(e, pid), DATALOADER_WORKER_COMM)) {
+		/* N among the parent's DataLoader workers, in the order they were seen */
+		uint32_t n = 1;
+
+		for (uint32_t i = 0; i < e->nprocs; i++)
+			if (e->procs[i].ppid == p->ppid && e->procs[i].order < p->order &&
+			    !strcmp(thread_name_of(e, e->procs[i].pid), DATALOADER_WORKER_COMM))
+				n++;
+		snprintf(buf, len, "DataLoader worker %u of %s[%u]", n, proc_comm(e, p->ppid), p->ppid);
+		return true;
+	}
 	cmd = p->cmdline ? p->cmdline : "";
 	/* what Python's multiprocessing puts on the command line of the processes it starts */
 	if (strstr(cmd, "from multiprocessing.spawn import spawn_main") ||
