@@ -5,6 +5,9 @@
 Prints PASS/FAIL lines (tests/lib.sh's format).
 """
 import json
+import os
+import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -24,7 +27,7 @@ def mono():
 
 
 sim = subprocess.Popen([simtrainer, "--steps", "400", "--kernels", "6", "--kernel-us", "1000",
-                        "--start-delay-ms", "1500", "--quiet"],
+                        "--start-delay-ms", "500", "--quiet"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 exited = {}
 
@@ -34,10 +37,25 @@ def reap():
     exited["t"] = mono()
 
 
+# held until the probes are in: on a loaded machine they take seconds, and the
+# start delay alone would let the first steps pass before them
+os.kill(sim.pid, signal.SIGSTOP)
 threading.Thread(target=reap, daemon=True).start()
 err = open(tmp + "/live.err", "w")
 a = subprocess.Popen([stepblame, "attach", "-p", str(sim.pid), "-d", "60", "--no-gpu",
                       "--jsonl", "-"], stdout=subprocess.PIPE, stderr=err, text=True)
+
+
+def release():
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and a.poll() is None:
+        if re.search(r"attached \d+ probes", open(tmp + "/live.err").read()):
+            break
+        time.sleep(0.05)
+    os.kill(sim.pid, signal.SIGCONT)
+
+
+threading.Thread(target=release, daemon=True).start()
 rows = []
 for line in a.stdout:
     now = mono()
