@@ -5,7 +5,8 @@
 # read), its GPU channel is the timeline, and its interference is blamed as in
 # a direct capture (scored against simtrainer's ground truth). Two trainers
 # under one launcher (two ranks): the steps are one process's, never a mix,
-# and the report says whose marks it left out.
+# and the report says whose marks it left out. The shell's environment has no
+# RANK: the trainer's is the capture's identity and the live metrics' label.
 set -u
 . "$(dirname "$0")/../lib.sh"
 T=launcher_child
@@ -36,7 +37,9 @@ child_of() { # pid: its first child's pid
 
 # 1. record -p on the shell that runs the trainer (the `; st=$?` keeps bash
 #    from exec'ing it: a real child), interference injected at known steps
-bash -c "\"$SIMTRAINER\" --steps 140 --kernels 8 --kernel-us 500 --start-delay-ms 200 \
+env -u RANK -u LOCAL_RANK -u WORLD_SIZE -u TORCHELASTIC_RUN_ID -u SLURM_JOB_ID -u JOB_ID \
+	-u SLURM_PROCID -u SLURM_LOCALID -u SLURM_NTASKS \
+	bash -c "RANK=3 LOCAL_RANK=1 TORCHELASTIC_RUN_ID=job-a \"$SIMTRAINER\" --steps 140 --kernels 8 --kernel-us 500 --start-delay-ms 200 \
 	--truth \"$tmp/truth.jsonl\" --ckpt-dir \"$tmp\" --quiet \
 	--inject hog@40-46:-10 --inject stall@70:60 --inject ckpt@100:64; st=\$?; exit \$st" \
 	>"$tmp/sim1.out" 2>&1 &
@@ -73,6 +76,12 @@ elif nums != list(range(nums[0], nums[0] + len(nums))):
     print("FAIL launcher_child_steps: step numbers not consecutive: %s" % nums[:20])
 else:
     print("PASS launcher_child_steps (%d steps of the trainer, pid %d, under the shell %d)" % (len(steps), kid, sh))
+# the shell's environment has no ids; the trainer's RANK and job are the capture's
+idn = d.get("identity", {})
+if (idn.get("rank"), idn.get("local_rank"), idn.get("job")) == ("3", "1", "job-a"):
+    print("PASS launcher_child_ids (rank, local_rank and job of the marking child)")
+else:
+    print("FAIL launcher_child_ids: identity %s" % idn)
 EOF
 if grep -q "marked by usdt in simtrainer, child process 1 of bash\[$sh1\] (pid $kid)" "$tmp/1.txt"; then
 	pass ${T}_text_says_whose
@@ -147,3 +156,36 @@ elif len(steps) < 598 or gpu < len(steps) * 0.8:
 else:
     print("PASS launcher_child_run (%d steps, %d with GPU work, channel of the child %s)" % (len(steps), gpu, m.group(1)))
 EOF
+
+# 4. live metrics of a shell: its environment has no RANK; the trainer's labels them
+#    from its first step (what a torchrun worker's environment carries)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+env -u RANK -u LOCAL_RANK -u WORLD_SIZE -u TORCHELASTIC_RUN_ID -u SLURM_JOB_ID -u JOB_ID \
+	-u SLURM_PROCID -u SLURM_LOCALID -u SLURM_NTASKS \
+	bash -c "RANK=5 \"$SIMTRAINER\" --steps 3000 --kernels 8 --quiet; st=\$?; exit \$st" \
+	>"$tmp/sim4.out" 2>&1 &
+sh4=$!
+pids="$pids $sh4"
+sleep 0.3
+"$STEPBLAME" attach -p $sh4 -d 6 --metrics-addr "127.0.0.1:$port" >"$tmp/4.out" 2>"$tmp/4.log" &
+att=$!
+python3 - "$port" <<'PY'
+import re, sys, time, urllib.request
+url, last = "http://127.0.0.1:%s/metrics" % sys.argv[1], ""
+deadline = time.monotonic() + 5.5
+while time.monotonic() < deadline:
+    try:
+        last = urllib.request.urlopen(url, timeout=1).read().decode()
+    except OSError:
+        pass
+    m = re.search(r"^stepblame_steps_total\{([^}]*)\} (\d+)", last, re.M)
+    if m and 'rank="5"' in m.group(1) and int(m.group(2)) > 0:
+        print("PASS launcher_child_metrics_rank (%s, %s steps)" % (m.group(1), m.group(2)))
+        break
+    time.sleep(0.2)
+else:
+    print("FAIL launcher_child_metrics_rank: %s" % [l for l in last.splitlines() if l.startswith("stepblame_steps_total")])
+PY
+wait $att
+kill $sh4 2>/dev/null
+wait $sh4 2>/dev/null || true

@@ -164,6 +164,50 @@ static void t_labels_from_environment(void)
 	waitpid(pid, NULL, 0);
 }
 
+/*
+ * A launcher's environment has no ids; the child that marks the steps does:
+ * its ids label the metrics from then on, unless a flag gave them or the
+ * target's environment had some
+ */
+static void t_labels_of_marking_child(void)
+{
+	struct eng_identity id = { 0 };
+	struct metrics_labels lb = { 0 };
+	struct metrics *m;
+	char *t;
+
+	snprintf(lb.host, sizeof(lb.host), "h");
+	lb.from_env = true;
+	snprintf(id.rank, sizeof(id.rank), "3");
+	snprintf(id.job, sizeof(id.job), "j7");
+	m = metrics_new(&lb, 1, "bash");
+	REQUIRE(m, "metrics_new");
+	t = render(m);
+	CHECK(t && strstr(t, "stepblame_steps_total{host=\"h\"}"), "before: %.300s", t ? t : "");
+	free(t);
+	metrics_identity(m, &id);
+	t = render(m);
+	CHECK(t && strstr(t, "stepblame_steps_total{job=\"j7\",rank=\"3\",host=\"h\"}"),
+	      "after: %.300s", t ? t : "");
+	free(t);
+	/* adopted once: another child's ids later change nothing */
+	snprintf(id.rank, sizeof(id.rank), "4");
+	metrics_identity(m, &id);
+	t = render(m);
+	CHECK(t && strstr(t, "rank=\"3\"") && !strstr(t, "rank=\"4\""), "again: %.300s", t ? t : "");
+	free(t);
+	metrics_free(m);
+	/* a flag gave one of them: left as given */
+	lb.from_env = false;
+	m = metrics_new(&lb, 1, "bash");
+	REQUIRE(m, "metrics_new");
+	metrics_identity(m, &id);
+	t = render(m);
+	CHECK(t && !strstr(t, "rank=") && !strstr(t, "job="), "flags: %.300s", t ? t : "");
+	free(t);
+	metrics_free(m);
+}
+
 static int http(int port, const char *req, char *out, size_t len)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
@@ -226,6 +270,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	RUN(t_sums_and_labels);
 	RUN(t_labels_from_environment);
+	RUN(t_labels_of_marking_child);
 	RUN(t_server);
 	return test_summary();
 }

@@ -72,6 +72,7 @@ struct capture {
 	bool inject_later;           /* no libcuda at the start: load the collector once it maps one */
 	bool inject_now;             /* it does now (seen by try_channel) */
 	pid_t mark_pid;              /* the first process whose step mark came (the report's steps) */
+	bool mark_ids_put;           /* that process's record again, with its job and rank ids */
 	unsigned chan_tries;         /* try_channel calls */
 	bool chan_mark_tried;        /* the marking child's channel looked for as soon as it marked */
 	int children_followed;       /* descendants found at attach and followed */
@@ -128,7 +129,8 @@ static int put_text(struct capture *c, uint16_t type, uint32_t id, uint32_t pid,
 static int put_process(struct capture *c, pid_t pid, pid_t ppid, const char *comm_seen)
 {
 	static char text[8192];
-	size_t n = process_facts(pid, ppid, comm_seen, text, sizeof(text));
+	/* the marking child's job and rank ids: a launcher's own environment has none */
+	size_t n = process_facts(pid, ppid, comm_seen, pid == c->mark_pid, text, sizeof(text));
 
 	return put_text(c, SB_REC_THREAD, 0, pid, pid, text, n);
 }
@@ -425,7 +427,7 @@ static pid_t channel_child(struct capture *c)
 		return 0;
 	/* the steps are the first marking process's (schemas/report.md): its GPU timeline */
 	if (c->mark_pid && c->mark_pid != c->o->probe.pid)
-		return probes_followed(c->probes, c->mark_pid) ? c->mark_pid : 0;
+		return probes_followed(c->probes, c->mark_pid, NULL) ? c->mark_pid : 0;
 	/* no marks (GPU-marked steps): a child's channel once marks had time to come */
 	if (c->mark_pid || c->chan_tries < 3 || !(d = opendir(SBC_DIR)))
 		return 0;
@@ -439,7 +441,7 @@ static pid_t channel_child(struct capture *c)
 			continue;
 		pid = strtol(de->d_name + pl, &end, 10);
 		if (*end == '-' && pid > 0 && pid != c->o->probe.pid && pid <= INT32_MAX &&
-		    probes_followed(c->probes, (pid_t)pid))
+		    probes_followed(c->probes, (pid_t)pid, NULL))
 			found = (pid_t)pid;
 	}
 	closedir(d);
@@ -894,12 +896,20 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 				ring_buffer__consume(rb);
 				/* a child forked or exec'd since: its code's step marks get probes now */
 				stackmaps_scan_fresh(c->maps, c->probes, now, put_map_text, c);
+				if (c->mark_pid && c->mark_pid != pid && !c->mark_ids_put) {
+					pid_t pp = 0;
+
+					/* the parent it was followed from, as its first record said */
+					c->mark_ids_put = true;
+					if (probes_followed(c->probes, c->mark_pid, &pp) && pp > 0)
+						put_process(c, c->mark_pid, pp, NULL);
+				}
 				/* a child's marks are the steps: its channel, if any, now */
 				if (!c->chan && c->mark_pid && c->mark_pid != pid && !c->chan_mark_tried) {
 					c->chan_mark_tried = true;
 					try_channel(c, false);
 					/* one that runs CUDA without the collector: loaded into it, as into a target */
-					if (!c->chan && probes_followed(c->probes, c->mark_pid)) {
+					if (!c->chan && probes_followed(c->probes, c->mark_pid, NULL)) {
 						late_inject(o, c->mark_pid, inject_msg, sizeof(inject_msg));
 						if (inject_msg[0]) {
 							note(c, "%s", inject_msg);

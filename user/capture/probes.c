@@ -393,12 +393,16 @@ int probes_follow(struct probes *p, pid_t pid, pid_t ppid)
 	return 0;
 }
 
-bool probes_followed(const struct probes *p, pid_t pid)
+bool probes_followed(const struct probes *p, pid_t pid, pid_t *parent)
 {
 	struct followed_v f;
 	__u32 key = (__u32)pid;
 
-	return pid > 0 && !bpf_map_lookup_elem(bpf_map__fd(p->sched->maps.followed), &key, &f);
+	if (pid <= 0 || bpf_map_lookup_elem(bpf_map__fd(p->sched->maps.followed), &key, &f))
+		return false;
+	if (parent)
+		*parent = (pid_t)f.parent;
+	return true;
 }
 
 bool probes_stopped(const struct probes *p, struct probes_stop *s)

@@ -108,8 +108,8 @@ bool probes_stopped(const struct probes *p, struct probes_stop *s);
  * target's (SECURITY.md), or another -errno (the kernel's table full).
  */
 int probes_follow(struct probes *p, pid_t pid, pid_t ppid);
-/* is pid (a process) a followed descendant of the target now? */
-bool probes_followed(const struct probes *p, pid_t pid);
+/* is pid (a process) a followed descendant of the target now? parent (if not NULL): its parent as followed */
+bool probes_followed(const struct probes *p, pid_t pid, pid_t *parent);
 
 /* what looking at the target's mapped files cost this process so far (tests, -v) */
 struct probes_scan_counters {

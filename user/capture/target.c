@@ -299,6 +299,22 @@ bool cpu_online(int cpu)
 	return buf[0] == '1';
 }
 
+/* the job, rank, local_rank and world_size lines of pid's environment (those set) */
+static void env_id_lines(pid_t pid, char *buf, size_t len, size_t *off)
+{
+	struct target_ids ids;
+
+	target_env_ids(pid, &ids);
+	if (ids.job[0])
+		kv(buf, len, off, "job", "%s", ids.job);
+	if (ids.rank[0])
+		kv(buf, len, off, "rank", "%s", ids.rank);
+	if (ids.local_rank[0])
+		kv(buf, len, off, "local_rank", "%s", ids.local_rank);
+	if (ids.world_size[0])
+		kv(buf, len, off, "world_size", "%s", ids.world_size);
+}
+
 size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid)
 {
 	char path[64], comm[64] = "", cmd[4096] = "", exe[4096] = "", status[4096];
@@ -334,19 +350,7 @@ size_t target_facts(pid_t pid, char *buf, size_t len, uid_t *uid)
 	kv(buf, len, &off, "uid", "%d", (int)*uid);
 	kv(buf, len, &off, "start_time_ticks", "%llu",
 	   (unsigned long long)target_start_time(pid));
-	{
-		struct target_ids ids;
-
-		target_env_ids(pid, &ids);
-		if (ids.job[0])
-			kv(buf, len, &off, "job", "%s", ids.job);
-		if (ids.rank[0])
-			kv(buf, len, &off, "rank", "%s", ids.rank);
-		if (ids.local_rank[0])
-			kv(buf, len, &off, "local_rank", "%s", ids.local_rank);
-		if (ids.world_size[0])
-			kv(buf, len, &off, "world_size", "%s", ids.world_size);
-	}
+	env_id_lines(pid, buf, len, &off);
 	return off < len ? off : len - 1;
 }
 
@@ -482,7 +486,7 @@ int target_descendants(pid_t root, int (*cb)(void *ctx, pid_t pid, pid_t ppid), 
 	return found;
 }
 
-size_t process_facts(pid_t pid, pid_t ppid, const char *comm_seen, char *buf, size_t len)
+size_t process_facts(pid_t pid, pid_t ppid, const char *comm_seen, bool ids, char *buf, size_t len)
 {
 	char path[64], comm[64] = "", cmd[2048] = "";
 	char ecomm[4 * sizeof(comm)], ecmd[4 * sizeof(cmd)];
@@ -512,5 +516,7 @@ size_t process_facts(pid_t pid, pid_t ppid, const char *comm_seen, char *buf, si
 	/* a zombie's is empty: not said rather than said empty */
 	if (ecmd[0])
 		kv(buf, len, &off, "cmdline", "%s", ecmd);
+	if (ids)
+		env_id_lines(pid, buf, len, &off);
 	return off < len ? off : len - 1;
 }

@@ -76,6 +76,7 @@ void metrics_labels_fill(struct metrics_labels *lb, pid_t pid, const char *job, 
 		memcpy(lb->local_rank, ids.local_rank, sizeof(lb->local_rank));
 	gethostname(h, sizeof(h) - 1);
 	target_id_tame(lb->host, h, sizeof(h));
+	lb->from_env = !job && !rank && !local_rank;
 }
 
 /* a label value in the exposition format: \\ \" \n escaped, controls as '?' */
@@ -95,37 +96,60 @@ static void label_value(FILE *f, const char *s, size_t n)
 	}
 }
 
+/* the labels, and their text as every metric carries it */
+static void set_labels(struct metrics *m, const struct metrics_labels *lb)
+{
+	const struct { const char *k, *v; } l[] = {
+		{ "job", lb->job }, { "rank", lb->rank }, { "local_rank", lb->local_rank },
+		{ "host", lb->host },
+	};
+	bool first = true;
+	FILE *f;
+
+	m->lb = *lb;
+	m->lbtext[0] = 0;
+	f = fmemopen(m->lbtext, sizeof(m->lbtext), "w");
+	if (!f)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(l); i++) {
+		if (!l[i].v[0])
+			continue;
+		fprintf(f, "%s%s=\"", first ? "" : ",", l[i].k);
+		label_value(f, l[i].v, METRICS_LABEL_MAX);
+		fputc('"', f);
+		first = false;
+	}
+	fclose(f);
+}
+
 struct metrics *metrics_new(const struct metrics_labels *lb, uint32_t target_pid,
 			    const char *target_comm)
 {
 	struct metrics *m = calloc(1, sizeof(*m));
-	FILE *f;
 
 	if (!m)
 		return NULL;
 	pthread_mutex_init(&m->mu, NULL);
-	m->lb = *lb;
 	m->target_pid = target_pid;
 	snprintf(m->target_comm, sizeof(m->target_comm), "%s", target_comm ? target_comm : "");
-	f = fmemopen(m->lbtext, sizeof(m->lbtext), "w");
-	if (f) {
-		const struct { const char *k, *v; } l[] = {
-			{ "job", lb->job }, { "rank", lb->rank }, { "local_rank", lb->local_rank },
-			{ "host", lb->host },
-		};
-		bool first = true;
-
-		for (size_t i = 0; i < ARRAY_SIZE(l); i++) {
-			if (!l[i].v[0])
-				continue;
-			fprintf(f, "%s%s=\"", first ? "" : ",", l[i].k);
-			label_value(f, l[i].v, METRICS_LABEL_MAX);
-			fputc('"', f);
-			first = false;
-		}
-		fclose(f);
-	}
+	set_labels(m, lb);
 	return m;
+}
+
+void metrics_identity(struct metrics *m, const struct eng_identity *id)
+{
+	struct metrics_labels lb;
+
+	if (!m || !m->lb.from_env || m->lb.job[0] || m->lb.rank[0] || m->lb.local_rank[0] ||
+	    (!id->job[0] && !id->rank[0] && !id->local_rank[0]))
+		return;
+	lb = m->lb;
+	snprintf(lb.job, sizeof(lb.job), "%s", id->job);
+	snprintf(lb.rank, sizeof(lb.rank), "%s", id->rank);
+	snprintf(lb.local_rank, sizeof(lb.local_rank), "%s", id->local_rank);
+	pthread_mutex_lock(&m->mu);
+	set_labels(m, &lb);
+	pthread_mutex_unlock(&m->mu);
 }
 
 /* ---- what the steps said ---- */

@@ -22,6 +22,7 @@ struct metrics_labels {
 	char rank[METRICS_LABEL_MAX + 1];
 	char local_rank[METRICS_LABEL_MAX + 1];
 	char host[METRICS_LABEL_MAX + 1];
+	bool from_env;           /* job, rank and local_rank all from the environment (no flag) */
 };
 
 /*
@@ -44,6 +45,13 @@ void metrics_free(struct metrics *m);
 
 /* a finished step (attach's step callback); the capture's drops so far */
 void metrics_step(struct metrics *m, const struct eng_step *s);
+/*
+ * The capture's ids as the engine has them (engine_identity): where the labels
+ * came from the target's environment and it set none of them, and the steps
+ * are a child's that has some (the target a launcher or a shell), those from
+ * then on
+ */
+void metrics_identity(struct metrics *m, const struct eng_identity *id);
 void metrics_drops(struct metrics *m, uint64_t total);
 
 /* the exposition text as served; 0 or -errno */

@@ -292,6 +292,13 @@ static void live_step(void *ctx, const struct eng_step *s)
 		else
 			fflush(l->json);
 	}
+	if (l->metrics) {
+		struct eng_identity id;
+
+		/* a launcher's child marks the steps: its ids label them */
+		engine_identity(l->eng, &id);
+		metrics_identity(l->metrics, &id);
+	}
 	metrics_step(l->metrics, s);
 	l->steps_this_second++;
 }

@@ -532,6 +532,13 @@ static void watch_step(void *ctx, const struct eng_step *s)
 
 	engine_running_summary(w->eng, &sum);
 	stream_step(w, s, &sum);
+	if (w->metrics) {
+		struct eng_identity id;
+
+		/* a launcher's child marks the steps: its ids label them */
+		engine_identity(w->eng, &id);
+		metrics_identity(w->metrics, &id);
+	}
 	metrics_step(w->metrics, s);
 	if (s->incomplete)
 		return;

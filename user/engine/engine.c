@@ -508,7 +508,19 @@ void engine_target(const struct engine *e, struct eng_target *t)
 
 void engine_identity(const struct engine *e, struct eng_identity *id)
 {
+	const struct proc *p = e->mark_pid ? proc_find(e, e->mark_pid) : NULL;
+
 	*id = e->identity;
+	/*
+	 * The steps are a descendant's (the target a launcher or a shell): its
+	 * ids where the target's environment had none (schemas/trace.md, "thread")
+	 */
+	if (!p || !p->ids || id->job[0] || id->rank[0] || id->local_rank[0] || id->world_size[0])
+		return;
+	memcpy(id->job, p->ids->job, sizeof(id->job));
+	memcpy(id->rank, p->ids->rank, sizeof(id->rank));
+	memcpy(id->local_rank, p->ids->local_rank, sizeof(id->local_rank));
+	memcpy(id->world_size, p->ids->world_size, sizeof(id->world_size));
 }
 
 void engine_capture(const struct engine *e, struct eng_capture *c)

@@ -235,10 +235,16 @@ struct thread {
 };
 
 /* a followed process other than the target (engine_process_name) */
+struct proc_ids {
+	char job[ENG_ID_MAX + 1], rank[ENG_ID_MAX + 1];
+	char local_rank[ENG_ID_MAX + 1], world_size[ENG_ID_MAX + 1];
+};
+
 struct proc {
 	uint32_t pid, ppid;
 	uint32_t order;          /* 1 + the children of ppid seen before it */
 	char *cmdline;           /* NULL: not said */
+	struct proc_ids *ids;    /* its launcher's ids, where its record said them (NULL: none) */
 };
 
 struct culprit {
@@ -688,6 +694,8 @@ void launcher_gone(struct engine *e, uint32_t tid);
 void audit_count(struct engine *e, const struct sb_hdr *h);
 struct thread *thread_get(struct engine *e, uint32_t tid, uint32_t pid);
 void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n);
+/* the job and rank ids a descendant's record said (its environment's); ids NULL: none */
+void proc_ids_note(struct engine *e, uint32_t pid, const struct proc_ids *ids);
 void procs_free(struct engine *e);
 const char *thread_name_of(const struct engine *e, uint32_t tid);
 /* a followed process other than the target; NULL if pid is not one (threads.c) */

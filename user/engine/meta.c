@@ -230,8 +230,18 @@ void meta_record(struct engine *e, const struct sb_hdr *h)
 			char cmd[1024];
 			bool has_cmd = kv_get(nl + 1, kn, "cmdline", cmd, sizeof(cmd));
 
+			struct proc_ids ids;
+			bool any;
+
 			proc_note(e, h->pid, (uint32_t)strtoul(buf, NULL, 10), has_cmd ? cmd : NULL,
 				  has_cmd ? strlen(cmd) : 0);
+			/* the latest record holds: one without ids clears those of an earlier one */
+			memset(&ids, 0, sizeof(ids));
+			any = kv_get(nl + 1, kn, "job", ids.job, sizeof(ids.job));
+			any |= kv_get(nl + 1, kn, "rank", ids.rank, sizeof(ids.rank));
+			any |= kv_get(nl + 1, kn, "local_rank", ids.local_rank, sizeof(ids.local_rank));
+			any |= kv_get(nl + 1, kn, "world_size", ids.world_size, sizeof(ids.world_size));
+			proc_ids_note(e, h->pid, any ? &ids : NULL);
 		}
 		break;
 	}

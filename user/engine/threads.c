@@ -531,10 +531,33 @@ void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, s
 	}
 }
 
+void proc_ids_note(struct engine *e, uint32_t pid, const struct proc_ids *ids)
+{
+	struct proc *p = pid != e->target_pid ? proc_find(e, pid) : NULL;
+
+	if (!p)
+		return;
+	if (!ids) {
+		if (p->ids)
+			heap_account(e, -(int64_t)sizeof(*p->ids));
+		free(p->ids);
+		p->ids = NULL;
+		return;
+	}
+	if (!p->ids) {
+		if (!(p->ids = malloc(sizeof(*p->ids))))
+			return;
+		heap_account(e, (int64_t)sizeof(*p->ids));
+	}
+	*p->ids = *ids;
+}
+
 void procs_free(struct engine *e)
 {
-	for (uint32_t i = 0; i < e->nprocs; i++)
+	for (uint32_t i = 0; i < e->nprocs; i++) {
+		free(e->procs[i].ids);
 		free(e->procs[i].cmdline);
+	}
 	free(e->procs);
 	e->procs = NULL;
 	e->nprocs = e->procs_cap = 0;
