@@ -496,22 +496,27 @@ static void t_process_names(void)
 	run_steps(&w, 3, 0, NULL);
 	e = run_world(&w);
 	REQUIRE(e, "engine");
-	CHECK(engine_process_name(e, 201, name, sizeof(name)) &&
-	      !strcmp(name, "multiprocessing forkserver of trainer[100]"), "201 '%s'", name);
-	/* the forkserver's child: named after the forkserver's main thread */
-	CHECK(engine_process_name(e, 202, name, sizeof(name)) &&
-	      !strcmp(name, "multiprocessing forkserver of python3[201]"), "202 '%s'", name);
-	CHECK(engine_process_name(e, 203, name, sizeof(name)) &&
-	      !strcmp(name, "multiprocessing resource tracker of trainer[100]"), "203 '%s'", name);
-	CHECK(!engine_process_name(e, 204, name, sizeof(name)), "204 '%s'", name);
-	CHECK(engine_process_name(e, 205, name, sizeof(name)) &&
-	      !strcmp(name, "worker2, child process 1 of python3[203]"), "205 '%s'", name);
-	CHECK(engine_process_name(e, 206, name, sizeof(name)) &&
-	      !strcmp(name, "DataLoader worker 1 of trainer[100]"), "206 '%s'", name);
-	CHECK(engine_process_name(e, 207, name, sizeof(name)) &&
-	      !strcmp(name, "python3, child process 4 of trainer[100]"), "207 '%s'", name);
-	CHECK(engine_process_name(e, 208, name, sizeof(name)) &&
-	      !strcmp(name, "DataLoader worker 2 of trainer[100]"), "208 '%s'", name);
+	{
+		/* NULL: not named (no parent known) */
+		static const struct { uint32_t pid; const char *name; } want[] = {
+			{ 201, "multiprocessing forkserver of trainer[100]" },
+			/* the forkserver's child: named after the forkserver's main thread */
+			{ 202, "multiprocessing forkserver of python3[201]" },
+			{ 203, "multiprocessing resource tracker of trainer[100]" },
+			{ 204, NULL },
+			{ 205, "worker2, child process 1 of python3[203]" },
+			{ 206, "DataLoader worker 1 of trainer[100]" },
+			{ 207, "python3, child process 4 of trainer[100]" },
+			{ 208, "DataLoader worker 2 of trainer[100]" },
+		};
+
+		for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+			bool named = engine_process_name(e, want[i].pid, name, sizeof(name));
+
+			CHECK(want[i].name ? named && !strcmp(name, want[i].name) : !named && !name[0],
+			      "%u '%s', want '%s'", want[i].pid, name, want[i].name ? want[i].name : "");
+		}
+	}
 	engine_free(e);
 	world_free(&w);
 }
