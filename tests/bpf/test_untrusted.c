@@ -235,8 +235,12 @@ static void t_many_files_bounded(void)
 	rm_dir(dir);
 
 	CHECK(c->rc == 0, "capture failed to start");
-	/* it took minutes before: every file got probes */
-	CHECK(ready_ns < 2000000000ull, "attach took %.2f s with 3000 mapped files", ready_ns / 1e9);
+	/*
+	 * It took minutes before: every file got probes. The work is bounded by
+	 * the counts below (probes, parses); the times only catch minutes, not a
+	 * loaded machine's seconds (bench/maps_cost.py measures them)
+	 */
+	CHECK(ready_ns < 30000000000ull, "attach took %.2f s with 3000 mapped files", ready_ns / 1e9);
 	CHECK(count_text(c, SB_REC_PROBE, 1, "usdt:stepblame:step") <= 16,
 	      "%zu files got step probes", count_text(c, SB_REC_PROBE, 1, "usdt:stepblame:step"));
 	CHECK(count_text(c, SB_REC_PROBE, 1, "usdt:stepblame:step") >= 1, "no file got step probes");
@@ -252,8 +256,8 @@ static void t_many_files_bounded(void)
 	      (unsigned long long)(at_end.scans - at_ready.scans));
 	CHECK(at_end.elf_parses == at_ready.elf_parses, "the rescans parsed %llu files again",
 	      (unsigned long long)(at_end.elf_parses - at_ready.elf_parses));
-	/* a rescan reads the 3000 lines and finds every file known: milliseconds */
-	CHECK(at_end.max_scan_ns < 500000000ull, "a rescan took %.0f ms", at_end.max_scan_ns / 1e6);
+	/* a rescan reads the 3000 lines and finds every file known: milliseconds, not a parse each */
+	CHECK(at_end.max_scan_ns < 5000000000ull, "a rescan took %.0f ms", at_end.max_scan_ns / 1e6);
 	printf("# 3000 mapped files: ready in %.0f ms, %llu files parsed, rescans up to %.1f ms\n",
 	       ready_ns / 1e6, (unsigned long long)at_ready.elf_parses, at_end.max_scan_ns / 1e6);
 	free_cap(c);
