@@ -318,14 +318,25 @@ static __always_inline void submit(void *rec)
 const volatile __u64 fault_run_gap_ns = 1000000;   /* the engine's FAULT_RUN_NS */
 const volatile __u64 fault_run_max_ns = 100000000; /* a run older than this ends */
 const volatile __u64 fault_idle_ns = 1000000;      /* the sample ends a run idle this long */
+/*
+ * A dense run (its faults under fault_dense_ns apart, measured between timed
+ * faults) reads the clock at one fault in FAULT_UNTIMED + 1 only: the others
+ * extend it without a time (the clock read is most of a fault's probe time).
+ * The timed fault checks the stretch as one gap (fault_run_gap_ns, no looser
+ * than a gap per fault); the run's end after untimed faults is estimated from
+ * its average gap (fault_run_end).
+ */
+const volatile __u64 fault_dense_ns = 50000;
+#define FAULT_UNTIMED 7
 
 struct fault_slot {
 	__u32 tid, pid;
-	__u64 first, last, count;
+	__u64 first, last, count;  /* last: the last timed fault */
 	__u64 addr, last_addr, lo, hi, ip, error_code;
 	__u64 maj0, min0, maj, min;
 	__u32 busy;            /* being written: a nested program leaves it alone */
-	__u32 pad;
+	__u16 untimed;         /* faults since the last timed one */
+	__u16 dense;           /* the last timed stretch was dense: the next faults may go untimed */
 };
 
 struct {
@@ -358,6 +369,23 @@ static __always_inline void *reserve_other(__u32 type, __u32 size)
 	h->tid = (__u32)id;
 	h->ts = bpf_ktime_get_ns();
 	return h;
+}
+
+/*
+ * The run's last fault: its last timed one, or after untimed faults, that
+ * many of the run's average gaps later, never after now (the record being
+ * written: the faults came before it).
+ */
+static __always_inline __u64 fault_run_end(const struct fault_slot *s, __u64 n, __u64 now)
+{
+	__u64 end = s->last, timed = n - s->untimed;
+
+	if (s->untimed && timed >= 2 && s->last > s->first) {
+		end += (s->last - s->first) / (timed - 1) * s->untimed;
+		if (end > now)
+			end = now > s->last ? now : s->last;
+	}
+	return end;
 }
 
 /*
@@ -397,7 +425,7 @@ static __always_inline void fault_flush(struct fault_slot *s)
 			goto out;
 		e->h.pid = s->pid;
 		e->h.tid = s->tid;
-		e->h.ts = s->last;
+		e->h.ts = fault_run_end(s, n, e->h.ts);
 		e->start_ns = s->first;
 		e->count = n;
 		e->addr = s->addr;

@@ -170,25 +170,37 @@ int BPF_PROG(raw_fault, unsigned long address, struct pt_regs *regs, unsigned lo
 
 	if (!s)
 		return 0;
-	if (s->count && s->tid == (__u32)id && !s->busy) {
-		now = bpf_ktime_get_ns();
-		if (now - s->last < fault_run_gap_ns && now - s->first < fault_run_max_ns &&
-		    address + FAULT_RUN_NEAR >= s->lo && address <= s->hi + FAULT_RUN_NEAR) {
-			s->busy = 1;
-			asm volatile("" ::: "memory");
-			s->last = now;
-			s->count++;
-			s->last_addr = address;
-			if (address < s->lo)
-				s->lo = address;
-			if (address > s->hi)
-				s->hi = address;
-			fault_counters(&s->maj, &s->min);
-			asm volatile("" ::: "memory");
-			s->busy = 0;
-			return 0;
+	if (s->count && s->tid == (__u32)id && !s->busy &&
+	    address + FAULT_RUN_NEAR >= s->lo && address <= s->hi + FAULT_RUN_NEAR) {
+		bool timed = !s->dense || s->untimed >= FAULT_UNTIMED;
+
+		if (timed) {
+			now = bpf_ktime_get_ns();
+			if (now - s->last >= fault_run_gap_ns || now - s->first >= fault_run_max_ns)
+				goto new_run;
 		}
+		s->busy = 1;
+		asm volatile("" ::: "memory");
+		if (timed) {
+			/* the stretch since the last timed fault, per fault */
+			s->dense = (now - s->last) / (s->untimed + 1) < fault_dense_ns;
+			s->untimed = 0;
+			s->last = now;
+		} else {
+			s->untimed++;
+		}
+		s->count++;
+		s->last_addr = address;
+		if (address < s->lo)
+			s->lo = address;
+		if (address > s->hi)
+			s->hi = address;
+		fault_counters(&s->maj, &s->min);
+		asm volatile("" ::: "memory");
+		s->busy = 0;
+		return 0;
 	}
+new_run:
 	if (!current_is_target())
 		return 0;
 	if (s->busy) {
@@ -211,6 +223,8 @@ int BPF_PROG(raw_fault, unsigned long address, struct pt_regs *regs, unsigned lo
 	s->maj = s->maj0;
 	s->min = s->min0;
 	s->count = 1;
+	s->untimed = 0;
+	s->dense = 0;
 	asm volatile("" ::: "memory");
 	s->busy = 0;
 	return 0;

@@ -13,6 +13,11 @@
  *                           the odd ones spin 3 ms; at the end, prints "faultstep N F" for
  *                           each, F = the thread's minflt + majflt over it
  *                           (/proc/thread-self/stat, read right before each mark)
+ *   sbwork faultbursts B    B bursts of 64 fresh pages, one after the other in one mapping,
+ *                           a 2 ms spin (no system call, no fault) after each; at the end,
+ *                           prints "faultburst K T0 T1 LO HI" for each: CLOCK_MONOTONIC ns
+ *                           right before its first and right after its last touch, and
+ *                           its pages' addresses (hex)
  *   sbwork pingpong S       S steps (USDT stepblame:step marks, numbered 4000.., and one
  *                           that closes the last), each 200 round trips through two pipes
  *                           to thread "sbw-peer" pinned with sbw-main to one CPU (the
@@ -108,6 +113,45 @@ static uint64_t thread_faults(void)
 			p++;
 	}
 	return minflt + majflt;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void fault_bursts(long n)
+{
+	long pg = sysconf(_SC_PAGESIZE), per = 64;
+	uint64_t *t = calloc(2 * (n > 0 ? n : 1), sizeof(*t));
+	char *m = mmap(NULL, n * per * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+
+	if (!t || m == MAP_FAILED)
+		exit(4);
+	madvise(m, n * per * pg, MADV_NOHUGEPAGE);
+	for (long k = 0; k < n; k++) {
+		char *b = m + k * per * pg;
+		uint64_t end;
+
+		t[2 * k] = mono_ns();
+		for (long i = 0; i < per; i++)
+			((volatile char *)b)[i * pg] = 1;
+		t[2 * k + 1] = mono_ns();
+		end = t[2 * k + 1] + 2000000;
+		while (mono_ns() < end)
+			sink++;
+	}
+	for (long k = 0; k < n; k++)
+		printf("faultburst %ld %llu %llu %lx %lx\n", k, (unsigned long long)t[2 * k],
+		       (unsigned long long)t[2 * k + 1], (unsigned long)(m + k * per * pg),
+		       (unsigned long)(m + (k + 1) * per * pg - 1));
+	fflush(stdout);
+	munmap(m, n * per * pg);
+	free(t);
 }
 
 static void fault_steps(long n)
@@ -299,6 +343,8 @@ static void *work(void *arg)
 			for (long k = 0; k < n; k++)
 				m[k * pg] = 1;
 			munmap(m, n * pg);
+		} else if (!strcmp(what, "faultbursts")) {
+			fault_bursts(n);
 		} else if (!strcmp(what, "faultsteps")) {
 			fault_steps(n);
 		} else if (!strcmp(what, "pingpong")) {

@@ -5,6 +5,11 @@
 # right before each mark. The report's fault count for each step is the
 # kernel's, its fault steps have page_fault time, and the trace holds far fewer
 # fault_run records than faults (docs/ARCHITECTURE.md, "Page-fault runs").
+# Then dense bursts (tests/progs/sbwork faultbursts: 64 fresh pages back to
+# back, a 2 ms spin after each, the program's own clock around each): the
+# runs that carry a burst's faults lie inside the burst's time, none swallows
+# a spin, and a burst caught whole ends where the program's clock says it did
+# (the untimed faults of a dense run: its end is estimated).
 set -u
 . "$(dirname "$0")/../lib.sh"
 T=fault_runs
@@ -98,4 +103,83 @@ if bad:
     print("FAIL %s: %s" % (T, "; ".join(bad[:6])))
 else:
     print("PASS %s (%d faults in %d fault_run records)" % (T, faults, runs))
+EOF
+
+# dense bursts: the clock read at one fault in eight, the run's end estimated
+T=fault_runs/dense_bursts
+BURSTS=40
+rm -f "$tmp/go"; mkfifo "$tmp/go"
+"$prog" faultbursts $BURSTS <"$tmp/go" >"$tmp/bursts.out" 2>&1 &
+pid=$!
+exec 7>"$tmp/go"
+"$STEPBLAME" record -p "$pid" -d 60 -o "$tmp/bursts.sbt" >"$tmp/record2.out" 2>&1 &
+rec=$!
+for _ in $(seq 1 300); do grep -q "attached" "$tmp/record2.out" && break; sleep 0.1; done
+echo go >&7
+exec 7>&-
+wait "$pid"; prc=$?
+wait "$rec"; rc=$?
+pid=
+if [ $rc != 0 ] || [ $prc != 0 ]; then
+	fail $T "record exited $rc, sbwork $prc: $(tail -2 "$tmp/record2.out" | tr '\n' ' ')"; exit 0
+fi
+if ! "$STEPBLAME" dump --jsonl "$tmp/bursts.sbt" >"$tmp/bursts.jsonl" 2>"$tmp/err"; then
+	fail $T "dump failed: $(head -1 "$tmp/err")"; exit 0
+fi
+python3 - "$tmp/bursts.out" "$tmp/bursts.jsonl" $BURSTS <<'EOF'
+import json, statistics, sys
+
+T = "fault_runs/dense_bursts"
+out, dump, nb = sys.argv[1], sys.argv[2], int(sys.argv[3])
+PER = 64
+bursts = []
+for line in open(out):
+    w = line.split()
+    if len(w) == 6 and w[0] == "faultburst":
+        bursts.append((int(w[2]), int(w[3]), int(w[4], 16), int(w[5], 16)))
+recs = [json.loads(l) for l in open(dump)]
+tid = next((d["tid"] for d in recs if d.get("type") == "rename" and d.get("newcomm") == "sbw-main"), None)
+if len(bursts) != nb or tid is None:
+    print("FAIL %s: %d bursts reported of %d, sbw-main %s" % (T, len(bursts), nb, tid))
+    sys.exit(0)
+# each record of the mapping's faults, in the burst its first fault is in
+lo_all, hi_all = bursts[0][2], bursts[-1][3]
+per_burst = [[] for _ in bursts]
+for d in recs:
+    if d.get("tid") != tid or d.get("type") not in ("fault", "fault_run"):
+        continue
+    first = int(d["addr"] if d["type"] == "fault" else d["lo_addr"], 16)
+    if not lo_all <= first <= hi_all:
+        continue
+    k = next(i for i, b in enumerate(bursts) if b[2] <= first <= b[3])
+    if d["type"] == "fault":
+        per_burst[k].append((d["ts"], d["ts"], 1))
+    else:
+        per_burst[k].append((d["start_ns"], d["ts"], d["count"]))
+bad, errs, total = [], [], 0
+for k, ((t0, t1, lo, hi), runs) in enumerate(zip(bursts, per_burst)):
+    n = sum(r[2] for r in runs)
+    total += n
+    # an untimed fault after the spin may join the run before it: at most 7 (bpf/common.bpf.h)
+    if not PER - 7 <= n <= PER + 7:
+        bad.append("burst %d: %d faults in its runs, %d pages" % (k, n, PER))
+    for s, e, c in runs:
+        if s < t0 or e > t1 + 1000000:
+            bad.append("burst %d [0, %d us]: a run of %d faults over [%d, %d] us" %
+                       (k, (t1 - t0) // 1000, c, (s - t0) // 1000, (e - t0) // 1000))
+    if len(runs) == 1 and runs[0][2] >= PER:
+        # caught whole: its end against the program's clock, in fault gaps
+        errs.append((t1 - runs[0][1]) / ((t1 - t0) / PER))
+if total != PER * nb:
+    bad.append("%d faults in the mapping's records, %d pages touched" % (total, PER * nb))
+if len(errs) < nb // 4:
+    bad.append("only %d of %d bursts came in one run" % (len(errs), nb))
+elif not -3 <= statistics.median(errs) <= 3:
+    bad.append("a whole burst's run ends %.1f fault gaps before its last touch (median of %d)" %
+               (statistics.median(errs), len(errs)))
+if bad:
+    print("FAIL %s: %s" % (T, "; ".join(bad[:6])))
+else:
+    print("PASS %s (%d bursts, %d whole; their runs end %.1f fault gaps from the clock, median)" %
+          (T, nb, len(errs), statistics.median(errs)))
 EOF
