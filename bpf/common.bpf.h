@@ -336,7 +336,8 @@ struct fault_slot {
 	__u64 maj0, min0, maj, min;
 	__u32 busy;            /* being written: a nested program leaves it alone */
 	__u16 untimed;         /* faults since the last timed one */
-	__u16 dense;           /* the last timed stretch was dense: the next faults may go untimed */
+	__u8 dense;            /* the last timed stretch was dense: the next faults may go untimed */
+	__u8 stacked;          /* the run has its stack */
 };
 
 struct {
@@ -556,10 +557,18 @@ static __always_inline void *reserve(__u32 type, __u32 size)
  * page faults, which come in bursts), so a burst costs one capture, not one
  * per event. The table is per probe family; an entry is a few bytes per
  * thread and the LRU forgets threads that stopped.
+ *
+ * A fault run gets its stack once it has lasted stack_fault_run_ns (at a
+ * timed fault, inside the burst); at its first fault only where the thread
+ * had no fault stack for stack_fault_start_gap_ns: a thread faulting all the
+ * time starts hundreds of short runs a second, and a capture costs more than
+ * many faults (bench/RESULTS.md, section 28).
  */
 const volatile bool stacks_on = false;
 const volatile __u64 stack_gap_ns = 100000;
 const volatile __u64 stack_fault_gap_ns = 1000000;
+const volatile __u64 stack_fault_run_ns = 2000000;
+const volatile __u64 stack_fault_start_gap_ns = 100000000;
 
 struct stack_next {
 	__u64 other;           /* no stack of a non-fault event before this time */
@@ -628,6 +637,19 @@ static __always_inline void emit_stack(void *ctx, __u32 ev_type, __u64 start, __
 
 		bpf_map_update_elem(&stack_rate, &tid, &v, BPF_ANY);
 	}
+}
+
+/* no fault stack of the current thread in the gap_ns before now */
+static __always_inline bool fault_stack_due(__u64 now, __u64 gap_ns)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct stack_next *n;
+
+	if (!stacks_on)
+		return false;
+	n = bpf_map_lookup_elem(&stack_rate, &tid);
+	/* n->fault: the last fault stack's time + stack_fault_gap_ns */
+	return !n || !n->fault || now + stack_fault_gap_ns >= n->fault + gap_ns;
 }
 
 /*

@@ -186,6 +186,14 @@ int BPF_PROG(raw_fault, unsigned long address, struct pt_regs *regs, unsigned lo
 			s->dense = (now - s->last) / (s->untimed + 1) < fault_dense_ns;
 			s->untimed = 0;
 			s->last = now;
+			/*
+			 * a long run: its stack, from inside it (the slot is busy:
+			 * reserve() leaves the run alone)
+			 */
+			if (!s->stacked && now - s->first >= stack_fault_run_ns) {
+				s->stacked = 1;
+				emit_stack(ctx, SB_EV_FAULT, s->first, now);
+			}
 		} else {
 			s->untimed++;
 		}
@@ -210,7 +218,10 @@ new_run:
 	fault_flush(s);
 	now = bpf_ktime_get_ns();
 	/* its stack first: the slot is empty, so that reserve() writes nothing */
-	emit_stack(ctx, SB_EV_FAULT, now, now);
+	bool stacked = fault_stack_due(now, stack_fault_start_gap_ns);
+
+	if (stacked)
+		emit_stack(ctx, SB_EV_FAULT, now, now);
 	s->busy = 1;
 	asm volatile("" ::: "memory");
 	s->tid = (__u32)id;
@@ -225,6 +236,7 @@ new_run:
 	s->count = 1;
 	s->untimed = 0;
 	s->dense = 0;
+	s->stacked = stacked;
 	asm volatile("" ::: "memory");
 	s->busy = 0;
 	return 0;
