@@ -185,8 +185,10 @@ static void t_guard_samples_a_storm(void)
 	ng = guards_of(c, g, ts, MAXG);
 	REQUIRE(ng >= 3, "%zu guard records, want a start, windows and an end", ng);
 	/* the safe start: sampled from the first record, at a duty that fits the limit */
+	/* its share of the limit: a quarter until the other probes are measured */
 	CHECK(g[0].mode == SB_GUARD_SAMPLED && g[0].reason == SB_GUARD_R_START &&
-	      g[0].limit_ppm == 10000 && g[0].estimate_ppm == 0 && g[0].duty_ppm == 10000 &&
+	      g[0].limit_ppm == 10000 && g[0].estimate_ppm == 0 && g[0].duty_ppm == 2500 &&
+	      g[0].alloc_limit_ppm == 2500 &&
 	      g[0].period_ns >= 1000000000ull, "first guard record: mode %d reason %d limit %llu "
 	      "estimate %llu duty %llu period %llu", g[0].mode, g[0].reason,
 	      (unsigned long long)g[0].limit_ppm, (unsigned long long)g[0].estimate_ppm,
@@ -247,6 +249,107 @@ static void t_guard_samples_a_storm(void)
 	CHECK(before > 0 && (double)g[ng - 1].calls_seen < 0.5 * (double)after,
 	      "%llu calls in bursts, %llu seen, %llu estimated", (unsigned long long)before,
 	      (unsigned long long)g[ng - 1].calls_seen, (unsigned long long)after);
+	free_cap(c);
+}
+
+/*
+ * The limit is the whole tracer's: a malloc storm whose thread also makes a
+ * timed system call and a fault every 16 calls pays the always-on probes
+ * more than the limit, so the allocator probes get a quarter of it. The
+ * guard's others_ppm against the records' own events x costs, the share
+ * against the rule, and what the allocator probes took against the share.
+ */
+static void t_guard_shares_the_limit(void)
+{
+	char *args[] = { "churnmadv", "5000", NULL };
+	struct sb_guard g[MAXG];
+	uint64_t ts[MAXG], first = 0, last = 0, ns = 0;
+	struct sb_costs k;
+	struct cap *c;
+	size_t ng, measured = 0;
+	uint32_t tid;
+	double others = 0;
+
+	NEED_BPF();
+	c = trace_work(args, NULL);
+	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path("sbwork"));
+	REQUIRE(c->rc == 0, "capture failed to start");
+	tid = tid_named(c, "sbw-main");
+	REQUIRE(tid, "no rename to sbw-main seen");
+	REQUIRE(costs_of(c, &k) == 1, "want one costs record");
+	/* the thread's always-on events over its storm, priced by hand */
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_hdr *h = c->recs[i];
+
+		if (h->tid != tid)
+			continue;
+		switch (h->type) {
+		case SB_EV_MMSYS: ns += k.ns[SB_COST_SYSCALL]; break;
+		case SB_EV_FAULT: ns += k.ns[SB_COST_FAULT]; break;
+		case SB_EV_FAULT_RUN:
+			ns += k.ns[SB_COST_FAULT] +
+			      (((const struct sb_fault_run *)h)->count - 1) * k.ns[SB_COST_FAULT_EXT];
+			break;
+		case SB_EV_STACK: ns += k.ns[SB_COST_STACK]; break;
+		default: continue;
+		}
+		if (!first)
+			first = h->ts;
+		last = h->ts;
+	}
+	REQUIRE(last > first, "no system calls or faults of sbw-main recorded");
+	ng = guards_of(c, g, ts, MAXG);
+	REQUIRE(ng >= 3, "%zu guard records", ng);
+	CHECK(g[0].alloc_limit_ppm == g[0].limit_ppm / 4 && g[0].others_ppm == 0,
+	      "first record: share %llu of %llu before any measurement, others %llu",
+	      (unsigned long long)g[0].alloc_limit_ppm, (unsigned long long)g[0].limit_ppm,
+	      (unsigned long long)g[0].others_ppm);
+	for (size_t i = 0; i < ng; i++) {
+		uint64_t want;
+
+		if (!g[i].others_ppm)
+			continue;
+		measured++;
+		others += (double)g[i].others_ppm;
+		want = g[i].others_ppm + g[i].limit_ppm / 4 < g[i].limit_ppm ?
+			       g[i].limit_ppm - g[i].others_ppm : g[i].limit_ppm / 4;
+		CHECK(g[i].alloc_limit_ppm == want, "record %zu: share %llu, others %llu of %llu", i,
+		      (unsigned long long)g[i].alloc_limit_ppm, (unsigned long long)g[i].others_ppm,
+		      (unsigned long long)g[i].limit_ppm);
+		/* the duty fits the share at the highest recent estimate, this one among them */
+		if (g[i].reason == SB_GUARD_R_WINDOW && g[i].estimate_ppm)
+			CHECK(g[i].duty_ppm <= 1000 || g[i].duty_ppm <= (double)g[i].alloc_limit_ppm *
+				1e6 / (double)g[i].estimate_ppm * 1.01 + 1, "record %zu: duty %llu for "
+				"estimate %llu, share %llu", i, (unsigned long long)g[i].duty_ppm,
+				(unsigned long long)g[i].estimate_ppm,
+				(unsigned long long)g[i].alloc_limit_ppm);
+	}
+	REQUIRE(measured >= 2, "others_ppm measured in %zu guard records", measured);
+	{
+		/* the same thread's events by hand against the guard's readings, a factor of 1.5 */
+		double by_hand = (double)ns * 1e6 / (double)(last - first), mean = others / measured;
+
+		fprintf(stderr, "  always-on probes: guard %.0f ppm, by hand %.0f ppm; share %llu\n",
+			mean, by_hand, (unsigned long long)g[ng - 1].alloc_limit_ppm);
+		CHECK(mean > by_hand / 1.5 && mean < by_hand * 1.5,
+		      "the guard read the always-on probes at %.0f ppm, the records say %.0f",
+		      mean, by_hand);
+		CHECK(by_hand > 10000, "the workload's always-on probes cost %.0f ppm: not over the "
+		      "limit, the test shows nothing", by_hand);
+	}
+	CHECK(g[ng - 1].alloc_limit_ppm == g[ng - 1].limit_ppm / 4, "last share %llu ppm",
+	      (unsigned long long)g[ng - 1].alloc_limit_ppm);
+	/* what the allocator probes took over the run, against their share (a factor of 2, as above) */
+	{
+		double span = (double)(ts[ng - 1] - ts[0]);
+		double share = span > 0 ? (double)g[ng - 1].calls_seen *
+					   (double)k.ns[SB_COST_ALLOC_CALL] * 1e6 / span : 0;
+
+		CHECK(span > 0 && share <= 2.0 * (double)g[ng - 1].alloc_limit_ppm,
+		      "the allocator probes took %.0f ppm of %.2f s, their share %llu ppm", share,
+		      span / 1e9, (unsigned long long)g[ng - 1].alloc_limit_ppm);
+		fprintf(stderr, "  the allocator probes took %.0f ppm of %.2f s\n", share, span / 1e9);
+	}
 	free_cap(c);
 }
 
@@ -483,6 +586,7 @@ static void t_storm_steps_unguarded(void)
 int main(void)
 {
 	RUN(t_guard_samples_a_storm);
+	RUN(t_guard_shares_the_limit);
 	RUN(t_guard_back_to_full);
 	RUN(t_guard_off_stays_full);
 	RUN(t_guard_perf_uprobes);

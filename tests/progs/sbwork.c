@@ -13,7 +13,7 @@
  *                           the odd ones spin 3 ms; at the end, prints "faultstep N F" for
  *                           each, F = the thread's minflt + majflt over it
  *                           (/proc/thread-self/stat, read right before each mark)
- *   sbwork faultbursts B    B bursts of 64 fresh pages, one after the other in one mapping,
+ *   sbwork faultbursts B    B bursts of 65 fresh pages, one after the other in one mapping,
  *                           a 2 ms spin (no system call, no fault) after each; at the end,
  *                           prints "faultburst K T0 T1 LO HI" for each: CLOCK_MONOTONIC ns
  *                           right before its first and right after its last touch, and
@@ -34,6 +34,9 @@
  *   sbwork burst N          N malloc(64) + free in a tight loop (a burst of fast calls)
  *   sbwork churn MS         malloc(64) + free in a tight loop for MS milliseconds (as many
  *                           calls as the probes let through: the overhead guard's target)
+ *   sbwork churnmadv MS     churn, with one madvise(MADV_DONTNEED) of a page and a touch of
+ *                           it (a timed system call and a fault) every 16 pairs: the always-on
+ *                           probes busy too
  *   sbwork stepchurn S      S steps (USDT stepblame:step marks, numbered 2000..), each
  *                           4 ms on the CPU then 2000 malloc(64) + free pairs: a trainer
  *                           whose steps end in allocator storms, the time of a call all
@@ -125,7 +128,7 @@ static uint64_t mono_ns(void)
 
 static void fault_bursts(long n)
 {
-	long pg = sysconf(_SC_PAGESIZE), per = 64;
+	long pg = sysconf(_SC_PAGESIZE), per = 65;
 	uint64_t *t = calloc(2 * (n > 0 ? n : 1), sizeof(*t));
 	char *m = mmap(NULL, n * per * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 		       -1, 0);
@@ -415,6 +418,25 @@ static void *work(void *arg)
 					free(p);
 				}
 			}
+		} else if (!strcmp(what, "churnmadv")) {
+			long pg = sysconf(_SC_PAGESIZE);
+			char *m = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				       -1, 0);
+			uint64_t end = now_ms() + n;
+
+			if (m == MAP_FAILED)
+				exit(4);
+			while (now_ms() < end) {
+				for (int k = 0; k < 16; k++) {
+					void *p = malloc(64);
+
+					sink += (uintptr_t)p;
+					free(p);
+				}
+				madvise(m, pg, MADV_DONTNEED);
+				((volatile char *)m)[0] = 1;
+			}
+			munmap(m, pg);
 		} else if (!strcmp(what, "write")) {
 			const char *dir = getenv("SBWORK_DIR");
 			char path[4096];

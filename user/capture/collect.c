@@ -95,6 +95,8 @@ static int put(struct capture *c, const struct sb_hdr *rec)
 	/* the guard counts the slow allocator calls as they pass (the fast ones in the kernel) */
 	if (rec->type == SB_EV_ALLOC && c->guard)
 		guard_slow_call(c->guard, rec->tid);
+	if (c->guard)
+		guard_record(c->guard, rec);
 	if (c->maps && (rec->type == SB_EV_STACK || rec->type == SB_EV_MMSYS ||
 			rec->type == SB_EV_FAULT || rec->type == SB_EV_FAULT_RUN ||
 			rec->type == SB_EV_THREAD_EXIT))
@@ -625,26 +627,29 @@ static void drain_ring(void *ctx)
 static void guard_did(struct capture *c, int flags)
 {
 	const struct sb_guard *g = guard_state(c->guard);
-	char est[32], lim[32], duty[32];
+	char est[32], lim[32], duty[32], share[32], others[32];
 
 	if (flags & GUARD_RECORD)
 		put_guard(c);
 	pct(est, sizeof(est), g->estimate_ppm);
 	pct(lim, sizeof(lim), g->limit_ppm);
 	if (flags & GUARD_START)
-		note(c, "overhead guard: allocator probes start duty-cycled to %s of the time (limit "
-		     "%s: what fits it whatever the target's rate of calls), attached throughout once "
-		     "measured under half the limit; allocator events are a sample until then",
+		note(c, "overhead guard: allocator probes start duty-cycled to %s of the time (their "
+		     "share of the %s limit until the other probes are measured: what fits it "
+		     "whatever the target's rate of calls), attached throughout once measured under "
+		     "half their share; allocator events are a sample until then",
 		     pct(duty, sizeof(duty), g->duty_ppm), lim);
 	if ((flags & GUARD_CHANGED) && g->mode == SB_GUARD_SAMPLED)
 		note(c, "overhead guard: allocator probes estimated at %s of step time on thread %u "
-		     "(limit %s): duty-cycled to %s of the time, allocator events are a sample from "
-		     "here on", est, guard_worst_tid(c->guard), lim,
-		     pct(duty, sizeof(duty), g->duty_ppm));
+		     "(their share of the %s limit: %s, the other probes taking %s): duty-cycled to "
+		     "%s of the time, allocator events are a sample from here on", est,
+		     guard_worst_tid(c->guard), lim, pct(share, sizeof(share), g->alloc_limit_ppm),
+		     pct(others, sizeof(others), g->others_ppm), pct(duty, sizeof(duty), g->duty_ppm));
 	else if (flags & GUARD_CHANGED)
-		note(c, "overhead guard: allocator probes estimated under half the limit (%s) in "
-		     "the last windows (the last: %s of step time): attached throughout again, "
-		     "allocator events are complete from here on", lim, est);
+		note(c, "overhead guard: allocator probes estimated under half their share of the "
+		     "limit (%s of %s) in the last windows (the last: %s of step time): attached "
+		     "throughout again, allocator events are complete from here on",
+		     pct(share, sizeof(share), g->alloc_limit_ppm), lim, est);
 	/* a target that exited meanwhile is said so by the capture's end */
 	if ((flags & GUARD_FAILED) && target_alive(c->o->probe.pid)) {
 		if (!(flags & GUARD_RECORD))
@@ -656,7 +661,7 @@ static void guard_did(struct capture *c, int flags)
 
 static void start_guard(struct capture *c)
 {
-	c->guard = guard_new(c->probes, c->o->max_overhead_ppm, c->costs.ns[SB_COST_ALLOC_CALL],
+	c->guard = guard_new(c->probes, c->o->max_overhead_ppm, &c->costs,
 			     (unsigned)target_cpus(c->o->probe.pid));
 	if (!c->guard) {
 		sb_warn("out of memory: no overhead guard");
@@ -1141,8 +1146,10 @@ const struct opt collect_options[] = {
 	  "which is mostly the probes' own cost) are only counted (10000;\n"
 	  "0: every call is an event)", COLLECT_RECORD },
 	{ "max-overhead", OPT_MAX_OVERHEAD, "PCT",
-	  "keep the allocator probes under PCT% of step time (1; 0: off):\n"
-	  "above it they are attached part of the time and sampled", COLLECT_RECORD },
+	  "keep the tracer's estimated cost under PCT% of step time (1; 0: off):\n"
+	  "the allocator probes get what the always-on probes leave of it (at least\n"
+	  "a quarter); above that they are attached part of the time and sampled",
+	  COLLECT_RECORD },
 	{ "step-uprobe", OPT_STEP_UPROBE, "LIB:SYM",
 	  "each call of SYM in LIB marks a step (besides USDT stepblame:step)", COLLECT_RECORD },
 	{ "no-cuda", OPT_NO_CUDA, NULL, "do not probe the CUDA driver library", COLLECT_RECORD },

@@ -39,18 +39,25 @@
 #define LOW_WINDOWS 3
 /* at the end, a window cut shorter than this gives no estimate of its own */
 #define MIN_FINAL_NS 100000000ull
+/* the always-on probes' cost is measured over this long */
+#define OTHERS_NS 1000000000ull
 
 struct gthread {
 	uint32_t tid;      /* 0: a free slot */
 	uint64_t fast;     /* the kernel's count of its fast calls when its window began */
 	uint64_t fast_now; /* the same, at the reading that ends the window */
 	uint64_t slow;     /* its calls recorded on their own since its window began */
+	uint64_t probe_ns; /* the always-on probes' estimated time on it since others_since */
 };
 
 struct guard {
 	struct probes *p;
 	struct sb_guard st;
+	const struct sb_costs *costs; /* what an event of each class costs */
 	uint64_t alloc_ns;       /* what one call's probes cost */
+	uint64_t others_since;   /* the always-on probes' time is counted from here */
+	uint64_t others_total;   /* and all threads' together */
+	bool others_known;       /* others_ppm has been measured */
 	unsigned cpus;           /* the CPUs the target's threads may run on, at least 1 */
 	bool started;            /* the allocator probes were found: the guard runs */
 	bool dead;               /* they could not be attached again: nothing more to do */
@@ -127,17 +134,20 @@ static struct gthread *thread_get(struct guard *g, uint32_t tid)
 	return &g->t[i];
 }
 
-struct guard *guard_new(struct probes *p, uint64_t limit_ppm, uint64_t alloc_call_ns, unsigned cpus)
+struct guard *guard_new(struct probes *p, uint64_t limit_ppm, const struct sb_costs *costs,
+		       unsigned cpus)
 {
 	struct guard *g = calloc(1, sizeof(*g));
 
 	if (!g)
 		return NULL;
 	g->p = p;
-	g->alloc_ns = alloc_call_ns;
+	g->costs = costs;
+	g->alloc_ns = costs->ns[SB_COST_ALLOC_CALL];
 	g->cpus = cpus ? cpus : 1;
 	g->st.mode = SB_GUARD_FULL;
 	g->st.limit_ppm = limit_ppm;
+	g->st.alloc_limit_ppm = limit_ppm / 4; /* until the others are measured: alloc_limit() */
 	g->st.duty_ppm = PPM;
 	return g;
 }
@@ -161,9 +171,77 @@ void guard_slow_call(struct guard *g, uint32_t tid)
 		t->slow++;
 }
 
+void guard_record(struct guard *g, const struct sb_hdr *h)
+{
+	uint64_t counts[SB_NCOST] = { 0 }, ns = 0;
+	struct gthread *t;
+
+	if (h->type > SB_EV_KERNEL_LAST)
+		return;
+	sb_cost_count(h, counts);
+	/* the allocator probes are what the guard weighs against the rest */
+	counts[SB_COST_ALLOC_CALL] = 0;
+	for (int c = 0; c < SB_NCOST; c++)
+		ns += counts[c] * g->costs->ns[c];
+	if (!ns || !(t = thread_get(g, h->tid)))
+		return;
+	t->probe_ns += ns;
+	g->others_total += ns;
+}
+
+/*
+ * The allocator probes' share of the limit: what the always-on probes leave
+ * of it, at least a quarter (their storms stay sampled however busy the
+ * rest); the quarter too until the first measurement (guard_new): the
+ * others may already take the rest.
+ */
+static uint64_t alloc_limit(const struct guard *g)
+{
+	uint64_t lim = g->st.limit_ppm, floor = lim / 4;
+
+	return g->st.others_ppm + floor < lim ? lim - g->st.others_ppm : floor;
+}
+
+/*
+ * Every OTHERS_NS: the always-on probes' estimated time over it, the
+ * busiest thread's share or all threads' over the CPUs, whichever is more
+ * (as estimate_ppm weighs the allocator's); averaged with the last reading,
+ * so that one quiet or busy second moves the allocator's share by half.
+ */
+static bool others_update(struct guard *g, uint64_t now)
+{
+	uint64_t len, max = 0, ppm;
+
+	if (!g->others_since) {
+		g->others_since = now;
+		return false;
+	}
+	if (now - g->others_since < OTHERS_NS)
+		return false;
+	len = now - g->others_since;
+	for (uint32_t i = 0; i < g->cap; i++) {
+		if (g->t[i].probe_ns > max)
+			max = g->t[i].probe_ns;
+		g->t[i].probe_ns = 0;
+	}
+	if (g->others_total / g->cpus > max)
+		max = g->others_total / g->cpus;
+	ppm = (uint64_t)((double)max * PPM / (double)len);
+	g->st.others_ppm = g->others_known ? (g->st.others_ppm + ppm) / 2 : ppm;
+	g->others_known = true;
+	g->st.alloc_limit_ppm = alloc_limit(g);
+	g->others_total = 0;
+	g->others_since = now;
+	return true;
+}
+
 uint64_t guard_due(const struct guard *g)
 {
-	return g->dead ? UINT64_MAX : g->due;
+	uint64_t others = g->others_since ? g->others_since + OTHERS_NS : 0;
+
+	if (g->dead)
+		return UINT64_MAX;
+	return others && others < g->due ? others : g->due;
 }
 
 const struct sb_guard *guard_state(const struct guard *g)
@@ -297,7 +375,7 @@ static uint64_t extrapolate(const struct wsum *w, uint64_t detached_ns)
  */
 static void set_duty(struct guard *g, uint64_t est)
 {
-	uint64_t duty = est ? (uint64_t)((double)g->st.limit_ppm * PPM / est) : DUTY_MAX;
+	uint64_t duty = est ? (uint64_t)((double)g->st.alloc_limit_ppm * PPM / est) : DUTY_MAX;
 
 	if (duty < DUTY_MIN)
 		duty = DUTY_MIN;
@@ -378,7 +456,7 @@ static int full_window_end(struct guard *g, void (*drain)(void *ctx), void *ctx)
 	took(g, &w);
 	g->st.calls_seen += w.sum;
 	g->st.calls_estimated += w.sum;
-	g->over = g->st.limit_ppm && g->st.estimate_ppm > g->st.limit_ppm ? g->over + 1 : 0;
+	g->over = g->st.limit_ppm && g->st.estimate_ppm > g->st.alloc_limit_ppm ? g->over + 1 : 0;
 	if (g->over < OVER_WINDOWS) {
 		g->win_start = w.end;
 		g->due = w.end + WINDOW_NS;
@@ -419,7 +497,7 @@ static int sampled_window_end(struct guard *g, void (*drain)(void *ctx), void *c
 	took(g, &w);
 	g->st.calls_seen += w.sum;
 	g->st.calls_estimated += extrapolate(&w, g->win_start - g->cycle_start);
-	g->low = 2 * g->st.estimate_ppm < g->st.limit_ppm ? g->low + 1 : 0;
+	g->low = 2 * g->st.estimate_ppm < g->st.alloc_limit_ppm ? g->low + 1 : 0;
 	if (g->low >= LOW_WINDOWS) {
 		/* well under the limit for a while: they stay on, throughout again */
 		g->low = 0;
@@ -452,7 +530,15 @@ static int sampled_window_end(struct guard *g, void (*drain)(void *ctx), void *c
 
 int guard_run(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *ctx)
 {
-	if (g->dead || now < g->due)
+	if (g->dead)
+		return 0;
+	/* every second, the guard started or not: a record says what was measured */
+	if (others_update(g, now) && g->started && now < g->due) {
+		g->st.reason = SB_GUARD_R_OTHERS;
+		g->st.window_start_ns = 0;
+		return GUARD_RECORD;
+	}
+	if (now < g->due)
 		return 0;
 	if (!g->started) {
 		/* no allocator probes yet: a rescan may find the library later */

@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The overhead guard (--max-overhead): keeps what the allocator probes cost
- * the target under a share of its time. Every allocator call of a target
- * thread pays an uprobe and a uretprobe (15 us on a slow VM): a thread that
- * calls malloc 60000 times a second would spend most of its time in them.
+ * The overhead guard (--max-overhead): keeps what the tracer costs the
+ * target under a share of its time, by shedding the allocator probes. Every
+ * allocator call of a target thread pays an uprobe and a uretprobe (15 us on
+ * a slow VM): a thread that calls malloc 60000 times a second would spend
+ * most of its time in them. The other probes are always on: their cost is
+ * estimated every second from the records as they pass (events x costs,
+ * guard_record), and the allocator probes are held to what that leaves of
+ * the limit, at least a quarter of it, and a quarter until the first second
+ * is measured (alloc_limit_ppm; "the limit" below).
  *
  * Safe start: with a limit, the allocator probes are not left attached by
  * the capture (probe_opts.alloc_start_off); the guard starts them sampled
@@ -50,13 +55,17 @@ enum {
 /*
  * limit_ppm: the limit in parts per million of the target's time; 0: the
  * guard only measures (its estimate still goes into the records) and never
- * detaches anything. alloc_call_ns: what one allocator call's probes cost.
+ * detaches anything. costs: what an event of each class costs (kept: it
+ * must outlive the guard), an allocator call's probes among them.
  * cpus: how many CPUs the target's threads may run on (0: not known).
  */
-struct guard *guard_new(struct probes *p, uint64_t limit_ppm, uint64_t alloc_call_ns, unsigned cpus);
+struct guard *guard_new(struct probes *p, uint64_t limit_ppm, const struct sb_costs *costs,
+		       unsigned cpus);
 void guard_free(struct guard *g);
 /* an allocator call of thread tid that was recorded on its own (SB_EV_ALLOC) */
 void guard_slow_call(struct guard *g, uint32_t tid);
+/* a record as it passes: what the always-on probes cost its thread (the records' events x costs) */
+void guard_record(struct guard *g, const struct sb_hdr *h);
 /* CLOCK_MONOTONIC ns when guard_run wants to be called next */
 uint64_t guard_due(const struct guard *g);
 /*

@@ -1145,17 +1145,8 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 	if (e->gpu_started && !e->gap_open && key > e->busy_until)
 		gpu_gap_open(e, e->busy_until);
 	e->now = key;
-	if (e->current_step && h->pid == e->target_pid && h->type <= SB_EV_KERNEL_LAST) {
-		int cls;
-		uint64_t n = sb_cost_of(h, &cls);
-
-		if (n)
-			e->current_step->events_by_cost[cls] += n;
-		/* a fault run: one record, and its other faults each extended it */
-		if (h->type == SB_EV_FAULT_RUN && ((const struct sb_fault_run *)h)->count > 1)
-			e->current_step->events_by_cost[SB_COST_FAULT_EXT] +=
-				((const struct sb_fault_run *)h)->count - 1;
-	}
+	if (e->current_step && h->pid == e->target_pid && h->type <= SB_EV_KERNEL_LAST)
+		sb_cost_count(h, e->current_step->events_by_cost);
 	if (e->current_step && e->current_step->naudit && h->type <= SB_EV_KERNEL_LAST)
 		audit_count(e, h);
 

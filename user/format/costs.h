@@ -68,12 +68,20 @@ enum sb_guard_reason {
 	SB_GUARD_R_UNDER,      /* sampled -> full: under half the limit */
 	SB_GUARD_R_END,        /* the capture ends */
 	SB_GUARD_R_FAILED,     /* the probes would not attach again */
+	SB_GUARD_R_OTHERS,     /* the always-on probes measured again (others_ppm), the mode stays */
 	SB_GUARD_NREASON,
 };
 
 struct sb_guard {
 	int mode;                /* enum sb_guard_mode */
 	uint64_t limit_ppm;      /* --max-overhead, parts per million of step time */
+	/*
+	 * the always-on probes' estimated cost (every probe but the allocator's,
+	 * from the records of the last second), and what that leaves the
+	 * allocator probes: limit_ppm less it, at least a quarter of limit_ppm.
+	 * 0 in traces from before the keys (alloc_limit_ppm: limit_ppm then).
+	 */
+	uint64_t others_ppm, alloc_limit_ppm;
 	uint64_t estimate_ppm;   /* the allocator probes' estimated cost while attached */
 	uint64_t duty_ppm;       /* share of time they are attached (1000000: always) */
 	uint64_t period_ns;      /* one attach/detach cycle while sampled */
@@ -88,6 +96,12 @@ struct sb_guard {
 	 */
 	uint64_t window_start_ns, window_end_ns;
 };
+
+/*
+ * The events record h stands for, by cost class, added to counts: its own
+ * (sb_cost_of), and a fault run's faults after its first as SB_COST_FAULT_EXT.
+ */
+void sb_cost_count(const struct sb_hdr *h, uint64_t counts[SB_NCOST]);
 
 size_t sb_guard_format(const struct sb_guard *g, char *buf, size_t cap);
 /* false if the text has no mode */
