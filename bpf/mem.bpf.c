@@ -188,11 +188,13 @@ int BPF_PROG(raw_fault, unsigned long address, struct pt_regs *regs, unsigned lo
 			s->last = now;
 			/*
 			 * a long run: its stack, from inside it (the slot is busy:
-			 * reserve() leaves the run alone)
+			 * reserve() leaves the run alone), if its process is still
+			 * recorded: the extension skipped the filter
 			 */
 			if (!s->stacked && now - s->first >= stack_fault_run_ns) {
 				s->stacked = 1;
-				emit_stack(ctx, SB_EV_FAULT, s->first, now);
+				if (current_is_target())
+					emit_stack(ctx, SB_EV_FAULT, s->first, now);
 			}
 		} else {
 			s->untimed++;
