@@ -38,6 +38,34 @@ release_when_attached() {
 	done
 	kill -CONT "$1"
 }
+# A program that waits for one byte on its stdin (tests/progs/sbwork) traced from its
+# start: record_gated TEST NAME "RECORD OPTIONS" PROGRAM ARGS... runs it with a fifo for
+# stdin, attaches `stepblame record -p` (60 s at most), and sends the byte once record
+# says "attached". Leaves $tmp/NAME.prog (the program's output), $tmp/NAME.rec (record's)
+# and $tmp/NAME.sbt; $pid is the program's while it runs (for the caller's cleanup).
+# Fails TEST and returns 1 if either exits non-zero.
+record_gated() {
+	local t=$1 name=$2 opts=$3 rec rc prc
+	shift 3
+	rm -f "$tmp/go"
+	mkfifo "$tmp/go"
+	"$@" <"$tmp/go" >"$tmp/$name.prog" 2>&1 &
+	pid=$!
+	exec 7>"$tmp/go"
+	# shellcheck disable=SC2086
+	"$STEPBLAME" record -p "$pid" -d 60 $opts -o "$tmp/$name.sbt" >"$tmp/$name.rec" 2>&1 &
+	rec=$!
+	for _ in $(seq 1 300); do grep -q "attached" "$tmp/$name.rec" && break; sleep 0.1; done
+	echo go >&7
+	exec 7>&-
+	wait "$pid"; prc=$?
+	wait "$rec"; rc=$?
+	pid=
+	if [ $rc != 0 ] || [ $prc != 0 ]; then
+		fail "$t" "record exited $rc, $(basename "$1") $prc: $(tail -2 "$tmp/$name.rec" | tr '\n' ' ')"
+		return 1
+	fi
+}
 need_prometheus() { # name: Debian's prometheus (the server binary); in CI its absence fails
 	if command -v prometheus >/dev/null; then return 0; fi
 	if [ -n "${STEPBLAME_REQUIRE_BPF:-}" ]; then

@@ -25,26 +25,12 @@ cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 STEPS=20
-mkfifo "$tmp/go"
-"$prog" faultsteps $STEPS <"$tmp/go" >"$tmp/prog.out" 2>&1 &
-pid=$!
-exec 7>"$tmp/go"
-"$STEPBLAME" record -p "$pid" -d 60 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1 &
-rec=$!
-for _ in $(seq 1 300); do grep -q "attached" "$tmp/record.out" && break; sleep 0.1; done
-echo go >&7
-exec 7>&-
-wait "$pid"; prc=$?
-wait "$rec"; rc=$?
-pid=
-if [ $rc != 0 ] || [ $prc != 0 ]; then
-	fail $T "record exited $rc, sbwork $prc: $(tail -2 "$tmp/record.out" | tr '\n' ' ')"; exit 0
-fi
-if ! "$STEPBLAME" report --format json "$tmp/trace.sbt" >"$tmp/report.json" 2>"$tmp/err" ||
-   ! "$STEPBLAME" dump --jsonl "$tmp/trace.sbt" >"$tmp/dump.jsonl" 2>>"$tmp/err"; then
+record_gated $T steps "" "$prog" faultsteps $STEPS || exit 0
+if ! "$STEPBLAME" report --format json "$tmp/steps.sbt" >"$tmp/report.json" 2>"$tmp/err" ||
+   ! "$STEPBLAME" dump --jsonl "$tmp/steps.sbt" >"$tmp/dump.jsonl" 2>>"$tmp/err"; then
 	fail $T "report or dump failed: $(head -1 "$tmp/err")"; exit 0
 fi
-python3 - "$tmp/prog.out" "$tmp/report.json" "$tmp/dump.jsonl" $STEPS <<'EOF'
+python3 - "$tmp/steps.prog" "$tmp/report.json" "$tmp/dump.jsonl" $STEPS <<'EOF'
 import json, sys
 
 T = "fault_runs"
@@ -108,25 +94,11 @@ EOF
 # dense bursts: the clock read at one fault in eight, the run's end estimated
 T=fault_runs/dense_bursts
 BURSTS=40
-rm -f "$tmp/go"; mkfifo "$tmp/go"
-"$prog" faultbursts $BURSTS <"$tmp/go" >"$tmp/bursts.out" 2>&1 &
-pid=$!
-exec 7>"$tmp/go"
-"$STEPBLAME" record -p "$pid" -d 60 -o "$tmp/bursts.sbt" >"$tmp/record2.out" 2>&1 &
-rec=$!
-for _ in $(seq 1 300); do grep -q "attached" "$tmp/record2.out" && break; sleep 0.1; done
-echo go >&7
-exec 7>&-
-wait "$pid"; prc=$?
-wait "$rec"; rc=$?
-pid=
-if [ $rc != 0 ] || [ $prc != 0 ]; then
-	fail $T "record exited $rc, sbwork $prc: $(tail -2 "$tmp/record2.out" | tr '\n' ' ')"; exit 0
-fi
+record_gated $T bursts "" "$prog" faultbursts $BURSTS || exit 0
 if ! "$STEPBLAME" dump --jsonl "$tmp/bursts.sbt" >"$tmp/bursts.jsonl" 2>"$tmp/err"; then
 	fail $T "dump failed: $(head -1 "$tmp/err")"; exit 0
 fi
-python3 - "$tmp/bursts.out" "$tmp/bursts.jsonl" $BURSTS <<'EOF'
+python3 - "$tmp/bursts.prog" "$tmp/bursts.jsonl" $BURSTS <<'EOF'
 import json, statistics, sys
 
 T = "fault_runs/dense_bursts"

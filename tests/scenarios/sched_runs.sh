@@ -24,25 +24,9 @@ trap cleanup EXIT
 
 STEPS=30
 one() { # name, record options...
-	local name=$1 rec prc rc
+	local name=$1
 	shift
-	rm -f "$tmp/go"
-	mkfifo "$tmp/go"
-	"$prog" pingpong $STEPS <"$tmp/go" >"$tmp/$name.prog" 2>&1 &
-	pid=$!
-	exec 7>"$tmp/go"
-	"$STEPBLAME" record -p "$pid" -d 60 "$@" -o "$tmp/$name.sbt" >"$tmp/$name.rec" 2>&1 &
-	rec=$!
-	for _ in $(seq 1 300); do grep -q "attached" "$tmp/$name.rec" && break; sleep 0.1; done
-	echo go >&7
-	exec 7>&-
-	wait "$pid"; prc=$?
-	wait "$rec"; rc=$?
-	pid=
-	if [ $rc != 0 ] || [ $prc != 0 ]; then
-		fail "$T/$name" "record exited $rc, sbwork $prc: $(tail -2 "$tmp/$name.rec" | tr '\n' ' ')"
-		return 1
-	fi
+	record_gated "$T/$name" "$name" "$*" "$prog" pingpong $STEPS || return 1
 	if ! "$STEPBLAME" report --format json "$tmp/$name.sbt" >"$tmp/$name.json" 2>"$tmp/err" ||
 	   ! "$STEPBLAME" dump --jsonl "$tmp/$name.sbt" >"$tmp/$name.jsonl" 2>>"$tmp/err"; then
 		fail "$T/$name" "report or dump failed: $(head -1 "$tmp/err")"

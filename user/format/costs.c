@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The tracer's own cost: the cost model and the guard's state (format/costs.h). */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,38 +155,39 @@ const char *sb_guard_reason_name(int reason)
 	return reason > 0 && reason < SB_GUARD_NREASON ? guard_reason_names[reason] : "";
 }
 
+/* append to buf[*n..cap) as snprintf would; *n stays put once the text no longer fits */
+__attribute__((format(printf, 4, 5)))
+static void append(char *buf, size_t cap, int *n, const char *fmt, ...)
+{
+	va_list ap;
+	int m;
+
+	if (*n < 0 || (size_t)*n >= cap)
+		return;
+	va_start(ap, fmt);
+	m = vsnprintf(buf + *n, cap - (size_t)*n, fmt, ap);
+	va_end(ap);
+	if (m > 0)
+		*n += m;
+}
+
 size_t sb_guard_format(const struct sb_guard *g, char *buf, size_t cap)
 {
-	int n = snprintf(buf, cap,
-			 "mode=%s\nlimit_ppm=%" PRIu64 "\nestimate_ppm=%" PRIu64 "\nduty_ppm=%" PRIu64
-			 "\nperiod_ns=%" PRIu64 "\ncalls_seen=%" PRIu64 "\ncalls_estimated=%" PRIu64
-			 "\n",
-			 sb_guard_mode_name(g->mode), g->limit_ppm, g->estimate_ppm, g->duty_ppm,
-			 g->period_ns, g->calls_seen, g->calls_estimated);
+	int n = 0;
 
-	if (n > 0 && (size_t)n < cap && g->reason > 0 && g->reason < SB_GUARD_NREASON) {
-		int m = snprintf(buf + n, cap - (size_t)n, "reason=%s\n",
-				 guard_reason_names[g->reason]);
-
-		if (m > 0)
-			n += m;
-	}
-	if (n > 0 && (size_t)n < cap && g->alloc_limit_ppm) {
-		int m = snprintf(buf + n, cap - (size_t)n,
-				 "others_ppm=%" PRIu64 "\nalloc_limit_ppm=%" PRIu64 "\n",
-				 g->others_ppm, g->alloc_limit_ppm);
-
-		if (m > 0)
-			n += m;
-	}
-	if (n > 0 && (size_t)n < cap && g->window_start_ns) {
-		int m = snprintf(buf + n, cap - (size_t)n,
-				 "window_start_ns=%" PRIu64 "\nwindow_end_ns=%" PRIu64 "\n",
-				 g->window_start_ns, g->window_end_ns);
-
-		if (m > 0)
-			n += m;
-	}
+	append(buf, cap, &n,
+	       "mode=%s\nlimit_ppm=%" PRIu64 "\nestimate_ppm=%" PRIu64 "\nduty_ppm=%" PRIu64
+	       "\nperiod_ns=%" PRIu64 "\ncalls_seen=%" PRIu64 "\ncalls_estimated=%" PRIu64 "\n",
+	       sb_guard_mode_name(g->mode), g->limit_ppm, g->estimate_ppm, g->duty_ppm,
+	       g->period_ns, g->calls_seen, g->calls_estimated);
+	if (g->reason > 0 && g->reason < SB_GUARD_NREASON)
+		append(buf, cap, &n, "reason=%s\n", guard_reason_names[g->reason]);
+	if (g->alloc_limit_ppm)
+		append(buf, cap, &n, "others_ppm=%" PRIu64 "\nalloc_limit_ppm=%" PRIu64 "\n",
+		       g->others_ppm, g->alloc_limit_ppm);
+	if (g->window_start_ns)
+		append(buf, cap, &n, "window_start_ns=%" PRIu64 "\nwindow_end_ns=%" PRIu64 "\n",
+		       g->window_start_ns, g->window_end_ns);
 	return n > 0 ? (size_t)n : 0;
 }
 
