@@ -403,6 +403,27 @@ static void plan(struct guard *g)
 static int sampled_attach(struct guard *g);
 
 /*
+ * Sampled and detached, the allocator probes' share just changed (a reading
+ * of the others): the duty for it from the same estimates (the last window's
+ * among them), the next window no later than the new period puts it. Without
+ * this, a share that grew from the start's quarter would keep the quarter's
+ * long period (8 s at 1%) for a cycle, and low rates would wait three such
+ * periods to go back to full.
+ */
+static void replan(struct guard *g)
+{
+	uint64_t est = g->st.estimate_ppm, next;
+
+	for (int i = 0; i < LOW_WINDOWS; i++)
+		if (g->recent[i] > est)
+			est = g->recent[i];
+	set_duty(g, est);
+	next = g->cycle_start + g->st.period_ns - g->attach_ns;
+	if (next < g->due)
+		g->due = next;
+}
+
+/*
  * The probes would not attach again: off for good. Mostly the target has
  * just exited (the capture ends with it); the caller tells.
  */
@@ -533,10 +554,14 @@ int guard_run(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *ctx
 	if (g->dead)
 		return 0;
 	/* every second, the guard started or not: a record says what was measured */
-	if (others_update(g, now) && g->started && now < g->due) {
-		g->st.reason = SB_GUARD_R_OTHERS;
-		g->st.window_start_ns = 0;
-		return GUARD_RECORD;
+	if (others_update(g, now) && g->started) {
+		if (g->st.mode == SB_GUARD_SAMPLED && !g->on)
+			replan(g);
+		if (now < g->due) {
+			g->st.reason = SB_GUARD_R_OTHERS;
+			g->st.window_start_ns = 0;
+			return GUARD_RECORD;
+		}
 	}
 	if (now < g->due)
 		return 0;
