@@ -582,6 +582,51 @@ struct {
 	__type(value, struct stack_next);
 } stack_rate SEC(".maps");
 
+/* how far above the stack pointer a frame may lie: the default thread stack */
+#define USER_STACK_SPAN (8ULL << 20)
+
+/*
+ * The current thread's user stack into ip[0..SB_STACK_MAX), innermost first:
+ * the instruction pointer it entered the kernel with, then the return address
+ * of each frame on its frame-pointer chain. Returns the frames written.
+ *
+ * The walk of bpf_get_stack reads the frame at every frame pointer it meets:
+ * the 0 that ends every chain, and whatever a function built without frame
+ * pointers left in the register. Each such read faults, and a fault taken in
+ * the kernel costs microseconds on a guest whose page tables the hypervisor
+ * keeps (docs/ARCHITECTURE.md, "Stacks"). This walk reads only what can be a
+ * frame of this stack: 8-byte aligned, at or above the stack pointer and
+ * within USER_STACK_SPAN of it, each frame above the one before.
+ */
+static __always_inline __u32 user_stack(void *ctx, __u64 *ip)
+{
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
+		/* before Linux 5.15: the kernel's walk */
+		long got = bpf_get_stack(ctx, ip, SB_STACK_MAX * sizeof(__u64), BPF_F_USER_STACK);
+
+		return got > 0 ? (__u32)got / 8 : 0;
+	}
+	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	__u64 sp = PT_REGS_SP_CORE(r), fp = PT_REGS_FP_CORE(r);
+	__u32 n = 1;
+
+	ip[0] = PT_REGS_IP_CORE(r);
+	for (__u32 i = 1; i < SB_STACK_MAX; i++) {
+		__u64 frame[2]; /* the caller's frame pointer, the return address */
+
+		if (!fp || (fp & 7) || fp < sp || fp - sp > USER_STACK_SPAN)
+			break;
+		if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp) || !frame[1])
+			break;
+		ip[i] = frame[1];
+		n = i + 1;
+		if (frame[0] <= fp)
+			break;
+		fp = frame[0];
+	}
+	return n;
+}
+
 /*
  * Fill reserved stack record st with the current thread's user stack, for the
  * event of type ev_type at ev_ts (start: its start, or ev_ts), and submit it.
@@ -589,14 +634,10 @@ struct {
 static __always_inline void submit_stack(void *ctx, struct sb_stack *st, __u32 ev_type,
 					 __u64 start, __u64 ev_ts)
 {
-	long got = bpf_get_stack(ctx, st->ip, sizeof(st->ip), BPF_F_USER_STACK);
-
-	if (got < 0)
-		got = 0;
 	st->h.ts = ev_ts;
 	st->ev_start_ns = start;
 	st->ev_type = ev_type;
-	st->nframes = (__u32)got / 8;
+	st->nframes = user_stack(ctx, st->ip);
 	if (st->nframes >= SB_STACK_MAX)
 		st->h.flags = SB_STACK_TRUNCATED;
 	/* frames past nframes are uninitialised ring memory: clear them */
@@ -696,9 +737,7 @@ static __always_inline void sleep_stack_out(void *ctx, struct tstate *ts, __u32 
 	v->cap_out = 0;
 	if (!sleeping || now < v->next_cap)
 		return;
-	long got = bpf_get_stack(ctx, v->ip, sizeof(v->ip), BPF_F_USER_STACK);
-
-	v->nframes = got > 0 ? (__u32)got / 8 : 0;
+	v->nframes = user_stack(ctx, v->ip);
 	v->cap_out = now;
 	/* a thread whose trips are short (a ping-pong) is sampled sixteen times less */
 	v->next_cap = now + (v->last_long ? sleep_stack_gap_ns : 16 * sleep_stack_gap_ns);
