@@ -481,6 +481,17 @@ struct sleep_stash {
 	__u64 ip[SB_STACK_MAX];
 };
 
+/* a call in progress: mmap family (call = enum sb_mm_call) or I/O (IO_CALL | enum sb_io_call) */
+struct mm_call {
+	__u64 start;           /* 0: none (in tstate) */
+	__u64 addr;            /* I/O: the fd */
+	__u64 len;
+	__u32 call;
+	__u32 arg;
+	__u32 flags;           /* mmap: its flags and fd */
+	__s32 fd;
+};
+
 struct tstate {
 	__u64 held;            /* the switch-out of the trip held back (0: none); taken by exchange */
 	__u64 wake_ts;         /* its wakeup, held in wk (0: none); taken by exchange */
@@ -497,6 +508,7 @@ struct tstate {
 	struct sb_wakeup wk;       /* the held wakeup */
 	struct sb_sched_run run;   /* the run so far; run.start_ns 0: none */
 	struct sleep_stash ss;     /* its sleep stack (the sleep_stacks map's entry, here) */
+	struct mm_call mm;         /* its system call in progress (mem.bpf.c, mm_in_task) */
 };
 
 struct {

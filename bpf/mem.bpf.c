@@ -44,16 +44,6 @@ struct {
 	__type(value, __u64);
 } compact_start SEC(".maps");
 
-/* a call in progress: mmap family (call = enum sb_mm_call) or I/O (IO_CALL | enum sb_io_call) */
-struct mm_call {
-	__u64 start;
-	__u64 addr;            /* I/O: the fd */
-	__u64 len;
-	__u32 call;
-	__u32 arg;
-	__u32 flags;           /* mmap: its flags and fd */
-	__s32 fd;
-};
 
 /* bytes written through an open file (keyed by its struct file), with the inode it was for */
 struct file_written {
@@ -71,12 +61,41 @@ struct {
 #define IO_CALL 0x100
 #define AFF_CALL 0x200 /* sched_setaffinity */
 
+/*
+ * The calls in progress: in the thread's task storage (tstate.mm) where the
+ * kernel lets these programs use it (mm_in_task, set by the agent), else in
+ * this hash by tid. A hash update at the entry and a delete at the exit cost
+ * more than the task storage, whose entry hangs off the task itself
+ * (bench/RESULTS.md, section 29).
+ */
+const volatile bool mm_in_task = false;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, struct mm_call);
 } mm_calls SEC(".maps");
+
+/* the current thread's call in progress, NULL if none */
+static __always_inline struct mm_call *mm_call_get(__u32 tid)
+{
+	if (mm_in_task) {
+		struct tstate *s = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
+
+		return s && s->mm.start ? &s->mm : NULL;
+	}
+	return bpf_map_lookup_elem(&mm_calls, &tid);
+}
+
+/* the current thread's call c (from mm_call_get) is over */
+static __always_inline void mm_call_done(__u32 tid, struct mm_call *c)
+{
+	if (mm_in_task)
+		c->start = 0;
+	else
+		bpf_map_delete_elem(&mm_calls, &tid);
+}
 
 #if defined(__TARGET_ARCH_arm64)
 #define NR_BRK 214
@@ -409,8 +428,17 @@ static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3, __
 		c.len = call == SB_SYS_BRK ? 0 : a2;
 		c.arg = call == SB_SYS_MUNMAP || call == SB_SYS_BRK ? 0 : (__u32)a3;
 	}
-	if (bpf_map_update_elem(&mm_calls, &tid, &c, BPF_ANY))
+	if (mm_in_task) {
+		struct tstate *s = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0,
+							 BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+		if (s)
+			s->mm = c;
+		else
+			count_drop(SB_DROP_MAPFULL);
+	} else if (bpf_map_update_elem(&mm_calls, &tid, &c, BPF_ANY)) {
 		count_drop(SB_DROP_MAPFULL);
+	}
 	return 0;
 }
 
@@ -613,13 +641,13 @@ static __always_inline int mm_exit(void *ctx, long ret)
 	if (!current_is_target())
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct mm_call *c = bpf_map_lookup_elem(&mm_calls, &tid);
+	struct mm_call *c = mm_call_get(tid);
 
 	if (!c)
 		return 0;
 	if (c->call == AFF_CALL) {
 		aff_exit(c, ret);
-		bpf_map_delete_elem(&mm_calls, &tid);
+		mm_call_done(tid, c);
 		return 0;
 	}
 	if (c->call & IO_CALL) {
@@ -631,7 +659,7 @@ static __always_inline int mm_exit(void *ctx, long ret)
 		if (f && io_writes(c->call) && ret > 0)
 			written = count_written(f, (__u64)ret);
 		io_exit(ctx, c, ret, f, written);
-		bpf_map_delete_elem(&mm_calls, &tid);
+		mm_call_done(tid, c);
 		return 0;
 	}
 	if (c->call == SB_SYS_MMAP) {
@@ -659,7 +687,7 @@ static __always_inline int mm_exit(void *ctx, long ret)
 			if (ts - c->start >= stack_mm_min_ns)
 				emit_stack(ctx, SB_EV_MMSYS, c->start, ts);
 		}
-		bpf_map_delete_elem(&mm_calls, &tid);
+		mm_call_done(tid, c);
 		return 0;
 	}
 	struct sb_mmsys *e = reserve(SB_EV_MMSYS, sizeof(*e));
@@ -678,7 +706,7 @@ static __always_inline int mm_exit(void *ctx, long ret)
 		if (ts - c->start >= stack_mm_min_ns)
 			emit_stack(ctx, SB_EV_MMSYS, c->start, ts);
 	}
-	bpf_map_delete_elem(&mm_calls, &tid);
+	mm_call_done(tid, c);
 	return 0;
 }
 
