@@ -15,7 +15,12 @@ tracepoint dispatch around it is not counted (the observer effect,
 BUSY_OPTS: more options of `stepblame record` (e.g. "--fold 0"). BUSY_VARIANTS:
 option sets separated by '|' (e.g. "|--fold 0": the defaults, then --fold 0),
 captured in turn in each round, one table each (the VM's speed drifts by a
-quarter between minutes: compare variants of one run only).
+quarter between minutes: compare variants of one run only). A variant that starts
+with @PATH records with the stepblame binary at PATH (another build).
+BUSY_TARGET=torch measures the PyTorch loop of the tests instead
+(tests/progs/torch_trainer.py, two DataLoader workers, all on CPU BENCH_CPU, 1;
+/usr/bin/python3 with torch): one loop for the whole run, each capture attached
+to it by PID; the per-thread rates are then its main thread's.
 """
 import json
 import os
@@ -30,6 +35,8 @@ import bench  # noqa: E402
 import bpfstats  # noqa: E402
 
 SIM = os.environ.get("SIMTRAINER", "build/simtrainer")
+TARGET = os.environ.get("BUSY_TARGET", "simtrainer")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUSY = ["--kernels", "10", "--kernel-us", "100", "--launch-us", "200", "--busy", "20,60,57"]
 
 
@@ -57,7 +64,8 @@ def launcher_counts(pid):
     for t in os.listdir("/proc/%d/task" % pid):
         base = "/proc/%d/task/%s/" % (pid, t)
         try:
-            if open(base + "comm").read().strip() != "launcher":
+            if (open(base + "comm").read().strip() != "launcher" if TARGET == "simtrainer"
+                    else int(t) != pid):
                 continue
             st = open(base + "status").read()
             sw = sum(int(l.split()[1]) for l in st.splitlines() if "ctxt_switches" in l)
@@ -68,10 +76,38 @@ def launcher_counts(pid):
     return 0, 0
 
 
-def one(window, opts):
-    sim = subprocess.Popen([SIM, "--steps", "100000", "--quiet"] + BUSY,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rec = subprocess.Popen([bench.SB, "record", "-q", "-p", str(sim.pid), "-o", "/dev/shm/busy.sbt",
+def torch_loop():
+    """the PyTorch loop, started once; returns it after its first steps"""
+    out = os.path.join(bench.OUT, "busy-torch")
+    os.makedirs(out, exist_ok=True)
+    ready, stop = os.path.join(out, "ready"), os.path.join(out, "stop")
+    for f in (ready, stop):
+        if os.path.exists(f):
+            os.unlink(f)
+    loop = subprocess.Popen(["taskset", "-c", os.environ.get("BENCH_CPU", "1"),
+                             os.environ.get("PYTHON", "/usr/bin/python3"),
+                             os.path.join(ROOT, "tests", "progs", "torch_trainer.py"),
+                             "--steps", "1000000", "--workers", "2", "--threads", "1",
+                             "--lib", os.path.join(ROOT, "build", "libstepblame.so"),
+                             "--truth", os.path.join(out, "truth.jsonl"), "--ready", ready,
+                             "--stop", stop],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not os.path.exists(ready):
+        if loop.poll() is not None:
+            raise SystemExit("the loop exited before its first step (python3-torch missing?)")
+        time.sleep(0.1)
+    time.sleep(2)
+    loop.stop_file = stop
+    return loop
+
+
+def one(window, opts, loop=None):
+    sb = bench.SB
+    if opts and opts[0].startswith("@"):
+        sb, opts = opts[0][1:], opts[1:]
+    sim = loop or subprocess.Popen([SIM, "--steps", "100000", "--quiet"] + BUSY,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rec = subprocess.Popen([sb, "record", "-q", "-p", str(sim.pid), "-o", "/dev/shm/busy.sbt",
                             "--no-gpu"] + opts,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -82,8 +118,9 @@ def one(window, opts):
     finally:
         rec.send_signal(2)
         rec.wait()
-        sim.kill()
-        sim.wait()
+        if not loop:
+            sim.kill()
+            sim.wait()
         try:
             os.unlink("/dev/shm/busy.sbt")
         except OSError:
@@ -103,7 +140,8 @@ def one(window, opts):
 
 def table(res, rounds, window):
     fams = sorted({f for r in res for f in r["families_ns_s"]})
-    print("launcher: %.0f switches/s, %.0f faults/s (median of %d captures, %.0f s each)" % (
+    print("%s: %.0f switches/s, %.0f faults/s (median of %d captures, %.0f s each)" % (
+        "launcher" if TARGET == "simtrainer" else "main thread",
         statistics.median(r["switches_s"] for r in res),
         statistics.median(r["faults_s"] for r in res), rounds, window))
     print()
@@ -131,12 +169,19 @@ def main():
     variants = os.environ.get("BUSY_VARIANTS", os.environ.get("BUSY_OPTS", "")).split("|")
     fd = bpfstats.enable_stats()
     res = {v: [] for v in variants}
+    loop = torch_loop() if TARGET == "torch" else None
     try:
         for _ in range(rounds):
             for v in variants:
-                res[v].append(one(window, v.split()))
+                res[v].append(one(window, v.split(), loop))
     finally:
         os.close(fd)
+        if loop:
+            open(loop.stop_file, "w").close()
+            try:
+                loop.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                loop.kill()
     for v in variants:
         if len(variants) > 1:
             print("## stepblame record %s" % (v or "(defaults)"))
