@@ -11,15 +11,23 @@
  *   jit_region_run:  copies a function's code into an anonymous executable
  *                    mapping, writes /tmp/perf-PID.map naming it
  *                    "jit_hot_loop", and runs it doing fsyncs: a slow iosys
- *                    whose stack passes through JIT code.
+ *                    whose stack passes through JIT code;
+ *   decoy_spin:      (x86-64) computes for 400 ms of CPU time with its frame
+ *                    pointer on a fake frame in the heap whose return address
+ *                    is inside decoy_frame, which nothing calls: a CPU sample
+ *                    that reads the heap as a frame names decoy_frame. Prints
+ *                    "decoy LOOP RET": the spin loop's address and the fake
+ *                    return address.
  * Usage: sbstack DIR
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static char path[4096];
@@ -141,6 +149,53 @@ __attribute__((noinline)) void jit_region_run(void)
 	close(fd);
 }
 
+/* never called: only a fake frame in the heap points into it */
+__attribute__((noinline)) void decoy_frame(void)
+{
+	__asm__ volatile("nop\n nop\n nop\n nop\n nop\n nop\n nop\n nop");
+}
+
+static volatile sig_atomic_t decoy_done;
+
+static void decoy_stop(int sig)
+{
+	(void)sig;
+	decoy_done = 1;
+}
+
+__attribute__((noinline)) void decoy_spin(void)
+{
+#if defined(__x86_64__)
+	extern char decoy_loop[];
+	uint64_t *fake = malloc(2 * sizeof(*fake));
+	struct itimerval cpu = { .it_value = { .tv_usec = 400000 } };
+
+	if (!fake)
+		return;
+	fake[0] = 0;                                   /* no caller's frame */
+	fake[1] = (uint64_t)(uintptr_t)decoy_frame + 4; /* its "return address" */
+	printf("decoy %#lx %#lx\n", (unsigned long)(uintptr_t)decoy_loop,
+	       (unsigned long)fake[1]);
+	fflush(stdout);
+	signal(SIGPROF, decoy_stop);
+	setitimer(ITIMER_PROF, &cpu, NULL);
+	/* below the red zone, the frame pointer saved, then pointed at the heap */
+	__asm__ volatile("sub $128, %%rsp\n\t"
+			 "push %%rbp\n\t"
+			 "mov %0, %%rbp\n"
+			 "decoy_loop:\n\t"
+			 "pause\n\t"
+			 "cmpl $0, %1\n\t"
+			 "je decoy_loop\n\t"
+			 "pop %%rbp\n\t"
+			 "add $128, %%rsp"
+			 :: "r"(fake), "m"(decoy_done) : "memory", "cc");
+	free(fake);
+#else
+	printf("decoy none\n");
+#endif
+}
+
 int main(int argc, char **argv)
 {
 	char c;
@@ -155,6 +210,7 @@ int main(int argc, char **argv)
 	buffer_grow();
 	wait_for_loader();
 	jit_region_run();
+	decoy_spin();
 	unlink(path);
 	printf("done\n");
 	return 0;

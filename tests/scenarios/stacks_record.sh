@@ -84,3 +84,42 @@ if bad:
 PY
 )
 if [ "$out" = ok ]; then pass $T; else fail $T "$out"; fi
+
+# A frame pointer that points off the stack is not followed: the decoy phase
+# spins with it on a fake frame in the heap whose return address names a
+# function nothing calls. The CPU samples taken in the spin (their innermost
+# frame in its loop) must not name that address.
+T=stacks_record/no_frames_from_data
+decoy=$(awk '$1 == "decoy" { print $2, $3 }' "$tmp/prog.out")
+if [ "$decoy" = none ]; then
+	skip $T "the decoy phase is x86-64 only"
+elif [ -z "$decoy" ]; then
+	fail $T "sbstack printed no decoy line: $(tail -2 "$tmp/prog.out" | tr '\n' ' ')"
+else
+	"$STEPBLAME" dump --jsonl "$tmp/trace.sbt" >"$tmp/dump.jsonl" 2>"$tmp/dump.err"
+	out=$(python3 - "$tmp/dump.jsonl" $decoy <<'PY'
+import json, sys
+loop, ret = int(sys.argv[2], 16), int(sys.argv[3], 16)
+spun = named = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") != "stack" or not r.get("frames"):
+        continue
+    frames = [int(f, 16) for f in r["frames"]]
+    if r.get("event") == "stack" and loop <= frames[0] < loop + 16:
+        spun += 1
+    if ret in frames:
+        named += 1
+if named:
+    print("%d stacks name the fake frame's return address %#x" % (named, ret))
+elif spun < 3:
+    print("only %d CPU samples in the decoy loop (400 ms of CPU at 99 Hz)" % spun)
+else:
+    print("ok %d" % spun)
+PY
+)
+	case "$out" in
+	ok*) echo "    (${out#ok } samples in the loop, none naming the fake frame)"; pass $T ;;
+	*) fail $T "$out" ;;
+	esac
+fi
