@@ -66,7 +66,7 @@ struct {
  * kernel lets these programs use it (mm_in_task, set by the agent), else in
  * this hash by tid. A hash update at the entry and a delete at the exit cost
  * more than the task storage, whose entry hangs off the task itself
- * (bench/RESULTS.md, section 29).
+ * (docs/ARCHITECTURE.md, "System-call probes").
  */
 const volatile bool mm_in_task = false;
 
