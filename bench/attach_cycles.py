@@ -65,7 +65,6 @@ AGENT = os.environ.get("AGENT_CPU", "0")
 OUT = os.path.abspath(os.environ.get("BENCH_OUT", os.path.join(ROOT, "build", "bench")))
 PY = os.environ.get("PYTHON", "/usr/bin/python3")
 LIB = os.path.abspath(os.environ.get("STEPBLAME_LIB", os.path.join(ROOT, "build", "libstepblame.so")))
-LOOP = os.path.join(ROOT, "tests", "progs", "torch_trainer.py")
 FIRST = 10
 
 
@@ -79,23 +78,9 @@ def p50(xs):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    truth = os.path.join(OUT, "cycles-truth.jsonl")
-    ready = os.path.join(OUT, "cycles-ready")
-    stop = os.path.join(OUT, "cycles-stop")
-    for f in (truth, ready, stop):
-        if os.path.exists(f):
-            os.unlink(f)
     # more steps than the cycles take at the loop's ~25 ms a step; ended by the stop file
     steps = int((CYCLES * (ON + OFF + 3) + OFF + 10) / 0.010)
-    loop = subprocess.Popen(["taskset", "-c", CPU, PY, LOOP, "--steps", str(steps), "--workers", "2",
-                             "--threads", "1", "--lib", LIB, "--truth", truth, "--ready", ready,
-                             "--stop", stop],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while not os.path.exists(ready):
-        if loop.poll() is not None:
-            raise SystemExit("the loop exited before its first step (python3-torch missing?)")
-        time.sleep(0.1)
-    time.sleep(2)  # past the loop's own warm-up
+    loop, truth, stop = bench.torch_loop(os.path.join(OUT, "cycles"), steps, CPU, PY, LIB)
     windows = []   # (kind, start_ns, end_ns, report or None)
     t_untraced = now()
     for k in range(CYCLES):

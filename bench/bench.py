@@ -46,6 +46,30 @@ AGENT_CPU = int(os.environ.get("AGENT_CPU", "0"))
 ATTACH_FALLBACK_S = 2.0
 
 
+def torch_loop(prefix, steps, cpu="1", python="/usr/bin/python3", lib="build/libstepblame.so"):
+    """The PyTorch loop of the tests (tests/progs/torch_trainer.py: a conv net,
+    DataLoader with 2 worker processes, all on CPU cpu, steps marked through lib),
+    started and past its warm-up. Its truth goes to PREFIX-truth.jsonl; it ends
+    (before `steps`) once PREFIX-stop exists. Returns (loop, truth, stop)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    truth, ready, stop = prefix + "-truth.jsonl", prefix + "-ready", prefix + "-stop"
+    for f in (truth, ready, stop):
+        if os.path.exists(f):
+            os.unlink(f)
+    loop = subprocess.Popen(["taskset", "-c", str(cpu), python,
+                             os.path.join(root, "tests", "progs", "torch_trainer.py"),
+                             "--steps", str(steps), "--workers", "2", "--threads", "1",
+                             "--lib", os.path.abspath(lib), "--truth", truth, "--ready", ready,
+                             "--stop", stop],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not os.path.exists(ready):
+        if loop.poll() is not None:
+            raise SystemExit("the loop exited before its first step (python3-torch missing?)")
+        time.sleep(0.1)
+    time.sleep(2)  # past the loop's own warm-up
+    return loop, truth, stop
+
+
 def ATTACHED(line):
     return ("stepblame: attached" in line or "GPU timeline" in line
             or "GPU channel" in line)

@@ -76,31 +76,6 @@ def launcher_counts(pid):
     return 0, 0
 
 
-def torch_loop():
-    """the PyTorch loop, started once; returns it after its first steps"""
-    out = os.path.join(bench.OUT, "busy-torch")
-    os.makedirs(out, exist_ok=True)
-    ready, stop = os.path.join(out, "ready"), os.path.join(out, "stop")
-    for f in (ready, stop):
-        if os.path.exists(f):
-            os.unlink(f)
-    loop = subprocess.Popen(["taskset", "-c", os.environ.get("BENCH_CPU", "1"),
-                             os.environ.get("PYTHON", "/usr/bin/python3"),
-                             os.path.join(ROOT, "tests", "progs", "torch_trainer.py"),
-                             "--steps", "1000000", "--workers", "2", "--threads", "1",
-                             "--lib", os.path.join(ROOT, "build", "libstepblame.so"),
-                             "--truth", os.path.join(out, "truth.jsonl"), "--ready", ready,
-                             "--stop", stop],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while not os.path.exists(ready):
-        if loop.poll() is not None:
-            raise SystemExit("the loop exited before its first step (python3-torch missing?)")
-        time.sleep(0.1)
-    time.sleep(2)
-    loop.stop_file = stop
-    return loop
-
-
 def one(window, opts, loop=None):
     sb = bench.SB
     if opts and opts[0].startswith("@"):
@@ -169,7 +144,13 @@ def main():
     variants = os.environ.get("BUSY_VARIANTS", os.environ.get("BUSY_OPTS", "")).split("|")
     fd = bpfstats.enable_stats()
     res = {v: [] for v in variants}
-    loop = torch_loop() if TARGET == "torch" else None
+    loop = stop = None
+    if TARGET == "torch":
+        os.makedirs(bench.OUT, exist_ok=True)
+        loop, _, stop = bench.torch_loop(os.path.join(bench.OUT, "busy-torch"), 1000000,
+                                         os.environ.get("BENCH_CPU", "1"),
+                                         os.environ.get("PYTHON", "/usr/bin/python3"),
+                                         os.path.join(ROOT, "build", "libstepblame.so"))
     try:
         for _ in range(rounds):
             for v in variants:
@@ -177,7 +158,7 @@ def main():
     finally:
         os.close(fd)
         if loop:
-            open(loop.stop_file, "w").close()
+            open(stop, "w").close()
             try:
                 loop.wait(timeout=30)
             except subprocess.TimeoutExpired:
