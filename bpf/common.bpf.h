@@ -610,15 +610,30 @@ struct {
  * frame of this stack: 8-byte aligned, at or above the stack pointer and
  * within USER_STACK_SPAN of it, each frame above the one before.
  */
+/* a 32-bit task's user mode (x86-64: its code segment; arm64: AArch32 state) */
+static __always_inline bool user_mode_32(struct pt_regs *r)
+{
+#if defined(__TARGET_ARCH_x86)
+	return BPF_CORE_READ(r, cs) == 0x23; /* __USER32_CS */
+#elif defined(__TARGET_ARCH_arm64)
+	return BPF_CORE_READ((struct user_pt_regs *)r, pstate) & 0x10; /* PSR_MODE32_BIT */
+#else
+	return false;
+#endif
+}
+
 static __always_inline __u32 user_stack(void *ctx, __u64 *ip)
 {
-	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
-		/* before Linux 5.15: the kernel's walk */
+	struct pt_regs *r = NULL;
+
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		r = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!r || user_mode_32(r)) {
+		/* before Linux 5.15, or 4-byte frames: the kernel's walk */
 		long got = bpf_get_stack(ctx, ip, SB_STACK_MAX * sizeof(__u64), BPF_F_USER_STACK);
 
 		return got > 0 ? (__u32)got / 8 : 0;
 	}
-	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	__u64 sp = PT_REGS_SP_CORE(r), fp = PT_REGS_FP_CORE(r);
 	__u32 n = 1;
 
