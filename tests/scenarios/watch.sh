@@ -75,7 +75,10 @@ if [ $rc != 0 ]; then
 	fail ${T}_snippets "watch exited $rc after SIGINT: $(tail -2 "$tmp/a.err" | tr '\n' ' ')"
 elif [ -s "$tmp/reports.err" ]; then
 	fail ${T}_snippets "$(head -3 "$tmp/reports.err" | tr '\n' ' ')"
-elif grep -q FAILED <<<"$out" || [ "$nsnips" = 0 ] || ! grep -q "^    hog: " <<<"$out"; then
+# the hog is judged where it kept the launcher waiting (watch_check.py); a
+# loaded machine's scheduler can keep it from ever doing so, which is said
+elif grep -q FAILED <<<"$out" || [ "$nsnips" = 0 ] ||
+	! grep -qE "^    hog(: | \(steps [0-9-]+\): it never kept the launcher waiting)" <<<"$out"; then
 	fail ${T}_snippets "$nsnips snippets of PID $pid1: $(tr '\n' ' ' <<<"$out")"
 elif [ "$wrote" != "$nsnips" ]; then
 	fail ${T}_snippets "$nsnips snippet files, but $wrote 'wrote' lines"

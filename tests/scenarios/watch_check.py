@@ -8,7 +8,8 @@ each injection (consecutive steps of one kind are one), one of its steps
 must be in a snippet, its largest blame the kind's cause (a hog: cpu_wait on
 the hog). Prints a line per injection, and "FAILED: ..." when one is missing
 or blamed wrong. A hog's steps are judged only where it kept the launcher
-waiting over 1 ms (the truth's launcher_run_delay_ns). Used by
+waiting over 1 ms (the truth's launcher_run_delay_ns), and not its first and
+last steps (the hog's start and stop). Used by
 tests/scenarios/watch.sh and bench/watch_long.py.
 """
 import glob, json, os, sys
@@ -46,10 +47,14 @@ for ev in episodes:
     # a hog delays the launcher only where it wins its CPU while the launcher
     # wants it (simtrainer's launcher_run_delay_ns): steps it did not delay
     # have nothing of it to blame (as blame_check.py)
+    # simtrainer starts and stops the hog synchronously in the first and last
+    # steps of its range (fork, kill): their delay is the injector's, not the
+    # hog's, so only the steps between are judged (as blame_check.py)
     if kind == "hog":
-        hurt = [e for e in ev if e.get("launcher_run_delay_ns", MS + 1) > MS]
+        hurt = [e for e in ev[1:-1] if e.get("launcher_run_delay_ns", MS + 1) > MS]
         if not hurt:
-            print("    hog (steps %d-%d): it never kept the launcher waiting over 1 ms: nothing to blame"
+            print("    hog (steps %d-%d): it never kept the launcher waiting over 1 ms between its "
+                  "first and last steps: nothing to blame"
                   % (ev[0]["step"], ev[-1]["step"]))
             continue
         ev = hurt
