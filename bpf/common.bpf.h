@@ -597,19 +597,6 @@ struct {
 /* how far above the stack pointer a frame may lie: the default thread stack */
 #define USER_STACK_SPAN (8ULL << 20)
 
-/*
- * The current thread's user stack into ip[0..SB_STACK_MAX), innermost first:
- * the instruction pointer it entered the kernel with, then the return address
- * of each frame on its frame-pointer chain. Returns the frames written.
- *
- * The walk of bpf_get_stack reads the frame at every frame pointer it meets:
- * the 0 that ends every chain, and whatever a function built without frame
- * pointers left in the register. Each such read faults, and a fault taken in
- * the kernel costs microseconds on a guest whose page tables the hypervisor
- * keeps (docs/ARCHITECTURE.md, "Stacks"). This walk reads only what can be a
- * frame of this stack: 8-byte aligned, at or above the stack pointer and
- * within USER_STACK_SPAN of it, each frame above the one before.
- */
 /* a 32-bit task's user mode (x86-64: its code segment; arm64: AArch32 state) */
 static __always_inline bool user_mode_32(struct pt_regs *r)
 {
@@ -622,6 +609,20 @@ static __always_inline bool user_mode_32(struct pt_regs *r)
 #endif
 }
 
+/*
+ * The current thread's user stack into ip[0..SB_STACK_MAX), innermost first:
+ * the instruction pointer it entered the kernel with, then the return address
+ * of each frame on its frame-pointer chain. Returns the frames written.
+ *
+ * The walk of bpf_get_stack reads the frame at every frame pointer it meets:
+ * the 0 that ends every chain, and whatever a function built without frame
+ * pointers left in the register. Each such read faults, and a fault taken in
+ * the kernel costs microseconds on a guest whose page tables the hypervisor
+ * keeps (docs/ARCHITECTURE.md, "Stacks"). This walk reads only what can be a
+ * frame of this stack: 8-byte aligned, at or above the stack pointer and
+ * within USER_STACK_SPAN of it, each frame above the one before. Before
+ * Linux 5.15 (no bpf_task_pt_regs), and for a 32-bit task, the kernel's walk.
+ */
 static __always_inline __u32 user_stack(void *ctx, __u64 *ip)
 {
 	struct pt_regs *r = NULL;

@@ -44,7 +44,6 @@ struct {
 	__type(value, __u64);
 } compact_start SEC(".maps");
 
-
 /* bytes written through an open file (keyed by its struct file), with the inode it was for */
 struct file_written {
 	__u64 ino;

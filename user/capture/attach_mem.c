@@ -81,15 +81,23 @@ static bool attach_mem_group(struct probes *p, const char *prefix, const char *v
 }
 
 /*
- * Whether programs of type t may keep a thread's call in progress in its
- * task storage (bpf/mem.bpf.c, mm_in_task): the map type and the helpers,
- * which tracepoint programs got after the map itself
+ * Whether the syscall programs (tracepoint and raw tracepoint: both variants
+ * load) may keep a thread's call in progress in its task storage
+ * (bpf/mem.bpf.c, mm_in_task): the map type and the helpers, which tracing
+ * programs got after the map itself
  */
-static bool task_storage_in(enum bpf_prog_type t)
+static bool mm_task_storage(void)
 {
-	return libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) > 0 &&
-	       libbpf_probe_bpf_helper(t, BPF_FUNC_task_storage_get, NULL) > 0 &&
-	       libbpf_probe_bpf_helper(t, BPF_FUNC_get_current_task_btf, NULL) > 0;
+	static const enum bpf_prog_type types[] = { BPF_PROG_TYPE_TRACEPOINT,
+						    BPF_PROG_TYPE_RAW_TRACEPOINT };
+
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) <= 0)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(types); i++)
+		if (libbpf_probe_bpf_helper(types[i], BPF_FUNC_task_storage_get, NULL) <= 0 ||
+		    libbpf_probe_bpf_helper(types[i], BPF_FUNC_get_current_task_btf, NULL) <= 0)
+			return false;
+	return true;
 }
 
 void open_mem(struct probes *p, const struct btf *vmlinux)
@@ -107,9 +115,7 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 	SET_TARGET(p, m);
 	m->rodata->io_min_ns = p->o.io_min_ns ? p->o.io_min_ns : IO_MIN_NS;
 	m->rodata->stacks_on = !p->o.no_stacks;
-	/* both syscall variants load (below): both must take it */
-	m->rodata->mm_in_task = task_storage_in(BPF_PROG_TYPE_TRACEPOINT) &&
-				task_storage_in(BPF_PROG_TYPE_RAW_TRACEPOINT);
+	m->rodata->mm_in_task = mm_task_storage();
 	/* both syscall variants load; one is attached */
 	bpf_object__for_each_program(prog, m->obj) {
 		const char *sec = bpf_program__section_name(prog);
