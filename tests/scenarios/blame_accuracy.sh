@@ -34,7 +34,7 @@ trap cleanup EXIT
 # ckpt needs a disk (not tmpfs) for its fsync to sleep
 "$SIMTRAINER" --steps 90 --kernels 8 --kernel-us 500 --wait-agent 30 --start-delay-ms 200 \
 	--truth "$tmp/truth.jsonl" --ckpt-dir "$tmp" --quiet \
-	--inject hog@10-16:-10 --inject faults@26:64 --inject alloc@36:20000 \
+	--inject hog@10-16:-20 --inject faults@26:64 --inject alloc@36:20000 \
 	--inject migrate@46:20 --inject stall@56:60 --inject ckpt@66:64 \
 	>"$tmp/sim.out" 2>&1 &
 sim=$!

@@ -143,7 +143,7 @@ if [ -s "$tmp/same1.sbt" ] && one ckpt20 --inject ckpt/20; then
 fi
 # without checkpoints: two 120 ms steps in each run would leave the mean's interval
 # wide open, and a hog that slows most steps a little is what the gate must catch
-if one plain && one hog --inject hog@40-280:-10; then
+if one plain && one hog --inject hog@40-280:-20; then
 	check hog "$tmp/plain.sbt" "$tmp/hog.sbt" cpu_wait noisy-neighbor
 fi
 

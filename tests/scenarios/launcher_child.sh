@@ -41,7 +41,7 @@ env -u RANK -u LOCAL_RANK -u WORLD_SIZE -u TORCHELASTIC_RUN_ID -u SLURM_JOB_ID -
 	-u SLURM_PROCID -u SLURM_LOCALID -u SLURM_NTASKS \
 	bash -c "RANK=3 LOCAL_RANK=1 TORCHELASTIC_RUN_ID=job-a \"$SIMTRAINER\" --steps 140 --kernels 8 --kernel-us 500 --start-delay-ms 200 \
 	--truth \"$tmp/truth.jsonl\" --ckpt-dir \"$tmp\" --quiet \
-	--inject hog@40-46:-10 --inject stall@70:60 --inject ckpt@100:64; st=\$?; exit \$st" \
+	--inject hog@40-46:-20 --inject stall@70:60 --inject ckpt@100:64; st=\$?; exit \$st" \
 	>"$tmp/sim1.out" 2>&1 &
 sh1=$!
 pids="$pids $sh1"
