@@ -79,6 +79,8 @@ struct capture {
 	bool kids_full_said;         /* the note that the allocator probes' child table is full */
 	struct stackmaps *maps;      /* the mappings of the followed processes (fault regions, stacks) */
 	uid_t target_uid;
+	uint32_t read_n;             /* records taken by the ring read in progress (read_ring) */
+	uint64_t read_t0;            /* when it took its first */
 	/* one buffer for every record the agent builds itself */
 	union {
 		struct sb_hdr h;
@@ -159,9 +161,8 @@ static void put_map_text(void *ctx, uint16_t type, uint32_t pid, const char *tex
 	put_text(c, type, 0, pid, 0, text, len);
 }
 
-static int ring_cb(void *ctx, void *data, size_t size)
+static int take_record(struct capture *c, void *data, size_t size)
 {
-	struct capture *c = ctx;
 	const struct sb_hdr *h = data;
 
 	if (size < sizeof(*h) || h->size > size)
@@ -196,6 +197,38 @@ static int ring_cb(void *ctx, void *data, size_t size)
 			return put_process(c, (pid_t)h->pid, ppid, r->newcomm) ? -ECANCELED : 0;
 	}
 	return 0;
+}
+
+/* how long one read of the ring may take records before it hands control back */
+#define READ_BUDGET_NS 50000000ull
+
+static int ring_cb(void *ctx, void *data, size_t size)
+{
+	struct capture *c = ctx;
+	int err = take_record(c, data, size);
+
+	if (err)
+		return err;
+	/* the record is consumed (libbpf moved past it before the call): a stop loses nothing */
+	if (c->read_n++ == 0)
+		c->read_t0 = mono_ns();
+	else if (!(c->read_n & 255) && mono_ns() - c->read_t0 >= READ_BUDGET_NS)
+		return -EAGAIN;
+	return 0;
+}
+
+/*
+ * One read of the ring (timeout_ms < 0: what is there, no wait), bounded:
+ * libbpf's loop stays inside a ring for as long as it finds records, and
+ * probes that write faster than the agent takes them would keep it there for
+ * good (the capture's duration, its tick and a signal unheeded). After
+ * READ_BUDGET_NS of records ring_cb stops it: -EAGAIN, more to read, and the
+ * loop reads on at once (docs/ARCHITECTURE.md, "Data flow").
+ */
+static int read_ring(struct capture *c, int timeout_ms)
+{
+	c->read_n = 0;
+	return timeout_ms < 0 ? ring_buffer__consume(c->rb) : ring_buffer__poll(c->rb, timeout_ms);
 }
 
 static int chan_cb(void *ctx, const struct sb_hdr *rec)
@@ -620,7 +653,7 @@ static void drain_ring(void *ctx)
 	struct capture *c = ctx;
 
 	if (!c->sink_err)
-		ring_buffer__consume(c->rb);
+		read_ring(c, -1);
 }
 
 /* write what the guard asks for (flags: GUARD_*) */
@@ -873,9 +906,9 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		o->on_ready(o->on_ready_ctx);
 	last_sec = start;
 	for (;;) {
-		int n = ring_buffer__poll(rb, poll_ms(c, tick));
+		int n = read_ring(c, poll_ms(c, tick));
 
-		if (n < 0 && n != -EINTR && !c->sink_err) {
+		if (n < 0 && n != -EINTR && n != -EAGAIN && !c->sink_err) {
 			sb_err("reading the ring buffer: %s", strerror(-n));
 			res->end_reason = SBT_END_ERROR;
 			break;
@@ -886,6 +919,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		}
 		now = mono_ns();
 		if (now - last_tick >= tick) {
+			bool drained = false;
+
 			last_tick = now;
 			/*
 			 * The probes wake us only when the backlog crosses wake_bytes, and
@@ -898,7 +933,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 				probes_flush_sched(c->probes, false);
 				if (o->live)
 					probes_flush_faults(c->probes, false);
-				ring_buffer__consume(rb);
+				drained = read_ring(c, -1) != -EAGAIN;
 				/* a child forked or exec'd since: its code's step marks get probes now */
 				stackmaps_scan_fresh(c->maps, c->probes, now, put_map_text, c);
 				if (c->mark_pid && c->mark_pid != pid && !c->mark_ids_put) {
@@ -938,7 +973,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 					     "while mapped: no GPU timeline from here on", (int)pid);
 				}
 			}
-			if (o->on_tick && !c->sink_err)
+			/* the time the ring was read to: records left in it are older */
+			if (o->on_tick && !c->sink_err && drained)
 				o->on_tick(o->on_second_ctx, now);
 		}
 		if (now - last_sec >= 1000000000ull) {
@@ -989,7 +1025,11 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	if (!c->sink_err) {
 		probes_flush_faults(c->probes, true);
 		probes_flush_sched(c->probes, true);
-		ring_buffer__consume(rb);
+		/* a ring's worth at most, while the probes still write: not for ever */
+		uint64_t t0 = mono_ns();
+
+		while (read_ring(c, -1) == -EAGAIN && mono_ns() - t0 < 2000000000ull)
+			;
 	}
 	if (c->chan && !c->sink_err)
 		sbc_drain(c->chan, chan_cb, c);
