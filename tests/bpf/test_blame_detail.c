@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "format/trace.h"
 #include "report/report.h"
+#include "report/symbols.h"
 
 /* trace sbwork ARGS and feed every record to a new engine; NULL if sbwork cannot run */
 static struct engine *blame_work(char *const args[], struct cap **out, pid_t *child)
@@ -56,8 +57,12 @@ static void step_text(const struct engine *e, const struct eng_step *s, bool jso
 
 	if (!f)
 		abort();
-	if (json)
-		report_step_json(e, s, NULL, f);
+	if (json) {
+		struct symbols *sym = NULL;
+
+		report_step_json(e, s, NULL, &sym, f);
+		symbols_free(sym);
+	}
 	else
 		report_step_line(e, s, NULL, NULL, f);
 	fclose(f);

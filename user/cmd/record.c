@@ -15,6 +15,7 @@
 #include "capture/capture_file.h"
 #include "capture/collect.h"
 #include "report/report.h"
+#include "report/symbols.h"
 #include "base/outfile.h"
 #include "capture/target.h"
 #include "format/trace.h"
@@ -200,6 +201,7 @@ int cmd_record(int argc, char **argv)
 
 struct live {
 	struct engine *eng;
+	struct symbols *sym;         /* the stacks' names in the JSON lines, kept from step to step */
 	FILE *json;
 	struct metrics *metrics;     /* --metrics-addr */
 	pid_t pid;
@@ -286,7 +288,7 @@ static void live_step(void *ctx, const struct eng_step *s)
 		live_flush(l);
 	}
 	if (l->json && !(l->json_stdout && l->out_closed)) {
-		report_step_json(l->eng, s, &sum, l->json);
+		report_step_json(l->eng, s, &sum, &l->sym, l->json);
 		if (l->json_stdout)
 			live_flush(l);
 		else
@@ -556,6 +558,7 @@ int cmd_attach(int argc, char **argv)
 		}
 	}
 	metrics_free(l->metrics);
+	symbols_free(l->sym);
 	engine_free(l->eng);
 	top_free(l->top);
 	free(l);

@@ -30,6 +30,7 @@
 #include "engine/engine.h"
 #include "format/trace.h"
 #include "report/report.h"
+#include "report/symbols.h"
 #include "base/outfile.h"
 
 static const char watch_usage[] =
@@ -107,6 +108,7 @@ struct watch {
 	/* this trainer's capture */
 	pid_t pid;
 	struct engine *eng;
+	struct symbols *sym;         /* the stacks' names in steps.jsonl, kept from step to step */
 	struct flight *fl;
 	struct metrics *metrics;
 	struct pending pend[WATCH_PENDING];
@@ -305,7 +307,7 @@ static void stream_step(struct watch *w, const struct eng_step *s, const struct 
 
 	if (!w->stream || w->stream_failed)
 		return;
-	report_step_json(w->eng, s, sum, w->stream);
+	report_step_json(w->eng, s, sum, &w->sym, w->stream);
 	at = ftello(w->stream);
 	w->stream_bytes = at > 0 ? (uint64_t)at : w->stream_bytes;
 	if (w->stream_bytes >= w->la->rotate_bytes)
@@ -704,6 +706,8 @@ static int watch_one(struct watch *w, pid_t pid, int64_t duration_ns, struct col
 	}
 	metrics_free(w->metrics);
 	w->metrics = NULL;
+	symbols_free(w->sym);
+	w->sym = NULL;
 	engine_free(w->eng);
 	w->eng = NULL;
 	flight_free(w->fl);

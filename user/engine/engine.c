@@ -390,6 +390,9 @@ struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
 		clock_saw(e, e->opts.start_ns, true);
 	if (e->opts.keep_steps)
 		window_begin(e, e->opts.keep_steps);
+	/* none: every running summary taken afresh */
+	if (e->opts.live)
+		e->running = heap_calloc(e, 1, sizeof(*e->running));
 	/* GPU idle until its first operation */
 	e->gap_open = true;
 	return e;
@@ -453,6 +456,7 @@ void engine_free(struct engine *e)
 	}
 	free(e->results);
 	free(e->window_sums);
+	free(e->running);
 	free(e->interferers);
 	free(e->sink);
 	free(e->target_cmdline);

@@ -422,6 +422,12 @@ struct window_sums {
 	uint64_t busy_total, dur_total, tracer_total, sampled, tracer_ppm_max;
 };
 
+/* engine_running_summary's last summary (live engines; summary.c) */
+struct running_cache {
+	struct eng_summary sum;
+	uint64_t at;             /* nresults when it was taken; 0: none yet */
+};
+
 struct engine {
 	struct engine_opts opts;
 	regex_t re_nvtx, re_kernel, re_api;
@@ -579,6 +585,7 @@ struct engine {
 	uint64_t probes_dropped;
 	bool finished;
 	struct eng_summary final_summary; /* engine_finish: over all steps, final */
+	struct running_cache *running;    /* engine_running_summary's last (summary.c) */
 
 	/* the tracer's own cost: the model, the guard's mode changes (ts, mode) */
 	struct sb_costs costs;

@@ -299,14 +299,18 @@ static void hot_stacks(struct jw *w, const struct engine *e, struct symbols *sym
 static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_step *s,
 			 const struct eng_summary *sum, struct symbols *sym, bool identity);
 
-/* a step on a line of its own: it says whose it is (schemas/report.md, "Identity") */
+/*
+ * A step on a line of its own: it says whose it is (schemas/report.md,
+ * "Identity"). Its stacks are named through *sym, opened at the first step
+ * with stacks and kept by the caller: opening the mapped files again for
+ * every line cost a watch agent most of its time.
+ */
 static void step_line_obj(struct jw *w, const struct engine *e, const struct eng_step *s,
-			  const struct eng_summary *sum)
+			  const struct eng_summary *sum, struct symbols **sym)
 {
-	struct symbols *sym = sym_any(e) ? symbols_new(e) : NULL;
-
-	step_obj_sym(w, e, s, sum, sym, true);
-	symbols_free(sym);
+	if (!*sym && sym_any(e))
+		*sym = symbols_new(e);
+	step_obj_sym(w, e, s, sum, *sym, true);
 }
 
 /* key: v, unless v is empty (a value the trace does not have) */
@@ -536,12 +540,12 @@ static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_
 }
 
 int report_step_json(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
-		     FILE *f)
+		     struct symbols **sym, FILE *f)
 {
 	struct jw w;
 
 	jw_init(&w, f, false);
-	step_line_obj(&w, e, s, sum);
+	step_line_obj(&w, e, s, sum, sym);
 	fputc('\n', f);
 	return ferror(f) ? -EIO : 0;
 }
@@ -549,10 +553,12 @@ int report_step_json(const struct engine *e, const struct eng_step *s, const str
 int report_jsonl(const struct engine *e, FILE *f)
 {
 	struct eng_summary sum;
+	struct symbols *sym = NULL;
 
 	engine_summarise(e, &sum);
 	for (uint64_t i = engine_first_step(e); i < engine_nsteps(e); i++)
-		report_step_json(e, engine_step(e, i), &sum, f);
+		report_step_json(e, engine_step(e, i), &sum, &sym, f);
+	symbols_free(sym);
 	return ferror(f) ? -EIO : 0;
 }
 

@@ -20,9 +20,14 @@ int report_jsonl(const struct engine *e, FILE *f);
 /* one self-contained HTML page (html.c; docs/ARCHITECTURE.md, "The HTML report") */
 int report_html(const struct engine *e, FILE *f);
 
-/* one step as a compact JSON object plus newline (the JSONL line; attach --json) */
+/*
+ * One step as a compact JSON object plus newline (the JSONL line; attach
+ * --json). *sym: the symbols session of e's steps, NULL until a step has
+ * stacks; kept by the caller from step to step, freed (symbols_free) before e.
+ */
+struct symbols;
 int report_step_json(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
-		     FILE *f);
+		     struct symbols **sym, FILE *f);
 /* one step as a line of text (attach), note (NULL: none) at its end */
 int report_step_line(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
 		     const char *note, FILE *f);

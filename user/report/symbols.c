@@ -27,10 +27,24 @@ struct module {
 	Dwfl_Module *mod;
 };
 
+/*
+ * Addresses already looked up, direct-mapped by module and address: the same
+ * stacks come back step after step, and libdwfl's lookup scans the module's
+ * symbols (a live report names the stacks of every step)
+ */
+#define HITS 16384
+struct hit {
+	uint32_t mod;            /* index into mods, plus one; 0: empty */
+	uint64_t look;
+	const char *func;        /* NULL: not known */
+	uint64_t off;
+};
+
 struct symbols {
 	const struct engine *e;
 	uint32_t n;
 	struct module *mods;     /* one per mapping record */
+	struct hit *hits;        /* HITS of them, on first use */
 };
 
 static const Dwfl_Callbacks callbacks = {
@@ -66,6 +80,7 @@ void symbols_free(struct symbols *s)
 		if (s->mods[i].dwfl)
 			dwfl_end(s->mods[i].dwfl);
 	free(s->mods);
+	free(s->hits);
 	free(s);
 }
 
@@ -255,10 +270,23 @@ void symbols_frame(struct symbols *s, const struct eng_stack *st, uint32_t i,
 	if (!md->tried)
 		open_module(md);
 	if (md->mod) {
+		uint32_t key = (uint32_t)(md - s->mods) + 1;
+		struct hit *h;
 		GElf_Off off = 0;
 		GElf_Sym sym;
-		const char *name = dwfl_module_addrinfo(md->mod, look, &off, &sym, NULL, NULL, NULL);
+		const char *name;
 
+		if (!s->hits)
+			s->hits = calloc(HITS, sizeof(*s->hits));
+		h = s->hits ? &s->hits[((look * 0x9e3779b97f4a7c15ull) >> 40 ^ key) & (HITS - 1)] : NULL;
+		if (h && h->mod == key && h->look == look) {
+			name = h->func;
+			off = h->off;
+		} else {
+			name = dwfl_module_addrinfo(md->mod, look, &off, &sym, NULL, NULL, NULL);
+			if (h)
+				*h = (struct hit){ .mod = key, .look = look, .func = name, .off = off };
+		}
 		if (name) {
 			f->func = name;
 			f->off = off + (addr - look);
