@@ -85,11 +85,11 @@ CONFIGS = {
     # (bench/RESULTS.md, "A busy trainer"): short kernels, 200 us of CPU a launch,
     # and every step 20 round trips to a peer thread, 60 minor faults and 57
     # malloc/free pairs: about 13k switches, 17k faults and 16k mallocs a second
-    # on the launcher at 3.5 ms steps; stepblame with its defaults, without the
-    # allocator probes, and folding short trips (--fold 100: scheduler runs)
+    # on the launcher at 3.5 ms steps; stepblame with its defaults (short trips
+    # folded: scheduler runs), recording every switch, without the allocator probes
     "busy": (["--kernels", "10", "--kernel-us", "100", "--launch-us", "200",
               "--busy", "20,60,57"],
-             ["untraced", "untraced again", "stepblame", "stepblame --fold 100", "stepblame --no-alloc",
+             ["untraced", "untraced again", "stepblame", "stepblame --fold 0", "stepblame --no-alloc",
               "perf"], 1.0),
 }
 

@@ -2,12 +2,12 @@
 # Scheduler runs, real probes on a real program (tests/progs/sbwork pingpong):
 # steps of 200 round trips through pipes with a peer thread on the same CPU,
 # marked by USDT. The program reads its thread's voluntary and involuntary
-# context switches (/proc/thread-self/status) right before each mark. With
-# --fold 100, each of the thread's trips off its CPU is in the trace once,
+# context switches (/proc/thread-self/status) right before each mark. By
+# default (a 100 us fold), each of the thread's trips off its CPU is in the trace once,
 # as a switch_out record or inside a sched_run record, as many in each step as
 # the kernel counted; most of them are folded; the report blames the sleeps on
 # the peer that woke the thread (docs/ARCHITECTURE.md, "Scheduler runs").
-# By default (no --fold) there is no sched_run record and the same count holds.
+# With --fold 0 there is no sched_run record and the same count holds.
 set -u
 . "$(dirname "$0")/../lib.sh"
 T=sched_runs
@@ -36,7 +36,7 @@ one() { # name, record options...
 import json, sys
 
 name, prog, report, dump, nsteps = sys.argv[1:5] + [int(sys.argv[5])]
-folded = name.endswith("fold100")
+folded = name.endswith("default")
 truth = {}
 for line in open(prog):
     w = line.split()
@@ -89,7 +89,7 @@ if total < 200 * nsteps:
 if folded and in_runs < 0.5 * (plain + in_runs):
     bad.append("%d trips folded in %d sched_run records, %d written as switches" % (in_runs, runs, plain))
 if not folded and runs:
-    bad.append("%d sched_run records without --fold" % runs)
+    bad.append("%d sched_run records with --fold 0" % runs)
 # the report: the steps' sleeps are blocked on the peer (or on whoever held it up, via it)
 r = json.load(open(report))
 steps = {s["step"]: s for s in r["steps"] if not s["incomplete"]}
@@ -113,5 +113,5 @@ else:
 EOF
 }
 
-one fold100 --fold 100
 one default
+one fold0 --fold 0

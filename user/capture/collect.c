@@ -1195,10 +1195,9 @@ const struct opt collect_options[] = {
 	{ "no-cuda", OPT_NO_CUDA, NULL, "do not probe the CUDA driver library", COLLECT_RECORD },
 	{ "fold", OPT_FOLD, "US",
 	  "a thread's trips off its CPU (asleep or preempted) shorter than\n"
-	  "US microseconds (at most 1000; 100 is a good value) are summed\n"
-	  "in the kernel, one record a run of them, the same causes and\n"
-	  "culprits; fewer records, less probe time (0, the default: every\n"
-	  "switch is recorded)", COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
+	  "US microseconds are summed in the kernel, one record a run of\n"
+	  "them, the same causes and culprits (100, the default; at most\n"
+	  "1000; 0: every switch is recorded, as perf would)", COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
 	{ "no-stacks", OPT_NO_STACKS, NULL,
 	  "no user stacks at slow I/O, mmap-family and allocator calls and faults", COLLECT_RECORD },
 	{ "no-gpu", OPT_NO_GPU, NULL, "do not read the trainer's GPU timeline channel",

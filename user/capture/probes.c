@@ -458,7 +458,8 @@ struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen)
 	 * tp_btf first, folding short trips where task storage takes them (5.11);
 	 * raw_tp where tracing programs do not load
 	 */
-	p->fold_ns = o->sched_fold_ns == PROBE_FOLD_OFF ? 0 : o->sched_fold_ns;
+	p->fold_ns = o->sched_fold_ns == PROBE_FOLD_OFF ? 0 :
+		     o->sched_fold_ns ? o->sched_fold_ns : PROBE_FOLD_DEFAULT_NS;
 	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) <= 0)
 		p->fold_ns = 0;
 	e = open_sched(p, true, vmlinux);

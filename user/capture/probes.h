@@ -48,14 +48,14 @@ struct probe_opts {
 	/*
 	 * --fold US: a target thread's trips off its CPU shorter than this are
 	 * summed in the kernel, one sched_run record a run (bpf/common.bpf.h);
-	 * 0 or PROBE_FOLD_OFF: every switch recorded (the default, until the
-	 * engine's cost with runs is understood: docs/ARCHITECTURE.md,
-	 * "Scheduler runs")
+	 * 0: PROBE_FOLD_DEFAULT_NS; PROBE_FOLD_OFF (--fold 0): every switch
+	 * recorded (docs/ARCHITECTURE.md, "Scheduler runs")
 	 */
 	uint64_t sched_fold_ns;
 };
 
 #define PROBE_FOLD_OFF UINT64_MAX
+#define PROBE_FOLD_DEFAULT_NS 100000ull
 
 /* one line per probe, for the trace file and the user */
 struct probe_status {
