@@ -161,7 +161,7 @@ static void t_guard_samples_a_storm(void)
 	uint64_t ts[MAXG], first, last, before, after;
 	struct sb_costs k;
 	struct cap *c;
-	size_t ng, s = 0;
+	size_t ng, s = 0, tail = 0;
 	uint32_t tid;
 
 	NEED_BPF();
@@ -204,8 +204,16 @@ static void t_guard_samples_a_storm(void)
 		      (unsigned long long)g[i].estimate_ppm);
 		if (!s && g[i].reason == SB_GUARD_R_WINDOW)
 			s = i;
+		/* a window slows its steps by the estimate: over twice the limit, out of the P99 */
+		if (g[i].reason == SB_GUARD_R_WINDOW && g[i].estimate_ppm > 2 * g[i].limit_ppm) {
+			tail++;
+			CHECK(g[i].duty_ppm <= g[i].limit_ppm / 2, "record %zu: duty %llu ppm at "
+			      "estimate %llu, over half the limit", i,
+			      (unsigned long long)g[i].duty_ppm, (unsigned long long)g[i].estimate_ppm);
+		}
 	}
 	REQUIRE(s, "no attached window was measured");
+	CHECK(tail > 0, "no window of a malloc loop measured over twice the limit");
 	CHECK(g[s].estimate_ppm > g[s].limit_ppm, "a malloc loop measured at %llu ppm, under "
 	      "the limit", (unsigned long long)g[s].estimate_ppm);
 	CHECK(g[s].duty_ppm < 1000000 && g[s].duty_ppm >= 1000, "duty %llu ppm",

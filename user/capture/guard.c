@@ -29,6 +29,13 @@
 #define DUTY_MAX 500000ull            /* and at most (50%) */
 #define PPM 1000000ull
 /*
+ * A window slows the steps it covers by the whole estimate. Where that is
+ * more than twice the limit, the windows stay under half the limit's share of
+ * the time (0.5% at 1%), so that the steps they slow stay out of the P99
+ * (docs/ARCHITECTURE.md, "The tracer's budget"); the allocator probes then
+ * take less than their share.
+ */
+/*
  * Sampled: back to full after this many windows in a row under half the
  * limit, each twice as long as the one before (up to half the period).
  * Allocation comes in storms, a phase of the step: a window of 20 ms that
@@ -377,6 +384,8 @@ static void set_duty(struct guard *g, uint64_t est)
 {
 	uint64_t duty = est ? (uint64_t)((double)g->st.alloc_limit_ppm * PPM / est) : DUTY_MAX;
 
+	if (est > 2 * g->st.limit_ppm && duty > g->st.limit_ppm / 2)
+		duty = g->st.limit_ppm / 2;
 	if (duty < DUTY_MIN)
 		duty = DUTY_MIN;
 	if (duty > DUTY_MAX)
