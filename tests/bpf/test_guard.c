@@ -407,6 +407,40 @@ static void t_guard_back_to_full(void)
 }
 
 /*
+ * A malloc loop that starts after the capture: the first window finds no
+ * call, and the windows planned from that (long ones: nothing to weigh them)
+ * would run a storm at its full cost for up to half a second, the steps it
+ * covers slowed by all of it. Every window that measured over twice the limit
+ * ended within a few of its 20 ms looks.
+ */
+static void t_guard_long_window_cut(void)
+{
+	char *args[] = { "sleep", "1500", "churn", "3000", NULL };
+	struct sb_guard g[MAXG];
+	uint64_t ts[MAXG];
+	struct cap *c;
+	size_t ng, dear = 0;
+
+	NEED_BPF();
+	c = trace_work(args, NULL);
+	REQUIRE(c, "cannot run %s (build it: make test-bin)", prog_path("sbwork"));
+	REQUIRE(c->rc == 0, "capture failed to start");
+	ng = guards_of(c, g, ts, MAXG);
+	REQUIRE(ng >= 3, "%zu guard records", ng);
+	for (size_t i = 0; i < ng; i++) {
+		uint64_t len = g[i].window_end_ns - g[i].window_start_ns;
+
+		if (g[i].reason != SB_GUARD_R_WINDOW || g[i].estimate_ppm <= 2 * g[i].limit_ppm)
+			continue;
+		dear++;
+		CHECK(len <= 100000000ull, "record %zu: a window of %.0f ms at estimate %llu ppm", i,
+		      len / 1e6, (unsigned long long)g[i].estimate_ppm);
+	}
+	CHECK(dear > 0, "no window measured the malloc loop over twice the limit");
+	free_cap(c);
+}
+
+/*
  * The allocator on perf-event uprobes (kernels before 6.6: one link per
  * function and probe, no cookies), forced on this one: the guard's windows
  * attach them again and again, and each window counts calls.
@@ -596,6 +630,7 @@ int main(void)
 	RUN(t_guard_samples_a_storm);
 	RUN(t_guard_shares_the_limit);
 	RUN(t_guard_back_to_full);
+	RUN(t_guard_long_window_cut);
 	RUN(t_guard_off_stays_full);
 	RUN(t_guard_perf_uprobes);
 	RUN(t_no_alloc_keeps_defaults);

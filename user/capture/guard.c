@@ -354,6 +354,30 @@ static uint64_t estimate_ppm(const struct guard *g, const struct wsum *w)
 	return (uint64_t)(all > one ? all : one);
 }
 
+/*
+ * A long window so far (a lull's, or one planned before any estimate): its
+ * busiest thread's calls x their cost, as estimate_ppm, without ending it.
+ * The slow calls still in the ring are not in yet: it can only say too little.
+ */
+static uint64_t window_peek_ppm(struct guard *g, uint64_t now)
+{
+	struct wsum w = { .len = now > g->win_start ? now - g->win_start : 0 };
+
+	probes_alloc_totals(g->p, totals_cb, g);
+	for (uint32_t i = 0; i < g->cap; i++) {
+		const struct gthread *t = &g->t[i];
+		uint64_t calls = (t->fast_now >= t->fast ? t->fast_now - t->fast : t->fast_now) +
+				 t->slow;
+
+		if (!t->tid)
+			continue;
+		w.sum += calls;
+		if (calls > w.max)
+			w.max = calls;
+	}
+	return estimate_ppm(g, &w);
+}
+
 static void took(struct guard *g, const struct wsum *w)
 {
 	g->st.estimate_ppm = estimate_ppm(g, w);
@@ -514,7 +538,8 @@ static int sampled_attach(struct guard *g)
 	g->on = true;
 	window_begin(g);
 	g->win_start = mono_ns();
-	g->due = g->win_start + g->attach_ns;
+	/* a long window is looked at every MIN_ATTACHED_NS (guard_run) */
+	g->due = g->win_start + (g->attach_ns < MIN_ATTACHED_NS ? g->attach_ns : MIN_ATTACHED_NS);
 	return 0;
 }
 
@@ -584,7 +609,20 @@ int guard_run(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *ctx
 	}
 	if (g->st.mode == SB_GUARD_FULL)
 		return full_window_end(g, drain, ctx);
-	return g->on ? sampled_window_end(g, drain, ctx) : sampled_attach(g);
+	if (!g->on)
+		return sampled_attach(g);
+	/*
+	 * A window longer than MIN_ATTACHED_NS (a lull's, or planned before any
+	 * estimate: up to half a second) ends at once where what it has cost so
+	 * far is over twice the limit: it slows every step it covers by that,
+	 * and a trainer may start its allocator storm inside it.
+	 */
+	if (now < g->win_start + g->attach_ns && window_peek_ppm(g, now) <= 2 * g->st.limit_ppm) {
+		g->due = now + MIN_ATTACHED_NS < g->win_start + g->attach_ns ? now + MIN_ATTACHED_NS :
+			 g->win_start + g->attach_ns;
+		return 0;
+	}
+	return sampled_window_end(g, drain, ctx);
 }
 
 int guard_finish(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *ctx)
