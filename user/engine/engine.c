@@ -390,7 +390,7 @@ struct engine *engine_new(const struct engine_opts *o, char *err, size_t errlen)
 		clock_saw(e, e->opts.start_ns, true);
 	if (e->opts.keep_steps)
 		window_begin(e, e->opts.keep_steps);
-	/* none: every running summary taken afresh */
+	/* live: the running summary's last (NULL: each one taken afresh) */
 	if (e->opts.live)
 		e->running = heap_calloc(e, 1, sizeof(*e->running));
 	/* GPU idle until its first operation */

@@ -673,7 +673,10 @@ const char *engine_thread_name(const struct engine *e, uint32_t tid);
 void engine_each_thread(const struct engine *e,
 			void (*fn)(void *ctx, uint32_t tid, const char *comm), void *ctx);
 
-/* a summary of the steps seen so far (live: tail judged on them), cheap enough per step */
+/*
+ * A summary of the last 1,024 steps (live: tail judged on them), cheap enough
+ * per step: taken again once a sixteenth of them are new, without dips.
+ */
 void engine_running_summary(const struct engine *e, struct eng_summary *s);
 
 #endif
