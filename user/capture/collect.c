@@ -81,6 +81,8 @@ struct capture {
 	uid_t target_uid;
 	uint32_t read_n;             /* records taken by the ring read in progress (read_ring) */
 	uint64_t read_t0;            /* when it took its first */
+	uint64_t drained_ns;         /* a read that began then left the ring empty: older records are in */
+	uint64_t ticked_ns;          /* the time the last tick advanced the sink to */
 	/* one buffer for every record the agent builds itself */
 	union {
 		struct sb_hdr h;
@@ -227,8 +229,14 @@ static int ring_cb(void *ctx, void *data, size_t size)
  */
 static int read_ring(struct capture *c, int timeout_ms)
 {
+	uint64_t t = mono_ns();
+	int rc;
+
 	c->read_n = 0;
-	return timeout_ms < 0 ? ring_buffer__consume(c->rb) : ring_buffer__poll(c->rb, timeout_ms);
+	rc = timeout_ms < 0 ? ring_buffer__consume(c->rb) : ring_buffer__poll(c->rb, timeout_ms);
+	if (rc != -EAGAIN)
+		c->drained_ns = t;
+	return rc;
 }
 
 static int chan_cb(void *ctx, const struct sb_hdr *rec)
@@ -919,8 +927,6 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		}
 		now = mono_ns();
 		if (now - last_tick >= tick) {
-			bool drained = false;
-
 			last_tick = now;
 			/*
 			 * The probes wake us only when the backlog crosses wake_bytes, and
@@ -933,7 +939,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 				probes_flush_sched(c->probes, false);
 				if (o->live)
 					probes_flush_faults(c->probes, false);
-				drained = read_ring(c, -1) != -EAGAIN;
+				read_ring(c, -1);
 				/* a child forked or exec'd since: its code's step marks get probes now */
 				stackmaps_scan_fresh(c->maps, c->probes, now, put_map_text, c);
 				if (c->mark_pid && c->mark_pid != pid && !c->mark_ids_put) {
@@ -973,9 +979,15 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 					     "while mapped: no GPU timeline from here on", (int)pid);
 				}
 			}
-			/* the time the ring was read to: records left in it are older */
-			if (o->on_tick && !c->sink_err && drained)
-				o->on_tick(o->on_second_ctx, now);
+			/*
+			 * The time the ring was last read empty from: every record
+			 * before it is in. A starved agent's reads stop short of
+			 * empty; the last one that did not says how far it got.
+			 */
+			if (o->on_tick && !c->sink_err && c->drained_ns > c->ticked_ns) {
+				c->ticked_ns = c->drained_ns;
+				o->on_tick(o->on_second_ctx, c->drained_ns);
+			}
 		}
 		if (now - last_sec >= 1000000000ull) {
 			last_sec = now;
