@@ -430,6 +430,13 @@ void engine_identity(const struct engine *e, struct eng_identity *id);
 #define ENG_STACKS_MAX 65536
 int engine_stacks(const struct engine *e, uint32_t tid, uint64_t lo, uint64_t hi,
 		  struct eng_stack *out, int max);
+/*
+ * The same stacks in an array of their own, sized to them (free() it); NULL
+ * and *n = 0 when there are none, or no memory. A step's few stacks cost a
+ * step's few entries, not a capture's worth.
+ */
+struct eng_stack *engine_stacks_copy(const struct engine *e, uint32_t tid, uint64_t lo,
+				     uint64_t hi, int *n);
 
 /* an executable file mapping of the target or a followed child (trace record "mapping") */
 struct eng_mapping {

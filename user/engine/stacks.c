@@ -179,8 +179,9 @@ void stacks_free(struct engine *e)
 	e->stacks = NULL;
 }
 
-int engine_stacks(const struct engine *e, uint32_t tid, uint64_t lo, uint64_t hi,
-		  struct eng_stack *out, int max)
+/* engine_stacks; out NULL: only counts them */
+static int stacks_in(const struct engine *e, uint32_t tid, uint64_t lo, uint64_t hi,
+		     struct eng_stack *out, int max)
 {
 	const struct stack_store *st = e ? e->stacks : NULL;
 	uint32_t from = 0;
@@ -209,11 +210,29 @@ int engine_stacks(const struct engine *e, uint32_t tid, uint64_t lo, uint64_t hi
 			break;
 		if ((tid && sl->s.tid != tid) || sl->s.ts < lo || sl->s.ts > hi)
 			continue;
-		out[k] = sl->s;
-		out[k].ip = sl->ip;
+		if (out) {
+			out[k] = sl->s;
+			out[k].ip = sl->ip;
+		}
 		k++;
 	}
 	return k;
+}
+
+int engine_stacks(const struct engine *e, uint32_t tid, uint64_t lo, uint64_t hi,
+		  struct eng_stack *out, int max)
+{
+	return out ? stacks_in(e, tid, lo, hi, out, max) : 0;
+}
+
+struct eng_stack *engine_stacks_copy(const struct engine *e, uint32_t tid, uint64_t lo,
+				     uint64_t hi, int *n)
+{
+	int k = stacks_in(e, tid, lo, hi, NULL, ENG_STACKS_MAX);
+	struct eng_stack *out = k > 0 ? malloc((size_t)k * sizeof(*out)) : NULL;
+
+	*n = out ? stacks_in(e, tid, lo, hi, out, k) : 0;
+	return out;
 }
 
 uint32_t engine_nmappings(const struct engine *e)

@@ -372,9 +372,10 @@ static void pf_stacks(const struct engine *e, FILE *f, bool *first)
 	if (!sym_any(e))
 		return;
 	engine_target(e, &t);
-	st = malloc(ENG_STACKS_MAX * sizeof(*st));
+	st = engine_stacks_copy(e, 0, 0, UINT64_MAX, &n);
 	sym = symbols_new(e);
-	n = st && sym ? engine_stacks(e, 0, 0, UINT64_MAX, st, ENG_STACKS_MAX) : 0;
+	if (!sym)
+		n = 0;
 	for (int i = 0; i < n; i++) {
 		const char *ev = sym_event_name(st[i].ev_type);
 

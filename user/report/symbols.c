@@ -325,10 +325,9 @@ int sym_step_stacks(const struct engine *e, const struct eng_step *st, struct en
 
 	if (!st->crit_tid || max <= 0)
 		return 0;
-	all = malloc(ENG_STACKS_MAX * sizeof(*all));
+	all = engine_stacks_copy(e, st->crit_tid, st->start_ns, st->end_ns, &n);
 	if (!all)
 		return 0;
-	n = engine_stacks(e, st->crit_tid, st->start_ns, st->end_ns, all, ENG_STACKS_MAX);
 	/* CPU samples are not events: sym_step_samples reads them */
 	{
 		int m = 0;
@@ -367,10 +366,10 @@ int sym_step_samples(const struct engine *e, struct symbols *sym, const struct e
 	*ntop = 0;
 	if (!st->crit_tid || !sym)
 		return 0;
-	all = malloc(ENG_STACKS_MAX * sizeof(*all));
-	leaf = malloc(ENG_STACKS_MAX * sizeof(*leaf));
-	n = all && leaf ? engine_stacks(e, st->crit_tid, st->start_ns, st->end_ns, all,
-					ENG_STACKS_MAX) : 0;
+	all = engine_stacks_copy(e, st->crit_tid, st->start_ns, st->end_ns, &n);
+	leaf = n ? malloc((size_t)(n < SAMPLES_MAX ? n : SAMPLES_MAX) * sizeof(*leaf)) : NULL;
+	if (!leaf)
+		n = 0;
 	/* the first SAMPLES_MAX of the step: the comparison below is quadratic */
 	for (int i = 0; i < n && k < SAMPLES_MAX; i++)
 		if (all[i].ev_type == SB_EV_STACK && all[i].nframes)
@@ -425,11 +424,11 @@ const unsigned sym_kinds[SYM_NKINDS] = { SB_EV_IOSYS, SB_EV_MMSYS, SB_EV_ALLOC, 
 
 int sym_hot_stacks(const struct engine *e, unsigned ev_type, struct sym_hot *out, int max)
 {
-	struct eng_stack *all = malloc(ENG_STACKS_MAX * sizeof(*all));
-	size_t tcap = 2 * ENG_STACKS_MAX;
-	int32_t *table = malloc(tcap * sizeof(*table));
-	struct sym_hot *h = calloc(ENG_STACKS_MAX, sizeof(*h));
 	int n, nh = 0;
+	struct eng_stack *all = engine_stacks_copy(e, 0, 0, UINT64_MAX, &n);
+	size_t tcap = 2 * (size_t)n;
+	int32_t *table = all ? malloc(tcap * sizeof(*table)) : NULL;
+	struct sym_hot *h = all ? calloc((size_t)n, sizeof(*h)) : NULL;
 
 	if (!all || !table || !h) {
 		free(all);
@@ -438,7 +437,6 @@ int sym_hot_stacks(const struct engine *e, unsigned ev_type, struct sym_hot *out
 		return 0;
 	}
 	memset(table, 0xff, tcap * sizeof(*table));
-	n = engine_stacks(e, 0, 0, UINT64_MAX, all, ENG_STACKS_MAX);
 	for (int i = 0; i < n; i++) {
 		size_t slot = stack_hash(&all[i]) % tcap;
 		int j;
