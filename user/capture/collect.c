@@ -270,7 +270,8 @@ static uint64_t put_drops(struct capture *c)
 	d->h.type = SB_REC_DROPS;
 	d->h.size = sizeof(*d);
 	d->h.pid = c->o->probe.pid;
-	d->h.ts = mono_ns();
+	/* a reader's window moves with it: no further than the ring is read (schemas/trace.md) */
+	d->h.ts = c->drained_ns ? c->drained_ns : mono_ns();
 	probes_drops(c->probes, d->ring, &d->wait_overflow);
 	if (c->chan)
 		sbc_counters(c->chan, &ring, &strings, &source);

@@ -602,11 +602,18 @@ static void watch_ready(void *ctx)
 	}
 }
 
+/* each tick, the ring drained: every record before drained_to is in (steps finalise during silence) */
+static void watch_tick(void *ctx, uint64_t drained_to)
+{
+	struct watch *w = ctx;
+
+	engine_advance(w->eng, drained_to);
+}
+
 static void watch_second(void *ctx, uint64_t now)
 {
 	struct watch *w = ctx;
 
-	engine_advance(w->eng, now);
 	stream_flush(w);
 	pending_flush(w, now, false);
 }
@@ -667,6 +674,7 @@ static int watch_one(struct watch *w, pid_t pid, int64_t duration_ns, struct col
 	o.probe.pid = pid;
 	o.duration_ns = duration_ns;
 	o.on_second = watch_second;
+	o.on_tick = watch_tick;
 	o.on_second_ctx = w;
 	o.on_ready = watch_ready;
 	o.on_ready_ctx = w;

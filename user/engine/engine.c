@@ -51,6 +51,15 @@
 #include "base/util.h"
 
 #define DEFAULT_LAG_NS 3000000000ull
+
+
+/*
+ * How far behind the newest record the window may be held for the feeder's
+ * watermark: input that stays further behind than this (a ring read that
+ * never catches up with its channel) comes late and is counted, and the
+ * window's memory stays bounded.
+ */
+#define WATERMARK_SLACK_NS 10000000000ull
 #define MIN_HIST_NS 2000000000ull
 /*
  * The per-fault cost charged to a fault that did not block, until the trace
@@ -188,6 +197,30 @@ char *heap_strndup(struct engine *e, const char *s, size_t n)
 	return p;
 }
 
+/*
+ * The window moves to lag behind the newest record, and no further than the
+ * feeder's watermark where it gave one (docs/ARCHITECTURE.md, "Reorder
+ * window").
+ */
+static void release_due(struct engine *e)
+{
+	uint64_t t = e->max_ts;
+
+	if (e->watermark && e->watermark < t)
+		t = max64(e->watermark, t > WATERMARK_SLACK_NS ? t - WATERMARK_SLACK_NS : 0);
+	if (t > e->lag)
+		reorder_release(e, t - e->lag);
+}
+
+static void watermark_to(struct engine *e, uint64_t w)
+{
+	if (w > e->watermark)
+		e->watermark = w;
+	if (w > e->max_ts)
+		e->max_ts = w;
+	release_due(e);
+}
+
 void engine_feed(struct engine *e, const struct sb_hdr *h)
 {
 	size_t len;
@@ -233,8 +266,7 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 		reorder_enqueue(e, h, len);
 		if (h->ts > e->max_ts)
 			e->max_ts = h->ts;
-		if (e->max_ts > e->lag)
-			reorder_release(e, e->max_ts - e->lag);
+		release_due(e);
 		return;
 	}
 	len = sb_meta_min(h->type);
@@ -245,11 +277,15 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 	meta_record(e, h);
 	if (h->type == SB_REC_DROPS || h->type == SB_REC_TRAILER)
 		clock_saw(e, h->ts, false);
-	/* the agent's own periodic records say how far the clock has moved */
-	if ((h->type == SB_REC_DROPS || h->type == SB_REC_TRAILER) && h->ts > e->max_ts) {
+	/*
+	 * The agent's own periodic records say how far the clock has moved; a
+	 * drops record, also that every event before it is in (schemas/trace.md)
+	 */
+	if (h->type == SB_REC_DROPS) {
+		watermark_to(e, h->ts);
+	} else if (h->type == SB_REC_TRAILER && h->ts > e->max_ts) {
 		e->max_ts = h->ts;
-		if (e->max_ts > e->lag)
-			reorder_release(e, e->max_ts - e->lag);
+		release_due(e);
 	}
 }
 
@@ -269,10 +305,7 @@ void engine_advance(struct engine *e, uint64_t now)
 	if (!e || e->finished)
 		return;
 	clock_saw(e, now, false);
-	if (now > e->max_ts)
-		e->max_ts = now;
-	if (e->max_ts > e->lag)
-		reorder_release(e, e->max_ts - e->lag);
+	watermark_to(e, now);
 }
 
 void engine_set_truncated(struct engine *e, const char *why)

@@ -465,7 +465,12 @@ void engine_free(struct engine *e);
 
 /* any record: kernel events, GPU records, text records, trailer */
 void engine_feed(struct engine *e, const struct sb_hdr *rec);
-/* live: the clock moved on with no record (lets steps finalise during silence) */
+/*
+ * Live: every record of an event before now_ns has been fed. The clock moves
+ * on with no record (steps finalise during silence), and the reorder window
+ * is released no further than now_ns less the lag, whatever newer records
+ * came from another source (docs/ARCHITECTURE.md, "Reorder window").
+ */
 void engine_advance(struct engine *e, uint64_t now_ns);
 /* a GPU timeline will come (its channel is read from now on): hold records for lag_ns */
 void engine_gpu_expected(struct engine *e);

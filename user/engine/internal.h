@@ -441,6 +441,11 @@ struct engine {
 
 	uint64_t records, seq;
 	uint64_t max_ts;
+	/*
+	 * Every record before it has been fed (engine_advance, a drops record):
+	 * the window releases no further, within WATERMARK_SLACK_NS of max_ts
+	 */
+	uint64_t watermark;
 	uint64_t first_ts;
 	bool have_ts;
 
