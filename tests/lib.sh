@@ -31,12 +31,19 @@ hold_trainer() {
 	kill -STOP "$1"
 }
 release_when_attached() {
-	for _ in $(seq 600); do
-		grep -q "attached [0-9]* probes" "$3" 2>/dev/null && break
-		kill -0 "$2" 2>/dev/null || break
+	wait_attached "$3" 30 "$2"
+	kill -CONT "$1"
+}
+# wait_attached LOG [SECONDS [AGENT_PID]]: until the agent writing LOG says its probes
+# are attached (10 s at most, or until AGENT_PID exits); 1 if it did not say so
+wait_attached() {
+	local i
+	for ((i = 0; i < ${2:-10} * 20; i++)); do
+		grep -q "attached [0-9]* probes" "$1" 2>/dev/null && return 0
+		[ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null && break
 		sleep 0.05
 	done
-	kill -CONT "$1"
+	grep -q "attached [0-9]* probes" "$1" 2>/dev/null
 }
 # A program that waits for one byte on its stdin (tests/progs/sbwork) traced from its
 # start: record_gated TEST NAME "RECORD OPTIONS" PROGRAM ARGS... runs it with a fifo for
@@ -55,7 +62,7 @@ record_gated() {
 	# shellcheck disable=SC2086
 	"$STEPBLAME" record -p "$pid" -d 60 $opts -o "$tmp/$name.sbt" >"$tmp/$name.rec" 2>&1 &
 	rec=$!
-	for _ in $(seq 1 300); do grep -q "attached" "$tmp/$name.rec" && break; sleep 0.1; done
+	wait_attached "$tmp/$name.rec" 30 $rec
 	echo go >&7
 	exec 7>&-
 	wait "$pid"; prc=$?

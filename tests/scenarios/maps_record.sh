@@ -38,7 +38,7 @@ exec 7>"$tmp/go"
 for _ in $(seq 1 100); do grep -q heap_start "$tmp/prog.out" && break; sleep 0.05; done
 "$STEPBLAME" record -p "$pid" -d 60 --max-overhead 0 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1 &
 rec=$!
-for _ in $(seq 1 300); do grep -q "attached" "$tmp/record.out" && break; sleep 0.1; done
+wait_attached "$tmp/record.out" 30 $rec
 echo go >&7
 exec 7>&-
 wait "$pid"; prc=$?

@@ -87,10 +87,7 @@ traced() { # mode, first, last: py_marks.py MODE in venv v1, recorded by PID
 	"$STEPBLAME" record -p $py -o "$tmp/$mode.sbt" --no-gpu >"$tmp/$mode.rec" 2>&1 &
 	local rec=$!
 	pids+=($rec)
-	for ((i = 0; i < 600; i++)); do
-		grep -q "attached" "$tmp/$mode.rec" && break
-		sleep 0.1
-	done
+	wait_attached "$tmp/$mode.rec" 60 $rec
 	touch "$ready.go"
 	wait $py
 	local rc=$?

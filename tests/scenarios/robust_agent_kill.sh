@@ -33,11 +33,7 @@ chan=
 "$STEPBLAME" record -p $sim -d 60 -o "$tmp/t.sbt" >"$tmp/rec.out" 2>&1 &
 agent=$!
 # attached: the probes are loaded and the agent has turned the channel on
-for _ in $(seq 100); do
-	grep -q "attached" "$tmp/rec.out" 2>/dev/null && break
-	sleep 0.1
-done
-if ! grep -q "attached" "$tmp/rec.out"; then
+if ! wait_attached "$tmp/rec.out" 10 $agent; then
 	fail $T "the capture did not start: $(tail -2 "$tmp/rec.out" | tr '\n' ' ')"; exit 0
 fi
 # the channel's name has a random part (schemas/channel.md)

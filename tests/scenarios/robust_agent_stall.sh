@@ -28,17 +28,13 @@ trap cleanup EXIT
 
 # run_stalled NAME COMMAND...: the agent started on a fresh trainer, stopped 5 s
 run_stalled() {
-	local name=$1 i; shift
+	local name=$1; shift
 	"$SIMTRAINER" --steps 2400 --kernels 4 --kernel-us 1000 --wait-agent 20 --quiet \
 		>"$tmp/$name.sim" 2>&1 &
 	sim=$!
 	"$@" -p $sim -d 90 >"$tmp/$name.out" 2>"$tmp/$name.err" &
 	agent=$!
-	for i in $(seq 150); do
-		grep -q "attached" "$tmp/$name.err" 2>/dev/null && break
-		sleep 0.1
-	done
-	if ! grep -q "attached" "$tmp/$name.err"; then
+	if ! wait_attached "$tmp/$name.err" 15 $agent; then
 		fail ${T}_$name "the capture did not start: $(tail -2 "$tmp/$name.err" | tr '\n' ' ')"
 		kill -9 $sim $agent 2>/dev/null; sim= agent=
 		return 1

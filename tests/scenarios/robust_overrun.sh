@@ -37,10 +37,7 @@ trap cleanup EXIT
 sim=$!
 "$STEPBLAME" record -p $sim -d 5 --ring-mb 1 -o "$tmp/t.sbt" >"$tmp/rec.out" 2>&1 &
 agent=$!
-for _ in $(seq 100); do
-	grep -q "attached" "$tmp/rec.out" 2>/dev/null && break
-	sleep 0.1
-done
+wait_attached "$tmp/rec.out" 10 $agent
 sleep 1
 kill -STOP $agent
 sleep 1.5

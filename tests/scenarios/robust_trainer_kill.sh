@@ -24,10 +24,7 @@ trap cleanup EXIT
 sim=$!
 "$STEPBLAME" record -p $sim -d 60 -o "$tmp/t.sbt" >"$tmp/rec.out" 2>&1 &
 agent=$!
-for _ in $(seq 100); do
-	grep -q "attached" "$tmp/rec.out" 2>/dev/null && break
-	sleep 0.1
-done
+wait_attached "$tmp/rec.out" 10 $agent
 chan=$(ls /dev/shm/stepblame-$sim-*.chan 2>/dev/null | head -1) # a random part in its name
 sleep 1.5
 t0=$(date +%s%N)
