@@ -82,6 +82,8 @@ struct capture {
 	uint32_t read_n;             /* records taken by the ring read in progress (read_ring) */
 	uint64_t read_t0;            /* when it took its first */
 	uint64_t drained_ns;         /* a read that began then left the ring empty: older records are in */
+	uint64_t ring_ts;            /* the newest record taken from the ring: those still in it are
+	                                newer (it is first in, first out; CPUs differ by microseconds) */
 	uint64_t ticked_ns;          /* the time the last tick advanced the sink to */
 	/* one buffer for every record the agent builds itself */
 	union {
@@ -171,6 +173,8 @@ static int take_record(struct capture *c, void *data, size_t size)
 		return 0;
 	if (put(c, h))
 		return -ECANCELED;
+	if (h->ts > c->ring_ts)
+		c->ring_ts = h->ts;
 	if (h->type == SB_EV_STEP && !c->mark_pid)
 		c->mark_pid = (pid_t)h->pid;
 	/* a descendant forked, or its main thread renamed (an exec): its command line */
@@ -239,6 +243,16 @@ static int read_ring(struct capture *c, int timeout_ms)
 	return rc;
 }
 
+/*
+ * How far the capture is complete: every kernel record before it has reached
+ * the sink. The ring was read empty from drained_ns on; an agent behind on a
+ * ring that never empties has still taken every record up to ring_ts.
+ */
+static uint64_t ring_watermark(const struct capture *c)
+{
+	return c->drained_ns > c->ring_ts ? c->drained_ns : c->ring_ts;
+}
+
 static int chan_cb(void *ctx, const struct sb_hdr *rec)
 {
 	return put(ctx, rec) ? -ECANCELED : 0;
@@ -271,7 +285,7 @@ static uint64_t put_drops(struct capture *c)
 	d->h.size = sizeof(*d);
 	d->h.pid = c->o->probe.pid;
 	/* a reader's window moves with it: no further than the ring is read (schemas/trace.md) */
-	d->h.ts = c->drained_ns ? c->drained_ns : mono_ns();
+	d->h.ts = ring_watermark(c) ? ring_watermark(c) : mono_ns();
 	probes_drops(c->probes, d->ring, &d->wait_overflow);
 	if (c->chan)
 		sbc_counters(c->chan, &ring, &strings, &source);
@@ -981,13 +995,14 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 				}
 			}
 			/*
-			 * The time the ring was last read empty from: every record
-			 * before it is in. A starved agent's reads stop short of
-			 * empty; the last one that did not says how far it got.
+			 * How far the ring has been read (ring_watermark): every
+			 * record before it is in, and the channel was drained just
+			 * now. Never the wall clock: a starved agent's reads stop
+			 * short of empty, and its engine waits for them.
 			 */
-			if (o->on_tick && !c->sink_err && c->drained_ns > c->ticked_ns) {
-				c->ticked_ns = c->drained_ns;
-				o->on_tick(o->on_second_ctx, c->drained_ns);
+			if (o->on_tick && !c->sink_err && ring_watermark(c) > c->ticked_ns) {
+				c->ticked_ns = ring_watermark(c);
+				o->on_tick(o->on_second_ctx, c->ticked_ns);
 			}
 		}
 		if (now - last_sec >= 1000000000ull) {

@@ -54,12 +54,13 @@
 
 
 /*
- * How far behind the newest record the window may be held for the feeder's
- * watermark: input that stays further behind than this (a ring read that
- * never catches up with its channel) comes late and is counted, and the
- * window's memory stays bounded.
+ * How much the window may hold while it waits for the feeder's watermark:
+ * past it, the window moves with the newest record again, and what is still
+ * to come from the slower source is late and counted. The memory bound of a
+ * feeder whose one source races ahead (a GPU channel drained whole while the
+ * ring is read seconds behind, or a producer that writes in the future).
  */
-#define WATERMARK_SLACK_NS 10000000000ull
+#define WATERMARK_HOLD_BYTES (64u << 20)
 #define MIN_HIST_NS 2000000000ull
 /*
  * The per-fault cost charged to a fault that did not block, until the trace
@@ -206,8 +207,8 @@ static void release_due(struct engine *e)
 {
 	uint64_t t = e->max_ts;
 
-	if (e->watermark && e->watermark < t)
-		t = max64(e->watermark, t > WATERMARK_SLACK_NS ? t - WATERMARK_SLACK_NS : 0);
+	if (e->watermark && e->watermark < t && e->queued_bytes <= WATERMARK_HOLD_BYTES)
+		t = e->watermark;
 	if (t > e->lag)
 		reorder_release(e, t - e->lag);
 }

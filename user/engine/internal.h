@@ -443,7 +443,7 @@ struct engine {
 	uint64_t max_ts;
 	/*
 	 * Every record before it has been fed (engine_advance, a drops record):
-	 * the window releases no further, within WATERMARK_SLACK_NS of max_ts
+	 * the window releases no further while it holds WATERMARK_HOLD_BYTES or less
 	 */
 	uint64_t watermark;
 	uint64_t first_ts;
