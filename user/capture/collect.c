@@ -285,7 +285,9 @@ static uint64_t put_drops(struct capture *c)
 	d->h.size = sizeof(*d);
 	d->h.pid = c->o->probe.pid;
 	/* a reader's window moves with it: no further than the ring is read (schemas/trace.md) */
-	d->h.ts = ring_watermark(c) ? ring_watermark(c) : mono_ns();
+	d->h.ts = ring_watermark(c);
+	if (!d->h.ts)
+		d->h.ts = mono_ns();
 	probes_drops(c->probes, d->ring, &d->wait_overflow);
 	if (c->chan)
 		sbc_counters(c->chan, &ring, &strings, &source);

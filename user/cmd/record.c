@@ -305,7 +305,7 @@ static void live_step(void *ctx, const struct eng_step *s)
 	l->steps_this_second++;
 }
 
-/* each tick, the ring drained: time has moved on to there (steps finalise during silence) */
+/* each tick, how far the ring has been read: time has moved on to there (steps finalise during silence) */
 static void live_tick(void *ctx, uint64_t drained_to)
 {
 	struct live *l = ctx;

@@ -602,7 +602,7 @@ static void watch_ready(void *ctx)
 	}
 }
 
-/* each tick, the ring drained: every record before drained_to is in (steps finalise during silence) */
+/* each tick, how far the ring has been read: every record before drained_to is in (steps finalise during silence) */
 static void watch_tick(void *ctx, uint64_t drained_to)
 {
 	struct watch *w = ctx;

@@ -52,7 +52,6 @@
 
 #define DEFAULT_LAG_NS 3000000000ull
 
-
 /*
  * How much the window may hold while it waits for the feeder's watermark:
  * past it, the window moves with the newest record again, and what is still
