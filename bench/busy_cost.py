@@ -21,6 +21,8 @@ BUSY_TARGET=torch measures the PyTorch loop of the tests instead
 (tests/progs/torch_trainer.py, two DataLoader workers, all on CPU BENCH_CPU, 1;
 /usr/bin/python3 with torch): one loop for the whole run, each capture attached
 to it by PID; the per-thread rates are then its main thread's.
+BUSY_PIN=launcher pins simtrainer as bench/observer.py does: the launcher alone
+on BENCH_CPU (1), its other threads on AGENT_CPU (0).
 """
 import json
 import os
@@ -36,6 +38,7 @@ import bpfstats  # noqa: E402
 
 SIM = os.environ.get("SIMTRAINER", "build/simtrainer")
 TARGET = os.environ.get("BUSY_TARGET", "simtrainer")
+PIN = os.environ.get("BUSY_PIN") == "launcher"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUSY = ["--kernels", "10", "--kernel-us", "100", "--launch-us", "200", "--busy", "20,60,57"]
 
@@ -80,10 +83,12 @@ def one(window, opts, loop=None):
     sb = bench.SB
     if opts and opts[0].startswith("@"):
         sb, opts = opts[0][1:], opts[1:]
-    sim = loop or subprocess.Popen([SIM, "--steps", "100000", "--quiet"] + BUSY,
+    pin = (["taskset", "-c", str(bench.AGENT_CPU)] if PIN else [])
+    sim = loop or subprocess.Popen(pin + [SIM, "--steps", "100000", "--quiet"] + BUSY +
+                                   (["--launcher-cpu", str(bench.CPU)] if PIN else []),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rec = subprocess.Popen([sb, "record", "-q", "-p", str(sim.pid), "-o", "/dev/shm/busy.sbt",
-                            "--no-gpu"] + opts,
+                            "--no-gpu"] + (["--agent-cpu", str(bench.AGENT_CPU)] if PIN else []) + opts,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(3)
@@ -169,6 +174,7 @@ def main():
             print()
         table(res[v], rounds, window)
         print()
+    os.makedirs(bench.OUT, exist_ok=True)
     with open(os.path.join(bench.OUT, "busy_cost.json"), "w") as f:
         json.dump(res, f, indent=1)
     return 0

@@ -31,7 +31,8 @@ Environment: STEPBLAME, SIMTRAINER (build/simtrainer), OBS_ROUNDS (5),
 OBS_STEPS (300; the alloc configuration runs 0.4 of them), OBS_CONFIGS
 (default,alloc; also busy), OBS_PIN (launcher), BENCH_OUT (build/bench),
 OBS_TOOLS (all; or a comma list of tool names),
-OBS_VARIANTS (a comma list of variants instead, e.g. 'stepblame --no-alloc'). Writes BENCH_OUT/observer.json.
+OBS_VARIANTS (a comma list of variants instead, e.g. 'stepblame --no-alloc';
+'stepblame@PATH ...' runs the stepblame binary at PATH, another build). Writes BENCH_OUT/observer.json.
 """
 import glob
 import json
@@ -181,7 +182,9 @@ def start_tool(tool, cfg, pid, tag):
     if tool.startswith("stepblame"):
         trace = path + ".sbt"
         extra = tool.split()[1:]
-        r = subprocess.Popen([SB, "record", "-p", str(pid), "-o", trace, "--no-gpu",
+        # "stepblame@PATH ...": the stepblame binary at PATH (another build)
+        sb = tool.split()[0].partition("@")[2] or SB
+        r = subprocess.Popen([sb, "record", "-p", str(pid), "-o", trace, "--no-gpu",
                               "--agent-cpu", TOOL_CPU] + extra,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         ln = Lines(r.stderr, "stepblame: attached")
@@ -375,7 +378,7 @@ def run_config(cfg, rounds):
         k = i % len(variants)
         order = variants[k:] + variants[:k]
         for v in order:
-            r = one_run(cfg, v, "%s-%s-%d" % (cfg, v.replace(" ", ""), i))
+            r = one_run(cfg, v, "%s-%s-%d" % (cfg, v.replace(" ", "").replace("/", "_"), i))
             runs[v].append(r)
             log("  round %d %-22s P50 %6.3f ms  P99 %6.3f ms  events %8d  drops %d"
                 % (i, v, r["p50"] / 1e6, r["p99"] / 1e6, r["tool"]["events"],
