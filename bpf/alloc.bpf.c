@@ -266,7 +266,7 @@ static __always_inline int leave(void *ctx, __u64 ret)
 	e->fn = fn;
 	e->floor_ns = floor > 0xffffffff ? 0xffffffff : floor;
 	submit(e);
-	emit_stack(ctx, SB_EV_ALLOC, start, now);
+	emit_stack(ctx, SB_EV_ALLOC, fn, start, now);
 	return 0;
 }
 

@@ -575,16 +575,27 @@ static __always_inline void *reserve(__u32 type, __u32 size)
  * had no fault stack for stack_fault_start_gap_ns: a thread faulting all the
  * time starts hundreds of short runs a second, and a capture costs more than
  * many faults (bench/RESULTS.md, section 28).
+ *
+ * A slow call that repeats (the same event type and call as the thread's
+ * last stack of a non-fault event, less than stack_repeat_ns after it, and
+ * not twice as slow) is a repeat: it has no stack of its own. A thread whose
+ * every madvise() or read() is slow pays one capture per stack_repeat_ns for
+ * them; an isolated slow call, or one far slower than the last, has its own.
  */
 const volatile bool stacks_on = false;
 const volatile __u64 stack_gap_ns = 100000;
 const volatile __u64 stack_fault_gap_ns = 1000000;
 const volatile __u64 stack_fault_run_ns = 2000000;
 const volatile __u64 stack_fault_start_gap_ns = 100000000;
+const volatile __u64 stack_repeat_ns = 16000000;
 
 struct stack_next {
 	__u64 other;           /* no stack of a non-fault event before this time */
 	__u64 fault;           /* no fault stack before this time */
+	__u64 repeat_until;    /* a repeat of the last non-fault stack's call before this time, */
+	__u64 repeat_ns;       /* lasting less than this (twice that call), has no stack */
+	__u32 repeat_type;     /* that call: its event type */
+	__u32 repeat_what;     /* and its call (enum sb_mm_call, sb_io_call, sb_alloc_fn) */
 };
 
 struct {
@@ -676,19 +687,25 @@ static __always_inline void submit_stack(void *ctx, struct sb_stack *st, __u32 e
 }
 
 /*
- * Emit the current thread's user stack for the event of type ev_type that
- * was just submitted with timestamp ev_ts (start: its start, or ev_ts).
- * bpf_get_stack follows frame pointers only (docs/ARCHITECTURE.md, "Stacks").
+ * Emit the current thread's user stack for the event of type ev_type (its
+ * call: what) that was just submitted with timestamp ev_ts (start: its start,
+ * or ev_ts). The walk follows frame pointers only (docs/ARCHITECTURE.md,
+ * "Stacks").
  */
-static __always_inline void emit_stack(void *ctx, __u32 ev_type, __u64 start, __u64 ev_ts)
+static __always_inline void emit_stack(void *ctx, __u32 ev_type, __u32 what, __u64 start,
+				       __u64 ev_ts)
 {
 	if (!stacks_on)
 		return;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct stack_next *n = bpf_map_lookup_elem(&stack_rate, &tid);
 	bool fault = ev_type == SB_EV_FAULT;
+	__u64 dur = ev_ts - start;
 
 	if (n && ev_ts < (fault ? n->fault : n->other))
+		return;
+	if (n && !fault && ev_ts < n->repeat_until && dur < n->repeat_ns &&
+	    ev_type == n->repeat_type && what == n->repeat_what)
 		return;
 	struct sb_stack *st = reserve(SB_EV_STACK, sizeof(*st));
 
@@ -696,14 +713,27 @@ static __always_inline void emit_stack(void *ctx, __u32 ev_type, __u64 start, __
 		return;
 	submit_stack(ctx, st, ev_type, start, ev_ts);
 	if (n) {
-		if (fault)
+		if (fault) {
 			n->fault = ev_ts + stack_fault_gap_ns;
-		else
+		} else {
 			n->other = ev_ts + stack_gap_ns;
+			n->repeat_until = ev_ts + stack_repeat_ns;
+			n->repeat_ns = 2 * dur;
+			n->repeat_type = ev_type;
+			n->repeat_what = what;
+		}
 	} else {
-		struct stack_next v = { .other = fault ? 0 : ev_ts + stack_gap_ns,
-					.fault = fault ? ev_ts + stack_fault_gap_ns : 0 };
+		struct stack_next v = {};
 
+		if (fault) {
+			v.fault = ev_ts + stack_fault_gap_ns;
+		} else {
+			v.other = ev_ts + stack_gap_ns;
+			v.repeat_until = ev_ts + stack_repeat_ns;
+			v.repeat_ns = 2 * dur;
+			v.repeat_type = ev_type;
+			v.repeat_what = what;
+		}
 		bpf_map_update_elem(&stack_rate, &tid, &v, BPF_ANY);
 	}
 }

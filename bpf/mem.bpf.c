@@ -212,7 +212,7 @@ int BPF_PROG(raw_fault, unsigned long address, struct pt_regs *regs, unsigned lo
 			if (!s->stacked && now - s->first >= stack_fault_run_ns) {
 				s->stacked = 1;
 				if (current_is_target())
-					emit_stack(ctx, SB_EV_FAULT, s->first, now);
+					emit_stack(ctx, SB_EV_FAULT, 0, s->first, now);
 			}
 		} else {
 			s->untimed++;
@@ -241,7 +241,7 @@ new_run:
 	bool stacked = fault_stack_due(now, stack_fault_start_gap_ns);
 
 	if (stacked)
-		emit_stack(ctx, SB_EV_FAULT, now, now);
+		emit_stack(ctx, SB_EV_FAULT, 0, now, now);
 	s->busy = 1;
 	asm volatile("" ::: "memory");
 	s->tid = (__u32)id;
@@ -617,7 +617,7 @@ static __always_inline void io_exit(void *ctx, const struct mm_call *c, long ret
 		file_identity(&e->file, (__u64)f);
 	}
 	submit(e);
-	emit_stack(ctx, SB_EV_IOSYS, c->start, now);
+	emit_stack(ctx, SB_EV_IOSYS, c->call, c->start, now);
 }
 
 /* every call is recorded: they are rare, and each may move a thread */
@@ -684,7 +684,7 @@ static __always_inline int mm_exit(void *ctx, long ret)
 			submit(x);
 			/* only the slow ones: every mmap-family call is recorded */
 			if (ts - c->start >= stack_mm_min_ns)
-				emit_stack(ctx, SB_EV_MMSYS, c->start, ts);
+				emit_stack(ctx, SB_EV_MMSYS, c->call, c->start, ts);
 		}
 		mm_call_done(tid, c);
 		return 0;
@@ -703,7 +703,7 @@ static __always_inline int mm_exit(void *ctx, long ret)
 		submit(e);
 		/* only the slow ones: every mmap-family call is recorded */
 		if (ts - c->start >= stack_mm_min_ns)
-			emit_stack(ctx, SB_EV_MMSYS, c->start, ts);
+			emit_stack(ctx, SB_EV_MMSYS, c->call, c->start, ts);
 	}
 	mm_call_done(tid, c);
 	return 0;

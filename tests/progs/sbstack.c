@@ -18,6 +18,8 @@
  *                    that reads the heap as a frame names decoy_frame. Prints
  *                    "decoy LOOP RET": the spin loop's address and the fake
  *                    return address.
+ *   fsync_repeat:    40 times, rewrites a 4 KiB block of the file and
+ *                    fsyncs it: slow calls that repeat, a few ms apart.
  * Usage: sbstack DIR
  */
 #include <fcntl.h>
@@ -196,6 +198,24 @@ __attribute__((noinline)) void decoy_spin(void)
 #endif
 }
 
+__attribute__((noinline)) void fsync_repeat(void)
+{
+	static char block[4096];
+	int fd = open(path, O_WRONLY | O_CREAT, 0600);
+
+	if (fd < 0) {
+		perror(path);
+		exit(1);
+	}
+	for (int i = 0; i < 40; i++) {
+		memset(block, 'a' + i % 26, sizeof(block));
+		if (pwrite(fd, block, sizeof(block), 0) != (ssize_t)sizeof(block))
+			exit(1);
+		flush_to_disk(fd);
+	}
+	close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	char c;
@@ -211,6 +231,7 @@ int main(int argc, char **argv)
 	wait_for_loader();
 	jit_region_run();
 	decoy_spin();
+	fsync_repeat();
 	unlink(path);
 	printf("done\n");
 	return 0;

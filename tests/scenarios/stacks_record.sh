@@ -123,3 +123,61 @@ PY
 	*) fail $T "$out" ;;
 	esac
 fi
+
+# A slow call that repeats has no stack of its own (docs/ARCHITECTURE.md,
+# "Stacks"): fsync_repeat's 40 fsyncs come a few ms apart. Each recorded
+# system call of the phase (the I/O and mmap-family probes share one rate
+# table) must have a stack exactly where the rule gives it one, replayed from
+# the records: none within 100 us of the last stack; none for a repeat of the
+# last stacked call (same type and call, less than 16 ms after it, less than
+# twice as slow); one for every other. And the phase must hold repeats.
+T=stacks_record/repeats_sampled
+[ -s "$tmp/dump.jsonl" ] || "$STEPBLAME" dump --jsonl "$tmp/trace.sbt" >"$tmp/dump.jsonl" 2>"$tmp/dump.err"
+out=$(python3 - "$tmp/dump.jsonl" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+ios = [r for r in recs if r.get("type") == "iosys" and r.get("call") == "fsync"]
+# fsync_repeat's: the last 40 recorded fsyncs at most, each less than 20 ms
+# after the one before ends (a fast one, not recorded, between them), after
+# the 400 ms of the decoy phase
+loop = []
+for r in reversed(ios):
+    if len(loop) == 40 or (loop and loop[-1]["start_ns"] - r["ts"] > 20000000):
+        break
+    loop.append(r)
+loop.reverse()
+if len(loop) < 10:
+    print("only %d fsyncs of the repeat phase recorded" % len(loop)); sys.exit()
+tid, t0, t1 = loop[0]["tid"], loop[0]["start_ns"], loop[-1]["ts"]
+stacked = {r["ts"] for r in recs if r.get("type") == "stack" and r["tid"] == tid
+           and r.get("event") in ("iosys", "mmsys")}
+# the thread's calls that reach emit_stack: every iosys record, mmsys of 50 us or more
+calls = [r for r in recs if r.get("tid") == tid and t0 - 20000000 <= r["ts"] <= t1 and
+         (r.get("type") == "iosys" or (r.get("type") == "mmsys" and r["dur_ns"] >= 50000))]
+other_until = rep_until = rep_ns = 0
+rep = None
+bad, skipped, have = [], 0, 0
+for r in calls:
+    want = not (r["ts"] < other_until or
+                (r["ts"] < rep_until and r["dur_ns"] < rep_ns and (r["type"], r["call"]) == rep))
+    got = r["ts"] in stacked
+    if r["ts"] >= t0:
+        skipped += not want
+        have += got
+        if want != got:
+            bad.append("%s %s at +%.1f ms (%.0f us): %s" % (
+                r["type"], r["call"], (r["ts"] - t0) / 1e6, r["dur_ns"] / 1e3,
+                "a stack where the rule gives none" if got else "no stack where the rule gives one"))
+    if got:
+        other_until, rep_until, rep_ns = r["ts"] + 100000, r["ts"] + 16000000, 2 * r["dur_ns"]
+        rep = (r["type"], r["call"])
+if not bad and skipped < 5:
+    bad.append("only %d repeats in the phase: the rule was not exercised" % skipped)
+print("; ".join(bad[:3]) + (" (%d in all)" % len(bad) if len(bad) > 3 else "") if bad
+      else "ok %d of %d" % (have, len(loop)))
+PY
+)
+case "$out" in
+ok*) echo "    (${out#ok } fsyncs with their own stack)"; pass $T ;;
+*) fail $T "$out" ;;
+esac
