@@ -1732,6 +1732,51 @@ static void t_records_past_the_window_are_counted(void)
 	world_free(&w);
 }
 
+/* a host record of thread 1 at ts (a migration: no step, no blame) */
+static void feed_migrate(struct engine *e, uint64_t ts)
+{
+	struct sb_migrate m = { .h = { .type = SB_EV_MIGRATE, .size = sizeof(m), .pid = 1, .tid = 1,
+				       .ts = ts } };
+
+	engine_feed(e, &m.h);
+}
+
+/*
+ * The window waits for the feeder's watermark (a drops record), however far
+ * the newest record is ahead of it, but only while it holds 64 MiB or less
+ * (docs/ARCHITECTURE.md, "Reorder window"): past that the newest record moves
+ * it again, and a record behind it is late.
+ */
+static void t_watermark_hold_bounded(void)
+{
+	char err[256];
+	struct engine *e = engine_new(NULL, err, sizeof(err));
+	struct sb_drops d = { .h = { .type = SB_REC_DROPS, .size = sizeof(d), .ts = 1000 * MS } };
+	struct engine_stats st;
+	struct eng_loss l;
+	uint64_t i = 0;
+
+	REQUIRE(e, "engine: %s", err);
+	engine_feed(e, &d.h);
+	/* 100 s ahead of the watermark, a little of it: held */
+	for (; i < 1000; i++)
+		feed_migrate(e, 100000 * MS + i);
+	feed_migrate(e, 2000 * MS);
+	engine_loss(e, &l);
+	CHECK(l.late == 0, "%" PRIu64 " late while the window held 1,000 records", l.late);
+	/* as much as the bound allows, and one more: the window moves with it */
+	do {
+		feed_migrate(e, 100000 * MS + i++);
+		engine_stats(e, &st);
+	} while (st.queue_bytes <= (64u << 20) && i < 10000000);
+	CHECK(st.queue_bytes_peak > (64u << 20), "queue %" PRIu64 " bytes after %" PRIu64 " records",
+	      st.queue_bytes_peak, i);
+	feed_migrate(e, 3000 * MS);
+	engine_loss(e, &l);
+	CHECK(l.late == 1, "%" PRIu64 " late after the bound (1 expected)", l.late);
+	engine_free(e);
+}
+
 static int u64cmp(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -2225,6 +2270,7 @@ int main(void)
 	RUN(t_host_only_cuda_uprobes);
 	RUN(t_gpu_records_late);
 	RUN(t_records_past_the_window_are_counted);
+	RUN(t_watermark_hold_bounded);
 	RUN(t_tail_and_percentiles);
 	RUN(t_tracer_is_never_the_tail);
 	RUN(t_periodic_dips);

@@ -350,6 +350,7 @@ struct queued_ref {
 struct overflow_rec {
 	uint64_t key, seq;
 	void *rec;
+	size_t len;                 /* of rec: the record's kept length (engine_feed) */
 };
 
 struct p2_quantile {

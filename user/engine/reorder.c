@@ -40,7 +40,11 @@ static void overflow_push(struct engine *e, uint64_t key, uint64_t seq, const vo
 		e->overflow_cap = nc;
 	}
 	i = e->noverflow++;
-	e->overflow[i] = (struct overflow_rec){ key, seq, c };
+	e->overflow[i] = (struct overflow_rec){ key, seq, c, len };
+	/* held like the calendar's records: the window's bound counts them (engine.c) */
+	e->queued_bytes += sizeof(struct overflow_rec) + len;
+	if (e->queued_bytes > e->queued_bytes_peak)
+		e->queued_bytes_peak = e->queued_bytes;
 	while (i > 0) {
 		size_t p = (i - 1) / 2;
 
@@ -255,14 +259,12 @@ void reorder_release(struct engine *e, uint64_t upto)
 		/* overflow records whose bucket has come into the window */
 		while (e->noverflow && (e->overflow[0].key >> BUCKET_SHIFT) < e->next_bucket + e->nbuckets) {
 			struct overflow_rec o = e->overflow[0];
-			const struct sb_hdr *h = o.rec;
-
-			size_t len = rec_size(h->type);
 
 			overflow_pop(e);
-			bucket_put(e, max64(o.key, e->next_bucket << BUCKET_SHIFT), o.seq, o.rec, len);
+			e->queued_bytes -= sizeof(struct overflow_rec) + o.len;
+			bucket_put(e, max64(o.key, e->next_bucket << BUCKET_SHIFT), o.seq, o.rec, o.len);
 			free(o.rec);
-			heap_account(e, -(int64_t)len);
+			heap_account(e, -(int64_t)o.len);
 		}
 		{
 			/* the next bucket's first chunk: it is swept next, as cold as this one */
@@ -285,8 +287,10 @@ void reorder_enqueue(struct engine *e, const struct sb_hdr *h, size_t len)
 	bool late = false;
 
 	if (!e->window_started) {
-		/* the window starts one lag before the first record */
-		e->next_bucket = (h->ts > e->lag ? h->ts - e->lag : 0) >> BUCKET_SHIFT;
+		/* the window starts one lag before the first record, or the feeder's watermark if earlier */
+		uint64_t first = e->watermark && e->watermark < h->ts ? e->watermark : h->ts;
+
+		e->next_bucket = (first > e->lag ? first - e->lag : 0) >> BUCKET_SHIFT;
 		e->window_started = true;
 	}
 	if (key >> BUCKET_SHIFT < e->next_bucket) {
