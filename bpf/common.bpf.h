@@ -712,30 +712,23 @@ static __always_inline void emit_stack(void *ctx, __u32 ev_type, __u32 what, __u
 	if (!st)
 		return;
 	submit_stack(ctx, st, ev_type, start, ev_ts);
-	if (n) {
-		if (fault) {
-			n->fault = ev_ts + stack_fault_gap_ns;
-		} else {
-			n->other = ev_ts + stack_gap_ns;
-			n->repeat_until = ev_ts + stack_repeat_ns;
-			n->repeat_ns = 2 * dur;
-			n->repeat_type = ev_type;
-			n->repeat_what = what;
-		}
-	} else {
-		struct stack_next v = {};
+	struct stack_next v = {};
 
-		if (fault) {
-			v.fault = ev_ts + stack_fault_gap_ns;
-		} else {
-			v.other = ev_ts + stack_gap_ns;
-			v.repeat_until = ev_ts + stack_repeat_ns;
-			v.repeat_ns = 2 * dur;
-			v.repeat_type = ev_type;
-			v.repeat_what = what;
-		}
-		bpf_map_update_elem(&stack_rate, &tid, &v, BPF_ANY);
+	if (n)
+		v = *n;
+	if (fault) {
+		v.fault = ev_ts + stack_fault_gap_ns;
+	} else {
+		v.other = ev_ts + stack_gap_ns;
+		v.repeat_until = ev_ts + stack_repeat_ns;
+		v.repeat_ns = 2 * dur;
+		v.repeat_type = ev_type;
+		v.repeat_what = what;
 	}
+	if (n)
+		*n = v;
+	else
+		bpf_map_update_elem(&stack_rate, &tid, &v, BPF_ANY);
 }
 
 /* no fault stack of the current thread in the gap_ns before now */
