@@ -1179,8 +1179,9 @@ static const struct opt options[] = {
 	  "that became more frequent, which P99 over few steps may not. p50=PCT, p90=PCT, p99=PCT, mean=PCT\n"
 	  "gate one statistic; comma-separated, several" },
 	{ "min-change", OPT_MIN, "PCT", "a change smaller than PCT percent is not called slower or\n"
-	  "faster even when its interval excludes none (default 1:\n"
-	  "two runs of one configuration differ by about that)" },
+	  "faster even when its interval excludes none (default 3:\n"
+	  "two runs of one configuration on a shared machine differ by\n"
+	  "up to 2% at P50, with intervals that exclude 1)" },
 	{ "format", 'f', "FMT", "text (default), json (schemas/report.md, \"Compare\") or html\n"
 	  "(one page: the tables and both step-time distributions;\n"
 	  "the default when OUT ends in .html)" },
@@ -1242,7 +1243,7 @@ int cmd_compare(int argc, char **argv)
 	int fmt = 0; /* 0 text, 1 json, 2 html */
 	bool fmt_given = false;
 	int64_t skip = -1;
-	double min_change = 1;
+	double min_change = 3;
 	struct opts_getopt g;
 	int c, rc = 1;
 
