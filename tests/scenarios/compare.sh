@@ -126,8 +126,8 @@ if not c or c["new_mean_ns"] <= c["base_mean_ns"]:
     bad.append("%s mean per step did not grow: %s" % (cause, c))
 if who and who not in [x["comm"] for x in d["interferers_appeared"]]:
     bad.append("%s not among the interferers that appeared: %s" % (who, d["interferers_appeared"]))
-if who and not any(e["cause"] == cause for e in d["new_episodes"]):
-    bad.append("no new tail episode of %s: %s" % (cause, d["new_episodes"][:3]))
+if who and not any(e["cause"] == cause and e["culprit"] == who for e in d["new_episodes"]):
+    bad.append("no new tail episode of %s by %s: %s" % (cause, who, d["new_episodes"][:3]))
 print("FAIL %s: %s" % (name, "; ".join(bad)) if bad else "PASS %s" % name)
 PY
 }

@@ -598,11 +598,13 @@ static size_t episodes(const struct run *r, struct episode *out, size_t max, uin
 	return n;
 }
 
-/* an episode of NEW that BASE has not: no BASE episode of its cause near its steps */
+/* an episode of NEW that BASE has not: no BASE episode of its cause and culprit near
+ * its steps (a hog's cpu_wait beside another process's cpu_wait is new) */
 static bool episode_new(const struct episode *x, const struct episode *base, size_t nb)
 {
 	for (size_t i = 0; i < nb; i++)
-		if (base[i].cause == x->cause && base[i].first <= x->last + 2 &&
+		if (base[i].cause == x->cause && !strcmp(base[i].culprit, x->culprit) &&
+		    base[i].first <= x->last + 2 &&
 		    x->first <= base[i].last + 2)
 			return false;
 	return true;
