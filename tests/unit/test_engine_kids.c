@@ -227,6 +227,57 @@ static void t_chain_child_fault_region(void)
 }
 
 /*
+ * The worker (KID) waits 10 ms for another child's thread (KID2), which runs
+ * all along and falls asleep 1 ms after waking it; the worker falls asleep
+ * 3 us after waking the launcher. Both were on their CPUs up to their
+ * wakeups, though neither is running when the launcher's wait is resolved.
+ */
+static void inj_wakers_asleep_after(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	k_switch_in(w, at - 1 * MS, KID, KID, 2);
+	k_switch_in(w, at - 1 * MS, KID2, KID2 + 1, 3);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	k_switch_out(w, at + 10 * MS, KID, KID, 2, SB_STATE_SLEEP);
+	k_wakeup(w, at + 20 * MS, KID, KID, 2, KID2, KID2 + 1, "pt_loader");
+	k_switch_in(w, at + 20 * MS, KID, KID, 2);
+	k_switch_out(w, at + 21 * MS, KID2, KID2 + 1, 3, SB_STATE_SLEEP);
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, KID, KID, "worker");
+	k_switch_out(w, at + len - 2 * US, KID, KID, 2, SB_STATE_SLEEP);
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_chain_wakers_asleep_after(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 40 * MS, .inj = inj_wakers_asleep_after };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+
+	world_init(&w);
+	w_thread_of(&w, KID, KID, "worker\nppid=100\ncmdline=python train.py\n");
+	w_thread_of(&w, KID2, KID2, "python3\nppid=100\ncmdline=python train.py\n");
+	w_thread_of(&w, KID2, KID2 + 1, "pt_loader");
+	run_steps(&w, 4, 1, &inj);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	b = waker_entry(s, KID);
+	REQUIRE(b, "no blocked entry for the worker");
+	CHECK(b->who.act.ns[ENG_ACT_ON_CPU] == 30 * MS - 5 * US, "on CPU %" PRIu64,
+	      b->who.act.ns[ENG_ACT_ON_CPU]);
+	CHECK(b->who.act.ns[ENG_ACT_BLOCKED] == 10 * MS && b->who.act.on_tid == KID2 + 1,
+	      "blocked %" PRIu64 " on %u", b->who.act.ns[ENG_ACT_BLOCKED], b->who.act.on_tid);
+	CHECK(b->who.act.on_ns[ENG_ACT_ON_CPU] == 10 * MS && b->who.act.on_ns[ENG_ACT_BLOCKED] == 0,
+	      "blocked on KID2, which was on CPU %" PRIu64 ", asleep %" PRIu64,
+	      b->who.act.on_ns[ENG_ACT_ON_CPU], b->who.act.on_ns[ENG_ACT_BLOCKED]);
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
  * The worker (KID) itself waits 10 ms for another child (KID2), preempted
  * there 4 ms by hogQ: the chain goes on into KID2, and the worker was
  * "itself blocked on" KID2.
@@ -582,6 +633,7 @@ int main(void)
 {
 	RUN(t_chain_into_child);
 	RUN(t_chain_through_two_children);
+	RUN(t_chain_wakers_asleep_after);
 	RUN(t_same_process_waker);
 	RUN(t_waker_io_and_faults);
 	RUN(t_chain_child_fault_region);

@@ -945,6 +945,16 @@ static uint32_t episode_first(const struct thread *w, uint64_t s)
 }
 
 /*
+ * w was on a CPU from its last off-CPU episode up to end: it runs now, or the
+ * state it is in now began at end or later (every time off its CPU before
+ * that is an episode; a scheduler run leaves a thread running at its end)
+ */
+static bool ran_to(const struct thread *w, uint64_t end)
+{
+	return w->state == TS_RUNNING || (w->state != TS_UNKNOWN && w->since >= end);
+}
+
+/*
  * What followed thread w did over [s, end], into act->on_ns (a sleep of the
  * first waker that w ended): as the first waker's own account, without
  * naming preemptors or going further down the chain.
@@ -987,7 +997,7 @@ static void act_walk(struct engine *e, const struct thread *w, uint64_t s, uint6
 		}
 		cur = y;
 	}
-	if (cur < end && w->state == TS_RUNNING)
+	if (cur < end && ran_to(w, end))
 		act_split(e, w, act, act->on_ns, cur, end, ENG_ACT_ON_CPU);
 	else if (cur < end)
 		act->on_ns[ENG_ACT_BLOCKED] += end - cur;
@@ -1099,8 +1109,8 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 	}
 	if (cur < end) {
 		accum_add(e, a, ENG_BLOCKED, end - cur, dflt);
-		/* past its last episode: on a CPU since, if it is running */
-		if (act && w->state == TS_RUNNING)
+		/* past its last episode: on a CPU since, if it ran up to end */
+		if (act && ran_to(w, end))
 			act_split(e, w, act, act->ns, cur, end, ENG_ACT_ON_CPU);
 	}
 }
