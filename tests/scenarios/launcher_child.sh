@@ -158,7 +158,9 @@ else:
 EOF
 
 # 4. live metrics of a shell: its environment has no RANK; the trainer's labels them
-#    from its first step (what a torchrun worker's environment carries)
+#    from its first step (what a torchrun worker's environment carries). Steps are
+#    counted once the GPU timeline's 3 s window has passed them: the first about
+#    5.5 s after the attach starts on a quiet machine, 6.3 s beside a CPU hog
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 env -u RANK -u LOCAL_RANK -u WORLD_SIZE -u TORCHELASTIC_RUN_ID -u SLURM_JOB_ID -u JOB_ID \
 	-u SLURM_PROCID -u SLURM_LOCALID -u SLURM_NTASKS \
@@ -167,12 +169,12 @@ env -u RANK -u LOCAL_RANK -u WORLD_SIZE -u TORCHELASTIC_RUN_ID -u SLURM_JOB_ID -
 sh4=$!
 pids="$pids $sh4"
 sleep 0.3
-"$STEPBLAME" attach -p $sh4 -d 6 --metrics-addr "127.0.0.1:$port" >"$tmp/4.out" 2>"$tmp/4.log" &
+"$STEPBLAME" attach -p $sh4 -d 12 --metrics-addr "127.0.0.1:$port" >"$tmp/4.out" 2>"$tmp/4.log" &
 att=$!
 python3 - "$port" <<'PY'
 import re, sys, time, urllib.request
 url, last = "http://127.0.0.1:%s/metrics" % sys.argv[1], ""
-deadline = time.monotonic() + 5.5
+deadline = time.monotonic() + 11.5
 while time.monotonic() < deadline:
     try:
         last = urllib.request.urlopen(url, timeout=1).read().decode()
@@ -186,6 +188,8 @@ while time.monotonic() < deadline:
 else:
     print("FAIL launcher_child_metrics_rank: %s" % [l for l in last.splitlines() if l.startswith("stepblame_steps_total")])
 PY
+# done with it (an interrupted attach ends as at its deadline)
+kill -INT $att 2>/dev/null
 wait $att
 kill $sh4 2>/dev/null
 wait $sh4 2>/dev/null || true
