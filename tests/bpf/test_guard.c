@@ -517,12 +517,20 @@ static void t_guard_off_stays_full(void)
 	 */
 	{
 		uint64_t top = 0;
+		char seen[512] = "";
+		size_t len = 0;
 
-		for (size_t i = 0; i < ng; i++)
+		for (size_t i = 0; i < ng; i++) {
 			if (g[i].estimate_ppm > top)
 				top = g[i].estimate_ppm;
-		CHECK(top > 10000, "highest estimate %llu ppm (last %llu) in %zu records",
-		      (unsigned long long)top, (unsigned long long)g[ng - 1].estimate_ppm, ng);
+			if (len < sizeof(seen))
+				len += (size_t)snprintf(seen + len, sizeof(seen) - len,
+							" [+%llu ms reason %d calls %llu]",
+							(unsigned long long)((ts[i] - ts[0]) / 1000000),
+							g[i].reason, (unsigned long long)g[i].calls_seen);
+		}
+		CHECK(top > 10000, "highest estimate %llu ppm (last %llu) in %zu records:%s",
+		      (unsigned long long)top, (unsigned long long)g[ng - 1].estimate_ppm, ng, seen);
 	}
 	CHECK(g[ng - 1].calls_seen > 0, "no calls counted");
 	CHECK(!has_note(c, "overhead guard", NULL), "a guard note with the guard off");

@@ -583,20 +583,8 @@ static int sampled_window_end(struct guard *g, void (*drain)(void *ctx), void *c
 	return GUARD_RECORD;
 }
 
-int guard_run(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *ctx)
+static int guard_step(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *ctx)
 {
-	if (g->dead)
-		return 0;
-	/* every second, the guard started or not: a record says what was measured */
-	if (others_update(g, now) && g->started) {
-		if (g->st.mode == SB_GUARD_SAMPLED && !g->on)
-			replan(g);
-		if (now < g->due) {
-			g->st.reason = SB_GUARD_R_OTHERS;
-			g->st.window_start_ns = 0;
-			return GUARD_RECORD;
-		}
-	}
 	if (now < g->due)
 		return 0;
 	if (!g->started) {
@@ -623,6 +611,30 @@ int guard_run(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *ctx
 		return 0;
 	}
 	return sampled_window_end(g, drain, ctx);
+}
+
+int guard_run(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *ctx)
+{
+	bool second;
+	int r;
+
+	if (g->dead)
+		return 0;
+	/* every second, the guard started or not: a record says what was measured */
+	second = others_update(g, now) && g->started;
+	if (second && g->st.mode == SB_GUARD_SAMPLED && !g->on)
+		replan(g);
+	r = guard_step(g, now, drain, ctx);
+	/*
+	 * a window due as well (a late call) that wrote no record of its own:
+	 * the second's record all the same
+	 */
+	if (second && !(r & GUARD_RECORD) && !g->dead) {
+		g->st.reason = SB_GUARD_R_OTHERS;
+		g->st.window_start_ns = 0;
+		r |= GUARD_RECORD;
+	}
+	return r;
 }
 
 int guard_finish(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *ctx)
