@@ -9,6 +9,9 @@ the marking thread and the DataLoader worker processes:
   step, start_ns, end_ns      the step, mark to mark
   run_delay_ns, exec_ns       the marking thread's time waiting on a run queue
                               and on a CPU in the step (/proc/self/task/TID/schedstat)
+  read0_ns, read1_ns          just after the step's first reading of schedstat, just
+                              before its last: what the kernel counted lies between
+                              (a wait that ends outside them is the step's, not theirs)
   tid                         the marking thread
   next_ns                     time inside next(loader)
   inject                      [{kind, start_ns, end_ns, ...}] what was injected
@@ -225,9 +228,11 @@ def main():
             if step + 1 not in hog:
                 os.unlink(a.hog_file)
             inj[0]["end_ns"] = now()
+        r1 = now()
         ex1, rd1 = schedstat(tid)
         t1 = now()
         rows.append({"step": step, "start_ns": t0, "end_ns": t1, "tid": tid, "run_delay_ns": rd1 - rd0, "exec_ns": ex1 - ex0,
+                     "read0_ns": n0, "read1_ns": r1,
                      "next_ns": n1 - n0, "inject": inj})
     sb.stepblame_step(len(rows))
     with open(a.truth, "w") as out:
