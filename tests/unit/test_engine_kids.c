@@ -139,6 +139,19 @@ static struct engine *kid_world(struct world *w, const struct sopt *inj)
 	return run_world(w);
 }
 
+/* the same with a second child, KID2 (spawned by multiprocessing), and its thread KID2 + 1 */
+static struct engine *two_kids_world(struct world *w, const struct sopt *inj)
+{
+	world_init(w);
+	w_thread_of(w, KID, KID, "worker\nppid=100\ncmdline=python train.py\n");
+	w_thread_of(w, KID2, KID2, "python3\nppid=100\ncmdline=/usr/bin/python3 -c from "
+		    "multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, "
+		    "pipe_handle=7) --multiprocessing-fork\n");
+	w_thread_of(w, KID2, KID2 + 1, "pt_loader");
+	run_steps(w, 4, 1, inj);
+	return run_world(w);
+}
+
 static void t_chain_into_child(void)
 {
 	struct world w;
@@ -255,12 +268,7 @@ static void t_chain_wakers_asleep_after(void)
 	const struct eng_step *s;
 	struct engine *e;
 
-	world_init(&w);
-	w_thread_of(&w, KID, KID, "worker\nppid=100\ncmdline=python train.py\n");
-	w_thread_of(&w, KID2, KID2, "python3\nppid=100\ncmdline=python train.py\n");
-	w_thread_of(&w, KID2, KID2 + 1, "pt_loader");
-	run_steps(&w, 4, 1, &inj);
-	e = run_world(&w);
+	e = two_kids_world(&w, &inj);
 	REQUIRE(e, "engine");
 	s = step_no(e, 1);
 	REQUIRE(s, "step 1");
@@ -307,14 +315,7 @@ static void t_chain_through_two_children(void)
 	struct engine *e;
 	bool via = false;
 
-	world_init(&w);
-	w_thread_of(&w, KID, KID, "worker\nppid=100\ncmdline=python train.py\n");
-	w_thread_of(&w, KID2, KID2, "python3\nppid=100\ncmdline=/usr/bin/python3 -c from "
-		    "multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, "
-		    "pipe_handle=7) --multiprocessing-fork\n");
-	w_thread_of(&w, KID2, KID2 + 1, "pt_loader");
-	run_steps(&w, 4, 1, &inj);
-	e = run_world(&w);
+	e = two_kids_world(&w, &inj);
 	REQUIRE(e, "engine");
 	s = step_no(e, 1);
 	REQUIRE(s, "step 1");

@@ -604,8 +604,7 @@ static bool episode_new(const struct episode *x, const struct episode *base, siz
 {
 	for (size_t i = 0; i < nb; i++)
 		if (base[i].cause == x->cause && !strcmp(base[i].culprit, x->culprit) &&
-		    base[i].first <= x->last + 2 &&
-		    x->first <= base[i].last + 2)
+		    base[i].first <= x->last + 2 && x->first <= base[i].last + 2)
 			return false;
 	return true;
 }
