@@ -478,6 +478,8 @@ struct sleep_stash {
 	__u64 next_cap;        /* no capture before this time */
 	__u32 nframes;
 	__u32 last_long;       /* its last trip off the CPU lasted offcpu_min_ns or more */
+	__u32 asleep;          /* it left the CPU at last_out to sleep (S or D) */
+	__u32 pad;
 	__u64 ip[SB_STACK_MAX];
 };
 
@@ -621,6 +623,34 @@ static __always_inline bool user_mode_32(struct pt_regs *r)
 }
 
 /*
+ * The frame-pointer walk of a 64-bit thread's user stack from r, the user
+ * registers it entered the kernel with, through the current task's address
+ * space (the thread's own, or one it shares): ip[0] is r's instruction
+ * pointer, then the return address of each frame (user_stack below).
+ */
+static __always_inline __u32 user_walk(struct pt_regs *r, __u64 *ip)
+{
+	__u64 sp = PT_REGS_SP_CORE(r), fp = PT_REGS_FP_CORE(r);
+	__u32 n = 1;
+
+	ip[0] = PT_REGS_IP_CORE(r);
+	for (__u32 i = 1; i < SB_STACK_MAX; i++) {
+		__u64 frame[2]; /* the caller's frame pointer, the return address */
+
+		if (!fp || (fp & 7) || fp < sp || fp - sp > USER_STACK_SPAN)
+			break;
+		if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp) || !frame[1])
+			break;
+		ip[i] = frame[1];
+		n = i + 1;
+		if (frame[0] <= fp)
+			break;
+		fp = frame[0];
+	}
+	return n;
+}
+
+/*
  * The current thread's user stack into ip[0..SB_STACK_MAX), innermost first:
  * the instruction pointer it entered the kernel with, then the return address
  * of each frame on its frame-pointer chain. Returns the frames written.
@@ -646,24 +676,7 @@ static __always_inline __u32 user_stack(void *ctx, __u64 *ip)
 
 		return got > 0 ? (__u32)got / 8 : 0;
 	}
-	__u64 sp = PT_REGS_SP_CORE(r), fp = PT_REGS_FP_CORE(r);
-	__u32 n = 1;
-
-	ip[0] = PT_REGS_IP_CORE(r);
-	for (__u32 i = 1; i < SB_STACK_MAX; i++) {
-		__u64 frame[2]; /* the caller's frame pointer, the return address */
-
-		if (!fp || (fp & 7) || fp < sp || fp - sp > USER_STACK_SPAN)
-			break;
-		if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp) || !frame[1])
-			break;
-		ip[i] = frame[1];
-		n = i + 1;
-		if (frame[0] <= fp)
-			break;
-		fp = frame[0];
-	}
-	return n;
+	return user_walk(r, ip);
 }
 
 /*
@@ -786,12 +799,46 @@ static __always_inline void sleep_stack_out(void *ctx, struct tstate *ts, __u32 
 	}
 	v->last_out = now;
 	v->cap_out = 0;
+	v->asleep = sleeping;
 	if (!sleeping || now < v->next_cap)
 		return;
 	v->nframes = user_stack(ctx, v->ip);
 	v->cap_out = now;
 	/* a thread whose trips are short (a ping-pong) is sampled sixteen times less */
 	v->next_cap = now + (v->last_long ? sleep_stack_gap_ns : 16 * sleep_stack_gap_ns);
+}
+
+/*
+ * Target thread p, asleep in S or D since a switch-out whose capture the rate
+ * limit skipped, is woken at now after offcpu_min_ns or more: by a thread that
+ * shares its address space (another thread of its process), its user stack
+ * is read now, as sleep_stack_out would have. A sleeping thread's user
+ * registers and stack do not change until it runs again, and the current
+ * task's address space is the sleeper's: the walk reads the same memory it
+ * would have read at the switch-out. A waker in another process (a
+ * DataLoader worker writing to a pipe) cannot read it; the switch-out's
+ * capture is all there is then (docs/ARCHITECTURE.md, "Stacks"). tp_btf only:
+ * p must be a trusted pointer.
+ */
+static __always_inline void sleep_stack_wake(struct tstate *ts, struct task_struct *p, __u64 now)
+{
+	struct sleep_stash *v = &ts->ss;
+
+	if (!stacks_on || !v->asleep || !v->last_out || v->cap_out ||
+	    now - v->last_out < offcpu_min_ns)
+		return;
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		return;
+	struct task_struct *cur = bpf_get_current_task_btf();
+
+	if (cur == p || !p->mm || cur->mm != p->mm)
+		return;
+	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(p);
+
+	if (!r || user_mode_32(r))
+		return;
+	v->nframes = user_walk(r, v->ip);
+	v->cap_out = v->last_out;
 }
 
 /* a target thread gets a CPU at now: its stack if the wait since a captured sleep was long */

@@ -632,6 +632,9 @@ static __always_inline int on_wakeup(struct task_struct *p, bool direct, __u8 is
 	if (n && *n <= 0)
 		steal_take(cpu, p, direct);
 	start_waiting(ts, tid, cpu, now, SB_WAIT_WOKEN);
+	/* a long sleep whose switch-out took no stack: read it now if the waker can */
+	if (ts)
+		sleep_stack_wake(ts, p, now);
 
 	if (ts && ts->held && ts->out.state == SB_STATE_SLEEP && !ts->wake_ts) {
 		/* the wakeup of a held sleep: held with it */

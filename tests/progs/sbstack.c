@@ -20,15 +20,23 @@
  *                    return address.
  *   fsync_repeat:    40 times, rewrites a 4 KiB block of the file and
  *                    fsyncs it: slow calls that repeat, a few ms apart.
+ *   wait_for_worker: three times, 100 short futex round trips with a thread
+ *                    of its own on the same CPU, then a 30 ms wait on a futex
+ *                    that the thread wakes: long waits that come right after
+ *                    short ones, woken by a thread of the same process.
  * Usage: sbstack DIR
  */
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -216,6 +224,66 @@ __attribute__((noinline)) void fsync_repeat(void)
 	close(fd);
 }
 
+/* the futex word of wait_for_worker's round trips: odd from the main thread, even from the worker */
+static int seq;
+
+static void fx_wait_while(int v)
+{
+	while (__atomic_load_n(&seq, __ATOMIC_ACQUIRE) == v)
+		syscall(SYS_futex, &seq, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+}
+
+static void fx_set(int v)
+{
+	__atomic_store_n(&seq, v, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+#define PINGS 100
+
+static void *worker_loop(void *arg)
+{
+	(void)arg;
+	for (int k = 0; k < PINGS; k++) {
+		fx_wait_while(2 * k);
+		fx_set(2 * k + 2);
+	}
+	fx_wait_while(2 * PINGS);
+	usleep(30000);
+	fx_set(2 * PINGS + 2);
+	return NULL;
+}
+
+static __attribute__((noinline)) void worker_wait(void)
+{
+	fx_wait_while(2 * PINGS + 1);
+}
+
+__attribute__((noinline)) void wait_for_worker(void)
+{
+	cpu_set_t one;
+
+	/* both threads on one CPU: each round trip is a real sleep */
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	sched_setaffinity(0, sizeof(one), &one);
+	for (int r = 0; r < 3; r++) {
+		pthread_t t;
+
+		seq = 0;
+		if (pthread_create(&t, NULL, worker_loop, NULL))
+			exit(1);
+		pthread_setaffinity_np(t, sizeof(one), &one);
+		for (int k = 0; k < PINGS; k++) {
+			fx_set(2 * k + 1);
+			fx_wait_while(2 * k + 1);
+		}
+		fx_set(2 * PINGS + 1);
+		worker_wait();
+		pthread_join(t, NULL);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	char c;
@@ -232,6 +300,7 @@ int main(int argc, char **argv)
 	jit_region_run();
 	decoy_spin();
 	fsync_repeat();
+	wait_for_worker();
 	unlink(path);
 	printf("done\n");
 	return 0;

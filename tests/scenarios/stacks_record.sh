@@ -59,6 +59,7 @@ bad = []
 # caller's caller (checkpoint_save, via flush_to_disk) is there
 for ev, fn, mod in (("iosys", "checkpoint_save", None), ("fault", "arena_reserve", None),
                     ("alloc", "buffer_grow", None), ("off_cpu", "wait_for_loader", None),
+                    ("off_cpu", "wait_for_worker", None),
                     ("iosys", "jit_hot_loop", "[jit]"),
                     ("iosys", "jit_region_run", None)):
     if not has(ev, fn, mod):
