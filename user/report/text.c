@@ -305,6 +305,12 @@ static void act_phrase(FILE *f, const struct eng_act *a)
 	act_parts(f, a, a->ns, false);
 }
 
+/* the same culprit: the same thread of the same process */
+static bool who_same_culprit(const struct eng_who *a, const struct eng_who *b)
+{
+	return a->pid == b->pid && a->tid == b->tid && a->via_tid == b->via_tid;
+}
+
 /* what a cause with its culprit looks like after the "+x ms" */
 static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w,
 			 bool has_who)
@@ -345,14 +351,34 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 				fprintf(f, " on CPU %d", w->cpu);
 		} else if (has_who) {
 			char pn[128];
+			uint64_t alone = 0, named = 0;
 
+			/*
+			 * Sleeps that nobody traced ended (a timer, a timeout) may
+			 * outweigh the waits the culprit ended: say both, the
+			 * larger first, so the culprit is not read as the whole
+			 */
+			for (uint32_t i = 0; i < s->nblame; i++)
+				if (s->blame[i].cause == ENG_BLOCKED && !s->blame[i].has_who)
+					alone += s->blame[i].ns;
+				else if (s->blame[i].cause == ENG_BLOCKED && who_same_culprit(&s->blame[i].who, w))
+					named += s->blame[i].ns;
+			if (alone > named)
+				fprintf(f, " — %s asleep %s, woken by a timer or by nobody traced; for %s",
+					crit, fmt_ns(n1, sizeof(n1), alone), fmt_ns(n2, sizeof(n2), named));
 			who_str(a, sizeof(a), w->comm, w->tid ? w->tid : w->pid);
 			if (cur_engine && w->pid != target_pid &&
 			    engine_process_name(cur_engine, w->pid, pn, sizeof(pn))) {
-				fprintf(f, " — %s waited for %s (pid %" PRIu32 ")", crit,
-					clean(b, sizeof(b), pn), w->pid);
+				if (alone > named)
+					fprintf(f, " it waited for %s (pid %" PRIu32 ")",
+						clean(b, sizeof(b), pn), w->pid);
+				else
+					fprintf(f, " — %s waited for %s (pid %" PRIu32 ")", crit,
+						clean(b, sizeof(b), pn), w->pid);
 				if (w->tid && w->tid != w->pid)
 					fprintf(f, " thread %s", a);
+			} else if (alone > named) {
+				fprintf(f, " it waited for %s", a);
 			} else {
 				fprintf(f, " — %s waited for %s", crit, a);
 			}
@@ -818,8 +844,13 @@ static void stack_text(struct symbols *sym, const struct eng_stack *st, FILE *f)
 {
 	char d[32];
 
-	fprintf(f, "%s %s, tid %u: ", sym_event_name(st->ev_type),
-		fmt_ns(d, sizeof(d), st->ts - st->start_ns), st->tid);
+	if (st->ev_type == SB_EV_FAULT && st->ts <= st->start_ns)
+		/* an instant: the first fault of a run, whose time is in the blame */
+		fprintf(f, "%s (the first of a run), tid %u: ", sym_event_name(st->ev_type),
+			st->tid);
+	else
+		fprintf(f, "%s %s, tid %u: ", sym_event_name(st->ev_type),
+			fmt_ns(d, sizeof(d), st->ts - st->start_ns), st->tid);
 	stack_frames(sym, st, f);
 }
 
