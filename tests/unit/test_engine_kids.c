@@ -4,7 +4,7 @@
  * is known by construction (engine_synth.h describes the standard step):
  * the naming of followed processes by role, and the wakeup chain that says
  * what a followed waker, in the trainer or in a child, did while the
- * launcher waited for it.
+ * launcher waited for it, through timed waits that a timer ended too.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -391,6 +391,121 @@ static void t_same_process_waker(void)
 	world_free(&w);
 }
 
+/*
+ * Timed waits (docs/ARCHITECTURE.md, "Timed waits"). The launcher waits for
+ * the loader (on CPU 2, computing throughout) the way CPython waits for its
+ * GIL: a timed wait of TW that a timer ends, a run of GAP, then a wait that
+ * the loader ends (its COND_SIGNAL), back at at + len. How the retry looks
+ * and who ends it varies by the test (tw_*).
+ */
+static uint64_t tw_timeout = 5 * MS, tw_gap = 40 * US;
+static uint32_t tw_waker_pid = T_PID, tw_waker_tid = T_LOADER;
+static bool tw_folded;
+
+static void inj_timed_wait(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	uint64_t woke = at + tw_timeout, retry = woke + 10 * US + tw_gap;
+
+	(void)arg;
+	w_switch_in(w, at - 1 * MS, T_LOADER, 2);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	w_wakeup(w, woke, T_LAUNCHER, T_CPU, 0, 0, "swapper/0");
+	w_switch_in(w, woke + 10 * US, T_LAUNCHER, T_CPU);
+	if (!tw_folded) {
+		w_switch_out(w, retry, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+		w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, tw_waker_pid, tw_waker_tid, "loader");
+		w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+		return;
+	}
+	/* the retry short enough to fold: a run of one sleep, as the kernel sums it */
+	struct sb_sched_run r = { 0 };
+
+	hdr(&r.h, SB_EV_SCHED_RUN, sizeof(r), at + len, T_PID, T_LAUNCHER, T_CPU);
+	r.start_ns = retry;
+	r.sleeps = 1;
+	r.sleep_ns = at + len - 5 * US - retry;
+	r.wait_ns = 5 * US;
+	r.max_ns = at + len - retry;
+	r.waker_pid = tw_waker_pid;
+	r.waker_tid = tw_waker_tid;
+	w_comm(r.waker_comm, "loader");
+	st_put(&w->host, &r);
+}
+
+/* step 1's blocked time: culprit-less (asleep) and on waker tid */
+static void timed_wait_run(uint64_t len, uint64_t *asleep, uint64_t *on_waker, uint64_t *waker_cpu)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = len, .inj = inj_timed_wait };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+
+	*asleep = *on_waker = *waker_cpu = 0;
+	world_init(&w);
+	w_thread_of(&w, KID, KID, "worker\nppid=100\ncmdline=python train.py\n");
+	run_steps(&w, 4, 1, &inj);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	for (uint32_t i = 0; i < s->nblame; i++)
+		if (s->blame[i].cause == ENG_BLOCKED && !s->blame[i].has_who)
+			*asleep += s->blame[i].ns;
+	b = waker_entry(s, tw_waker_tid);
+	if (b) {
+		*on_waker = b->ns;
+		*waker_cpu = b->who.act.ns[ENG_ACT_ON_CPU];
+	}
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_timed_wait_retried(void)
+{
+	uint64_t asleep, on, cpu;
+
+	/* the timeout and its retry, both on the loader: the loader's compute is why */
+	timed_wait_run(10 * MS, &asleep, &on, &cpu);
+	CHECK(asleep == 0, "asleep %" PRIu64 " (the timeout not joined to its retry)", asleep);
+	CHECK(on >= 10 * MS - 100 * US, "on the loader %" PRIu64, on);
+	CHECK(cpu >= 10 * MS - 100 * US, "the loader on CPU %" PRIu64, cpu);
+	/* the same with the retry folded into a run of trips */
+	tw_folded = true;
+	timed_wait_run(10 * MS, &asleep, &on, &cpu);
+	tw_folded = false;
+	CHECK(asleep == 0 && on >= 10 * MS - 100 * US, "folded retry: asleep %" PRIu64 ", on %" PRIu64,
+	      asleep, on);
+}
+
+static void t_timed_wait_not_retried(void)
+{
+	uint64_t asleep, on, cpu;
+
+	/* the thread ran 2 ms before it slept again: the timeout was a sleep of its own */
+	tw_gap = 2 * MS;
+	timed_wait_run(10 * MS, &asleep, &on, &cpu);
+	CHECK(asleep == 5 * MS, "ran between: asleep %" PRIu64 ", on %" PRIu64, asleep, on);
+	tw_folded = true;
+	timed_wait_run(10 * MS, &asleep, &on, &cpu);
+	tw_folded = false;
+	CHECK(asleep == 5 * MS, "ran between, folded: asleep %" PRIu64, asleep);
+	tw_gap = 40 * US;
+	/* a timeout longer than a timed wait's: a sleep (time.sleep(0.03)) */
+	tw_timeout = 30 * MS;
+	timed_wait_run(40 * MS, &asleep, &on, &cpu);
+	CHECK(asleep == 30 * MS, "long timeout: asleep %" PRIu64, asleep);
+	tw_timeout = 5 * MS;
+	/* the retry ended by another process: nothing ties the timeout to it */
+	tw_waker_pid = KID;
+	tw_waker_tid = KID;
+	timed_wait_run(10 * MS, &asleep, &on, &cpu);
+	CHECK(asleep == 5 * MS && on > 0 && on < 5 * MS, "other process: asleep %" PRIu64
+	      ", on it %" PRIu64, asleep, on);
+	tw_waker_pid = T_PID;
+	tw_waker_tid = T_LOADER;
+}
+
 static void t_waker_io_and_faults(void)
 {
 	struct world w;
@@ -636,6 +751,8 @@ int main(void)
 	RUN(t_chain_through_two_children);
 	RUN(t_chain_wakers_asleep_after);
 	RUN(t_same_process_waker);
+	RUN(t_timed_wait_retried);
+	RUN(t_timed_wait_not_retried);
 	RUN(t_waker_io_and_faults);
 	RUN(t_chain_child_fault_region);
 	RUN(t_waker_faults_across_preemption);

@@ -1167,10 +1167,90 @@ void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
 	a->pending_extra = 0;
 }
 
+/* resolve t's pending sleeps that ended by upto with wk, keeping the later ones pending */
+static void resolve_sleep_upto(struct engine *e, struct thread *t, uint64_t upto,
+			       const struct sb_wakeup *wk)
+{
+	for (uint32_t i = 0; i < e->npieces; i++) {
+		struct accum *a = &e->pieces[(e->pieces_head + i) % e->pieces_cap]->accum[t->candidate];
+		struct pending_sleep later[PENDING_MAX];
+		uint32_t n = 0, k = 0;
+		uint64_t extra = a->pending_extra;
+
+		for (uint32_t j = 0; j < a->npending; j++)
+			if (a->pending[j].b <= upto)
+				a->pending[k++] = a->pending[j];
+			else
+				later[n++] = a->pending[j];
+		a->npending = k;
+		/* time past the intervals kept is the latest's */
+		a->pending_extra = n ? 0 : extra;
+		resolve_sleep_accum(e, t, a, wk);
+		memcpy(a->pending, later, n * sizeof(later[0]));
+		a->npending = n;
+		a->pending_extra = n ? extra : 0;
+	}
+}
+
+/* the timed wait held (timed_defer) is resolved with wk (NULL: woken by nobody named) */
+static void timed_resolve(struct engine *e, struct thread *t, const struct sb_wakeup *wk)
+{
+	t->timed_defer = false;
+	resolve_sleep_upto(e, t, t->timed_wake, wk);
+}
+
+void timed_check(struct engine *e, struct thread *t, uint64_t now, bool retry)
+{
+	if (!t->timed_defer || t->candidate < 0)
+		return;
+	/* not a retry, or one too long after: the held sleep was a plain timeout */
+	if (!retry || (t->timed_in && now > t->timed_in + TIMED_RETRY_NS))
+		timed_resolve(e, t, NULL);
+}
+
+void timed_retry_run(struct engine *e, struct thread *t, const struct sb_sched_run *r, uint64_t s)
+{
+	struct sb_wakeup wk;
+
+	if (!t->timed_defer || t->candidate < 0)
+		return;
+	if (!r->sleeps || !r->waker_tid || r->waker_pid != t->pid || r->waker_tid == t->tid ||
+	    (t->timed_in && s > t->timed_in + TIMED_RETRY_NS)) {
+		timed_resolve(e, t, NULL);
+		return;
+	}
+	/* the retry's sleeps were folded into this run: its waker ended them */
+	memset(&wk, 0, sizeof(wk));
+	wk.h.ts = s;
+	wk.waker_pid = r->waker_pid;
+	wk.waker_tid = r->waker_tid;
+	memcpy(wk.waker_comm, r->waker_comm, SB_COMM_LEN);
+	timed_resolve(e, t, &wk);
+}
+
 void resolve_sleep(struct engine *e, struct thread *t, const struct sb_wakeup *wk)
 {
+	bool timeout = wk && !wk->waker_pid && t->state == TS_SLEEP_S && wk->h.ts >= t->since &&
+		       wk->h.ts - t->since <= TIMED_WAIT_MAX_NS;
+
 	if (t->candidate < 0)
 		return;
+	if (timeout) {
+		/*
+		 * A timer ended it: a timed wait that may be retried at once.
+		 * Held (with any held before it) until the retry says who ended
+		 * the wait (docs/ARCHITECTURE.md, "Timed waits")
+		 */
+		t->timed_defer = true;
+		t->timed_wake = wk->h.ts;
+		t->timed_in = 0;
+		return;
+	}
+	/* the retry of a held timed wait, ended by a thread of the same process: the whole wait was on it */
+	if (t->timed_defer && !(wk && wk->waker_pid == t->pid && wk->waker_tid &&
+				wk->waker_tid != t->tid))
+		timed_resolve(e, t, NULL);
+	t->timed_defer = false;
 	for (uint32_t i = 0; i < e->npieces; i++) {
 		struct piece *p = e->pieces[(e->pieces_head + i) % e->pieces_cap];
 

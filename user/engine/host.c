@@ -180,6 +180,8 @@ static void ev_switch_out(struct engine *e, const struct sb_switch_out *r)
 	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
 	struct accum *a = own_event(e, t, r->h.ts, SB_EV_SWITCH_OUT, r->state);
 
+	/* a timed wait held: a sleep into S now may be its retry (a preemption may come first) */
+	timed_check(e, t, r->h.ts, r->state == SB_STATE_SLEEP || r->state == SB_STATE_RUNNABLE);
 	if (t->state == TS_RUNNABLE)
 		episode_push(e, t, EP_RUN, t->since, r->h.ts, t->cpu, 0, 0);
 	act_switch_out(t, r->state, r->h.ts);
@@ -242,6 +244,8 @@ static void ev_switch_in(struct engine *e, const struct sb_switch_in *r)
 			0, 0);
 	if (prev == TS_SLEEP_S || prev == TS_SLEEP_D)
 		resolve_sleep(e, t, NULL);
+	if (t->timed_defer && !t->timed_in)
+		t->timed_in = r->h.ts;
 	t->sleep_migrating = false;
 	if (t->fault_open && t->fault_blocked) {
 		/* back from the fault's sleep: what remains is decided at the next event */
@@ -1072,6 +1076,7 @@ static void ev_sched_run(struct engine *e, const struct sb_sched_run *r, uint64_
 		return;
 	}
 	own_event(e, t, s, SB_EV_SCHED_RUN, 0);
+	timed_retry_run(e, t, r, s);
 	if (t->state != TS_RUNNING) {
 		/* a switch-in lost, or never traced: on a CPU from the run's start */
 		t->state = TS_RUNNING;

@@ -170,6 +170,14 @@ struct thread {
 	uint8_t state;
 	bool migrated;           /* moved while runnable: the wait that follows is the move's */
 	bool sleep_migrating;    /* the sleep began by handing the CPU to the migration stopper */
+	/*
+	 * Timed waits (docs/ARCHITECTURE.md, "Timed waits"): a sleep that a
+	 * timer ended is held unresolved until the retry that follows it says
+	 * who it waited for
+	 */
+	bool timed_defer;        /* such a sleep is held in the pending intervals */
+	uint64_t timed_wake;     /* its wakeup: the held intervals end by then */
+	uint64_t timed_in;       /* its switch-in after that wakeup (0: not yet) */
 	uint16_t cpu;
 	uint64_t since;
 	/* history of off-CPU episodes, a ring */
@@ -739,6 +747,16 @@ void account_candidates(struct engine *e, uint64_t t);
 void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
 			 const struct sb_wakeup *wk);
 void resolve_sleep(struct engine *e, struct thread *t, const struct sb_wakeup *wk);
+/*
+ * Timed waits: a held timeout is resolved as a plain sleep unless what follows
+ * is its retry (a sleep into S starting within TIMED_RETRY_NS of the thread's
+ * switch-in after it; retry false: t did something else)
+ */
+#define TIMED_WAIT_MAX_NS 20000000ULL
+#define TIMED_RETRY_NS 500000ULL
+void timed_check(struct engine *e, struct thread *t, uint64_t now, bool retry);
+/* a run of folded trips of t from s: its sleeps may be the held timeout's retry */
+void timed_retry_run(struct engine *e, struct thread *t, const struct sb_sched_run *r, uint64_t s);
 
 /* ---- steps (steps.c) */
 
