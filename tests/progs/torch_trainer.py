@@ -30,6 +30,9 @@ Injections (each --X takes a step list: 5 or 5-9 or 5,8,12-14):
   --ckpt STEP:DIR        torch.save the model and a 64 MiB tensor to DIR, fsync
   --migrate STEPS        the marking thread moves itself between the CPUs it
                          may use (sched_setaffinity), 40 times per step
+  --gil STEPS            a thread of the trainer computes in Python through
+                         those steps: it holds the GIL that the loop takes
+                         back after every torch call (the inject's tid is it)
 """
 import argparse, ctypes, json, os, sys, threading, time
 
@@ -119,6 +122,23 @@ def name_worker(_):
     ctypes.CDLL(None, use_errno=True).prctl(15, b"pt_data_worker", 0, 0, 0)  # PR_SET_NAME
 
 
+def gil_holder():
+    """A thread that computes in Python until told to stop: (thread, stop, tid)"""
+    stop, up, tid = threading.Event(), threading.Event(), []
+
+    def run():
+        tid.append(threading.get_native_id())
+        up.set()
+        x = 0
+        while not stop.is_set():
+            x += 1
+
+    t = threading.Thread(target=run, name="gil-holder", daemon=True)
+    t.start()
+    up.wait()
+    return t, stop, tid[0]
+
+
 def schedstat(tid):
     """(time on a CPU, time waiting on a run queue) of thread tid, ns"""
     with open("/proc/self/task/%d/schedstat" % tid) as f:
@@ -142,6 +162,7 @@ def main():
     ap.add_argument("--tensor", action="append", default=[])
     ap.add_argument("--ckpt", action="append", default=[])
     ap.add_argument("--migrate", default="")
+    ap.add_argument("--gil", default="")
     ap.add_argument("--ready", default="", help="file to create once the loop is about to start")
     ap.add_argument("--go", default="", help="then wait for this file before the first step")
     ap.add_argument("--stop", default="", help="end the loop (before --steps) once this file exists")
@@ -162,6 +183,8 @@ def main():
     if hog and not a.hog_file:
         sys.exit("--hog needs --hog-file")
     migrate = steps_of(a.migrate)
+    gil = steps_of(a.gil)
+    holder = None
     cpus = sorted(os.sched_getaffinity(0))
 
     torch.manual_seed(0)
@@ -194,6 +217,10 @@ def main():
         ex0, rd0 = schedstat(tid)
         if step in hog:
             inj.append({"kind": "hog", "start_ns": t0})
+        if step in gil:
+            if holder is None:
+                holder = gil_holder()
+            inj.append({"kind": "gil", "start_ns": now(), "tid": holder[2]})
         n0 = now()
         x, y = next(it)
         n1 = now()
@@ -224,6 +251,12 @@ def main():
                 spin(0.2)
             os.sched_setaffinity(0, set(cpus))
             inj.append({"kind": "migrate", "start_ns": s, "end_ns": now(), "moves": 40})
+        if step in gil:
+            if step + 1 not in gil:
+                holder[1].set()
+                holder[0].join()
+                holder = None
+            [i for i in inj if i["kind"] == "gil"][0]["end_ns"] = now()
         if step in hog:
             if step + 1 not in hog:
                 os.unlink(a.hog_file)

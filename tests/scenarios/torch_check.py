@@ -195,6 +195,26 @@ ok, why = chain_kind("fault", "faulting_ns")
 if ok is not None:
     out(ok, "loader_chain_faulting", why)
 
+# a thread of the trainer computing in Python holds the GIL the loop takes back
+# after every torch call: CPython's timed waits for it (5 ms, ended by a timer)
+# and their retries (ended by the holder) are one wait on the holder, and the
+# steps' blocked time is on it, not "asleep" (docs/ARCHITECTURE.md, "Timed waits")
+gil = [n for n in truth if injected(n, "gil")]
+if gil:
+    holder = injected(gil[0], "gil")[0]["tid"]
+    usual = statistics.median(t["end_ns"] - t["start_ns"] for t in truth.values() if not t["inject"])
+
+    def on_holder(b):
+        c = b.get("culprit", {})
+        return c.get("tid") == holder or c.get("via", {}).get("tid") == holder
+
+    on = sum(b["ns"] for n in gil if n in steps for b in steps[n]["blame"] if b["cause"] == "blocked" and on_holder(b))
+    alone = sum(b["ns"] for n in gil if n in steps for b in steps[n]["blame"] if b["cause"] == "blocked" and "culprit" not in b)
+    extra = sum(max(0, truth[n]["end_ns"] - truth[n]["start_ns"] - usual) - outside(steps[n]) for n in gil if n in steps)
+    out(on >= 0.3 * extra and on >= 3 * alone and on >= 10 * MS, "gil_holder",
+        "steps %s: %.1f ms blocked on the GIL holder (tid %d), %.1f ms asleep, %.1f ms longer than usual less other processes' time" %
+        (gil[:1] + gil[-1:], on / MS, holder, alone / MS, extra / MS))
+
 # the fresh tensor: its faults
 bad = []
 for n in truth:

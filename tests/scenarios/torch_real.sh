@@ -8,7 +8,9 @@
 # (tests/progs/torch_trainer.py): its schedstat run delay, its time in
 # next(loader), its time inside each injection. Two loader injections more:
 # a worker that writes and fsyncs a file, and one that faults fresh memory, in
-# __getitem__: the wakeup chain says which file, and "faulting". Other processes on a busy
+# __getitem__: the wakeup chain says which file, and "faulting". And a thread of
+# the trainer computing in Python: the loop's waits for the GIL are waits on it.
+# Other processes on a busy
 # machine are real interference: where the report names them, that time is
 # deducted before a check, never excused by a looser bound.
 set -u
@@ -52,7 +54,7 @@ STEPS=76
 	--ready "$tmp/ready" --go "$tmp/go" --truth "$tmp/truth.jsonl" \
 	--hog 12-15 --hog-file "$tmp/hog.on" --slow-item 24-31:400 --tensor 34:384 \
 	--ckpt 44:"$tmp" --migrate 54-55 --slow-item 62-63:400:io --slow-dir "$tmp" \
-	--slow-item 70-71:600:fault >"$tmp/trainer.out" 2>&1 &
+	--slow-item 70-71:600:fault --gil 47-49 >"$tmp/trainer.out" 2>&1 &
 trainer=$!
 pids+=($trainer)
 # attach once torch is imported and the loader's workers are up; the loop
