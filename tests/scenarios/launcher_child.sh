@@ -88,6 +88,16 @@ if grep -q "marked by usdt in simtrainer, child process 1 of bash\[$sh1\] (pid $
 else
 	fail ${T}_text_says_whose "the header does not name the marking child: $(head -1 "$tmp/1.txt")"
 fi
+# the marking process's own threads are named as the trainer's ("loader-1[TID]"),
+# not as threads of some child of the shell; the stall of step 70 is a wait on one
+line70=$(grep "^  step 70:" "$tmp/1.txt")
+if [ -z "$line70" ] || ! echo "$line70" | grep -q "waited for"; then
+	fail ${T}_own_threads "no wait in step 70's line: ${line70:-(no line)}"
+elif grep -q "(pid $kid) thread" "$tmp/1.txt"; then
+	fail ${T}_own_threads "the trainer's threads named as another process's: $(grep -m1 "(pid $kid) thread" "$tmp/1.txt" | cut -c1-200)"
+else
+	pass ${T}_own_threads
+fi
 python3 "$(dirname "$0")/blame_check.py" accuracy ${T}_blame "$tmp/1.json" "$tmp/truth.jsonl"
 
 # 2. two trainers under one launcher: the first to mark gives the steps; the other's

@@ -149,8 +149,26 @@ static const char *fmt_size(char *buf, size_t len, uint64_t b)
 }
 
 /* a region the faults were in: "30,000 faults in anon mapping 384 MiB (mmap in step 41)" */
-/* the traced process: its own threads are named by tid, other tasks by pid */
+/*
+ * The process whose threads are "own": named by tid, other tasks by pid. The
+ * one that marks the steps (a launcher's trainer, a rank of several), else
+ * the traced process.
+ */
 static uint32_t target_pid;
+
+/* the report's engine: names the followed processes other than the target */
+static const struct engine *cur_engine;
+
+static void set_home(const struct engine *e)
+{
+	struct eng_target tg;
+	struct eng_capture c;
+
+	engine_target(e, &tg);
+	engine_capture(e, &c);
+	target_pid = c.mark_pid ? c.mark_pid : tg.pid;
+	cur_engine = e;
+}
 
 static void map_phrase(FILE *f, const struct eng_map *m)
 {
@@ -180,9 +198,6 @@ static void map_phrase(FILE *f, const struct eng_map *m)
 	else
 		fputs(" (mmap before the first step)", f);
 }
-
-/* the report's engine: names the followed processes other than the target */
-static const struct engine *cur_engine;
 
 static void who_str(char *buf, size_t len, const char *comm, uint32_t id)
 {
@@ -495,11 +510,8 @@ const char *report_clean(char *buf, size_t len, const char *s)
 void report_cause_phrase(const struct engine *e, const struct eng_step *s, int cause,
 			 const struct eng_who *w, bool has_who, FILE *f)
 {
-	struct eng_target tg;
 
-	engine_target(e, &tg);
-	target_pid = tg.pid;
-	cur_engine = e;
+	set_home(e);
 	cause_phrase(f, s, cause, w, has_who);
 }
 
@@ -508,12 +520,9 @@ int report_step_line(const struct engine *e, const struct eng_step *s, const str
 {
 	char d[32], x[32];
 	struct eng_excess ex[ENG_NCAUSE];
-	struct eng_target tg;
 	int n;
 
-	engine_target(e, &tg);
-	target_pid = tg.pid;
-	cur_engine = e;
+	set_home(e);
 
 	fprintf(f, "step %" PRIu64 ": %s", s->step, fmt_ns(d, sizeof(d), s->duration_ns));
 	/* next to the step time: how much of it the tracer may have taken */
@@ -621,11 +630,8 @@ uint64_t report_episodes(const struct engine *e, const struct eng_summary *s,
 void report_episode_line(const struct engine *e, const struct report_episode *p, FILE *f)
 {
 	char a[32], b[32];
-	struct eng_target tg;
 
-	engine_target(e, &tg);
-	target_pid = tg.pid;
-	cur_engine = e;
+	set_home(e);
 	fprintf(f, "steps %" PRIu64 "-%" PRIu64 " (%" PRIu64 " steps, +%s over median in all): "
 		"%s +%s in all", p->first->step, p->last->step, p->nsteps,
 		fmt_ns(a, sizeof(a), p->over_ns), eng_cause_name(p->top.cause),
