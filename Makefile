@@ -174,6 +174,7 @@ $(BUILD)/tests/cupti/%: tests/cupti/%.c $(CUPTI_SRCS) $(wildcard cupti/*.h) $(LI
 # the user-stack tests' target unwinds by frame pointers
 $(BUILD)/tests/progs/sbstack: PROG_CFLAGS := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
 $(BUILD)/tests/progs/sbmaps: PROG_CFLAGS := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
+$(BUILD)/tests/progs/sbvdso: PROG_CFLAGS := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
 $(BUILD)/tests/progs/sbstatic: PROG_CFLAGS := -static
 # the library loaded into it finds sbinject_note() by dlsym
 $(BUILD)/tests/progs/sbinject: PROG_CFLAGS := -rdynamic

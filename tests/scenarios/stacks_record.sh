@@ -182,3 +182,56 @@ case "$out" in
 ok*) echo "    (${out#ok } fsyncs with their own stack)"; pass $T ;;
 *) fail $T "$out" ;;
 esac
+
+# The vDSO: code the kernel maps into every process, with no file behind it.
+# sbvdso reads the clock in a loop in steps 0-14 (its CPU time in the vDSO)
+# and counts in spin_plain in steps 15-29. Each step's CPU samples are named:
+# in [vdso] (with the vDSO's own function where its symbols cover the
+# address), and in spin_plain.
+T=stacks_record/vdso
+vprog="${BUILD:-build}/tests/progs/sbvdso"
+if [ ! -x "$vprog" ]; then
+	fail $T "no $vprog"; exit 0
+fi
+rm -f "$tmp/go"
+mkfifo "$tmp/go"
+"$vprog" <"$tmp/go" >"$tmp/vdso.out" 2>&1 &
+pid=$!
+exec 7>"$tmp/go"
+"$STEPBLAME" record -p "$pid" -d 30 -o "$tmp/vdso.sbt" >"$tmp/vdso.log" 2>&1 &
+rec=$!
+wait_attached "$tmp/vdso.log" 30 $rec
+echo go >&7
+exec 7>&-
+wait "$pid"; prc=$?
+pid=
+wait "$rec"; rc=$?
+if [ $rc != 0 ] || [ $prc != 0 ] ||
+   ! "$STEPBLAME" report --format json "$tmp/vdso.sbt" >"$tmp/vdso.json" 2>"$tmp/vdso.err"; then
+	fail $T "record $rc, sbvdso $prc, report: $(head -1 "$tmp/vdso.err" 2>/dev/null)"; exit 0
+fi
+out=$(python3 - "$tmp/vdso.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+bad, seen = [], 0
+for s in d["steps"]:
+    top = (s.get("cpu_samples") or {}).get("top")
+    if s.get("incomplete") or not top or s["step"] in (14, 15):
+        continue
+    seen += 1
+    if s["step"] < 15 and top.get("module") != "[vdso]":
+        bad.append("step %d: top sample in %s %s" % (s["step"], top.get("module"), top.get("addr")))
+    if s["step"] > 15 and top.get("function") != "spin_plain":
+        bad.append("step %d: top sample in %s (%s)" % (s["step"], top.get("function"), top.get("module")))
+    if top.get("function") and top.get("module") == "[vdso]" and "clock" not in top["function"] \
+            and "time" not in top["function"]:
+        bad.append("step %d: vDSO function %s" % (s["step"], top["function"]))
+if seen < 20:
+    bad.append("only %d steps with CPU samples" % seen)
+print("; ".join(bad[:4]) if bad else "ok %d" % seen)
+PY
+)
+case "$out" in
+ok*) echo "    (${out#ok } steps' samples named)"; pass $T ;;
+*) fail $T "$out" ;;
+esac

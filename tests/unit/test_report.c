@@ -524,6 +524,58 @@ static void stack_world(struct world *w, const char *prog, const struct elfinfo 
 	}
 }
 
+#define VDSO_AT 0x7ffd00000000ull
+
+/*
+ * The vDSO: a mapping record with its functions (schemas/trace.md); a frame
+ * inside one is named after it, one outside all of them by the region
+ */
+static void t_vdso_frames(void)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sb_stack sm = { .ev_type = SB_EV_STACK, .nframes = 2 };
+	struct world w;
+	struct engine *e;
+	struct symbols *sym;
+	struct eng_stack st[1];
+	struct sym_frame f;
+	char text[512], buf[128];
+	uint64_t S = 10 * SEC;
+
+	world_init(&w);
+	snprintf(text, sizeof(text), "start=0x%llx\nend=0x%llx\noffset=0x0\ndev=0:0\ninode=0\n"
+		 "perms=r-xp\nkind=vdso\nattach=1\ndeleted=0\nfuncs=100+80 clock_gettime,"
+		 "200+10 __vdso_time,100+80 __vdso_clock_gettime\nname=[vdso]\n",
+		 (unsigned long long)VDSO_AT, (unsigned long long)VDSO_AT + 0x2000);
+	w_text(&w, SB_REC_MAPPING, 0, 0, text);
+	for (unsigned k = 0; k < 4; k++)
+		S = std_step(&w, S, k, &plain);
+	w_step(&w, S, T_LAUNCHER, 4);
+	hdr(&sm.h, SB_EV_STACK, sizeof(sm), 10 * SEC + 2 * MS, T_PID, T_LAUNCHER, 0);
+	sm.ev_start_ns = sm.h.ts;
+	sm.ip[0] = VDSO_AT + 0x120;  /* inside clock_gettime */
+	sm.ip[1] = VDSO_AT + 0x21;   /* a return address past every function */
+	st_put(&w.host, &sm);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	REQUIRE(engine_stacks(e, T_LAUNCHER, 0, UINT64_MAX, st, 1) == 1, "no stack kept");
+	sym = symbols_new(e);
+	REQUIRE(sym, "symbols");
+	symbols_frame(sym, &st[0], 0, &f);
+	CHECK(f.func && !strcmp(f.func, "clock_gettime") && f.off == 0x20 && f.module &&
+	      !strcmp(f.module, "[vdso]"), "frame 0: %s+0x%" PRIx64 " in %s", f.func ? f.func : "?",
+	      f.off, f.module ? f.module : "?");
+	CHECK(!strcmp(sym_frame_text(&f, buf, sizeof(buf)), "clock_gettime+0x20 ([vdso])"),
+	      "frame 0 reads %s", buf);
+	symbols_frame(sym, &st[0], 1, &f);
+	CHECK(!f.func && f.module && !strcmp(f.module, "[vdso]") && f.off == 0x21,
+	      "frame 1: %s in %s", f.func ? f.func : "(none)", f.module ? f.module : "?");
+	CHECK(!strcmp(sym_frame_text(&f, buf, sizeof(buf)), "[vdso]+0x21"), "frame 1 reads %s", buf);
+	symbols_free(sym);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_json_stacks(void)
 {
 	struct world w;
@@ -1146,6 +1198,7 @@ int main(void)
 	RUN(t_schema_rejects);
 	RUN(t_window_json_validates);
 	RUN(t_json_stacks);
+	RUN(t_vdso_frames);
 	RUN(t_limits_json_validates);
 	RUN(t_jsonl_lines_are_the_steps);
 	RUN(t_perfetto_tracks);

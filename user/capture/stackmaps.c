@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -349,6 +350,8 @@ static bool parse_line(char *text, struct line *l)
 		l->kind = "heap";
 	else if (l->name_len == 7 && !strncmp(l->name, "[stack]", 7))
 		l->kind = "stack";
+	else if (l->name_len == 6 && !strncmp(l->name, "[vdso]", 6))
+		l->kind = "vdso";
 	else if (!strncmp(l->name, "[anon:", 6) || !strncmp(l->name, "[anon_shmem:", 12))
 		l->kind = "anon";
 	else if (*l->name == '/' && (!strncmp(l->name, "/dev/shm/", 9) ||
@@ -385,6 +388,75 @@ static size_t safe_name(char *out, size_t cap, const char *name, size_t len)
 	}
 	out[o] = 0;
 	return o;
+}
+
+/*
+ * The vDSO's functions, as a mapping record's `funcs` value ("OFF+SIZE NAME"
+ * entries, hex, separated by ','; schemas/trace.md): read from this process's
+ * own vDSO, the image the kernel maps into every 64-bit process. "" when it
+ * has none or cannot be read. Computed once.
+ */
+static const char *vdso_funcs(void)
+{
+	static char out[2048];
+	static bool done;
+	const unsigned char *img = (const unsigned char *)getauxval(AT_SYSINFO_EHDR);
+	const GElf_Ehdr *eh = (const GElf_Ehdr *)img;
+	size_t o = 0, size;
+	Elf_Scn *scn = NULL;
+	GElf_Addr base = 0;
+	Elf *elf;
+
+	if (done)
+		return out;
+	done = true;
+	if (!img || memcmp(img, ELFMAG, SELFMAG) || img[EI_CLASS] != ELFCLASS64 ||
+	    !eh->e_shoff || eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shnum > 256)
+		return out;
+	/* the section headers come last in the image */
+	size = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	if (size > (1u << 20) || elf_version(EV_CURRENT) == EV_NONE)
+		return out;
+	elf = elf_memory((char *)img, size);
+	if (!elf)
+		return out;
+	/* offsets in the mapping: addresses less the first loadable segment's */
+	for (size_t i = 0, n = 0; elf_getphdrnum(elf, &n) == 0 && i < n; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD) {
+			base = ph.p_vaddr - ph.p_offset;
+			break;
+		}
+	}
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t k = 0; d && k < sh.sh_size / sh.sh_entsize; k++) {
+			GElf_Sym sym;
+			const char *nm;
+			int w;
+
+			if (!gelf_getsym(d, (int)k, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+			    !sym.st_value || !(nm = elf_strptr(elf, sh.sh_link, sym.st_name)) || !nm[0] ||
+			    strpbrk(nm, " ,\n"))
+				continue;
+			w = snprintf(out + o, sizeof(out) - o, "%s%" PRIx64 "+%" PRIx64 " %s", o ? "," : "",
+				     (uint64_t)(sym.st_value - base), (uint64_t)sym.st_size, nm);
+			if (w < 0 || (size_t)w >= sizeof(out) - o) {
+				out[o] = 0;
+				break;
+			}
+			o += (size_t)w;
+		}
+		break;
+	}
+	elf_end(elf);
+	return out;
 }
 
 /*
@@ -454,12 +526,15 @@ static void put_line(struct scan_ctx *c, const struct line *l, bool attach)
 			free(m);
 		}
 	}
+	bool vdso = !strcmp(l->kind, "vdso");
+
 	n = snprintf(text, sizeof(text),
 		     "start=0x%" PRIx64 "\nend=0x%" PRIx64 "\noffset=0x%" PRIx64 "\ndev=%u:%u\n"
-		     "inode=%" PRIu64 "\nperms=%s\nkind=%s\nattach=%d\n%s%s%sdeleted=%d\n%s=%s\n",
+		     "inode=%" PRIu64 "\nperms=%s\nkind=%s\nattach=%d\n%s%s%sdeleted=%d\n%s%s%s%s=%s\n",
 		     l->start, l->end, l->off, l->maj, l->min, l->ino, l->perms, l->kind, attach,
 		     exec_file ? "build_id=" : "", exec_file ? bid : "", exec_file ? "\n" : "",
-		     l->deleted, old_form ? "path" : "name", name);
+		     l->deleted, vdso ? "funcs=" : "", vdso ? vdso_funcs() : "", vdso ? "\n" : "",
+		     old_form ? "path" : "name", name);
 	if (n > 0 && (size_t)n < sizeof(text)) {
 		c->put(c->put_ctx, SB_REC_MAPPING, (uint32_t)c->pr->pid, text, (size_t)n);
 		c->written++;
@@ -578,8 +653,9 @@ static int scan_proc(struct scan_ctx *c, struct proc *pr)
 		if (l->flags & R_REC)
 			continue;
 		if (l->perms[2] == 'x') {
-			if (strcmp(l->kind, "file"))
-				continue; /* anonymous code: its addresses go to the perf map */
+			/* anonymous code: its addresses go to the perf map; the vDSO is named */
+			if (strcmp(l->kind, "file") && strcmp(l->kind, "vdso"))
+				continue;
 			if (c->out_of_time || mono_ns() > c->deadline) {
 				c->out_of_time = true;
 				continue;

@@ -446,6 +446,8 @@ struct eng_mapping {
 	const char *build_id;    /* hex, "" if not known */
 	bool deleted;
 	uint32_t pid;            /* the process it is a mapping of */
+	/* the vDSO ("[vdso]" in path): its functions, "OFF+SIZE NAME,..." (schemas/trace.md); else NULL */
+	const char *funcs;
 };
 
 uint32_t engine_nmappings(const struct engine *e);

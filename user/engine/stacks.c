@@ -81,17 +81,24 @@ static uint64_t kv_u64(const char *s, size_t n, const char *key)
 static void add_mapping(struct engine *e, struct stack_store *st, const struct sb_hdr *h,
 			const char *s, size_t n)
 {
-	char path[4096], bid[128], buf[16];
+	char path[4096], bid[128], buf[16], funcs[2048];
 	struct eng_mapping *m;
+	bool vdso = false;
 
 	if (st->nmaps >= MAPPINGS_MAX)
 		return;
-	/* the target's in `path`; a child's in `name`, read when it is executable code of a file */
+	/*
+	 * the target's in `path`; a child's in `name`, read when it is executable
+	 * code of a file; the vDSO's, with its functions
+	 */
 	if (!kv_get(s, n, "path", path, sizeof(path)) &&
 	    !(kv_get(s, n, "perms", buf, sizeof(buf)) && buf[0] && buf[1] && buf[2] == 'x' &&
-	      kv_get(s, n, "kind", bid, sizeof(bid)) && !strcmp(bid, "file") &&
+	      kv_get(s, n, "kind", bid, sizeof(bid)) &&
+	      ((vdso = !strcmp(bid, "vdso")) || !strcmp(bid, "file")) &&
 	      kv_get(s, n, "name", path, sizeof(path))))
 		return;
+	if (vdso && !kv_get(s, n, "funcs", funcs, sizeof(funcs)))
+		funcs[0] = 0;
 	if (!kv_get(s, n, "build_id", bid, sizeof(bid)))
 		bid[0] = 0;
 	if (st->nmaps == st->maps_cap)
@@ -109,6 +116,8 @@ static void add_mapping(struct engine *e, struct stack_store *st, const struct s
 		return;
 	m->path = heap_strndup(e, path, strlen(path));
 	m->build_id = heap_strndup(e, bid, strlen(bid));
+	if (vdso)
+		m->funcs = heap_strndup(e, funcs, strlen(funcs));
 	st->nmaps++;
 }
 
@@ -169,6 +178,7 @@ void stacks_free(struct engine *e)
 	for (uint32_t i = 0; i < st->nmaps; i++) {
 		free((char *)st->maps[i].path);
 		free((char *)st->maps[i].build_id);
+		free((char *)st->maps[i].funcs);
 	}
 	for (uint32_t i = 0; i < st->njit; i++)
 		free((char *)st->jit[i].name);

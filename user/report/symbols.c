@@ -20,11 +20,19 @@
 #include "format/trace.h"
 #include "report/symbols.h"
 
+/* a function of the vDSO: [off, off + size) of its mapping */
+struct vfunc {
+	uint64_t off, size;
+	char *name;
+};
+
 struct module {
 	const struct eng_mapping *m;
 	bool tried;
 	Dwfl *dwfl;              /* NULL: the file could not be used */
 	Dwfl_Module *mod;
+	struct vfunc *vf;        /* the vDSO's functions (m->funcs), read at its first frame */
+	uint32_t nvf;
 };
 
 /*
@@ -76,9 +84,13 @@ void symbols_free(struct symbols *s)
 {
 	if (!s)
 		return;
-	for (uint32_t i = 0; i < s->n; i++)
+	for (uint32_t i = 0; i < s->n; i++) {
 		if (s->mods[i].dwfl)
 			dwfl_end(s->mods[i].dwfl);
+		for (uint32_t k = 0; k < s->mods[i].nvf; k++)
+			free(s->mods[i].vf[k].name);
+		free(s->mods[i].vf);
+	}
 	free(s->mods);
 	free(s->hits);
 	free(s);
@@ -143,6 +155,41 @@ static bool load_bias(Elf *elf, const struct eng_mapping *m, uint64_t *bias)
 	return false;
 }
 
+/* the vDSO's functions from its record's list ("OFF+SIZE NAME,...", hex) */
+static void vdso_read(struct module *md)
+{
+	const char *p = md->m->funcs;
+	uint32_t cap = 0;
+
+	while (p && *p) {
+		char *q;
+		uint64_t o = strtoull(p, &q, 16), sz = 0;
+		const char *nm, *end;
+
+		if (*q == '+')
+			sz = strtoull(q + 1, &q, 16);
+		if (*q != ' ')
+			return;
+		nm = q + 1;
+		end = strchr(nm, ',');
+		if (!end)
+			end = nm + strlen(nm);
+		if (md->nvf == cap) {
+			struct vfunc *v = realloc(md->vf, (cap ? 2 * cap : 8) * sizeof(*v));
+
+			if (!v)
+				return;
+			md->vf = v;
+			cap = cap ? 2 * cap : 8;
+		}
+		md->vf[md->nvf] = (struct vfunc){ .off = o, .size = sz ? sz : 1,
+						  .name = strndup(nm, (size_t)(end - nm)) };
+		if (md->vf[md->nvf].name)
+			md->nvf++;
+		p = *end ? end + 1 : NULL;
+	}
+}
+
 static void open_module(struct module *md)
 {
 	const struct eng_mapping *m = md->m;
@@ -152,6 +199,11 @@ static void open_module(struct module *md)
 	int fd;
 
 	md->tried = true;
+	/* the vDSO: no file, its functions came with its record */
+	if (m->funcs) {
+		vdso_read(md);
+		return;
+	}
 	fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return;
@@ -269,6 +321,18 @@ void symbols_frame(struct symbols *s, const struct eng_stack *st, uint32_t i,
 	f->off = addr - md->m->start + md->m->offset;
 	if (!md->tried)
 		open_module(md);
+	if (md->m->funcs) {
+		uint64_t o = look - md->m->start;
+
+		/* a global name and its alias cover the same bytes: the first listed wins */
+		for (uint32_t k = 0; k < md->nvf; k++)
+			if (o >= md->vf[k].off && o - md->vf[k].off < md->vf[k].size) {
+				f->func = md->vf[k].name;
+				f->off = addr - md->m->start - md->vf[k].off;
+				break;
+			}
+		return;
+	}
 	if (md->mod) {
 		uint32_t key = (uint32_t)(md - s->mods) + 1;
 		struct hit *h;
@@ -298,6 +362,9 @@ const char *sym_frame_text(const struct sym_frame *f, char *buf, size_t len)
 {
 	if (f->func && f->module)
 		snprintf(buf, len, "%s+0x%" PRIx64 " (%s)", f->func, f->off, sym_base(f->module));
+	else if (f->module && f->module[0] == '[')
+		/* a region the kernel names ("[vdso]") */
+		snprintf(buf, len, "%s+0x%" PRIx64, f->module, f->off);
 	else if (f->module)
 		snprintf(buf, len, "[%s+0x%" PRIx64 "]", sym_base(f->module), f->off);
 	else
