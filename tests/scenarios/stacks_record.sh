@@ -193,22 +193,9 @@ vprog="${BUILD:-build}/tests/progs/sbvdso"
 if [ ! -x "$vprog" ]; then
 	fail $T "no $vprog"; exit 0
 fi
-rm -f "$tmp/go"
-mkfifo "$tmp/go"
-"$vprog" <"$tmp/go" >"$tmp/vdso.out" 2>&1 &
-pid=$!
-exec 7>"$tmp/go"
-"$STEPBLAME" record -p "$pid" -d 30 -o "$tmp/vdso.sbt" >"$tmp/vdso.log" 2>&1 &
-rec=$!
-wait_attached "$tmp/vdso.log" 30 $rec
-echo go >&7
-exec 7>&-
-wait "$pid"; prc=$?
-pid=
-wait "$rec"; rc=$?
-if [ $rc != 0 ] || [ $prc != 0 ] ||
-   ! "$STEPBLAME" report --format json "$tmp/vdso.sbt" >"$tmp/vdso.json" 2>"$tmp/vdso.err"; then
-	fail $T "record $rc, sbvdso $prc, report: $(head -1 "$tmp/vdso.err" 2>/dev/null)"; exit 0
+record_gated $T vdso "" "$vprog" || exit 0
+if ! "$STEPBLAME" report --format json "$tmp/vdso.sbt" >"$tmp/vdso.json" 2>"$tmp/vdso.err"; then
+	fail $T "report: $(head -1 "$tmp/vdso.err")"; exit 0
 fi
 out=$(python3 - "$tmp/vdso.json" <<'PY'
 import json, sys
