@@ -149,13 +149,19 @@ struct sb_switch_out {
 	struct sb_hdr h;       /* the target thread; ts = switch time */
 	__u32 prev_state;      /* raw task state, TASK_FREEZABLE masked */
 	__u8 state;            /* enum sb_state */
-	__u8 pad[3];
+	__u8 throttled;        /* runnable: its cgroup's CPU quota is used up (CFS bandwidth) */
+	__u8 pad[2];
 	__u32 next_pid;        /* task that got the CPU */
 	__u32 next_tid;
 	char next_comm[SB_COMM_LEN];
 };
 
-enum sb_wait_reason { SB_WAIT_NONE = 0, SB_WAIT_PREEMPTED = 1, SB_WAIT_WOKEN = 2 };
+enum sb_wait_reason {
+	SB_WAIT_NONE = 0,
+	SB_WAIT_PREEMPTED = 1,
+	SB_WAIT_WOKEN = 2,
+	SB_WAIT_THROTTLED = 3, /* preempted or woken while its cgroup's CPU quota was used up */
+};
 
 struct sb_switch_in {
 	struct sb_hdr h;       /* the target thread; ts = switch time */
@@ -182,7 +188,8 @@ struct sb_wakeup {
 	char waker_comm[SB_COMM_LEN];
 	__u16 waker_cpu;
 	__u8 is_new;           /* wakeup of a newly created thread */
-	__u8 pad[5];
+	__u8 throttled;        /* woken into a cgroup whose CPU quota is used up (CFS bandwidth) */
+	__u8 pad[4];
 };
 
 struct sb_migrate {

@@ -93,6 +93,41 @@ static __always_inline __u64 steal_take(__u32 cpu, struct task_struct *task, boo
 	return d;
 }
 
+/*
+ * CPU bandwidth (CONFIG_CFS_BANDWIDTH): a task whose cgroup, or an ancestor,
+ * used up its CPU quota for the period is throttled: runnable, it does not run
+ * until the next period, whoever runs on its CPU meanwhile. The scheduler marks
+ * the throttled group and its descendants (cfs_rq->throttle_count) before the
+ * switch away from it and while a wakeup queues a task there
+ * (docs/ARCHITECTURE.md, "CPU quota").
+ */
+struct cfs_rq___thr {
+	int throttle_count;
+} __attribute__((preserve_access_index));
+
+struct sched_entity___thr {
+	struct cfs_rq___thr *cfs_rq;
+} __attribute__((preserve_access_index));
+
+struct task_struct___thr {
+	struct sched_entity___thr se;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u8 task_throttled(struct task_struct *task, bool direct)
+{
+	struct task_struct___thr *p = (void *)task;
+
+	if (!bpf_core_field_exists(struct cfs_rq___thr, throttle_count) ||
+	    !bpf_core_field_exists(struct sched_entity___thr, cfs_rq))
+		return 0;
+	if (direct) {
+		struct cfs_rq___thr *c = p->se.cfs_rq;
+
+		return c && c->throttle_count > 0;
+	}
+	return BPF_CORE_READ(p, se.cfs_rq, throttle_count) > 0;
+}
+
 /* how many target threads wait (runnable, not running) on each CPU */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -319,15 +354,16 @@ static __always_inline __u8 classify(bool preempt, __u32 st)
 
 /* a switch-out record's body and ids (its header's type, size, cpu and flags aside) */
 static __always_inline void out_fill(struct sb_switch_out *o, __u32 pid, __u32 tid, __u64 now,
-				     __u32 st, __u8 s, struct task_struct *next, __u32 next_pid,
-				     __u32 next_tid, bool direct)
+				     __u32 st, __u8 s, __u8 thr, struct task_struct *next,
+				     __u32 next_pid, __u32 next_tid, bool direct)
 {
 	o->h.pid = pid;
 	o->h.tid = tid;
 	o->h.ts = now;
 	o->prev_state = st;
 	o->state = s;
-	o->pad[0] = o->pad[1] = o->pad[2] = 0;
+	o->throttled = thr;
+	o->pad[0] = o->pad[1] = 0;
 	o->next_pid = next_pid;
 	o->next_tid = next_tid;
 	TASK_COMM(o->next_comm, next, direct);
@@ -358,7 +394,9 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 		nts = tstate_of(next, false);
 		if (nts && nts->held) {
 			nheld = __sync_lock_test_and_set(&nts->held, 0);
-			fold_next = nheld && now - nheld < sched_fold_ns;
+			/* a throttled wait is the quota's, not its runner's: never folded */
+			fold_next = nheld && now - nheld < sched_fold_ns && !nts->out.throttled &&
+				    !nts->wk.throttled;
 		}
 	}
 
@@ -401,6 +439,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 	if (is_target_tgid(prev_tgid) && current_creds_same(SB_STOP_CRED, false)) {
 		__u32 st = task_state(prev);
 		__u8 s = classify(preempt, st);
+		__u8 thr = s == SB_STATE_RUNNABLE ? task_throttled(prev, direct) : 0;
 		struct tstate *pts = NULL;
 
 		if (FOLD(direct))
@@ -414,7 +453,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 			o->h.size = sizeof(*o);
 			o->h.cpu = cpu;
 			o->h.flags = 0;
-			out_fill(o, prev_tgid, prev_tid, now, st, s, next, next_tgid, next_tid, true);
+			out_fill(o, prev_tgid, prev_tid, now, st, s, thr, next, next_tgid, next_tid, true);
 			pts->wake_ts = 0;
 			asm volatile("" ::: "memory");
 			pts->held = now;
@@ -422,7 +461,8 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 			struct sb_switch_out *o = reserve(SB_EV_SWITCH_OUT, sizeof(*o));
 
 			if (o) {
-				out_fill(o, prev_tgid, prev_tid, now, st, s, next, next_tgid, next_tid, direct);
+				out_fill(o, prev_tgid, prev_tid, now, st, s, thr, next, next_tgid, next_tid,
+					 direct);
 				submit(o);
 			}
 		}
@@ -430,7 +470,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 			/* the first to wait here: the steal count from now */
 			if (!n || *n <= 0)
 				steal_take(cpu, prev, direct);
-			start_waiting(pts, prev_tid, cpu, now, SB_WAIT_PREEMPTED);
+			start_waiting(pts, prev_tid, cpu, now, thr ? SB_WAIT_THROTTLED : SB_WAIT_PREEMPTED);
 		}
 		sleep_stack_out(ctx, pts, prev_tid, now, s == SB_STATE_SLEEP || s == SB_STATE_DISK);
 	}
@@ -583,7 +623,7 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, bool dire
 
 /* fill wakeup record e of p (tgid, tid) woken at now onto cpu, its waker as waking saw it */
 static __always_inline void wakeup_fill(struct sb_wakeup *e, struct tstate *ts, __u32 tgid, __u32 tid,
-					__u32 cpu, __u64 now, __u8 is_new)
+					__u32 cpu, __u64 now, __u8 is_new, __u8 thr)
 {
 	struct waker *w = ts ? NULL : bpf_map_lookup_elem(&wakers, &tid);
 
@@ -613,6 +653,7 @@ static __always_inline void wakeup_fill(struct sb_wakeup *e, struct tstate *ts, 
 	e->h.cpu = cpu;
 	e->h.ts = now;
 	e->is_new = is_new;
+	e->throttled = thr;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 }
 
@@ -627,11 +668,12 @@ static __always_inline int on_wakeup(struct task_struct *p, bool direct, __u8 is
 	__u64 now = bpf_ktime_get_ns();
 	__s64 *n = bpf_map_lookup_elem(&nwait, &cpu);
 	struct tstate *ts = FOLD(direct) ? tstate_of(p, true) : NULL;
+	__u8 thr = task_throttled(p, direct);
 
 	/* the first to wait there: the steal count from now (p is queued on cpu) */
 	if (n && *n <= 0)
 		steal_take(cpu, p, direct);
-	start_waiting(ts, tid, cpu, now, SB_WAIT_WOKEN);
+	start_waiting(ts, tid, cpu, now, thr ? SB_WAIT_THROTTLED : SB_WAIT_WOKEN);
 	/* a long sleep whose switch-out took no stack: read it now if the waker can */
 	if (ts)
 		sleep_stack_wake(ts, p, now);
@@ -643,7 +685,7 @@ static __always_inline int on_wakeup(struct task_struct *p, bool direct, __u8 is
 		e->h.type = SB_EV_WAKEUP;
 		e->h.size = sizeof(*e);
 		e->h.flags = 0;
-		wakeup_fill(e, ts, tgid, tid, cpu, now, is_new);
+		wakeup_fill(e, ts, tgid, tid, cpu, now, is_new, thr);
 		asm volatile("" ::: "memory");
 		ts->wake_ts = now;
 		asm volatile("" ::: "memory");
@@ -666,7 +708,7 @@ static __always_inline int on_wakeup(struct task_struct *p, bool direct, __u8 is
 
 	if (!e)
 		return 0;
-	wakeup_fill(e, ts, tgid, tid, cpu, now, is_new);
+	wakeup_fill(e, ts, tgid, tid, cpu, now, is_new, thr);
 	submit(e);
 	return 0;
 }

@@ -70,11 +70,11 @@ def is_third_party(b, target, allowed, keep=()):
     the injection: real interference from whatever else runs on the machine.
     cpu_wait and migration name the task that ran instead; blocked names one
     only with `via` (the thread it waited for was preempted by it); vm_steal is
-    the hypervisor's, whoever held the CPU. Causes in
+    the hypervisor's, whoever held the CPU, and cpu_throttle a CPU quota's. Causes in
     keep are the injection's whoever the culprit (schemas/report.md: the wait
     right after a move is the migration's)."""
-    if b["cause"] == "vm_steal":
-        return True  # the hypervisor's: the machine's time, never an injection's
+    if b["cause"] in ("vm_steal", "cpu_throttle"):
+        return True  # the hypervisor's, or a CPU quota's: the machine's time, never an injection's
     return ("culprit" in b and
             b["cause"] in ("cpu_wait", "migration", "blocked") and b["cause"] not in keep and
             (b["cause"] != "blocked" or "via" in b["culprit"]) and

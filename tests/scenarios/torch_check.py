@@ -52,8 +52,8 @@ for n, t in truth.items():
     if not s:
         continue
     # (and vm_steal: the kernel counts a wait behind a task whose CPU the
-    # hypervisor held as run delay too)
-    mine = cause_ns(s, ("cpu_wait", "migration", "vm_steal"))
+    # hypervisor held as run delay too; cpu_throttle: a wait for its cgroup's CPU quota)
+    mine = cause_ns(s, ("cpu_wait", "migration", "vm_steal", "cpu_throttle"))
     # migration also holds the thread's own sched_setaffinity calls: on a CPU, not a run
     # queue. A step that writes a checkpoint is left out: there the kernel charges
     # preemptions more run delay than the thread spent off its CPU between its own

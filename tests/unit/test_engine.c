@@ -132,6 +132,60 @@ static void t_preempt_while_idle(void)
 }
 
 /*
+ * Throttled (its cgroup's CPU quota used up, docs/ARCHITECTURE.md "CPU
+ * quota"): preempted 30 ms while noisy[900] ran, then asleep 10 ms and woken
+ * into the throttled group, 8 ms more while noisy ran. All of it the quota's
+ * (38 ms of cpu_throttle), none noisy's, and noisy no interferer.
+ */
+static void inj_throttled(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	struct sb_switch_out o = { 0 };
+	struct sb_wakeup k = { 0 };
+
+	(void)arg;
+	(void)len;
+	hdr(&o.h, SB_EV_SWITCH_OUT, sizeof(o), at, T_PID, T_LAUNCHER, T_CPU);
+	o.state = SB_STATE_RUNNABLE;
+	o.throttled = 1;
+	w_comm(o.next_comm, "noisy");
+	st_put(&w->host, &o);
+	w_runslice(w, at, at + 30 * MS, T_CPU, 900, 900, "noisy");
+	w_switch_in(w, at + 30 * MS, T_LAUNCHER, T_CPU);
+	w_switch_out(w, at + 31 * MS, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	hdr(&k.h, SB_EV_WAKEUP, sizeof(k), at + 41 * MS, T_PID, T_LAUNCHER, T_CPU);
+	k.throttled = 1;
+	w_comm(k.waker_comm, "swapper/0");
+	st_put(&w->host, &k);
+	w_runslice(w, at + 41 * MS, at + 49 * MS, T_CPU, 900, 900, "noisy");
+	w_switch_in(w, at + 49 * MS, T_LAUNCHER, T_CPU);
+}
+
+static void t_cpu_throttle(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 49 * MS, .inj = inj_throttled };
+	struct eng_interferer itf[8];
+	struct engine *e;
+	const struct eng_step *s = injected_step(&w, &inj, &e);
+	int ni;
+
+	REQUIRE(s, "step 1");
+	CHECK(blame_of(s, ENG_CPU_THROTTLE, 0) == 38 * MS, "cpu_throttle %" PRIu64,
+	      blame_of(s, ENG_CPU_THROTTLE, 0));
+	CHECK(blame_of(s, ENG_CPU_WAIT, 900) == 0, "cpu_wait by noisy %" PRIu64,
+	      blame_of(s, ENG_CPU_WAIT, 900));
+	CHECK(sum_blame(s, false) == s->gpu_idle_ns, "blame %" PRIu64 " != idle %" PRIu64,
+	      sum_blame(s, false), s->gpu_idle_ns);
+	CHECK(!strcmp(eng_cause_name(ENG_CPU_THROTTLE), "cpu_throttle"), "name %s",
+	      eng_cause_name(ENG_CPU_THROTTLE));
+	ni = engine_interferers(e, itf, 8);
+	for (int i = 0; i < ni; i++)
+		CHECK(itf[i].pid != 900, "noisy an interferer: %" PRIu64 " ns", itf[i].ns);
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
  * Preempted 30 ms by noisy[900], whose slice held 12 ms of the hypervisor's
  * steal: that is vm_steal, the rest noisy's, and noisy is an interferer for
  * that rest only.
@@ -2276,6 +2330,7 @@ int main(void)
 	RUN(t_periodic_dips);
 	RUN(t_gpu_slow);
 	RUN(t_vm_steal);
+	RUN(t_cpu_throttle);
 	RUN(t_incomplete_last_step);
 	RUN(t_step_sources);
 	RUN(t_bad_regex);

@@ -511,7 +511,7 @@ static void line_end(void)
 
 #define NAME(arr, i) ((i) < ARRAY_SIZE(arr) ? (arr)[i] : NULL)
 
-static const char *const wait_reason_names[] = { "none", "preempted", "woken" };
+static const char *const wait_reason_names[] = { "none", "preempted", "woken", "throttled" };
 static const char *const reclaim_names[] = { NULL, "direct", "memcg", "compact" };
 static const char *const step_src_names[] = { NULL, "usdt", "uprobe", "gpu_marker" };
 static const char *const cuda_fn_names[] = { NULL, "launch", "sync", "alloc", "free", "memcpy" };
@@ -525,7 +525,7 @@ static const char *const gpu_copy_names[] = { NULL, "htod", "dtoh", "dtod", "hto
 					      "other" };
 
 /* each table names every value of its enum (bpf/events.h, format/gpu.h) */
-_Static_assert(ARRAY_SIZE(wait_reason_names) == SB_WAIT_WOKEN + 1, "wait reasons");
+_Static_assert(ARRAY_SIZE(wait_reason_names) == SB_WAIT_THROTTLED + 1, "wait reasons");
 _Static_assert(ARRAY_SIZE(reclaim_names) == SB_RECLAIM_COMPACT + 1, "reclaim kinds");
 _Static_assert(ARRAY_SIZE(step_src_names) == SB_STEP_GPU_MARKER + 1, "step sources");
 _Static_assert(ARRAY_SIZE(cuda_fn_names) == SB_CU_MEMCPY + 1, "CUDA functions");
@@ -545,6 +545,8 @@ static void print_sb_switch_out(const struct sb_hdr *h)
 
 	f_enum("state", sb_state_name(e->state), e->state);
 	f_hex("prev_state", e->prev_state);
+	if (e->throttled)
+		f_u("throttled", e->throttled);
 	f_task("next", e->next_comm, e->next_pid, e->next_tid);
 }
 
@@ -574,6 +576,8 @@ static void print_sb_wakeup(const struct sb_hdr *h)
 	f_task("waker", e->waker_comm, e->waker_pid, e->waker_tid);
 	f_u("waker_cpu", e->waker_cpu);
 	f_u("is_new", e->is_new);
+	if (e->throttled)
+		f_u("throttled", e->throttled);
 }
 
 static void print_sb_migrate(const struct sb_hdr *h)

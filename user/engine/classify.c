@@ -398,8 +398,16 @@ static void classify_runnable(struct engine *e, struct thread *t, struct accum *
 			      uint64_t end)
 {
 	struct classify_ctx c = { .t = t, .a = a, .upto = s };
-	uint64_t cov = runslice_cover(e, t->cpu, s, end, on_preemptor, &c);
+	uint64_t cov;
 	int cause = t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
+
+	if (t->throttled) {
+		/* its cgroup's CPU quota: whoever ran on the CPU meanwhile took nothing from it */
+		accum_add(e, a, ENG_CPU_THROTTLE, end - s, NULL);
+		timeline_thread(e, t, eng_cause_name(ENG_CPU_THROTTLE), s, end);
+		return;
+	}
+	cov = runslice_cover(e, t->cpu, s, end, on_preemptor, &c);
 
 	accum_add(e, a, cause, end - s - cov, NULL);
 	if (cause == ENG_MIGRATION)

@@ -77,6 +77,7 @@ static const char *const cause_names[ENG_NCAUSE] = {
 	[ENG_CUDA_API] = "cuda_api", [ENG_HOST_COMPUTE] = "host_compute",
 	[ENG_GPU_SLOW] = "gpu_slow", [ENG_UNKNOWN] = "unknown",
 	[ENG_TRACER] = "tracer", [ENG_VM_STEAL] = "vm_steal",
+	[ENG_CPU_THROTTLE] = "cpu_throttle",
 };
 
 static const char *const count_names[ENG_NCOUNT] = {

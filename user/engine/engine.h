@@ -46,6 +46,12 @@ enum eng_cause {
 	 * machine's, not that task's.
 	 */
 	ENG_VM_STEAL,
+	/*
+	 * Runnable while its cgroup's CPU quota was used up (CFS bandwidth,
+	 * docs/ARCHITECTURE.md, "CPU quota"): the quota's, not the tasks' that
+	 * ran on its CPU meanwhile.
+	 */
+	ENG_CPU_THROTTLE,
 	ENG_NCAUSE,
 };
 

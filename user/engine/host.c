@@ -194,6 +194,7 @@ static void ev_switch_out(struct engine *e, const struct sb_switch_out *r)
 		t->fault_blocked = true;
 		e->faults_blocked++;
 	}
+	t->throttled = r->state == SB_STATE_RUNNABLE && r->throttled;
 	switch (r->state) {
 	case SB_STATE_RUNNABLE:
 		t->state = TS_RUNNABLE;
@@ -258,6 +259,7 @@ static void ev_switch_in(struct engine *e, const struct sb_switch_in *r)
 	t->since = r->h.ts;
 	t->cpu = r->h.cpu;
 	t->migrated = false;
+	t->throttled = false;
 	/* it runs after the call without having moved: the call moved nothing */
 	if (t->aff_pending && r->h.ts > t->aff_e)
 		t->aff_pending = false;
@@ -279,6 +281,7 @@ static void ev_wakeup(struct engine *e, const struct sb_wakeup *r)
 	t->state = TS_RUNNABLE;
 	t->since = r->h.ts;
 	t->cpu = r->h.cpu;
+	t->throttled = r->throttled != 0;
 	{
 		char wc[SB_COMM_LEN + 1];
 

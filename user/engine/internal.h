@@ -175,6 +175,7 @@ struct thread {
 	 * timer ended is held unresolved until the retry that follows it says
 	 * who it waited for
 	 */
+	bool throttled;          /* runnable since a switch-out or wakeup into a used-up CPU quota */
 	bool timed_defer;        /* such a sleep is held in the pending intervals */
 	uint64_t timed_wake;     /* its wakeup: the held intervals end by then */
 	uint64_t timed_in;       /* its switch-in after that wakeup (0: not yet) */

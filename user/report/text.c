@@ -494,6 +494,10 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 	case ENG_VM_STEAL:
 		fprintf(f, " — the hypervisor held the CPU %s waited for (steal)", crit);
 		break;
+	case ENG_CPU_THROTTLE:
+		fprintf(f, " — %s runnable, throttled: its cgroup's CPU quota for the period was used "
+			"up (cpu.max, cpu.cfs_quota_us)", crit);
+		break;
 	}
 }
 
