@@ -576,6 +576,60 @@ static void t_vdso_frames(void)
 	world_free(&w);
 }
 
+/*
+ * A tail step of 40 ms of faults (a run, its stack at its first fault) with a
+ * 10 ms wait off the CPU beside them, stacked too: the where-line under it
+ * shows the fault's stack, the kind of event its largest cause is made of,
+ * not the longer wait's
+ */
+static void inj_faults_and_wait(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	struct sb_stack st = { .ev_type = SB_EV_FAULT, .nframes = 1 };
+
+	(void)arg;
+	(void)len;
+	w_faults(w, at, 10 * US, 4000, T_LAUNCHER, 0x7f0000000000ull, 0, NULL, true);
+	hdr(&st.h, SB_EV_STACK, sizeof(st), at, T_PID, T_LAUNCHER, 0);
+	st.ev_start_ns = at;
+	st.ip[0] = 0x7e0000000111ull;
+	st_put(&w->host, &st);
+	w_switch_out(w, at + 41 * MS, T_LAUNCHER, 0, SB_STATE_SLEEP);
+	w_wakeup(w, at + 51 * MS, T_LAUNCHER, 0, 0, 0, "swapper/0");
+	w_switch_in(w, at + 51 * MS, T_LAUNCHER, 0);
+	st.ev_type = SB_EV_SWITCH_IN;
+	hdr(&st.h, SB_EV_STACK, sizeof(st), at + 51 * MS, T_PID, T_LAUNCHER, 0);
+	st.ev_start_ns = at + 41 * MS;
+	st.ip[0] = 0x7e0000000222ull;
+	st_put(&w->host, &st);
+}
+
+static void t_where_of_cause(void)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sopt inj = { .pre = 5 * MS, .gpu = 80 * MS, .len = 52 * MS, .inj = inj_faults_and_wait };
+	struct world w;
+	struct engine *e;
+	char *text, *line;
+	uint64_t S = 10 * SEC;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 12; k++)
+		S = std_step(&w, S, k, k == 6 ? &inj : &plain);
+	w_step(&w, S, T_LAUNCHER, 12);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	text = render(e, report_text, NULL);
+	REQUIRE(text, "render");
+	line = strstr(text, "  step 6: ");
+	CHECK(line && strstr(line, "page_fault +"), "no tail line for step 6:\n%s", text);
+	line = line ? strstr(line, "      where ") : NULL;
+	CHECK(line && !strncmp(line, "      where fault ", 18) && strstr(line, "0x7e0000000111"),
+	      "step 6's where-line: %.120s", line ? line : "(none)");
+	free(text);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_json_stacks(void)
 {
 	struct world w;
@@ -1199,6 +1253,7 @@ int main(void)
 	RUN(t_window_json_validates);
 	RUN(t_json_stacks);
 	RUN(t_vdso_frames);
+	RUN(t_where_of_cause);
 	RUN(t_limits_json_validates);
 	RUN(t_jsonl_lines_are_the_steps);
 	RUN(t_perfetto_tracks);

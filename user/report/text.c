@@ -864,20 +864,52 @@ static void stack_text(struct symbols *sym, const struct eng_stack *st, FILE *f)
 	stack_frames(sym, st, f);
 }
 
-/* under a tail line: where the step's critical thread was in its longest stacked event */
+/* does a stack of event type ev show where time of cause c went? */
+static bool stack_of_cause(unsigned ev, int c)
+{
+	switch (c) {
+	case ENG_PAGE_FAULT:
+		return ev == SB_EV_FAULT;
+	case ENG_IO_WAIT:
+		return ev == SB_EV_IOSYS;
+	case ENG_ALLOC:
+		return ev == SB_EV_MMSYS || ev == SB_EV_ALLOC;
+	case ENG_BLOCKED:
+		return ev == SB_EV_SWITCH_IN;
+	default:
+		return false;
+	}
+}
+
+#define WHERE_CANDIDATES 32
+
+/*
+ * under a tail line: where the step's critical thread was in its longest
+ * stacked event of the kind its largest cause is made of (a fault storm's
+ * fault, not a wait beside it), else in its longest stacked event
+ */
 static void step_stack_line(const struct engine *e, struct symbols *sym,
 			    const struct eng_step *st, FILE *f)
 {
-	struct eng_stack one;
+	struct eng_stack cand[WHERE_CANDIDATES];
 	struct sym_frame top;
 	char fr[512];
-	int n, ntop;
+	int n, ntop, big = -1, pick = 0;
 
 	if (!sym)
 		return;
-	if (sym_step_stacks(e, st, &one, 1) == 1) {
+	for (int c = 0; c < ENG_NCAUSE; c++)
+		if (c != ENG_TRACER && st->cause_ns[c] && (big < 0 || st->cause_ns[c] > st->cause_ns[big]))
+			big = c;
+	n = sym_step_stacks(e, st, cand, WHERE_CANDIDATES);
+	for (int i = 0; i < n; i++)
+		if (big >= 0 && stack_of_cause(cand[i].ev_type, big)) {
+			pick = i;
+			break;
+		}
+	if (n > 0) {
 		fputs("      where ", f);
-		stack_text(sym, &one, f);
+		stack_text(sym, &cand[pick], f);
 	}
 	/* on CPU in its own code: where the samples of the step found it */
 	if (st->cause_ns[ENG_HOST_COMPUTE] && (n = sym_step_samples(e, sym, st, &top, &ntop)) > 0)
