@@ -111,7 +111,11 @@ struct sched_entity___thr {
 
 struct task_struct___thr {
 	struct sched_entity___thr se;
+	unsigned int policy;
 } __attribute__((preserve_access_index));
+
+/* SCHED_NORMAL, SCHED_BATCH, SCHED_IDLE: the fair class, the one a quota throttles */
+#define FAIR_POLICY(p) ((p) == 0 || (p) == 3 || (p) == 5)
 
 static __always_inline __u8 task_throttled(struct task_struct *task, bool direct)
 {
@@ -119,6 +123,9 @@ static __always_inline __u8 task_throttled(struct task_struct *task, bool direct
 
 	if (!bpf_core_field_exists(struct cfs_rq___thr, throttle_count) ||
 	    !bpf_core_field_exists(struct sched_entity___thr, cfs_rq))
+		return 0;
+	/* a real-time task is not throttled with its group's fair tasks */
+	if (!FAIR_POLICY(direct ? p->policy : BPF_CORE_READ(p, policy)))
 		return 0;
 	if (direct) {
 		struct cfs_rq___thr *c = p->se.cfs_rq;

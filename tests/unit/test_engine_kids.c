@@ -478,6 +478,56 @@ static void t_timed_wait_retried(void)
 	      asleep, on);
 }
 
+/*
+ * The last timeout of a wait for the GIL: a wait the loader ended (at + 5 ms),
+ * 40 us on the CPU, then a 5 ms timed wait that a timer ends, after which the
+ * GIL was free and the launcher runs to at + len without sleeping again. The
+ * timeout continues the wait on the loader; with 2 ms of running before it
+ * (tw_gap), it is a sleep of its own.
+ */
+static void inj_last_timeout(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	uint64_t out2 = at + 5 * MS + 10 * US + tw_gap;
+
+	(void)arg;
+	(void)len;
+	w_switch_in(w, at - 1 * MS, T_LOADER, 2);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	w_wakeup(w, at + 5 * MS, T_LAUNCHER, T_CPU, T_PID, T_LOADER, "loader");
+	w_switch_in(w, at + 5 * MS + 10 * US, T_LAUNCHER, T_CPU);
+	w_switch_out(w, out2, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	w_wakeup(w, out2 + 5 * MS, T_LAUNCHER, T_CPU, 0, 0, "swapper/0");
+	w_switch_in(w, out2 + 5 * MS + 10 * US, T_LAUNCHER, T_CPU);
+}
+
+static void t_timed_wait_last_timeout(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 15 * MS, .inj = inj_last_timeout };
+	const struct eng_step *s;
+	struct engine *e;
+	uint64_t asleep[2];
+
+	for (int k = 0; k < 2; k++) {
+		tw_gap = k ? 2 * MS : 40 * US;
+		world_init(&w);
+		run_steps(&w, 4, 1, &inj);
+		e = run_world(&w);
+		REQUIRE(e, "engine");
+		s = step_no(e, 1);
+		REQUIRE(s, "step 1");
+		asleep[k] = 0;
+		for (uint32_t i = 0; i < s->nblame; i++)
+			if (s->blame[i].cause == ENG_BLOCKED && !s->blame[i].has_who)
+				asleep[k] += s->blame[i].ns;
+		engine_free(e);
+		world_free(&w);
+	}
+	tw_gap = 40 * US;
+	CHECK(asleep[0] == 0, "the last timeout right after the wait: asleep %" PRIu64, asleep[0]);
+	CHECK(asleep[1] == 5 * MS, "2 ms of running between: asleep %" PRIu64, asleep[1]);
+}
+
 static void t_timed_wait_not_retried(void)
 {
 	uint64_t asleep, on, cpu;
@@ -753,6 +803,7 @@ int main(void)
 	RUN(t_same_process_waker);
 	RUN(t_timed_wait_retried);
 	RUN(t_timed_wait_not_retried);
+	RUN(t_timed_wait_last_timeout);
 	RUN(t_waker_io_and_faults);
 	RUN(t_chain_child_fault_region);
 	RUN(t_waker_faults_across_preemption);

@@ -1200,10 +1200,37 @@ static void resolve_sleep_upto(struct engine *e, struct thread *t, uint64_t upto
 	}
 }
 
-/* the timed wait held (timed_defer) is resolved with wk (NULL: woken by nobody named) */
+/* a wait of t that a thread of its own process ended at `at`: a timeout right after it continues it */
+static void chain_note(struct thread *t, uint32_t pid, uint32_t tid, const char *comm, uint64_t at)
+{
+	if (pid != t->pid || !tid || tid == t->tid)
+		return;
+	t->chain_pid = pid;
+	t->chain_tid = tid;
+	memcpy(t->chain_comm, comm, SB_COMM_LEN);
+	t->chain_at = at;
+}
+
+/*
+ * the timed wait held (timed_defer) is resolved with wk; NULL: no retry said
+ * who ended it, but one that began right after a wait another thread of the
+ * process ended goes on waiting for that thread (the last timeout of a wait
+ * for the GIL, after which the GIL was free)
+ */
 static void timed_resolve(struct engine *e, struct thread *t, const struct sb_wakeup *wk)
 {
+	struct sb_wakeup c;
+
 	t->timed_defer = false;
+	if (!wk && t->chain_tid && t->timed_start >= t->chain_at &&
+	    t->timed_start - t->chain_at <= TIMED_RETRY_NS) {
+		memset(&c, 0, sizeof(c));
+		c.h.ts = t->timed_wake;
+		c.waker_pid = t->chain_pid;
+		c.waker_tid = t->chain_tid;
+		memcpy(c.waker_comm, t->chain_comm, SB_COMM_LEN);
+		wk = &c;
+	}
 	resolve_sleep_upto(e, t, t->timed_wake, wk);
 }
 
@@ -1222,8 +1249,14 @@ void timed_retry_run(struct engine *e, struct thread *t, const struct sb_sched_r
 
 	if (!t->timed_defer || t->candidate < 0)
 		return;
-	if (!r->sleeps || !r->waker_tid || r->waker_pid != t->pid || r->waker_tid == t->tid ||
-	    (t->timed_in && s > t->timed_in + TIMED_RETRY_NS)) {
+	if (t->timed_in && s > t->timed_in + TIMED_RETRY_NS) {
+		timed_resolve(e, t, NULL);
+		return;
+	}
+	/* short preemptions only: the retry is still to come (timed_check) */
+	if (!r->sleeps)
+		return;
+	if (!r->waker_tid || r->waker_pid != t->pid || r->waker_tid == t->tid) {
 		timed_resolve(e, t, NULL);
 		return;
 	}
@@ -1234,6 +1267,12 @@ void timed_retry_run(struct engine *e, struct thread *t, const struct sb_sched_r
 	wk.waker_tid = r->waker_tid;
 	memcpy(wk.waker_comm, r->waker_comm, SB_COMM_LEN);
 	timed_resolve(e, t, &wk);
+}
+
+void chain_run(struct thread *t, const struct sb_sched_run *r, uint64_t end)
+{
+	if (r->sleeps)
+		chain_note(t, r->waker_pid, r->waker_tid, r->waker_comm, end);
 }
 
 void resolve_sleep(struct engine *e, struct thread *t, const struct sb_wakeup *wk)
@@ -1249,11 +1288,15 @@ void resolve_sleep(struct engine *e, struct thread *t, const struct sb_wakeup *w
 		 * Held (with any held before it) until the retry says who ended
 		 * the wait (docs/ARCHITECTURE.md, "Timed waits")
 		 */
+		if (!t->timed_defer)
+			t->timed_start = t->since;
 		t->timed_defer = true;
 		t->timed_wake = wk->h.ts;
 		t->timed_in = 0;
 		return;
 	}
+	if (wk)
+		chain_note(t, wk->waker_pid, wk->waker_tid, wk->waker_comm, wk->h.ts);
 	/* the retry of a held timed wait, ended by a thread of the same process: the whole wait was on it */
 	if (t->timed_defer && !(wk && wk->waker_pid == t->pid && wk->waker_tid &&
 				wk->waker_tid != t->tid))

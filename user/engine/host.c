@@ -1080,6 +1080,7 @@ static void ev_sched_run(struct engine *e, const struct sb_sched_run *r, uint64_
 	}
 	own_event(e, t, s, SB_EV_SCHED_RUN, 0);
 	timed_retry_run(e, t, r, s);
+	chain_run(t, r, end);
 	if (t->state != TS_RUNNING) {
 		/* a switch-in lost, or never traced: on a CPU from the run's start */
 		t->state = TS_RUNNING;

@@ -179,6 +179,11 @@ struct thread {
 	bool timed_defer;        /* such a sleep is held in the pending intervals */
 	uint64_t timed_wake;     /* its wakeup: the held intervals end by then */
 	uint64_t timed_in;       /* its switch-in after that wakeup (0: not yet) */
+	uint64_t timed_start;    /* the switch-out that began the first sleep held */
+	/* the last wait that a thread of its process ended: who, and when it ended */
+	uint32_t chain_pid, chain_tid;
+	char chain_comm[SB_COMM_LEN];
+	uint64_t chain_at;
 	uint16_t cpu;
 	uint64_t since;
 	/* history of off-CPU episodes, a ring */
@@ -758,6 +763,8 @@ void resolve_sleep(struct engine *e, struct thread *t, const struct sb_wakeup *w
 void timed_check(struct engine *e, struct thread *t, uint64_t now, bool retry);
 /* a run of folded trips of t from s: its sleeps may be the held timeout's retry */
 void timed_retry_run(struct engine *e, struct thread *t, const struct sb_sched_run *r, uint64_t s);
+/* a run of folded trips of t that ended at end: its sleeps' waker, for the timeouts after it */
+void chain_run(struct thread *t, const struct sb_sched_run *r, uint64_t end);
 
 /* ---- steps (steps.c) */
 
