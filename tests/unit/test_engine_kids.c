@@ -432,11 +432,12 @@ static void inj_timed_wait(struct world *w, uint64_t at, uint64_t len, void *arg
 	st_put(&w->host, &r);
 }
 
-/* step 1's blocked time: culprit-less (asleep) and on waker tid */
-static void timed_wait_run(uint64_t len, uint64_t *asleep, uint64_t *on_waker, uint64_t *waker_cpu)
+/* step 1's blocked time with injection fn: culprit-less (asleep) and on waker tw_waker_tid */
+static void timed_wait_with(void (*fn)(struct world *, uint64_t, uint64_t, void *), uint64_t len,
+			    uint64_t *asleep, uint64_t *on_waker, uint64_t *waker_cpu)
 {
 	struct world w;
-	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = len, .inj = inj_timed_wait };
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = len, .inj = fn };
 	const struct eng_blame *b;
 	const struct eng_step *s;
 	struct engine *e;
@@ -459,6 +460,11 @@ static void timed_wait_run(uint64_t len, uint64_t *asleep, uint64_t *on_waker, u
 	}
 	engine_free(e);
 	world_free(&w);
+}
+
+static void timed_wait_run(uint64_t len, uint64_t *asleep, uint64_t *on_waker, uint64_t *waker_cpu)
+{
+	timed_wait_with(inj_timed_wait, len, asleep, on_waker, waker_cpu);
 }
 
 static void t_timed_wait_retried(void)
@@ -502,26 +508,11 @@ static void inj_last_timeout(struct world *w, uint64_t at, uint64_t len, void *a
 
 static void t_timed_wait_last_timeout(void)
 {
-	struct world w;
-	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 15 * MS, .inj = inj_last_timeout };
-	const struct eng_step *s;
-	struct engine *e;
-	uint64_t asleep[2];
+	uint64_t asleep[2], on, cpu;
 
 	for (int k = 0; k < 2; k++) {
 		tw_gap = k ? 2 * MS : 40 * US;
-		world_init(&w);
-		run_steps(&w, 4, 1, &inj);
-		e = run_world(&w);
-		REQUIRE(e, "engine");
-		s = step_no(e, 1);
-		REQUIRE(s, "step 1");
-		asleep[k] = 0;
-		for (uint32_t i = 0; i < s->nblame; i++)
-			if (s->blame[i].cause == ENG_BLOCKED && !s->blame[i].has_who)
-				asleep[k] += s->blame[i].ns;
-		engine_free(e);
-		world_free(&w);
+		timed_wait_with(inj_last_timeout, 15 * MS, &asleep[k], &on, &cpu);
 	}
 	tw_gap = 40 * US;
 	CHECK(asleep[0] == 0, "the last timeout right after the wait: asleep %" PRIu64, asleep[0]);
