@@ -38,7 +38,7 @@ void accum_free(struct engine *e, struct accum *a)
 	a->culprits_cap = a->nculprits = 0;
 }
 
-static bool who_same(const struct eng_who *a, const struct eng_who *b)
+bool eng_who_same(const struct eng_who *a, const struct eng_who *b)
 {
 	return a->pid == b->pid && a->tid == b->tid && a->via_tid == b->via_tid &&
 	       !strcmp(a->comm, b->comm);
@@ -82,7 +82,7 @@ static void accum_culprit(struct engine *e, struct accum *a, int cause, const st
 			  uint64_t ns)
 {
 	for (uint32_t i = 0; i < a->nculprits; i++) {
-		if (a->culprits[i].cause == cause && who_same(&a->culprits[i].who, w)) {
+		if (a->culprits[i].cause == cause && eng_who_same(&a->culprits[i].who, w)) {
 			a->culprits[i].ns += ns;
 			act_merge(&a->culprits[i].who.act, &w->act);
 			return;
@@ -1200,6 +1200,16 @@ static void resolve_sleep_upto(struct engine *e, struct thread *t, uint64_t upto
 	}
 }
 
+/* a wakeup record by waker pid/tid/comm at ts, for a wait whose end a run or a chain says */
+static void wakeup_of(struct sb_wakeup *wk, uint32_t pid, uint32_t tid, const char *comm, uint64_t ts)
+{
+	memset(wk, 0, sizeof(*wk));
+	wk->h.ts = ts;
+	wk->waker_pid = pid;
+	wk->waker_tid = tid;
+	memcpy(wk->waker_comm, comm, SB_COMM_LEN);
+}
+
 /* a wait of t that a thread of its own process ended at `at`: a timeout right after it continues it */
 static void chain_note(struct thread *t, uint32_t pid, uint32_t tid, const char *comm, uint64_t at)
 {
@@ -1224,11 +1234,7 @@ static void timed_resolve(struct engine *e, struct thread *t, const struct sb_wa
 	t->timed_defer = false;
 	if (!wk && t->chain_tid && t->timed_start >= t->chain_at &&
 	    t->timed_start - t->chain_at <= TIMED_RETRY_NS) {
-		memset(&c, 0, sizeof(c));
-		c.h.ts = t->timed_wake;
-		c.waker_pid = t->chain_pid;
-		c.waker_tid = t->chain_tid;
-		memcpy(c.waker_comm, t->chain_comm, SB_COMM_LEN);
+		wakeup_of(&c, t->chain_pid, t->chain_tid, t->chain_comm, t->timed_wake);
 		wk = &c;
 	}
 	resolve_sleep_upto(e, t, t->timed_wake, wk);
@@ -1261,11 +1267,7 @@ void timed_retry_run(struct engine *e, struct thread *t, const struct sb_sched_r
 		return;
 	}
 	/* the retry's sleeps were folded into this run: its waker ended them */
-	memset(&wk, 0, sizeof(wk));
-	wk.h.ts = s;
-	wk.waker_pid = r->waker_pid;
-	wk.waker_tid = r->waker_tid;
-	memcpy(wk.waker_comm, r->waker_comm, SB_COMM_LEN);
+	wakeup_of(&wk, r->waker_pid, r->waker_tid, r->waker_comm, s);
 	timed_resolve(e, t, &wk);
 }
 

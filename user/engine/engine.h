@@ -199,6 +199,9 @@ struct eng_who {
 	struct eng_act act;      /* blocked, the waker itself: what it did meanwhile; all 0: not known */
 };
 
+/* the same culprit: the same task, named alike, reached through the same thread */
+bool eng_who_same(const struct eng_who *a, const struct eng_who *b);
+
 struct eng_blame {
 	uint8_t cause;
 	bool has_who;

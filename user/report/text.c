@@ -320,12 +320,6 @@ static void act_phrase(FILE *f, const struct eng_act *a)
 	act_parts(f, a, a->ns, false);
 }
 
-/* the same culprit: the same thread of the same process */
-static bool who_same_culprit(const struct eng_who *a, const struct eng_who *b)
-{
-	return a->pid == b->pid && a->tid == b->tid && a->via_tid == b->via_tid;
-}
-
 /* what a cause with its culprit looks like after the "+x ms" */
 static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w,
 			 bool has_who)
@@ -376,7 +370,7 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 			for (uint32_t i = 0; i < s->nblame; i++)
 				if (s->blame[i].cause == ENG_BLOCKED && !s->blame[i].has_who)
 					alone += s->blame[i].ns;
-				else if (s->blame[i].cause == ENG_BLOCKED && who_same_culprit(&s->blame[i].who, w))
+				else if (s->blame[i].cause == ENG_BLOCKED && eng_who_same(&s->blame[i].who, w))
 					named += s->blame[i].ns;
 			if (alone > named)
 				fprintf(f, " — %s asleep %s, woken by a timer or by nobody traced; for %s",
