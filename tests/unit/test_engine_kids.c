@@ -547,6 +547,69 @@ static void t_timed_wait_not_retried(void)
 	tw_waker_tid = T_LOADER;
 }
 
+/*
+ * A hand-off: the launcher's 5 ms timed wait ends by a timer, and tw_gap after
+ * its switch-in it wakes the loader, which went to sleep ho_slept after the
+ * timeout fired (it dropped what the launcher waited for at the timeout's
+ * request and waits to hear it was taken). The launcher runs on to at + len
+ * without a retry. ho_folded: the loader's sleep folded into a run of trips.
+ */
+static int64_t ho_slept = 20 * US;
+static bool ho_folded;
+
+static void inj_handoff(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	uint64_t in = at + tw_timeout + 10 * US, down = at + tw_timeout + ho_slept, wake = in + tw_gap;
+
+	(void)arg;
+	(void)len;
+	w_switch_in(w, at - 1 * MS, T_LOADER, 2);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	w_wakeup(w, at + tw_timeout, T_LAUNCHER, T_CPU, 0, 0, "swapper/0");
+	w_switch_in(w, in, T_LAUNCHER, T_CPU);
+	if (!ho_folded) {
+		w_switch_out(w, down, T_LOADER, 2, SB_STATE_SLEEP);
+		w_wakeup(w, wake, T_LOADER, 2, T_PID, T_LAUNCHER, "launcher");
+		w_switch_in(w, wake + 5 * US, T_LOADER, 2);
+		return;
+	}
+	struct sb_sched_run r = { 0 };
+
+	hdr(&r.h, SB_EV_SCHED_RUN, sizeof(r), wake + 5 * US, T_PID, T_LOADER, 2);
+	r.start_ns = down - 5 * US;
+	r.sleeps = 1;
+	r.sleep_ns = wake - down;
+	r.wait_ns = 5 * US;
+	r.max_ns = wake + 5 * US - down;
+	r.waker_pid = T_PID;
+	r.waker_tid = T_LAUNCHER;
+	w_comm(r.waker_comm, "launcher");
+	st_put(&w->host, &r);
+}
+
+static void t_timed_wait_handoff(void)
+{
+	uint64_t asleep, on, cpu;
+
+	for (int f = 0; f < 2; f++) {
+		ho_folded = f;
+		timed_wait_with(inj_handoff, 7 * MS, &asleep, &on, &cpu);
+		CHECK(asleep == 0 && on == 5 * MS, "%s: asleep %" PRIu64 ", on the loader %" PRIu64,
+		      f ? "folded" : "hand-off", asleep, on);
+	}
+	ho_folded = false;
+	/* the loader was asleep before the timeout: waking it says nothing of the wait */
+	ho_slept = -1 * (int64_t)MS;
+	timed_wait_with(inj_handoff, 7 * MS, &asleep, &on, &cpu);
+	CHECK(asleep == 5 * MS, "loader asleep before the timeout: asleep %" PRIu64, asleep);
+	ho_slept = 20 * US;
+	/* woken after 2 ms of running: the timeout was a sleep of its own */
+	tw_gap = 2 * MS;
+	timed_wait_with(inj_handoff, 7 * MS, &asleep, &on, &cpu);
+	CHECK(asleep == 5 * MS, "woken after 2 ms: asleep %" PRIu64, asleep);
+	tw_gap = 40 * US;
+}
+
 static void t_waker_io_and_faults(void)
 {
 	struct world w;
@@ -795,6 +858,7 @@ int main(void)
 	RUN(t_timed_wait_retried);
 	RUN(t_timed_wait_not_retried);
 	RUN(t_timed_wait_last_timeout);
+	RUN(t_timed_wait_handoff);
 	RUN(t_waker_io_and_faults);
 	RUN(t_chain_child_fault_region);
 	RUN(t_waker_faults_across_preemption);

@@ -1271,6 +1271,29 @@ void timed_retry_run(struct engine *e, struct thread *t, const struct sb_sched_r
 	timed_resolve(e, t, &wk);
 }
 
+/*
+ * A held timed wait of the thread that woke h ends in a hand-off: soon after
+ * its switch-in it woke h, a thread of its process that went to sleep only
+ * after the timeout fired. h gave up what the waiter waited for when the
+ * timeout asked it to, and waited to be told the waiter took it (CPython's
+ * GIL: the holder drops it at the waiter's request, then waits for the
+ * switch), so the waiter's retry need not sleep: the held wait was on h.
+ */
+void timed_handoff(struct engine *e, const struct thread *h, uint32_t waker_pid, uint32_t waker_tid,
+		   uint64_t slept_from, uint64_t at)
+{
+	struct thread *t = waker_pid == h->pid ? thread_find(e, waker_tid) : NULL;
+	struct sb_wakeup wk;
+
+	if (!t || t == h || t->pid != h->pid || t->candidate < 0 || !t->timed_defer || !t->timed_in)
+		return;
+	if (slept_from < t->timed_wake || at < t->timed_in || at - t->timed_in > TIMED_RETRY_NS)
+		return;
+	wakeup_of(&wk, h->pid, h->tid, h->comm, at);
+	chain_note(t, h->pid, h->tid, h->comm, at);
+	timed_resolve(e, t, &wk);
+}
+
 void chain_run(struct thread *t, const struct sb_sched_run *r, uint64_t end)
 {
 	if (r->sleeps)

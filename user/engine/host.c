@@ -273,6 +273,8 @@ static void ev_wakeup(struct engine *e, const struct sb_wakeup *r)
 		return; /* woken before it got off the CPU: it never slept */
 	if (t->candidate >= 0)
 		thread_account(e, t, r->h.ts);
+	if (t->state == TS_SLEEP_S)
+		timed_handoff(e, t, r->waker_pid, r->waker_tid, t->since, r->h.ts);
 	if (t->state == TS_SLEEP_S || t->state == TS_SLEEP_D) {
 		episode_push(e, t, t->state == TS_SLEEP_S ? EP_SLEEP_S : EP_SLEEP_D, t->since, r->h.ts,
 			t->cpu, r->waker_pid, r->waker_tid);
@@ -1070,6 +1072,8 @@ static void ev_sched_run(struct engine *e, const struct sb_sched_run *r, uint64_
 	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
 	uint64_t end = r->h.ts > s ? r->h.ts : s, off;
 
+	if (r->sleeps)
+		timed_handoff(e, t, r->waker_pid, r->waker_tid, s, end);
 	if (t->candidate < 0) {
 		if (t->state != TS_DEAD) {
 			t->state = TS_RUNNING;

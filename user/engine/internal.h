@@ -763,6 +763,9 @@ void resolve_sleep(struct engine *e, struct thread *t, const struct sb_wakeup *w
 void timed_check(struct engine *e, struct thread *t, uint64_t now, bool retry);
 /* a run of folded trips of t from s: its sleeps may be the held timeout's retry */
 void timed_retry_run(struct engine *e, struct thread *t, const struct sb_sched_run *r, uint64_t s);
+/* h, asleep from slept_from, woken at `at` by waker: the hand-off that may end the waker's held timeout */
+void timed_handoff(struct engine *e, const struct thread *h, uint32_t waker_pid, uint32_t waker_tid,
+		   uint64_t slept_from, uint64_t at);
 /* a run of folded trips of t that ended at end: its sleeps' waker, for the timeouts after it */
 void chain_run(struct thread *t, const struct sb_sched_run *r, uint64_t end);
 
