@@ -32,10 +32,12 @@ trap cleanup EXIT
 
 # one kind per step, well apart, so that the median step is a plain one;
 # ckpt needs a disk (not tmpfs) for its fsync to sleep
+# and 200 moves (about 4 ms) so that one stray preemption of half a millisecond
+# cannot outweigh what the moves cost (20 moves cost 0.7-0.9 ms)
 "$SIMTRAINER" --steps 90 --kernels 8 --kernel-us 500 --wait-agent 30 --start-delay-ms 200 \
 	--truth "$tmp/truth.jsonl" --ckpt-dir "$tmp" --quiet \
 	--inject hog@10-16:-20 --inject faults@26:64 --inject alloc@36:20000 \
-	--inject migrate@46:20 --inject stall@56:60 --inject ckpt@66:64 \
+	--inject migrate@46:200 --inject stall@56:60 --inject ckpt@66:64 \
 	>"$tmp/sim.out" 2>&1 &
 sim=$!
 "$STEPBLAME" record -p "$sim" -d 90 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1
