@@ -630,6 +630,57 @@ static void t_where_of_cause(void)
 	world_free(&w);
 }
 
+/* a run of *(uint64_t *)arg faults 10 us apart */
+static void inj_fault_run(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)len;
+	w_faults(w, at, 10 * US, *(uint64_t *)arg, T_LAUNCHER, 0x7f0000000000ull, 0, NULL, true);
+}
+
+/*
+ * Three consecutive fault steps are one episode; the figures its line gives
+ * (the fault count) are one step's, and the line says which: the longest.
+ * A cpu_wait episode's line has no figures to place.
+ */
+static void t_text_episode_figures(void)
+{
+	static uint64_t n[3] = { 2000, 4000, 3000 };
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sopt f[3], pre = { .pre = 5 * MS, .gpu = 80 * MS, .len = 20 * MS, .inj = inj_preempt };
+	struct world w;
+	struct engine *e;
+	char *text, *ep, *nl;
+	uint64_t S = 10 * SEC;
+
+	for (int i = 0; i < 3; i++)
+		f[i] = (struct sopt){ .pre = 5 * MS, .gpu = 80 * MS, .len = n[i] * 10 * US,
+				      .inj = inj_fault_run, .arg = &n[i] };
+	world_init(&w);
+	for (unsigned k = 0; k < 40; k++)
+		S = std_step(&w, S, k, k >= 10 && k < 13 ? &f[k - 10] : k >= 20 && k < 23 ? &pre : &plain);
+	w_step(&w, S, T_LAUNCHER, 40);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	text = render(e, report_text, NULL);
+	REQUIRE(text, "render");
+	ep = strstr(text, "steps 10-12 (3 steps, +");
+	REQUIRE(ep, "no episode for steps 10-12:\n%s", text);
+	nl = strchr(ep, '\n');
+	if (nl)
+		*nl = 0;
+	CHECK(strstr(ep, "page_fault +") && strstr(ep, "(4,000 faults)") &&
+	      strstr(ep, "(in step 11, the longest)  [tail]"), "the episode's line: %s", ep);
+	if (nl)
+		*nl = '\n';
+	ep = strstr(text, "steps 20-22 (3 steps, +");
+	nl = ep ? strchr(ep, '\n') : NULL;
+	CHECK(ep && nl && !memmem(ep, (size_t)(nl - ep), "(in step", 8), "the cpu_wait episode: %.200s",
+	      ep ? ep : text);
+	free(text);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_json_stacks(void)
 {
 	struct world w;
@@ -1254,6 +1305,7 @@ int main(void)
 	RUN(t_json_stacks);
 	RUN(t_vdso_frames);
 	RUN(t_where_of_cause);
+	RUN(t_text_episode_figures);
 	RUN(t_limits_json_validates);
 	RUN(t_jsonl_lines_are_the_steps);
 	RUN(t_perfetto_tracks);

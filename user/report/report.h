@@ -112,12 +112,15 @@ struct report_episode {
 	uint64_t nsteps;
 	uint64_t over_ns;        /* the steps' time over the median, summed */
 	uint64_t cause_ns;       /* the top cause's excess, summed */
-	struct eng_excess top;   /* the top cause (of the first step) */
+	struct eng_excess top;   /* the top cause (of the longest step: the same in each) */
 };
 /* the tail steps of s grouped, longest first, in *out (free() it); how many (0: none or no memory) */
 uint64_t report_episodes(const struct engine *e, const struct eng_summary *s,
 			 struct report_episode **out);
-/* "steps 80-89 (10 steps, +383 ms over median in all): blocked +380 ms in all — ...  [tail]\n" */
+/*
+ * "steps 80-89 (10 steps, +383 ms over median in all): blocked +380 ms in all — ...
+ * (in step 84, the longest)  [tail]\n": the figures in the phrase are the longest step's
+ */
 void report_episode_line(const struct engine *e, const struct report_episode *p, FILE *f);
 /* under a tail step's line: where its critical thread was (stacks, CPU samples); sym may be NULL */
 struct symbols;

@@ -609,8 +609,11 @@ uint64_t report_episodes(const struct engine *e, const struct eng_summary *s,
 			p->nsteps++;
 			p->over_ns += over;
 			p->cause_ns += k > 0 ? ex[0].ns : 0;
-			if (st->duration_ns > p->longest->duration_ns)
+			/* the same culprit: what it did is told of the longest step */
+			if (st->duration_ns > p->longest->duration_ns) {
 				p->longest = st;
+				p->top = ex[0];
+			}
 		} else if (n < s->ntail) {
 			ep[n++] = (struct report_episode){ .first = st, .last = st, .longest = st,
 							   .nsteps = 1, .over_ns = over,
@@ -625,6 +628,21 @@ uint64_t report_episodes(const struct engine *e, const struct eng_summary *s,
 	return n;
 }
 
+/* whether cause_phrase gives figures of its step for cause */
+static bool phrase_has_figures(int cause)
+{
+	switch (cause) {
+	case ENG_CPU_WAIT:
+	case ENG_HOST_COMPUTE:
+	case ENG_GPU_SLOW:
+	case ENG_TRACER:
+	case ENG_VM_STEAL:
+	case ENG_CPU_THROTTLE:
+		return false;
+	}
+	return true;
+}
+
 void report_episode_line(const struct engine *e, const struct report_episode *p, FILE *f)
 {
 	char a[32], b[32];
@@ -635,6 +653,9 @@ void report_episode_line(const struct engine *e, const struct report_episode *p,
 		fmt_ns(a, sizeof(a), p->over_ns), eng_cause_name(p->top.cause),
 		fmt_ns(b, sizeof(b), p->cause_ns));
 	cause_phrase(f, p->longest, p->top.cause, &p->top.who, p->top.has_who);
+	/* the phrase's figures (calls, faults, what the culprit did) are one step's */
+	if (p->nsteps > 1 && phrase_has_figures(p->top.cause))
+		fprintf(f, " (in step %" PRIu64 ", the longest)", p->longest->step);
 	fputs("  [tail]\n", f);
 }
 
