@@ -265,7 +265,13 @@ def accuracy(name, report, truth, skips):
         elif kind in skips:
             out("SKIP", tag + "_attributed", detail + "; " + skips[kind])
         else:
-            out("FAIL", tag + "_attributed", detail)
+            # what else the step's time went to, and on whom: the entries
+            # inside the scenario that are not the injected cause
+            rest = sorted((b for b in inside if b["cause"] not in CAUSES[kind]), key=lambda b: -b["ns"])[:4]
+            out("FAIL", tag + "_attributed", detail + "; the rest inside the scenario: " + ", ".join(
+                f"{b['cause']} {b['ns'] / 1e6:.2f} ms on " +
+                (f"{b['culprit'].get('comm', '?')}[{b['culprit'].get('pid')}/{b['culprit'].get('tid')}]"
+                 if "culprit" in b else "nobody named") for b in rest))
     hogs = {t["culprit_pid"] for t in events if t["kind"] == "hog" and "culprit_pid" in t}
     if hogs:
         itf = [i for i in summ["interferers"] if i["pid"] in hogs and i["comm"] == "noisy-neighbor"]

@@ -115,7 +115,8 @@ if [ -z "$d" ]; then
 else
 	pids="$pids $d"
 	nspid=$(grep NSpid /proc/$d/status | cut -f2-)
-	"$STEPBLAME" record --no-alloc -p $d -d 1 -o "$tmp/5.sbtrace" >"$tmp/5.log" 2>&1
+	# 2 s: a kernel every 20 ms, 20 wanted, with room for a loaded machine (18 came in 1 s beside a hog)
+	"$STEPBLAME" record --no-alloc -p $d -d 2 -o "$tmp/5.sbtrace" >"$tmp/5.log" 2>&1
 	rc=$?
 	n5=$(kernels "$tmp/5.sbtrace")
 	if [ $rc != 0 ] || ! grep -q "GPU collector loaded into running PID $d" "$tmp/5.log" ||

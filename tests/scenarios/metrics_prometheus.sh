@@ -115,9 +115,11 @@ while time.time() < deadline:
         break
     time.sleep(1)
 if len(steps) != 3:
-    up = q("up")
-    out(False, "scraped", "after 40 s: %d ranks with steps; up: %s; agents: %s" % (
-        len(steps), up, [open(tmp + "/agent%d.err" % r).read()[-300:] for r in range(3)]))
+    per = [(s["metric"].get("rank"), s["value"][1]) for s in q("stepblame_steps_total") or []]
+    sims = [open(tmp + "/sim%d.out" % r).read()[-200:] for r in range(3)]
+    out(False, "scraped", "after 40 s: %d ranks with over 50 steps; steps_total by rank: %s; "
+        "agents: %s; trainers: %s" % (len(steps), per,
+                                      [open(tmp + "/agent%d.err" % r).read()[-300:] for r in range(3)], sims))
     sys.exit(0)
 labels = sorted((s["metric"].get("rank"), s["metric"].get("local_rank"), s["metric"].get("job"))
                 for s in steps)
