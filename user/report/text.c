@@ -628,10 +628,13 @@ uint64_t report_episodes(const struct engine *e, const struct eng_summary *s,
 	return n;
 }
 
-/* whether cause_phrase gives figures of its step for cause */
-static bool phrase_has_figures(int cause)
+/* whether cause_phrase gives figures of its step for the excess x */
+static bool phrase_has_figures(const struct eng_excess *x)
 {
-	switch (cause) {
+	if (x->cause == ENG_BLOCKED)
+		return x->has_who && !x->who.via_tid; /* what the culprit did */
+	switch (x->cause) {
+	case ENG_UNKNOWN:
 	case ENG_CPU_WAIT:
 	case ENG_HOST_COMPUTE:
 	case ENG_GPU_SLOW:
@@ -654,7 +657,7 @@ void report_episode_line(const struct engine *e, const struct report_episode *p,
 		fmt_ns(b, sizeof(b), p->cause_ns));
 	cause_phrase(f, p->longest, p->top.cause, &p->top.who, p->top.has_who);
 	/* the phrase's figures (calls, faults, what the culprit did) are one step's */
-	if (p->nsteps > 1 && phrase_has_figures(p->top.cause))
+	if (p->nsteps > 1 && phrase_has_figures(&p->top))
 		fprintf(f, " (in step %" PRIu64 ", the longest)", p->longest->step);
 	fputs("  [tail]\n", f);
 }
