@@ -24,6 +24,7 @@
  * open file, so a slow call says how much had been written through it.
  */
 #include "common.bpf.h"
+#include "task.bpf.h"
 
 /* I/O calls faster than this are not recorded; set by the agent */
 const volatile __u64 io_min_ns = 50000;
@@ -439,21 +440,6 @@ static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3, __
 		count_drop(SB_DROP_MAPFULL);
 	}
 	return 0;
-}
-
-/* the current task's open file fd, NULL if none */
-static __always_inline struct file *fd_file(__s64 fd)
-{
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
-	struct file **fds, *f = NULL;
-
-	if (!fdt || fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
-		return NULL;
-	fds = BPF_CORE_READ(fdt, fd);
-	if (!fds || bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
-		return NULL;
-	return f;
 }
 
 static __always_inline bool io_writes(__u32 call)

@@ -10,6 +10,7 @@
  */
 #include "common.bpf.h"
 #include "task.bpf.h"
+#include <bpf/bpf_endian.h>
 
 /* when the task now running on each CPU got it */
 struct {
@@ -594,6 +595,74 @@ static __always_inline bool in_interrupt_ctx(void *ctx, bool direct)
 	return false;
 }
 
+/*
+ * The one interrupt-context wakeup whose waker is known: a packet sent to an
+ * address of this host. The loopback device queues it for the receive softirq,
+ * which runs on the sender's CPU when its transmit re-enables bottom halves,
+ * inside its system call; that delivery wakes the receiver. So in interrupt
+ * context, a current task that is in a send on a socket (write, writev,
+ * sendto, sendmsg, sendmmsg, sendfile) whose peer is a local address (IPv4
+ * 127/8 or its own address; IPv6 ::1, its own address, or a mapped 127/8) is
+ * the waker. A device's receive interrupt that happens to be handled in the
+ * same softirq run is taken for the send's (docs/ARCHITECTURE.md, "Wakers").
+ * x86-64 with tp_btf only: elsewhere no waker, as for any interrupt.
+ */
+#define AF_INET_ 2
+#define AF_INET6_ 10
+
+static __always_inline bool loopback_sender(bool direct)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct task_struct *cur;
+	struct pt_regs *regs;
+	long nr = -1;
+	__u64 fd = 0;
+
+	if (!direct || !bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		return false;
+	cur = bpf_get_current_task_btf();
+	if (cur->flags & PF_KTHREAD)
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+	if (!regs || bpf_probe_read_kernel(&nr, sizeof(nr), &regs->orig_ax) ||
+	    bpf_probe_read_kernel(&fd, sizeof(fd), &regs->di))
+		return false;
+	/* write, writev, sendfile (its first argument is the out fd), sendto, sendmsg, sendmmsg */
+	if (nr != 1 && nr != 20 && nr != 40 && nr != 44 && nr != 46 && nr != 307)
+		return false;
+	struct file *f = fd_file((__s64)(__s32)fd);
+
+	if (!f || (BPF_CORE_READ(f, f_inode, i_mode) & 0170000) != 0140000)
+		return false;
+	struct socket *so = BPF_CORE_READ(f, private_data);
+	struct sock *sk = so ? BPF_CORE_READ(so, sk) : NULL;
+
+	if (!sk)
+		return false;
+	__u16 fam = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	if (fam == AF_INET_) {
+		__u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+
+		/* network order: the first octet is the low byte */
+		return (d & 0xff) == 127 || (d && d == BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr));
+	}
+	if (fam == AF_INET6_) {
+		struct in6_addr d = BPF_CORE_READ(sk, __sk_common.skc_v6_daddr);
+		struct in6_addr s = BPF_CORE_READ(sk, __sk_common.skc_v6_rcv_saddr);
+		__u32 *a = d.in6_u.u6_addr32, *b = s.in6_u.u6_addr32;
+
+		if (!a[0] && !a[1] && !a[2] && a[3] == bpf_htonl(1))
+			return true;
+		if (!a[0] && !a[1] && a[2] == bpf_htonl(0xffff) && (a[3] & 0xff) == 127)
+			return true;
+		return (a[0] | a[1] | a[2] | a[3]) && a[0] == b[0] && a[1] == b[1] && a[2] == b[2] &&
+		       a[3] == b[3];
+	}
+#endif
+	return false;
+}
+
 static __always_inline int on_waking(void *ctx, struct task_struct *p, bool direct)
 {
 	if (!is_target_tgid(direct ? p->tgid : BPF_CORE_READ(p, tgid)))
@@ -602,8 +671,11 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, bool dire
 	__u64 id = bpf_get_current_pid_tgid();
 	struct waker w = { .pid = id >> 32, .tid = (__u32)id, .cpu = bpf_get_smp_processor_id() };
 
-	/* an interrupt (a timer, a device) woke it, not the task it interrupted: no waker */
-	if (in_interrupt_ctx(ctx, direct))
+	/*
+	 * an interrupt (a timer, a device) woke it, not the task it interrupted:
+	 * no waker, unless that task's own send to this host did
+	 */
+	if (in_interrupt_ctx(ctx, direct) && !loopback_sender(direct))
 		w.pid = w.tid = 0;
 
 	if (FOLD(direct)) {

@@ -48,4 +48,19 @@ static __always_inline __u32 task_cpu_of(struct task_struct *t, bool direct)
 	return t->thread_info.cpu;
 }
 
+/* the current task's open file fd, NULL if none */
+static __always_inline struct file *fd_file(__s64 fd)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	struct file **fds, *f = NULL;
+
+	if (!fdt || fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (!fds || bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
+		return NULL;
+	return f;
+}
+
 #endif
