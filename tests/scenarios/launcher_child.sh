@@ -83,7 +83,7 @@ if (idn.get("rank"), idn.get("local_rank"), idn.get("job")) == ("3", "1", "job-a
 else:
     print("FAIL launcher_child_ids: identity %s" % idn)
 EOF
-if grep -q "marked by usdt in simtrainer, child process 1 of bash\[$sh1\] (pid $kid)" "$tmp/1.txt"; then
+if grep -q "marked by usdt in simtrainer, rank 3 of bash\[$sh1\] (pid $kid)" "$tmp/1.txt"; then
 	pass ${T}_text_says_whose
 else
 	fail ${T}_text_says_whose "the header does not name the marking child: $(head -1 "$tmp/1.txt")"

@@ -342,8 +342,9 @@ static void t_chain_through_two_children(void)
 	{
 		char name[128];
 
+		/* the first of the trainer's multiprocessing children (KID is a plain fork) */
 		CHECK(engine_process_name(e, KID2, name, sizeof(name)) &&
-		      !strcmp(name, "multiprocessing child 2 of trainer[100]"), "KID2 named '%s'",
+		      !strcmp(name, "multiprocessing child 1 of trainer[100]"), "KID2 named '%s'",
 		      name);
 	}
 	engine_free(e);
@@ -739,9 +740,9 @@ static void t_stranger_waker(void)
 }
 
 /*
- * Names: from the command line, by order among the parent's children; a
- * reused PID with another parent counts anew; a comm that looks like a key
- * is a comm.
+ * Names: from the rank the environment gives, the command line, by order
+ * among the parent's children of the same role; a reused PID with another
+ * parent counts anew; a comm that looks like a key is a comm.
  */
 static void t_process_names(void)
 {
@@ -764,6 +765,21 @@ static void t_process_names(void)
 	w_thread_of(&w, 206, 206, "pt_data_worker\nppid=100\ncmdline=python3 train.py\n");
 	w_thread_of(&w, 207, 207, "python3\nppid=100\ncmdline=python3 train.py\n");
 	w_thread_of(&w, 208, 208, "pt_data_worker\nppid=100\ncmdline=python3 train.py\n");
+	/*
+	 * ranks a launcher started with RANK in their environment; their forks
+	 * inherit it, and the spawn command line too
+	 */
+	w_thread_of(&w, 209, 209, "python3\nppid=100\ncmdline=python3 train.py\nrank=1\n");
+	w_thread_of(&w, 210, 210, "python3\nppid=209\ncmdline=python3 train.py\nrank=1\n");
+	w_thread_of(&w, 211, 211, "python3\nppid=209\ncmdline=python3 -c from multiprocessing.spawn "
+		    "import spawn_main; spawn_main(tracker_fd=6, pipe_handle=8) --multiprocessing-fork\n"
+		    "rank=1\n");
+	w_thread_of(&w, 212, 212, "python3\nppid=211\ncmdline=python3 -c from multiprocessing.spawn "
+		    "import spawn_main; spawn_main(tracker_fd=6, pipe_handle=8) --multiprocessing-fork\n"
+		    "rank=1\n");
+	w_thread_of(&w, 213, 213, "python3\nppid=100\ncmdline=python3 train.py\nrank=0\n");
+	/* a fork of the target itself: its command line is the target's record's */
+	w_thread_of(&w, 214, 214, "trainer\nppid=100\ncmdline=python train.py\n");
 	run_steps(&w, 3, 0, NULL);
 	e = run_world(&w);
 	REQUIRE(e, "engine");
@@ -771,14 +787,23 @@ static void t_process_names(void)
 		/* NULL: not named (no parent known) */
 		static const struct { uint32_t pid; const char *name; } want[] = {
 			{ 201, "multiprocessing forkserver of trainer[100]" },
-			/* the forkserver's child: named after the forkserver's main thread */
-			{ 202, "multiprocessing forkserver of python3[201]" },
+			/* the forkserver's fork: a child it started */
+			{ 202, "multiprocessing child 1 of python3[201]" },
 			{ 203, "multiprocessing resource tracker of trainer[100]" },
 			{ 204, NULL },
 			{ 205, "worker2, child process 1 of python3[203]" },
 			{ 206, "DataLoader worker 1 of trainer[100]" },
-			{ 207, "python3, child process 4 of trainer[100]" },
+			/* the first plain child of 100 still its child (205 was, then its PID came back under 203) */
+			{ 207, "python3, child process 1 of trainer[100]" },
 			{ 208, "DataLoader worker 2 of trainer[100]" },
+			{ 209, "python3, rank 1 of trainer[100]" },
+			/* a fork of a rank: its rank is its parent's */
+			{ 210, "child process 1 of python3[209]" },
+			{ 211, "multiprocessing child 1 of python3[209]" },
+			/* a fork of a spawned child has its command line: a fork */
+			{ 212, "child process 1 of python3[211]" },
+			{ 213, "python3, rank 0 of trainer[100]" },
+			{ 214, "child process 2 of trainer[100]" },
 		};
 
 		for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -788,6 +813,41 @@ static void t_process_names(void)
 			      "%u '%s', want '%s'", want[i].pid, name, want[i].name ? want[i].name : "");
 		}
 	}
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
+ * The target is itself a child that multiprocessing spawned (a rank of
+ * mp.spawn): the DataLoader workers it forks keep its command line and are
+ * forks, the processes it spawns are not.
+ */
+#define SPAWNED_CMD "python3 -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=6, "
+
+static void t_process_names_spawned_target(void)
+{
+	struct world w;
+	struct engine *e;
+	char name[128];
+
+	world_init(&w);
+	w_text(&w, SB_REC_TARGET, 0, T_PID, "pid=100\ncomm=python3\ncmdline=" SPAWNED_CMD
+	       "pipe_handle=13) --multiprocessing-fork\n");
+	w_thread_of(&w, 301, 301, "python3\nppid=100\ncmdline=" SPAWNED_CMD
+		    "pipe_handle=13) --multiprocessing-fork\n");
+	w_thread_of(&w, 302, 302, "python3\nppid=100\ncmdline=" SPAWNED_CMD
+		    "pipe_handle=21) --multiprocessing-fork\n");
+	w_thread_of(&w, 303, 303, "python3\nppid=100\ncmdline=" SPAWNED_CMD
+		    "pipe_handle=13) --multiprocessing-fork\n");
+	run_steps(&w, 3, 0, NULL);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	CHECK(engine_process_name(e, 301, name, sizeof(name)) &&
+	      !strcmp(name, "child process 1 of python3[100]"), "301 '%s'", name);
+	CHECK(engine_process_name(e, 302, name, sizeof(name)) &&
+	      !strcmp(name, "multiprocessing child 1 of python3[100]"), "302 '%s'", name);
+	CHECK(engine_process_name(e, 303, name, sizeof(name)) &&
+	      !strcmp(name, "child process 2 of python3[100]"), "303 '%s'", name);
 	engine_free(e);
 	world_free(&w);
 }
@@ -865,6 +925,7 @@ int main(void)
 	RUN(t_waker_fault_runs_across_preemption);
 	RUN(t_stranger_waker);
 	RUN(t_process_names);
+	RUN(t_process_names_spawned_target);
 	RUN(t_marks_of_one_process);
 	return test_summary();
 }

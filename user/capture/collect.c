@@ -72,7 +72,7 @@ struct capture {
 	bool inject_later;           /* no libcuda at the start: load the collector once it maps one */
 	bool inject_now;             /* it does now (seen by try_channel) */
 	pid_t mark_pid;              /* the first process whose step mark came (the report's steps) */
-	bool mark_ids_put;           /* that process's record again, with its job and rank ids */
+	bool mark_ids_put;           /* that process's record again: an exec that kept its comm said nothing */
 	unsigned chan_tries;         /* try_channel calls */
 	bool chan_mark_tried;        /* the marking child's channel looked for as soon as it marked */
 	int children_followed;       /* descendants found at attach and followed */
@@ -137,8 +137,12 @@ static int put_text(struct capture *c, uint16_t type, uint32_t id, uint32_t pid,
 static int put_process(struct capture *c, pid_t pid, pid_t ppid, const char *comm_seen)
 {
 	static char text[8192];
-	/* the marking child's job and rank ids: a launcher's own environment has none */
-	size_t n = process_facts(pid, ppid, comm_seen, pid == c->mark_pid, text, sizeof(text));
+	/*
+	 * its job and rank ids: the marking child's are the capture's where a
+	 * launcher's own environment has none, and a child that a launcher gave a
+	 * rank is named by it
+	 */
+	size_t n = process_facts(pid, ppid, comm_seen, true, text, sizeof(text));
 
 	return put_text(c, SB_REC_THREAD, 0, pid, pid, text, n);
 }

@@ -65,7 +65,7 @@ int target_descendants(pid_t root, int (*cb)(void *ctx, pid_t pid, pid_t ppid), 
  * followed descendant: its comm (comm_seen, if given, when /proc no longer has
  * it), then ppid= and cmdline= lines (no cmdline= when it has none, a zombie's), and
  * with ids the job=, rank=, local_rank= and world_size= its environment sets (as
- * target_facts: read for the process whose step marks the capture takes); length.
+ * target_facts); length.
  */
 size_t process_facts(pid_t pid, pid_t ppid, const char *comm_seen, bool ids, char *buf,
 		     size_t len);

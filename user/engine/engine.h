@@ -576,10 +576,12 @@ void engine_target(const struct engine *e, struct eng_target *t);
  * A followed process other than the target, named by its role where the
  * trace says it (schemas/report.md, "Child processes and what a waker did"):
  * "DataLoader worker 1 of python3[29216]" (its main thread is PyTorch's
- * pt_data_worker), "multiprocessing child 2 of python3[29216]" (its command
- * line is a multiprocessing spawn child's),
+ * pt_data_worker), "rank 3 of torchrun[29100]" (its environment gives it a
+ * rank its parent's does not), "multiprocessing child 2 of python3[29216]"
+ * (its command line is a multiprocessing spawn child's, not its parent's),
  * "child process 1 of python3[29216]" (forked, nothing better known; the
- * number counts the children of that parent in the order they were seen).
+ * number counts the children of that parent with the same role in the order
+ * they were seen).
  * False (buf "") for the target and processes the trace does not describe.
  */
 bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t len);

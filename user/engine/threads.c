@@ -591,45 +591,118 @@ static const char *proc_comm(const struct engine *e, uint32_t pid)
  */
 #define DATALOADER_WORKER_COMM "pt_data_worker"
 
+enum proc_role { ROLE_CHILD, ROLE_LOADER, ROLE_RANK, ROLE_MP_CHILD, ROLE_FORKSERVER, ROLE_TRACKER };
+
+static const char *const role_names[] = {
+	[ROLE_CHILD] = "child process",
+	[ROLE_LOADER] = "DataLoader worker",
+	[ROLE_RANK] = "rank",
+	[ROLE_MP_CHILD] = "multiprocessing child",
+	[ROLE_FORKSERVER] = "multiprocessing forkserver",
+	[ROLE_TRACKER] = "multiprocessing resource tracker",
+};
+
+/* the rank its environment sets ("" if none): the target's from its own record */
+static const char *proc_rank(const struct engine *e, uint32_t pid)
+{
+	const struct proc *p;
+
+	if (pid == e->target_pid)
+		return e->identity.rank;
+	p = proc_find(e, pid);
+	return p && p->ids ? p->ids->rank : "";
+}
+
+/* the command line of a followed process (NULL: not said) */
+static const char *proc_cmdline(const struct engine *e, uint32_t pid)
+{
+	const struct proc *p;
+
+	if (pid == e->target_pid)
+		return e->target_cmdline;
+	p = proc_find(e, pid);
+	return p ? p->cmdline : NULL;
+}
+
+/* the same command line: the target's record keeps its first 1023 bytes */
+static bool same_cmdline(const char *a, const char *b)
+{
+	size_t la, lb;
+
+	if (!a || !b)
+		return false;
+	la = strlen(a);
+	lb = strlen(b);
+	if (la >= 1023 && lb >= 1023)
+		return !strncmp(a, b, 1023);
+	return la == lb && !strcmp(a, b);
+}
+
+/* what a followed descendant is, as far as the trace says (schemas/report.md) */
+static enum proc_role proc_role(const struct engine *e, const struct proc *p)
+{
+	const char *cmd = p->cmdline ? p->cmdline : "";
+	const char *rank = p->ids ? p->ids->rank : "";
+
+	if (!strcmp(thread_name_of(e, p->pid), DATALOADER_WORKER_COMM))
+		return ROLE_LOADER;
+	/* a launcher's child that its environment gives a rank of its own (a fork keeps its parent's) */
+	if (rank[0] && strcmp(rank, proc_rank(e, p->ppid)))
+		return ROLE_RANK;
+	/*
+	 * a fork keeps its parent's command line: whatever that says, it says of
+	 * the parent; a forkserver's forks are the children it starts
+	 */
+	if (same_cmdline(proc_cmdline(e, p->ppid), p->cmdline))
+		return strstr(cmd, "from multiprocessing.forkserver import main") ? ROLE_MP_CHILD
+										   : ROLE_CHILD;
+	/* what Python's multiprocessing puts on the command line of the processes it starts */
+	if (strstr(cmd, "from multiprocessing.spawn import spawn_main") ||
+	    strstr(cmd, "--multiprocessing-fork"))
+		return ROLE_MP_CHILD;
+	if (strstr(cmd, "from multiprocessing.forkserver import main"))
+		return ROLE_FORKSERVER;
+	if (strstr(cmd, "from multiprocessing.resource_tracker import main"))
+		return ROLE_TRACKER;
+	return ROLE_CHILD;
+}
+
 bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t len)
 {
 	const struct proc *p = pid != e->target_pid ? proc_find(e, pid) : NULL;
-	const char *cmd, *role = "child process";
+	const char *own;
+	enum proc_role role;
+	uint32_t n = 1;
 
 	if (len)
 		buf[0] = 0;
 	if (!p || !p->ppid)
 		return false;
-	if (!strcmp(thread_name_of(e, pid), DATALOADER_WORKER_COMM)) {
-		/* N among the parent's DataLoader workers, in the order they were seen */
-		uint32_t n = 1;
-
-		for (uint32_t i = 0; i < e->nprocs; i++)
-			if (e->procs[i].ppid == p->ppid && e->procs[i].order < p->order &&
-			    !strcmp(thread_name_of(e, e->procs[i].pid), DATALOADER_WORKER_COMM))
-				n++;
-		snprintf(buf, len, "DataLoader worker %u of %s[%u]", n, proc_comm(e, p->ppid), p->ppid);
+	role = proc_role(e, p);
+	own = thread_name_of(e, pid);
+	/* a child that named itself, or whose program is not its parent's, says what it is: its name first */
+	if (!own[0] || !strcmp(own, proc_comm(e, p->ppid)))
+		own = NULL;
+	if (role == ROLE_RANK) {
+		snprintf(buf, len, "%s%srank %s of %s[%u]", own ? own : "", own ? ", " : "",
+			 p->ids->rank, proc_comm(e, p->ppid), p->ppid);
 		return true;
 	}
-	cmd = p->cmdline ? p->cmdline : "";
-	/* what Python's multiprocessing puts on the command line of the processes it starts */
-	if (strstr(cmd, "from multiprocessing.spawn import spawn_main") ||
-	    strstr(cmd, "--multiprocessing-fork"))
-		role = "multiprocessing child";
-	else if (strstr(cmd, "from multiprocessing.forkserver import main"))
-		role = "multiprocessing forkserver";
-	else if (strstr(cmd, "from multiprocessing.resource_tracker import main"))
-		role = "multiprocessing resource tracker";
-	if (!strcmp(role, "multiprocessing forkserver") ||
-	    !strcmp(role, "multiprocessing resource tracker"))
-		snprintf(buf, len, "%s of %s[%u]", role, proc_comm(e, p->ppid), p->ppid);
-	else if (role[0] == 'c' && thread_name_of(e, pid)[0] &&
-		 strcmp(thread_name_of(e, pid), proc_comm(e, p->ppid)))
-		/* a child that named itself says what it is: its name first */
-		snprintf(buf, len, "%s, %s %u of %s[%u]", thread_name_of(e, pid), role, p->order,
+	if (role == ROLE_FORKSERVER || role == ROLE_TRACKER) {
+		snprintf(buf, len, "%s of %s[%u]", role_names[role], proc_comm(e, p->ppid), p->ppid);
+		return true;
+	}
+	/* N among the parent's children of the same role, in the order they were seen */
+	for (uint32_t i = 0; i < e->nprocs; i++)
+		if (e->procs[i].ppid == p->ppid && e->procs[i].order < p->order &&
+		    proc_role(e, &e->procs[i]) == role)
+			n++;
+	if (role == ROLE_CHILD && own)
+		snprintf(buf, len, "%s, %s %u of %s[%u]", own, role_names[role], n,
 			 proc_comm(e, p->ppid), p->ppid);
 	else
-		snprintf(buf, len, "%s %u of %s[%u]", role, p->order, proc_comm(e, p->ppid), p->ppid);
+		snprintf(buf, len, "%s %u of %s[%u]", role_names[role], n, proc_comm(e, p->ppid),
+			 p->ppid);
 	return true;
 }
 
