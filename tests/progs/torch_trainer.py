@@ -113,11 +113,12 @@ class Net(nn.Module):
         return self.body(x)
 
 
-def name_worker(_):
+def name_worker(worker_id):
     """What PyTorch 2.3 and later do in each DataLoader worker process: its main
     thread is called pt_data_worker (torch.multiprocessing._set_thread_name),
-    which Debian's 1.13 does not do."""
-    if getattr(torch.multiprocessing, "_set_thread_name", None):
+    which Debian's 1.13 does not do. Worker 1 is left as 1.13 leaves it: the
+    tracer knows it by the tensors it hands its parent."""
+    if getattr(torch.multiprocessing, "_set_thread_name", None) or worker_id == 1:
         return
     ctypes.CDLL(None, use_errno=True).prctl(15, b"pt_data_worker", 0, 0, 0)  # PR_SET_NAME
 

@@ -780,6 +780,17 @@ static void t_process_names(void)
 	w_thread_of(&w, 213, 213, "python3\nppid=100\ncmdline=python3 train.py\nrank=0\n");
 	/* a fork of the target itself: its command line is the target's record's */
 	w_thread_of(&w, 214, 214, "trainer\nppid=100\ncmdline=python train.py\n");
+	/*
+	 * forks that PyTorch before 2.3 leaves unnamed: the one whose shared
+	 * tensor its parent maps is a DataLoader worker; one whose tensor another
+	 * process maps is not
+	 */
+	w_thread_of(&w, 215, 215, "trainer\nppid=100\ncmdline=python train.py\n");
+	w_thread_of(&w, 216, 216, "python3\nppid=203\ncmdline=python3 x.py\n");
+	w_mmap_map(&w, 5 * MS, 5 * MS + 10 * US, T_LAUNCHER, 0x7f0000000000ull, 192 << 10,
+		   "/dev/shm/torch_215_2887684879_54");
+	w_mmap_map(&w, 6 * MS, 6 * MS + 10 * US, T_LAUNCHER, 0x7f0000100000ull, 192 << 10,
+		   "/dev/shm/torch_216_2887684879_55");
 	run_steps(&w, 3, 0, NULL);
 	e = run_world(&w);
 	REQUIRE(e, "engine");
@@ -804,6 +815,8 @@ static void t_process_names(void)
 			{ 212, "child process 1 of python3[211]" },
 			{ 213, "python3, rank 0 of trainer[100]" },
 			{ 214, "child process 2 of trainer[100]" },
+			{ 215, "DataLoader worker 3 of trainer[100]" },
+			{ 216, "child process 2 of python3[203]" },
 		};
 
 		for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {

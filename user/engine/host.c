@@ -810,8 +810,10 @@ static void ev_mmsys(struct engine *e, const struct sb_hdr *h, uint64_t s)
 		x->step_known = true;
 		x->step_number = e->current_step->number;
 	}
-	if (!x->anon)
+	if (!x->anon) {
 		sb_iosys_file_path(&m->file, x->path, sizeof(x->path));
+		proc_shm_note(e, h->pid, x->path);
+	}
 }
 
 void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int ev,

@@ -259,6 +259,7 @@ struct proc {
 	uint32_t order;          /* 1 + the children of ppid seen before it */
 	char *cmdline;           /* NULL: not said */
 	struct proc_ids *ids;    /* its launcher's ids, where its record said them (NULL: none) */
+	bool torch_feeder;       /* its parent mapped a tensor it shared (proc_shm_note) */
 };
 
 struct culprit {
@@ -723,6 +724,8 @@ struct thread *thread_get(struct engine *e, uint32_t tid, uint32_t pid);
 void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n);
 /* the job and rank ids a descendant's record said (its environment's); ids NULL: none */
 void proc_ids_note(struct engine *e, uint32_t pid, const struct proc_ids *ids);
+/* process pid mapped the file at path: a tensor shared by a child of it? */
+void proc_shm_note(struct engine *e, uint32_t pid, const char *path);
 void procs_free(struct engine *e);
 const char *thread_name_of(const struct engine *e, uint32_t tid);
 /* a followed process other than the target; NULL if pid is not one (threads.c) */

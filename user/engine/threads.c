@@ -505,6 +505,7 @@ void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, s
 	p = proc_find(e, pid);
 	if (p && p->ppid != ppid) {
 		p->ppid = 0; /* a reused PID: counted anew below */
+		p->torch_feeder = false;
 	} else if (!p) {
 		if (e->nprocs >= PROCS_MAX)
 			return;
@@ -550,6 +551,30 @@ void proc_ids_note(struct engine *e, uint32_t pid, const struct proc_ids *ids)
 		heap_account(e, (int64_t)sizeof(*p->ids));
 	}
 	*p->ids = *ids;
+}
+
+/*
+ * PyTorch shares a tensor between processes through shared memory named
+ * torch_<creator's pid>_... (/dev/shm): a parent that maps one its child made
+ * is being handed tensors by it, as a DataLoader's main process by a worker
+ * (schemas/report.md, "Child processes and what a waker did").
+ */
+void proc_shm_note(struct engine *e, uint32_t pid, const char *path)
+{
+	const char *b = strrchr(path, '/');
+	char *end;
+	unsigned long creator;
+	struct proc *p;
+
+	b = b ? b + 1 : path;
+	if (strncmp(b, "torch_", 6) || b[6] < '0' || b[6] > '9')
+		return;
+	creator = strtoul(b + 6, &end, 10);
+	if (*end != '_' || !creator || creator > UINT32_MAX || creator == pid)
+		return;
+	p = proc_find(e, (uint32_t)creator);
+	if (p && p->ppid == pid)
+		p->torch_feeder = true;
 }
 
 void procs_free(struct engine *e)
@@ -644,7 +669,8 @@ static enum proc_role proc_role(const struct engine *e, const struct proc *p)
 	const char *cmd = p->cmdline ? p->cmdline : "";
 	const char *rank = p->ids ? p->ids->rank : "";
 
-	if (!strcmp(thread_name_of(e, p->pid), DATALOADER_WORKER_COMM))
+	/* a DataLoader names its workers so from PyTorch 2.3; they hand their parent tensors */
+	if (!strcmp(thread_name_of(e, p->pid), DATALOADER_WORKER_COMM) || p->torch_feeder)
 		return ROLE_LOADER;
 	/* a launcher's child that its environment gives a rank of its own (a fork keeps its parent's) */
 	if (rank[0] && strcmp(rank, proc_rank(e, p->ppid)))
