@@ -306,6 +306,30 @@ static __always_inline void submit(void *rec)
 }
 
 /*
+ * reserve a record of type t about the current task at now on cpu (both
+ * already read: no second clock read); NULL (and counted) when full
+ */
+static __always_inline void *reserve_at(__u32 type, __u32 size, __u32 cpu, __u64 now)
+{
+	struct sb_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!h) {
+		count_drop(type);
+		return NULL;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+
+	h->type = type;
+	h->size = size;
+	h->cpu = cpu;
+	h->flags = 0;
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	h->ts = now;
+	return h;
+}
+
+/*
  * Page-fault runs (docs/ARCHITECTURE.md, "Page-fault runs"). The fault probe
  * (bpf/mem.bpf.c) keeps a thread's back-to-back faults in a slot of its CPU
  * and writes them as one record when the run ends: at the next fault that

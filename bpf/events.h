@@ -192,6 +192,23 @@ struct sb_wakeup {
 	__u8 pad[4];
 };
 
+/*
+ * Ring only, never in a trace file: a trip too long to fold, written at its
+ * switch-in as one ring record instead of three (docs/ARCHITECTURE.md,
+ * "Scheduler runs"). The agent puts its parts into the trace as the records
+ * they are, in this order: out, wk (where wk.h.type is SB_EV_WAKEUP: a sleep
+ * whose wakeup was seen), in. h: type SB_RING_TRIP, the switch-in's cpu, pid,
+ * tid and ts.
+ */
+#define SB_RING_TRIP 30
+
+struct sb_trip {
+	struct sb_hdr h;
+	struct sb_switch_out out;
+	struct sb_wakeup wk;
+	struct sb_switch_in in;
+};
+
 struct sb_migrate {
 	struct sb_hdr h;
 	__u16 orig_cpu;

@@ -279,6 +279,29 @@ static __always_inline void held_write(struct tstate *ts)
 }
 
 /*
+ * The held trip of ts, taken, into a ring record with the switch-in that ends
+ * it (filled in by the caller): its switch-out, and its wakeup if held; a part
+ * not written has h.type 0
+ */
+static __always_inline void trip_fill(struct sb_trip *t, struct tstate *ts)
+{
+	t->h.type = SB_RING_TRIP;
+	t->h.size = sizeof(*t);
+	t->h.flags = 0;
+	t->in.h.type = SB_EV_SWITCH_IN;
+	t->in.h.size = sizeof(t->in);
+	t->in.h.flags = 0;
+	if (is_target_tgid(ts->out.h.pid))
+		__builtin_memcpy(&t->out, &ts->out, sizeof(t->out));
+	else
+		t->out.h.type = 0;
+	if (__sync_lock_test_and_set(&ts->wake_ts, 0) && is_target_tgid(ts->wk.h.pid))
+		__builtin_memcpy(&t->wk, &ts->wk, sizeof(t->wk));
+	else
+		t->wk.h.type = 0;
+}
+
+/*
  * Sum the trip of ts that just ended at now (switch-out at out; woke: its
  * wakeup, 0 when preempted) into its run; prev had the CPU before the
  * switch-in (tid 0: the idle task). False when the run was busy: the trip is
@@ -484,6 +507,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 	}
 
 	if (next_target) {
+		struct sb_trip *trip = NULL;
 		struct waiting w = {};
 		__u64 wait_ns = 0;
 		__u8 reason = SB_WAIT_NONE;
@@ -507,9 +531,16 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 					nts->wake_ts = woke;
 			}
 			if (nheld) {
-				/* too long to fold: the trip's records, after the run before it */
+				/*
+				 * too long to fold: the trip's records, after the run
+				 * before it, as one ring record with the switch-in
+				 */
 				run_flush(nts);
-				held_write(nts);
+				trip = bpf_ringbuf_reserve(&events, sizeof(*trip), 0);
+				if (trip)
+					trip_fill(trip, nts);
+				else
+					held_write(nts);
 			} else if (nts->wake_ts) {
 				/* a wakeup held while the tick wrote the switch-out */
 				if (__sync_lock_test_and_set(&nts->wake_ts, 0) && is_target_tgid(nts->wk.h.pid))
@@ -517,19 +548,29 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 			}
 		}
 		/* about next: prev's (the current task's) runs were written above */
-		struct sb_switch_in *in = reserve_other(SB_EV_SWITCH_IN, sizeof(*in));
+		struct sb_switch_in *in = trip ? &trip->in : reserve_at(SB_EV_SWITCH_IN, sizeof(*in), cpu, now);
 
 		if (in) {
+			in->h.cpu = cpu;
 			in->h.pid = next_tgid;
 			in->h.tid = next_tid;
 			in->h.ts = now;
+			if (trip) {
+				trip->h.cpu = cpu;
+				trip->h.pid = next_tgid;
+				trip->h.tid = next_tid;
+				trip->h.ts = now;
+			}
 			in->wait_ns = wait_ns;
 			in->prev_pid = prev_tgid;
 			in->prev_tid = prev_tid;
 			TASK_COMM(in->prev_comm, prev, direct);
 			in->wait_reason = reason;
 			__builtin_memset(in->pad, 0, sizeof(in->pad));
-			submit(in);
+			if (trip)
+				submit(trip);
+			else
+				submit(in);
 		}
 		sleep_stack_in(FOLD(direct) ? nts : NULL, next_tgid, next_tid, now);
 	}
@@ -768,16 +809,11 @@ static __always_inline int on_wakeup(struct task_struct *p, bool direct, __u8 is
 		asm volatile("" ::: "memory");
 		ts->wake_ts = now;
 		asm volatile("" ::: "memory");
-		__u64 h = ts->held;
-
-		if (h && now - h >= sched_fold_ns) {
-			/* already too long to fold: written now */
-			if (__sync_lock_test_and_set(&ts->held, 0)) {
-				run_flush(ts);
-				held_write(ts);
-			}
-		}
-		/* the switch-out was taken meanwhile (the tick, or written above): so is this */
+		/*
+		 * held with the switch-out, however long the sleep: the switch-in
+		 * writes the trip as one record (or the tick, if it waits long)
+		 */
+		/* the switch-out was taken meanwhile (the tick): so is this */
 		if (!ts->held && __sync_lock_test_and_set(&ts->wake_ts, 0) && is_target_tgid(tgid))
 			emit_copy(e, sizeof(*e), SB_EV_WAKEUP);
 		return 0;

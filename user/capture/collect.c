@@ -175,6 +175,20 @@ static int take_record(struct capture *c, void *data, size_t size)
 
 	if (size < sizeof(*h) || h->size > size)
 		return 0;
+	/* a trip too long to fold, in one ring record: its parts into the trace (bpf/events.h) */
+	if (h->type == SB_RING_TRIP) {
+		struct sb_trip *t = data;
+		int err;
+
+		if (size < sizeof(*t))
+			return 0;
+		if (t->out.h.type == SB_EV_SWITCH_OUT &&
+		    (err = take_record(c, &t->out, sizeof(t->out))))
+			return err;
+		if (t->wk.h.type == SB_EV_WAKEUP && (err = take_record(c, &t->wk, sizeof(t->wk))))
+			return err;
+		return t->in.h.type == SB_EV_SWITCH_IN ? take_record(c, &t->in, sizeof(t->in)) : 0;
+	}
 	if (put(c, h))
 		return -ECANCELED;
 	if (h->ts > c->ring_ts)
