@@ -306,30 +306,6 @@ static __always_inline void submit(void *rec)
 }
 
 /*
- * reserve a record of type t about the current task at now on cpu (both
- * already read: no second clock read); NULL (and counted) when full
- */
-static __always_inline void *reserve_at(__u32 type, __u32 size, __u32 cpu, __u64 now)
-{
-	struct sb_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
-
-	if (!h) {
-		count_drop(type);
-		return NULL;
-	}
-	__u64 id = bpf_get_current_pid_tgid();
-
-	h->type = type;
-	h->size = size;
-	h->cpu = cpu;
-	h->flags = 0;
-	h->pid = id >> 32;
-	h->tid = (__u32)id;
-	h->ts = now;
-	return h;
-}
-
-/*
  * Page-fault runs (docs/ARCHITECTURE.md, "Page-fault runs"). The fault probe
  * (bpf/mem.bpf.c) keeps a thread's back-to-back faults in a slot of its CPU
  * and writes them as one record when the run ends: at the next fault that
@@ -372,11 +348,10 @@ struct {
 } fault_slot SEC(".maps");
 
 /*
- * reserve a record, its header naming the current task now, with no fault run
- * written first: its subject is another thread, or a run being written itself
- * (the caller sets pid, tid and ts)
+ * reserve a record of type t about the current task at now on cpu (both
+ * already read: no second clock read); NULL (and counted) when full
  */
-static __always_inline void *reserve_other(__u32 type, __u32 size)
+static __always_inline void *reserve_at(__u32 type, __u32 size, __u32 cpu, __u64 now)
 {
 	struct sb_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
 
@@ -388,12 +363,22 @@ static __always_inline void *reserve_other(__u32 type, __u32 size)
 
 	h->type = type;
 	h->size = size;
-	h->cpu = bpf_get_smp_processor_id();
+	h->cpu = cpu;
 	h->flags = 0;
 	h->pid = id >> 32;
 	h->tid = (__u32)id;
-	h->ts = bpf_ktime_get_ns();
+	h->ts = now;
 	return h;
+}
+
+/*
+ * reserve a record, its header naming the current task now, with no fault run
+ * written first: its subject is another thread, or a run being written itself
+ * (the caller sets pid, tid and ts)
+ */
+static __always_inline void *reserve_other(__u32 type, __u32 size)
+{
+	return reserve_at(type, size, bpf_get_smp_processor_id(), bpf_ktime_get_ns());
 }
 
 /*
