@@ -113,16 +113,6 @@ class Net(nn.Module):
         return self.body(x)
 
 
-def name_worker(worker_id):
-    """What PyTorch 2.3 and later do in each DataLoader worker process: its main
-    thread is called pt_data_worker (torch.multiprocessing._set_thread_name),
-    which Debian's 1.13 does not do. Worker 1 is left as 1.13 leaves it: the
-    tracer knows it by the tensors it hands its parent."""
-    if getattr(torch.multiprocessing, "_set_thread_name", None) or worker_id == 1:
-        return
-    ctypes.CDLL(None, use_errno=True).prctl(15, b"pt_data_worker", 0, 0, 0)  # PR_SET_NAME
-
-
 def gil_holder():
     """A thread that computes in Python until told to stop: (thread, stop, tid)"""
     stop, up, tid = threading.Event(), threading.Event(), []
@@ -193,8 +183,10 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     data = Images(a.batch * (a.steps + 2), a.batch, slow, a.slow_dir)
-    loader = DataLoader(data, batch_size=a.batch, num_workers=a.workers, shuffle=False,
-                        worker_init_fn=name_worker)
+    # the workers as the installed PyTorch leaves them: before 2.3 (Debian's
+    # 1.13) unnamed forks, known by the tensors they hand over; from 2.3 on
+    # named pt_data_worker
+    loader = DataLoader(data, batch_size=a.batch, num_workers=a.workers, shuffle=False)
     it = iter(loader)
     workers = [w.pid for w in getattr(it, "_workers", [])]
     tid = threading.get_native_id()
