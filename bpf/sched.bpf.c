@@ -280,17 +280,20 @@ static __always_inline void held_write(struct tstate *ts)
 
 /*
  * The held trip of ts, taken, into a ring record with the switch-in that ends
- * it (filled in by the caller): its switch-out, and its wakeup if held; a part
- * not written has h.type 0
+ * it at now on cpu (its body filled in by the caller): its switch-out, and its
+ * wakeup if held; a part not written has h.type 0. Both headers name the
+ * thread switched in, pid and tid.
  */
-static __always_inline void trip_fill(struct sb_trip *t, struct tstate *ts)
+static __always_inline void trip_fill(struct sb_trip *t, struct tstate *ts, __u32 cpu, __u64 now,
+				      __u32 pid, __u32 tid)
 {
-	t->h.type = SB_RING_TRIP;
-	t->h.size = sizeof(*t);
-	t->h.flags = 0;
-	t->in.h.type = SB_EV_SWITCH_IN;
-	t->in.h.size = sizeof(t->in);
-	t->in.h.flags = 0;
+	struct sb_hdr h = { .type = SB_RING_TRIP, .size = sizeof(*t), .cpu = cpu, .pid = pid,
+			    .tid = tid, .ts = now };
+
+	t->h = h;
+	h.type = SB_EV_SWITCH_IN;
+	h.size = sizeof(t->in);
+	t->in.h = h;
 	if (is_target_tgid(ts->out.h.pid))
 		__builtin_memcpy(&t->out, &ts->out, sizeof(t->out));
 	else
@@ -538,7 +541,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 				run_flush(nts);
 				trip = bpf_ringbuf_reserve(&events, sizeof(*trip), 0);
 				if (trip)
-					trip_fill(trip, nts);
+					trip_fill(trip, nts, cpu, now, next_tgid, next_tid);
 				else
 					held_write(nts);
 			} else if (nts->wake_ts) {
@@ -551,16 +554,8 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 		struct sb_switch_in *in = trip ? &trip->in : reserve_at(SB_EV_SWITCH_IN, sizeof(*in), cpu, now);
 
 		if (in) {
-			in->h.cpu = cpu;
 			in->h.pid = next_tgid;
 			in->h.tid = next_tid;
-			in->h.ts = now;
-			if (trip) {
-				trip->h.cpu = cpu;
-				trip->h.pid = next_tgid;
-				trip->h.tid = next_tid;
-				trip->h.ts = now;
-			}
 			in->wait_ns = wait_ns;
 			in->prev_pid = prev_tgid;
 			in->prev_tid = prev_tid;
@@ -811,9 +806,9 @@ static __always_inline int on_wakeup(struct task_struct *p, bool direct, __u8 is
 		asm volatile("" ::: "memory");
 		/*
 		 * held with the switch-out, however long the sleep: the switch-in
-		 * writes the trip as one record (or the tick, if it waits long)
+		 * writes the trip as one record (or the tick, if it waits long).
+		 * Where the tick took the switch-out meanwhile, this goes now.
 		 */
-		/* the switch-out was taken meanwhile (the tick): so is this */
 		if (!ts->held && __sync_lock_test_and_set(&ts->wake_ts, 0) && is_target_tgid(tgid))
 			emit_copy(e, sizeof(*e), SB_EV_WAKEUP);
 		return 0;
