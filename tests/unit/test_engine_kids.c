@@ -791,6 +791,15 @@ static void t_process_names(void)
 		   "/dev/shm/torch_215_2887684879_54");
 	w_mmap_map(&w, 6 * MS, 6 * MS + 10 * US, T_LAUNCHER, 0x7f0000100000ull, 192 << 10,
 		   "/dev/shm/torch_216_2887684879_55");
+	/* names that only look like it: no pid, no separator, a pid past 32 bits */
+	w_thread_of(&w, 217, 217, "trainer\nppid=100\ncmdline=python train.py\n");
+	w_mmap_map(&w, 7 * MS, 7 * MS + 10 * US, T_LAUNCHER, 0x7f0000200000ull, 4096, "/torch_217");
+	w_mmap_map(&w, 7 * MS + 20 * US, 7 * MS + 30 * US, T_LAUNCHER, 0x7f0000201000ull, 4096,
+		   "/torch_217x_1");
+	w_mmap_map(&w, 7 * MS + 40 * US, 7 * MS + 50 * US, T_LAUNCHER, 0x7f0000202000ull, 4096,
+		   "/torch_4294967513_1");
+	w_mmap_map(&w, 7 * MS + 60 * US, 7 * MS + 70 * US, T_LAUNCHER, 0x7f0000203000ull, 4096,
+		   "/torch__217_1");
 	run_steps(&w, 3, 0, NULL);
 	e = run_world(&w);
 	REQUIRE(e, "engine");
@@ -817,6 +826,7 @@ static void t_process_names(void)
 			{ 214, "child process 2 of trainer[100]" },
 			{ 215, "DataLoader worker 3 of trainer[100]" },
 			{ 216, "child process 2 of python3[203]" },
+			{ 217, "child process 3 of trainer[100]" },
 		};
 
 		for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
