@@ -94,10 +94,15 @@ child:
 		if (setresuid(-1, -1, -1))
 			return 3;
 	}
+	/* the first line warms what the second, the time the tests read, uses */
+	n = snprintf(line, sizeof(line), "T %llu\n", (unsigned long long)mono());
+	if (write(1, line, n) != n)
+		return 3;
 	/*
-	 * a sleep: the faults of the warm-up end a while before the time, and
-	 * their run is written at the switch-out (its end, estimated from the
-	 * run's average gap, could otherwise land a few microseconds past it)
+	 * a sleep: the faults of the warm-up (a forked child faults on every
+	 * page of code it touches first) end a while before the time, and their
+	 * run is written at the switch-out (its end, estimated from the run's
+	 * average gap, could otherwise land a few microseconds past the time)
 	 */
 	{
 		struct timespec nap = { 0, 2000000 };
@@ -105,9 +110,6 @@ child:
 		nanosleep(&nap, NULL);
 		nanosleep(&nap, NULL);
 	}
-	n = snprintf(line, sizeof(line), "T %llu\n", (unsigned long long)mono());
-	if (write(1, line, n) != n)
-		return 3;
 	n = snprintf(line, sizeof(line), "T %llu\n", (unsigned long long)mono());
 	if (write(1, line, n) != n)
 		return 3;
