@@ -25,6 +25,19 @@
 #define OVER_WINDOWS 3
 #define PERIOD_NS 1000000000ull       /* sampled: the shortest attach/detach cycle */
 #define MIN_ATTACHED_NS 20000000ull   /* sampled: the shortest attached window */
+/*
+ * The safe start's first window, planned with nothing to weigh it. A window
+ * slows the thread that pays most by up to its whole length (a PyTorch
+ * loop's main thread and its DataLoader workers, on one CPU, spent most of
+ * it in the probes), all of it in the one or two steps it covers: a first
+ * window of MIN_ATTACHED_NS made the loop's second step after an attach
+ * about 40% slower, a tail step of the tracer's making (docs/ARCHITECTURE.md,
+ * "The tracer's budget"). The windows planned from its estimate are the
+ * usual ones.
+ */
+#define FIRST_WINDOW_NS 2000000ull
+/* back to full only once the quiet windows in a row were attached this long together */
+#define LOW_MIN_NS 60000000ull
 #define DUTY_MIN 1000ull              /* ppm of the time attached, at least (0.1%) */
 #define DUTY_MAX 500000ull            /* and at most (50%) */
 #define PPM 1000000ull
@@ -74,6 +87,7 @@ struct guard {
 	uint64_t cycle_start;    /* sampled: the cycle began (the previous window ended) */
 	uint64_t attach_ns;      /* sampled: how long a window stays attached */
 	int low;                 /* sampled: windows in a row under half the limit */
+	uint64_t low_ns;         /* and how long they were attached, together */
 	int over;                /* full: windows in a row over the limit */
 	uint64_t recent[LOW_WINDOWS]; /* sampled: the estimates of the last windows */
 	double last_free_rate;   /* the last window's free_rate (struct wsum) */
@@ -494,6 +508,7 @@ static int start(struct guard *g, uint64_t now)
 	}
 	g->st.mode = SB_GUARD_SAMPLED;
 	set_duty(g, PPM);
+	g->attach_ns = FIRST_WINDOW_NS;
 	g->cycle_start = now;
 	err = sampled_attach(g);
 	if (err)
@@ -552,10 +567,17 @@ static int sampled_window_end(struct guard *g, void (*drain)(void *ctx), void *c
 	took(g, &w);
 	g->st.calls_seen += w.sum;
 	g->st.calls_estimated += extrapolate(&w, g->win_start - g->cycle_start);
-	g->low = 2 * g->st.estimate_ppm < g->st.alloc_limit_ppm ? g->low + 1 : 0;
-	if (g->low >= LOW_WINDOWS) {
+	if (2 * g->st.estimate_ppm < g->st.alloc_limit_ppm) {
+		g->low++;
+		g->low_ns += w.len;
+	} else {
+		g->low = 0;
+		g->low_ns = 0;
+	}
+	if (g->low >= LOW_WINDOWS && g->low_ns >= LOW_MIN_NS) {
 		/* well under the limit for a while: they stay on, throughout again */
 		g->low = 0;
+		g->low_ns = 0;
 		memset(g->recent, 0, sizeof(g->recent));
 		g->st.mode = SB_GUARD_FULL;
 		g->st.reason = SB_GUARD_R_UNDER;
