@@ -129,6 +129,7 @@ def analyse(inside, offs, ons, aa):
     res = {"wall": [], "cpu": [], "wall_first": [], "cpu_first": [], "aa_wall": [], "aa_cpu": [],
            "wall_mean": [], "aa_wall_mean": [], "cpu_mean": []}
     est, tails, tail_tracer = [], 0, 0
+    by_index = {}  # i: the i-th step after attach over the untraced P50, per capture
     for k, w in ons:
         around = inside(offs[k]) + inside(offs[k + 1])
         mine = inside(w)
@@ -140,6 +141,9 @@ def analyse(inside, offs, ons, aa):
             base = p50([f(s) for s in around])
             res[key].append(p50([f(s) for s in mine]) / base)
             res[key + "_first"].append(p50([f(s) for s in mine[:FIRST]]) / base)
+            if key == "wall":
+                for i, s in enumerate(mine[:FIRST]):
+                    by_index.setdefault(i, []).append(f(s) / base)
         wall = [s["end_ns"] - s["start_ns"] for s in mine]
         for name, xs in (("traced", mine), ("untraced", around)):
             parts[name].append([statistics.mean(f(s) for s in xs) for f in (
@@ -182,6 +186,9 @@ def analyse(inside, offs, ons, aa):
     print(row("traced / untraced around it, CPU", res["cpu"]))
     print(row("first %d steps after attach / untraced around, wall" % FIRST, res["wall_first"]))
     print(row("first %d steps after attach / untraced around, CPU" % FIRST, res["cpu_first"]))
+    if by_index:
+        print("steps after attach, wall over the untraced P50, median over captures: " + ", ".join(
+            "%d: %.3f" % (i + 1, statistics.median(by_index[i])) for i in sorted(by_index)))
     print(row("A/A: untraced / untraced around it, wall", res["aa_wall"]))
     print(row("A/A: untraced / untraced around it, CPU", res["aa_cpu"]))
     print(row("mean step time (not P50), traced / untraced around it, wall", res["wall_mean"]))
