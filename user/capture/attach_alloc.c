@@ -412,6 +412,15 @@ void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
 	char fpath[64];
 	const char *open_path = path;
 	int ok = 0, own = -1;
+	/*
+	 * The safe start (the guard attaches them for its windows) only needs to
+	 * know that they attach: on the agent itself, whose calls the programs'
+	 * filter turns away (no breakpoint at all where it maps another C library
+	 * or none, as the static build). On the target, that check was a few ms
+	 * of every allocator call trapped, in no window the guard measured
+	 * (docs/ARCHITECTURE.md, "The tracer's budget").
+	 */
+	pid_t pid = p->o.alloc_start_off ? getpid() : p->o.pid;
 
 	if (fd >= 0) {
 		own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
@@ -446,7 +455,7 @@ void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
 		for (size_t i = 0; i < ALLOC_NSYMS; i++)
 			if (p->alloc_off[i])
 				found |= 1u << i;
-		err = attach_multi_pid(p, found, open_path, p->o.pid, &second, p->alloc_links,
+		err = attach_multi_pid(p, found, open_path, pid, &second, p->alloc_links,
 				       &p->nalloc_links);
 		for (size_t i = 0; i < ALLOC_NSYMS; i++) {
 			int e = found & (1u << i) ? err : -ENOENT;
@@ -460,7 +469,7 @@ void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
 	} else {
 		for (size_t i = 0; i < ARRAY_SIZE(alloc_syms); i++) {
 			bool second;
-			int err = attach_alloc_sym_pid(p, i, open_path, p->o.pid, &second,
+			int err = attach_alloc_sym_pid(p, i, open_path, pid, &second,
 						       p->alloc_links, &p->nalloc_links);
 
 			alloc_sym_status(p, i, shown, err, second);
@@ -484,12 +493,15 @@ void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
 			drop_lease(own);
 		p->alloc_fd = own;
 		p->alloc_attached = true;
-		alloc_on_set(p, true);
-		for (int k = 0; k < p->nkids; k++)
-			kid_attach(p, &p->kids[k]);
-		/* the guard attaches them for its first window (capture/guard.h) */
-		if (p->o.alloc_start_off)
-			detach_alloc(p);
+		if (p->o.alloc_start_off) {
+			/* the guard attaches them for its first window (capture/guard.h) */
+			while (p->nalloc_links > 0)
+				destroy_async(p, &p->alloc_links[--p->nalloc_links]);
+		} else {
+			alloc_on_set(p, true);
+			for (int k = 0; k < p->nkids; k++)
+				kid_attach(p, &p->kids[k]);
+		}
 	} else if (own >= 0) {
 		close(own);
 	}
