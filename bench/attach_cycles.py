@@ -128,7 +128,7 @@ def analyse(inside, offs, ons, aa):
     parts = {"traced": [], "untraced": []}  # per capture: mean wall, exec, run delay, blocked, in next()
     res = {"wall": [], "cpu": [], "wall_first": [], "cpu_first": [], "aa_wall": [], "aa_cpu": [],
            "wall_mean": [], "aa_wall_mean": [], "cpu_mean": []}
-    est, tails, tail_tracer = [], 0, 0
+    est, tails, tail_tracer, tail_causes = [], 0, 0, {}
     by_index = {}  # i: the i-th step after attach over the untraced P50, per capture
     for k, w in ons:
         around = inside(offs[k]) + inside(offs[k + 1])
@@ -159,6 +159,8 @@ def analyse(inside, offs, ons, aa):
                 est.append(s.get("tracer_ns", 0) / s["duration_ns"])
             if s.get("tail"):
                 tails += 1
+                top = s["excess"][0]["cause"] if s.get("excess") else "-"
+                tail_causes[top] = tail_causes.get(top, 0) + 1
                 if s.get("excess") and s["excess"][0]["cause"] == "alloc":
                     tail_tracer += 1
         print("cycle %d: %d traced steps, wall %.3f, cpu %.3f" % (k, len(mine), res["wall"][-1],
@@ -204,7 +206,9 @@ def analyse(inside, offs, ons, aa):
     if est:
         print("tracer's own estimate, steps[].tracer_ns / duration: P50 %.2f%%, P90 %.2f%%" % (
             100 * statistics.median(est), 100 * sorted(est)[int(0.9 * (len(est) - 1))]))
-    print("tail steps: %d, of them alloc on top: %d" % (tails, tail_tracer))
+    print("tail steps: %d, of them alloc on top: %d; by the cause on top: %s" % (
+        tails, tail_tracer, ", ".join("%s %d" % kv for kv in sorted(tail_causes.items(),
+                                                                   key=lambda kv: -kv[1]))))
 
 
 main()
