@@ -493,15 +493,13 @@ void attach_alloc(struct probes *p, int fd, const char *path, const char *shown)
 			drop_lease(own);
 		p->alloc_fd = own;
 		p->alloc_attached = true;
-		if (p->o.alloc_start_off) {
-			/* the guard attaches them for its first window (capture/guard.h) */
-			while (p->nalloc_links > 0)
-				destroy_async(p, &p->alloc_links[--p->nalloc_links]);
-		} else {
-			alloc_on_set(p, true);
+		alloc_on_set(p, true);
+		/* the guard attaches them for its first window (capture/guard.h) */
+		if (p->o.alloc_start_off)
+			detach_alloc(p);
+		else
 			for (int k = 0; k < p->nkids; k++)
 				kid_attach(p, &p->kids[k]);
-		}
 	} else if (own >= 0) {
 		close(own);
 	}
