@@ -160,6 +160,70 @@ static void inj_throttled(struct world *w, uint64_t at, uint64_t len, void *arg)
 	w_switch_in(w, at + 49 * MS, T_LAUNCHER, T_CPU);
 }
 
+/*
+ * Preempted at `at` (its switch-out held in the thread's state to be folded,
+ * bpf/sched.bpf.c), back on its CPU on a switch-in the kernel did not trace,
+ * then asleep in D at at + len - 1 ms: its CPU writes the launcher's slice
+ * from the last switch it traced (`at`), the D switch-out is written at once,
+ * and the held switch-out only later, by the agent's tick (own_slice_late).
+ * In time order the slice comes first: the launcher is still running there,
+ * and the wait that the late switch-out then opens is covered by its own
+ * slice. It ran: that is its own time (host_compute), never a wait behind
+ * itself.
+ */
+static struct sb_switch_out own_slice_late;
+
+static void inj_own_slice(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	w_runslice(w, at, at + len - 1 * MS, T_CPU, T_PID, T_LAUNCHER, "launcher");
+	w_switch_out(w, at + len - 1 * MS, T_LAUNCHER, T_CPU, SB_STATE_DISK);
+	w_wakeup(w, at + len - 10 * US, T_LAUNCHER, T_CPU, 0, 0, "swapper/0");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+	hdr(&own_slice_late.h, SB_EV_SWITCH_OUT, sizeof(own_slice_late), at, T_PID, T_LAUNCHER, T_CPU);
+	own_slice_late.state = SB_STATE_RUNNABLE;
+	w_comm(own_slice_late.next_comm, "noisy");
+}
+
+static void t_own_slice(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 12 * MS, .inj = inj_own_slice };
+	struct engine *e;
+	const struct eng_step *s, *p;
+	struct feed_item *it;
+	uint64_t starts[5];
+	size_t n, i = 0;
+
+	world_init(&w);
+	run_steps(&w, 4, 2, &inj, starts);
+	e = new_engine(NULL);
+	REQUIRE(e, "engine");
+	/* the late switch-out is drained 2 ms after the slice that covers it */
+	it = world_order(&w, 0, &n);
+	for (; i < n && it[i].ts <= starts[2] + 1 * MS + 13 * MS; i++)
+		engine_feed(e, it[i].h);
+	engine_feed(e, &own_slice_late.h);
+	for (; i < n; i++)
+		engine_feed(e, it[i].h);
+	free(it);
+	engine_finish(e);
+	s = step_no(e, 2);
+	p = step_no(e, 1);
+	REQUIRE(s && p, "steps 1 and 2");
+	CHECK(blame_of(s, ENG_CPU_WAIT, T_PID) == 0 && blame_of(s, ENG_MIGRATION, T_PID) == 0,
+	      "the launcher waited behind itself: cpu_wait %" PRIu64 " ns", blame_of(s, ENG_CPU_WAIT, T_PID));
+	/* the 11 ms it ran are its own code's, the last one asleep in D */
+	CHECK(blame_of(s, ENG_HOST_COMPUTE, 0) == blame_of(p, ENG_HOST_COMPUTE, 0) + 11 * MS,
+	      "host_compute %" PRIu64 ", a plain step's %" PRIu64, blame_of(s, ENG_HOST_COMPUTE, 0),
+	      blame_of(p, ENG_HOST_COMPUTE, 0));
+	CHECK(blame_of(s, ENG_IO_WAIT, 0) == 1 * MS - 10 * US, "io_wait %" PRIu64, blame_of(s, ENG_IO_WAIT, 0));
+	CHECK(sum_blame(s, false) == s->gpu_idle_ns, "blame %" PRIu64 " != idle %" PRIu64,
+	      sum_blame(s, false), s->gpu_idle_ns);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_cpu_throttle(void)
 {
 	struct world w;
@@ -343,7 +407,7 @@ static void inj_sleeping_fault(struct world *w, uint64_t at, uint64_t len, void 
 	w_fault(w, at, T_LAUNCHER, 3, 1000);
 	w_switch_out(w, at + 2 * US, T_LAUNCHER, T_CPU, SB_STATE_DISK);
 	w_wakeup(w, at + len, T_LAUNCHER, T_CPU, 0, 0, "swapper/0");
-	w_switch_in(w, at + len + 10 * US, T_LAUNCHER, T_CPU);
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
 	w_fault(w, at + len + 20 * MS, T_LAUNCHER, 3 + moved, 1000 + !moved);
 }
 
@@ -2309,6 +2373,7 @@ int main(void)
 	RUN(t_iosys_file);
 	RUN(t_iosys_longest_kept);
 	RUN(t_moved_by);
+	RUN(t_own_slice);
 	RUN(t_faults_mapping);
 	RUN(t_faults_premapped);
 	RUN(t_faults_mmap_in_seed);

@@ -355,6 +355,19 @@ static uint64_t slice_steal(const struct runslice *r, uint64_t a, uint64_t b)
 	return min64((uint64_t)((unsigned __int128)st * (b - a) / (r->e - r->s)), b - a);
 }
 
+/*
+ * A slice of t itself: the last switch traced on its CPU before it was not
+ * t's switch-in (one the kernel did not trace: host.c, ev_runslice), and t
+ * ran there however long the sweep had it waiting, preempted elsewhere
+ */
+static bool own_slice(const struct runslice *r, const struct thread *t)
+{
+	return r->tid == t->tid && r->pid == t->pid;
+}
+
+static void classify_overlays(struct engine *e, struct thread *t, struct accum *a, uint64_t s,
+			      uint64_t end, bool asleep);
+
 static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
 			 uint64_t a, uint64_t b)
 {
@@ -375,6 +388,19 @@ static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, 
 		a += st;
 		if (b <= a)
 			return;
+	}
+	if (own_slice(r, c->t)) {
+		/*
+		 * Its own slice: it ran here while the sweep had it waiting, on
+		 * a switch-in the trace lacks: running time, classified as such
+		 */
+		e->switch_ins_inferred++;
+		if ((e->opts.timeline.thread_state || e->opts.timeline.interferer) && a > c->upto)
+			timeline_thread(e, c->t, eng_cause_name(c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT),
+					c->upto, a);
+		c->upto = b;
+		classify_overlays(e, c->t, c->a, a, b, false);
+		return;
 	}
 	who_of_runslice(&w, r, cpu);
 	/* the wait right after a move is the move's, whoever holds the new CPU */
@@ -818,6 +844,13 @@ static void on_chain_preemptor(struct engine *e, void *ctx, const struct runslic
 	struct eng_who w;
 	uint64_t st = slice_steal(r, a, b);
 
+	if (own_slice(r, c->via)) {
+		/* the waker's own slice: it ran (on_preemptor), and is what the sleeper waited on */
+		if (c->act)
+			c->act->ns[ENG_ACT_ON_CPU] += b - a;
+		accum_add(e, c->a, ENG_BLOCKED, b - a, c->dflt);
+		return;
+	}
 	who_of_runslice(&w, r, cpu);
 	if (st) {
 		/* the waker waited for a CPU the hypervisor held */
@@ -930,10 +963,19 @@ static void act_split(struct engine *e, const struct thread *w, struct eng_act *
 	}
 }
 
-static void runslice_none(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
-			  uint64_t a, uint64_t b)
+struct own_ctx {
+	const struct thread *w;
+	uint64_t own;   /* of what was covered, w's own slices (on_preemptor) */
+};
+
+static void runslice_own(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
+			 uint64_t a, uint64_t b)
 {
-	(void)e, (void)ctx, (void)r, (void)cpu, (void)a, (void)b;
+	struct own_ctx *c = ctx;
+
+	(void)e, (void)cpu;
+	if (own_slice(r, c->w))
+		c->own += b - a;
 }
 
 /* the first of w's episodes that may reach past s (they are kept in order of start) */
@@ -991,9 +1033,11 @@ static void act_walk(struct engine *e, const struct thread *w, uint64_t s, uint6
 		if (x > cur)
 			act_split(e, w, act, act->on_ns, cur, x, ENG_ACT_ON_CPU);
 		if (ep.kind == EP_RUN) {
-			uint64_t cov = runslice_cover(e, ep.cpu, x, y, runslice_none, NULL);
+			struct own_ctx oc = { .w = w };
+			uint64_t cov = runslice_cover(e, ep.cpu, x, y, runslice_own, &oc);
 
-			act->on_ns[ENG_ACT_PREEMPTED] += cov;
+			act->on_ns[ENG_ACT_ON_CPU] += oc.own;
+			act->on_ns[ENG_ACT_PREEMPTED] += cov - oc.own;
 			act->on_ns[ENG_ACT_RUNNABLE] += y - x - cov;
 		} else if (ep.kind == EP_SLEEP_S) {
 			act->on_ns[ENG_ACT_BLOCKED] += y - x;
