@@ -475,9 +475,19 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 		__u8 s = classify(preempt, st);
 		__u8 thr = s == SB_STATE_RUNNABLE ? task_throttled(prev, direct) : 0;
 		struct tstate *pts = NULL;
+		struct waiting stale;
 
 		if (FOLD(direct))
 			pts = tstate_of(prev, true);
+		/*
+		 * prev is running: a wait or a held trip of its own still open
+		 * ended on a switch-in the kernel did not trace. The wait is over;
+		 * the trip is dropped, not written late behind the slice that
+		 * shows prev ran (docs/ARCHITECTURE.md, "Scheduler runs").
+		 */
+		end_waiting(pts, prev_tid, &stale);
+		if (pts && __sync_lock_test_and_set(&pts->held, 0))
+			pts->wake_ts = 0;
 		if (pts && (s == SB_STATE_RUNNABLE || s == SB_STATE_SLEEP)) {
 			/* held until its switch-in says how long the trip was */
 			struct sb_switch_out *o = &pts->out;
