@@ -32,6 +32,11 @@ Also from each capture's report: the tracer's own estimate (steps[].tracer_ns)
 over the step time, at the median, and the tail steps whose largest excess is
 `tracer`-inflated alloc (there should be none).
 
+Tail steps both ways: the report's tail rule (median + 3 MAD of the window)
+applied to the loop's own step times, in each capture and in the untraced
+window after it, per 1000 steps, and in the first second after the attach and
+after the detach; beside them the report's own tail steps.
+
 Environment: STEPBLAME (build/stepblame), CYC_CYCLES (12), CYC_ON (4), CYC_OFF
 (4), CYC_OPTS (extra record options, e.g. "--no-stacks"), BENCH_CPU (1: the
 loop and its workers), AGENT_CPU (0), BENCH_OUT (build/bench), PYTHON
@@ -78,6 +83,9 @@ def p50(xs):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    # this script and what it runs (the reports between captures, the recorder before it
+    # pins itself) stay off the loop's CPU: the loop is pinned apart by taskset
+    os.sched_setaffinity(0, {int(AGENT)})
     # more steps than the cycles take at the loop's ~25 ms a step; ended by the stop file
     steps = int((CYCLES * (ON + OFF + 3) + OFF + 10) / 0.010)
     loop, truth, stop = bench.torch_loop(os.path.join(OUT, "cycles"), steps, CPU, PY, LIB)
@@ -123,12 +131,28 @@ def main():
         analyse(inside, offs, [(k, w) for k, w in enumerate(ons) if w[4] == c], c == 0)
 
 
+def tail_count(durs, which=False):
+    """how many steps of durs are over the report's tail threshold among them
+    (user/engine/summary.c: median + 3 MAD, MAD floored at 1% of the median); which:
+    their indices"""
+    if len(durs) < 3:
+        return [] if which else 0
+    med = statistics.median(durs)
+    mad = max(statistics.median(abs(d - med) for d in durs), med / 100)
+    over = [i for i, d in enumerate(durs) if d > med + 3 * mad]
+    return over if which else len(over)
+
+
 def analyse(inside, offs, ons, aa):
     """the ratios for the captures ons ((k, window): the k-th capture), A/A if aa"""
     parts = {"traced": [], "untraced": []}  # per capture: mean wall, exec, run delay, blocked, in next()
     res = {"wall": [], "cpu": [], "wall_first": [], "cpu_first": [], "aa_wall": [], "aa_cpu": [],
            "wall_mean": [], "aa_wall_mean": [], "cpu_mean": []}
     est, tails, tail_tracer, tail_causes = [], 0, 0, {}
+    # the same rule on the loop's own step times: traced captures (its clock, not the
+    # report's judged time) and the untraced windows around them, steps counted
+    rule = {"traced": [0, 0], "untraced": [0, 0], "reported": [0, 0], "traced first 1 s": [0, 0],
+            "untraced first 1 s": [0, 0]}
     by_index = {}  # i: the i-th step after attach over the untraced P50, per capture
     for k, w in ons:
         around = inside(offs[k]) + inside(offs[k + 1])
@@ -153,7 +177,18 @@ def analyse(inside, offs, ons, aa):
         res["wall_mean"].append(statistics.mean(wall) / statistics.mean([s["end_ns"] - s["start_ns"] for s in around]))
         res["cpu_mean"].append(statistics.mean(s["exec_ns"] for s in mine) /
                                statistics.mean(s["exec_ns"] for s in around))
+        for name, w2, xs in (("traced", w, mine), ("untraced", offs[k + 1], inside(offs[k + 1]))):
+            d = [s["end_ns"] - s["start_ns"] for s in xs]
+            over = tail_count(d, True)
+            rule[name][0] += len(over)
+            rule[name][1] += len(d)
+            # the first second of the window (right after attach; right after a detach)
+            first = [i for i, s in enumerate(xs) if s["start_ns"] < w2[1] + 1e9]
+            rule[name + " first 1 s"][0] += sum(1 for i in over if i in first)
+            rule[name + " first 1 s"][1] += len(first)
         rep = w[3]
+        rule["reported"][1] += sum(1 for s in rep["steps"] if s.get("duration_ns"))
+        rule["reported"][0] += sum(1 for s in rep["steps"] if s.get("tail"))
         for s in rep["steps"]:
             if s.get("duration_ns"):
                 est.append(s.get("tracer_ns", 0) / s["duration_ns"])
@@ -206,6 +241,13 @@ def analyse(inside, offs, ons, aa):
     if est:
         print("tracer's own estimate, steps[].tracer_ns / duration: P50 %.2f%%, P90 %.2f%%" % (
             100 * statistics.median(est), 100 * sorted(est)[int(0.9 * (len(est) - 1))]))
+    if rule["traced"][1] and rule["untraced"][1]:
+        print("steps over median + 3 MAD of their window, per 1000: untraced (the window after "
+              "each capture) %.1f (%d of %d), traced by the loop's clock %.1f (%d of %d), reported "
+              "tail %.1f (%d of %d); in the first second after a detach %.1f (%d of %d), after an "
+              "attach %.1f (%d of %d)" % tuple(
+                  x for name in ("untraced", "traced", "reported", "untraced first 1 s", "traced first 1 s")
+                  for x in (1000 * rule[name][0] / max(rule[name][1], 1), rule[name][0], rule[name][1])))
     print("tail steps: %d, of them alloc on top: %d; by the cause on top: %s" % (
         tails, tail_tracer, ", ".join("%s %d" % kv for kv in sorted(tail_causes.items(),
                                                                    key=lambda kv: -kv[1]))))
