@@ -221,8 +221,23 @@ static void t_guard_samples_a_storm(void)
 	CHECK(g[s].window_end_ns - g[s].window_start_ns < 12000000ull,
 	      "the first window lasted %.1f ms", (g[s].window_end_ns - g[s].window_start_ns) / 1e6);
 	CHECK(tail > 0, "no window of a malloc loop measured over twice the limit");
-	CHECK(g[s].estimate_ppm > g[s].limit_ppm, "a malloc loop measured at %llu ppm, under "
-	      "the limit", (unsigned long long)g[s].estimate_ppm);
+	{
+		/*
+		 * The storm is seen at once: in the first window, or, where
+		 * that 2 ms fell while another task held the storm's CPU (a
+		 * loaded machine), in the next one; the look in between never
+		 * put the probes on (every record above is sampled)
+		 */
+		size_t over = 0, nth = 0;
+
+		for (size_t i = s; i < ng && !over; i++)
+			if (g[i].reason == SB_GUARD_R_WINDOW && ++nth &&
+			    g[i].estimate_ppm > g[i].limit_ppm)
+				over = nth;
+		CHECK(over == 1 || over == 2, "a malloc loop measured under the limit in the first "
+		      "two windows: %llu ppm, then %s", (unsigned long long)g[s].estimate_ppm,
+		      over ? "over it later" : "never over it");
+	}
 	CHECK(g[s].duty_ppm < 1000000 && g[s].duty_ppm >= 1000, "duty %llu ppm",
 	      (unsigned long long)g[s].duty_ppm);
 	CHECK(g[s].period_ns >= 1000000000ull, "period %llu ns",
@@ -415,7 +430,9 @@ static void t_guard_back_to_full(void)
 
 /*
  * A malloc loop that starts after the capture: the first window finds no
- * call, and the windows planned from that (long ones: nothing to weigh them)
+ * call (and the look after it is a planned window's double, at a duty no
+ * lower than the guard's floor), and the windows planned from that (long
+ * ones: nothing to weigh them)
  * would run a storm at its full cost for up to half a second, the steps it
  * covers slowed by all of it. Every window that measured over twice the limit
  * ended within a few of its 20 ms looks.
@@ -437,6 +454,13 @@ static void t_guard_long_window_cut(void)
 	for (size_t i = 0; i < ng; i++) {
 		uint64_t len = g[i].window_end_ns - g[i].window_start_ns;
 
+		/*
+		 * The first window (2 ms) found no call: the next look is twice a
+		 * planned window, never twice the first one (4 ms in 8 s: 0.05%)
+		 */
+		CHECK(g[i].mode != SB_GUARD_SAMPLED || g[i].duty_ppm >= 1000, "record %zu (%s): duty "
+		      "%llu ppm, under the floor of 1000", i, sb_guard_reason_name(g[i].reason),
+		      (unsigned long long)g[i].duty_ppm);
 		if (g[i].reason != SB_GUARD_R_WINDOW || g[i].estimate_ppm <= 2 * g[i].limit_ppm)
 			continue;
 		dear++;

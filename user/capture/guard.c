@@ -595,9 +595,17 @@ static int sampled_window_end(struct guard *g, void (*drain)(void *ctx), void *c
 	g->st.window_end_ns = w.end;
 	if (!g->low) {
 		plan(g);
-	} else if (2 * g->attach_ns <= g->st.period_ns / 2) {
-		/* maybe a lull: look twice as long in the same period */
-		g->attach_ns *= 2;
+	} else {
+		/*
+		 * maybe a lull: look twice as long in the same period. After the
+		 * safe start's short first window (FIRST_WINDOW_NS), from a planned
+		 * window's length: its double would be a look shorter than any
+		 * planned one, at a duty under DUTY_MIN
+		 */
+		if (g->attach_ns < MIN_ATTACHED_NS)
+			g->attach_ns = MIN_ATTACHED_NS;
+		if (2 * g->attach_ns <= g->st.period_ns / 2)
+			g->attach_ns *= 2;
 		g->st.duty_ppm = g->attach_ns * PPM / g->st.period_ns;
 	}
 	g->cycle_start = w.end;
