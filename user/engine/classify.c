@@ -368,6 +368,14 @@ static bool own_slice(const struct runslice *r, const struct thread *t)
 static void classify_overlays(struct engine *e, struct thread *t, struct accum *a, uint64_t s,
 			      uint64_t end, bool asleep);
 
+/* the waiting thread's track drawn as its wait up to a, from where it was drawn to */
+static void draw_wait_to(struct engine *e, struct classify_ctx *c, uint64_t a)
+{
+	if (a > c->upto)
+		timeline_thread(e, c->t, eng_cause_name(c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT),
+				c->upto, a);
+}
+
 static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, uint16_t cpu,
 			 uint64_t a, uint64_t b)
 {
@@ -379,9 +387,7 @@ static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, 
 	if (st) {
 		accum_add(e, c->a, ENG_VM_STEAL, st, NULL);
 		if (e->opts.timeline.thread_state || e->opts.timeline.interferer) {
-			if (a > c->upto)
-				timeline_thread(e, c->t, eng_cause_name(c->t->migrated ? ENG_MIGRATION :
-									 ENG_CPU_WAIT), c->upto, a);
+			draw_wait_to(e, c, a);
 			timeline_thread(e, c->t, eng_cause_name(ENG_VM_STEAL), a, a + st);
 			c->upto = a + st;
 		}
@@ -395,9 +401,8 @@ static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, 
 		 * a switch-in the trace lacks: running time, classified as such
 		 */
 		e->switch_ins_inferred++;
-		if ((e->opts.timeline.thread_state || e->opts.timeline.interferer) && a > c->upto)
-			timeline_thread(e, c->t, eng_cause_name(c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT),
-					c->upto, a);
+		if (e->opts.timeline.thread_state || e->opts.timeline.interferer)
+			draw_wait_to(e, c, a);
 		c->upto = b;
 		classify_overlays(e, c->t, c->a, a, b, false);
 		return;
@@ -409,10 +414,7 @@ static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, 
 	if (cause == ENG_MIGRATION)
 		accum_move(c->a, c->t, b - a);
 	if (e->opts.timeline.thread_state || e->opts.timeline.interferer) {
-		int gap = c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
-
-		if (a > c->upto)
-			timeline_thread(e, c->t, eng_cause_name(gap), c->upto, a);
+		draw_wait_to(e, c, a);
 		c->upto = b;
 		if (e->opts.timeline.interferer)
 			e->opts.timeline.interferer(e->opts.timeline.ctx, &w, c->t->tid, a, b);
