@@ -116,6 +116,9 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 	m->rodata->io_min_ns = p->o.io_min_ns ? p->o.io_min_ns : IO_MIN_NS;
 	m->rodata->stacks_on = !p->o.no_stacks;
 	m->rodata->mm_in_task = mm_task_storage();
+	/* calls in progress live in task storage then, and the hash goes unused */
+	if (m->rodata->mm_in_task)
+		bpf_map__set_max_entries(m->maps.mm_calls, 1);
 	/* both syscall variants load; one is attached */
 	bpf_object__for_each_program(prog, m->obj) {
 		const char *sec = bpf_program__section_name(prog);

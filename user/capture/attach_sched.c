@@ -42,6 +42,17 @@ int open_sched(struct probes *p, bool use_btf, const struct btf *vmlinux)
 		bpf_map__set_type(s->maps.tstate, BPF_MAP_TYPE_HASH);
 		bpf_map__set_max_entries(s->maps.tstate, 1);
 	}
+	/*
+	 * Folding keeps a thread's wait, waker and sleep stack in its task
+	 * storage: the hash maps that hold them for the raw_tp variant are
+	 * then only a fallback for a thread whose storage could not be made,
+	 * and kept at a few entries (each a preallocated 16384 otherwise)
+	 */
+	if (use_btf && p->fold_ns) {
+		bpf_map__set_max_entries(s->maps.waiting, 64);
+		bpf_map__set_max_entries(s->maps.wakers, 64);
+		bpf_map__set_max_entries(s->maps.sleep_stacks, 64);
+	}
 	bpf_map__set_max_entries(s->maps.events, p->o.ring_bytes);
 	bpf_map__set_max_entries(s->maps.nwait, p->ncpus);
 	bpf_map__set_max_entries(s->maps.cpu_node, p->ncpus);

@@ -167,15 +167,23 @@ int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops
 	return err;
 }
 
-/* the per-CPU slot of fault runs and the threads' storage (bpf/common.bpf.h), shared like the maps above */
+/*
+ * The per-thread maps of bpf/common.bpf.h, shared like the maps above: the
+ * per-CPU slot of fault runs, the threads' storage, and the stack maps (one
+ * rate limit per thread whichever family takes its stack, docs/ARCHITECTURE.md,
+ * "Stacks"; without sharing, every object would allocate its own copy).
+ */
 int reuse_thread_maps(struct probes *p, struct bpf_object *obj)
 {
-	struct bpf_map *slot = bpf_object__find_map_by_name(obj, "fault_slot");
-	struct bpf_map *ts = bpf_object__find_map_by_name(obj, "tstate");
-	int err = slot ? bpf_map__reuse_fd(slot, bpf_map__fd(p->sched->maps.fault_slot)) : -ENOENT;
+	static const char *const names[] = { "fault_slot", "tstate", "stack_rate", "sleep_stacks" };
+	int err = 0;
 
-	if (!err)
-		err = ts ? bpf_map__reuse_fd(ts, bpf_map__fd(p->sched->maps.tstate)) : -ENOENT;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !err; i++) {
+		struct bpf_map *m = bpf_object__find_map_by_name(obj, names[i]);
+		struct bpf_map *s = bpf_object__find_map_by_name(p->sched->obj, names[i]);
+
+		err = m && s ? bpf_map__reuse_fd(m, bpf_map__fd(s)) : -ENOENT;
+	}
 	return err;
 }
 

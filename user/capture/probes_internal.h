@@ -208,7 +208,7 @@ const char *uprobe_why(int err);
  */
 int reuse_shared(struct probes *p, struct bpf_map *events, struct bpf_map *drops,
 		 struct bpf_map *state, struct bpf_map *followed, struct bpf_map *follow_any);
-/* the per-CPU fault run slot and the threads' storage (bpf/common.bpf.h), shared the same way */
+/* the per-thread maps of bpf/common.bpf.h (fault run slot, storage, stack maps), shared the same way */
 struct bpf_object;
 int reuse_thread_maps(struct probes *p, struct bpf_object *obj);
 
