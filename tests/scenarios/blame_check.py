@@ -75,6 +75,8 @@ def is_third_party(b, target, allowed, keep=()):
     right after a move is the migration's)."""
     if b["cause"] in ("vm_steal", "cpu_throttle"):
         return True  # the hypervisor's, or a CPU quota's: the machine's time, never an injection's
+    if b["cause"] == "tracer" and "culprit" in b:
+        return True  # the recorder's own threads took it (schemas/report.md, tracer)
     return ("culprit" in b and
             b["cause"] in ("cpu_wait", "migration", "blocked") and b["cause"] not in keep and
             (b["cause"] != "blocked" or "via" in b["culprit"]) and
@@ -163,8 +165,9 @@ def accuracy(name, report, truth, skips):
         # makes (each fault, each allocator call): time the tracer added, which the
         # report must keep off the trainer's causes. It is left out of the excess
         # like other tasks' time, at most the step's estimate of what the probes cost.
-        tracer = min(max(0, cause_ns(s["blame"]).get("tracer", 0) - med.get("tracer", 0)),
-                     s.get("tracer_ns", 0))
+        # (the agent's own time, tracer with a culprit, is in `other` already)
+        probes = sum(b["ns"] for b in s["blame"] if b["cause"] == "tracer" and "culprit" not in b)
+        tracer = min(max(0, probes - med.get("tracer", 0)), s.get("tracer_ns", 0))
         other += tracer
         # simtrainer's device thread woke up late (a timer that fired late on this
         # machine) while the launcher waited on it: the truth measures it

@@ -224,6 +224,56 @@ static void t_own_slice(void)
 	world_free(&w);
 }
 
+/*
+ * The recorder's own thread (the host record's agent_pid) preempting the
+ * launcher while the GPU idles is the tracer's cost: `tracer` with the agent
+ * as culprit, not cpu_wait, never a tail step; the agent stays listed among
+ * the interferers, marked as the tracer. The same step with another task's
+ * pid in agent_pid is the hog it was.
+ */
+static void t_agent_preempts(void)
+{
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_preempt };
+
+	for (int agent = 0; agent < 2; agent++) {
+		struct eng_interferer itf[8];
+		struct eng_summary sum;
+		struct world w;
+		struct engine *e;
+		const struct eng_step *s;
+		int ni;
+
+		world_init(&w);
+		w_text(&w, SB_REC_HOST, 0, 0, agent ? "agent_pid=900\n" : "agent_pid=901\n");
+		run_steps(&w, 12, 5, &inj, NULL);
+		e = run_world(&w, 0, NULL);
+		REQUIRE(e, "engine");
+		engine_summarise(e, &sum);
+		s = step_no(e, 5);
+		REQUIRE(s, "step 5");
+		if (agent) {
+			CHECK(blame_of(s, ENG_CPU_WAIT, 900) == 0 && blame_of(s, ENG_TRACER, 900) == 30 * MS,
+			      "the agent's preemption: cpu_wait %" PRIu64 " tracer %" PRIu64,
+			      blame_of(s, ENG_CPU_WAIT, 900), blame_of(s, ENG_TRACER, 900));
+			CHECK(!s->tail && sum.ntail == 0, "the agent's step is a tail step (%" PRIu64
+			      " tail steps)", sum.ntail);
+		} else {
+			CHECK(blame_of(s, ENG_CPU_WAIT, 900) == 30 * MS && !blame_of(s, ENG_TRACER, 900),
+			      "another task's preemption: cpu_wait %" PRIu64 " tracer %" PRIu64,
+			      blame_of(s, ENG_CPU_WAIT, 900), blame_of(s, ENG_TRACER, 900));
+			CHECK(s->tail, "a hog's 30 ms step is not a tail step");
+		}
+		CHECK(sum_blame(s, false) == s->gpu_idle_ns, "blame %" PRIu64 " != idle %" PRIu64,
+		      sum_blame(s, false), s->gpu_idle_ns);
+		ni = engine_interferers(e, itf, 8);
+		CHECK(ni == 1 && itf[0].pid == 900 && itf[0].ns == 30 * MS && itf[0].tracer == agent,
+		      "interferers: %d, first pid %u ns %" PRIu64 " tracer %d", ni, ni ? itf[0].pid : 0,
+		      ni ? itf[0].ns : 0, ni ? itf[0].tracer : -1);
+		engine_free(e);
+		world_free(&w);
+	}
+}
+
 static void t_cpu_throttle(void)
 {
 	struct world w;
@@ -2374,6 +2424,7 @@ int main(void)
 	RUN(t_iosys_longest_kept);
 	RUN(t_moved_by);
 	RUN(t_own_slice);
+	RUN(t_agent_preempts);
 	RUN(t_faults_mapping);
 	RUN(t_faults_premapped);
 	RUN(t_faults_mmap_in_seed);

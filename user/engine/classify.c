@@ -78,9 +78,24 @@ static void act_merge(struct eng_act *d, const struct eng_act *s)
 	}
 }
 
+/*
+ * The recorder's own threads taking the CPU from a critical thread, or keeping
+ * it asleep (the waker, or what preempted the waker), cost the step what the
+ * tracer adds: `tracer`, with the agent as its culprit, never a host cause
+ * (schemas/report.md, the cause table)
+ */
+static int tracer_or(const struct engine *e, int cause, const struct eng_who *w)
+{
+	if (w && e->identity.agent_pid && w->pid == e->identity.agent_pid &&
+	    (cause == ENG_CPU_WAIT || cause == ENG_MIGRATION || cause == ENG_BLOCKED))
+		return ENG_TRACER;
+	return cause;
+}
+
 static void accum_culprit(struct engine *e, struct accum *a, int cause, const struct eng_who *w,
 			  uint64_t ns)
 {
+	cause = tracer_or(e, cause, w);
 	for (uint32_t i = 0; i < a->nculprits; i++) {
 		if (a->culprits[i].cause == cause && eng_who_same(&a->culprits[i].who, w)) {
 			a->culprits[i].ns += ns;
@@ -102,6 +117,7 @@ static void accum_add(struct engine *e, struct accum *a, int cause, uint64_t ns,
 {
 	if (!ns)
 		return;
+	cause = tracer_or(e, cause, w);
 	a->ns[cause] += ns;
 	if (w)
 		accum_culprit(e, a, cause, w, ns);

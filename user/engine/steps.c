@@ -443,8 +443,9 @@ void piece_commit(struct engine *e, struct piece *p, uint32_t crit_tid)
 		for (uint32_t i = 0; i < a->nculprits; i++) {
 			const struct culprit *c = &a->culprits[i];
 
+			/* a culprit of tracer time is the agent: listed, marked as the tracer */
 			if (c->cause == ENG_CPU_WAIT || c->cause == ENG_MIGRATION ||
-			    (c->cause == ENG_BLOCKED && c->who.via_tid))
+			    c->cause == ENG_TRACER || (c->cause == ENG_BLOCKED && c->who.via_tid))
 				interferer_add(e, &c->who, c->ns);
 		}
 		accum_merge(e, &st->accum, a);
