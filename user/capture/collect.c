@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -866,9 +867,116 @@ static bool late_inject(const struct collect_opts *o, pid_t pid, char *msg, size
 	return false;
 }
 
+/*
+ * The records written while the probes attach. The scheduler's attach first;
+ * the other families take a second or two more on a large trainer (the ELF
+ * scans for step marks and allocator functions), and a busy trainer's
+ * scheduler writes megabytes meanwhile: more than a small ring holds. A
+ * thread reads them from the moment the scheduler probes are attached into
+ * memory, and they go into the trace after its preamble
+ * (docs/ARCHITECTURE.md, "Data flow").
+ */
+#define EARLY_MAX (512ull << 20) /* beyond this the ring holds them, or counts them dropped */
+
+struct early {
+	struct ring_buffer *rb;
+	pthread_t th;
+	bool running;
+	bool stop;                   /* __atomic */
+	char *buf;
+	size_t len, cap;
+	uint64_t lost;               /* read but not kept: out of memory */
+};
+
+/* one entry: its size as a u64, then the record, padded to 8 bytes */
+static int early_cb(void *ctx, void *data, size_t size)
+{
+	struct early *e = ctx;
+	size_t need = 8 + ((size + 7) & ~(size_t)7);
+
+	if (e->len + need > e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 1 << 20;
+		char *b;
+
+		while (cap < e->len + need)
+			cap *= 2;
+		if (cap > EARLY_MAX || !(b = realloc(e->buf, cap))) {
+			/* consumed already: counted, and the rest left in the ring */
+			e->lost++;
+			return -ENOSPC;
+		}
+		e->buf = b;
+		e->cap = cap;
+	}
+	uint64_t n = size;
+
+	memcpy(e->buf + e->len, &n, 8);
+	memcpy(e->buf + e->len + 8, data, size);
+	e->len += need;
+	return 0;
+}
+
+static void *early_run(void *arg)
+{
+	struct early *e = arg;
+
+	while (!__atomic_load_n(&e->stop, __ATOMIC_ACQUIRE))
+		if (ring_buffer__poll(e->rb, 10) == -ENOSPC)
+			break;
+	return NULL;
+}
+
+static void early_start(void *ctx, int ring_fd)
+{
+	struct early *e = ctx;
+
+	e->rb = ring_buffer__new(ring_fd, early_cb, e, NULL);
+	if (!e->rb)
+		return;
+	if (pthread_create(&e->th, NULL, early_run, e)) {
+		ring_buffer__free(e->rb);
+		e->rb = NULL;
+		return;
+	}
+	e->running = true;
+}
+
+/* the thread stopped and its reader closed: what is left in the ring is the capture's to read */
+static void early_stop(struct early *e)
+{
+	if (!e->running)
+		return;
+	__atomic_store_n(&e->stop, true, __ATOMIC_RELEASE);
+	pthread_join(e->th, NULL);
+	ring_buffer__free(e->rb);
+	e->rb = NULL;
+	e->running = false;
+}
+
+/* the records kept, into the trace in the order they were read */
+static void early_put(struct capture *c, struct early *e)
+{
+	for (size_t off = 0; off + 8 <= e->len && !c->sink_err;) {
+		uint64_t n;
+
+		memcpy(&n, e->buf + off, 8);
+		if (take_record(c, e->buf + off + 8, n))
+			break;
+		off += 8 + ((n + 7) & ~(uint64_t)7);
+	}
+	if (e->lost)
+		note(c, "%llu records written while the probes attached were lost: over %llu MiB "
+		     "of them in memory", (unsigned long long)e->lost,
+		     (unsigned long long)(EARLY_MAX >> 20));
+	free(e->buf);
+	e->buf = NULL;
+	e->len = e->cap = 0;
+}
+
 int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		struct collect_result *res)
 {
+	struct early early = { 0 };
 	char inject_msg[PATH_MAX + 1024];
 	struct capture *c = calloc(1, sizeof(*c));
 	struct ring_buffer *rb = NULL;
@@ -899,8 +1007,11 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 
 		/* with a limit, the allocator probes start off: the guard's safe start */
 		po.alloc_start_off = o->max_overhead_ppm > 0;
+		po.on_ring = early_start;
+		po.on_ring_ctx = &early;
 		c->opened_ns = mono_ns();
 		c->probes = probes_open(&po, err, sizeof(err));
+		early_stop(&early);
 	}
 	if (!c->probes) {
 		sb_err("%s", err);
@@ -928,6 +1039,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	res->start_ns = start;
 	put_preamble(c);
 	put_probe_status(c);
+	early_put(c, &early);
 	if (inject_msg[0])
 		note(c, "%s", inject_msg);
 	try_channel(c, true);
@@ -1112,6 +1224,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		o->on_end(o->on_second_ctx, res);
 	ret = 0;
 out:
+	early_stop(&early);
+	free(early.buf);
 	if (c->chan)
 		sbc_detach(c->chan);
 	ring_buffer__free(rb);
@@ -1267,7 +1381,7 @@ const struct opt collect_options[] = {
 	  COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
 	{ "agent-cpu", OPT_AGENT_CPU, "N|none",
 	  "pin the agent (default: a CPU the target may not use, if any)", COLLECT_RECORD },
-	{ "ring-mb", OPT_RING, "N", "ring buffer size in MiB, power of two (default 64)",
+	{ "ring-mb", OPT_RING, "N", "ring buffer size in MiB, power of two (default 8)",
 	  COLLECT_RECORD },
 	{ "quiet", 'q', NULL, "no progress lines", COLLECT_RECORD },
 	{ "verbose", 'v', NULL, "libbpf's own messages", COLLECT_RECORD },
@@ -1279,7 +1393,7 @@ void collect_opts_init(struct collect_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->agent_cpu = -1;
-	o->probe.ring_bytes = 64ull << 20;
+	o->probe.ring_bytes = 8ull << 20;
 	o->probe.wake_bytes = 256 << 10;
 	o->probe.alloc_min_ns = 10000;
 	o->max_overhead_ppm = 10000;

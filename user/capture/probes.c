@@ -492,6 +492,8 @@ struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen)
 			 strerror(-e));
 		goto fail;
 	}
+	if (o->on_ring)
+		o->on_ring(o->on_ring_ctx, bpf_map__fd(p->sched->maps.events));
 	open_mem(p, vmlinux);
 	open_sample(p);
 	btf__free(vmlinux);

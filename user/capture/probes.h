@@ -52,6 +52,13 @@ struct probe_opts {
 	 * recorded (docs/ARCHITECTURE.md, "Scheduler runs")
 	 */
 	uint64_t sched_fold_ns;
+	/*
+	 * Called once the scheduler probes are attached, with the ring
+	 * buffer's fd: the records they write while the other families attach
+	 * can be read from then on (NULL: not called)
+	 */
+	void (*on_ring)(void *ctx, int ring_fd);
+	void *on_ring_ctx;
 };
 
 #define PROBE_FOLD_OFF UINT64_MAX
