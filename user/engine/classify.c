@@ -92,10 +92,10 @@ static int tracer_or(const struct engine *e, int cause, const struct eng_who *w)
 	return cause;
 }
 
-static void accum_culprit(struct engine *e, struct accum *a, int cause, const struct eng_who *w,
-			  uint64_t ns)
+/* ns of cause on culprit w in a (the cause as it stands: already the tracer's where it is) */
+static void culprit_put(struct engine *e, struct accum *a, int cause, const struct eng_who *w,
+			uint64_t ns)
 {
-	cause = tracer_or(e, cause, w);
 	for (uint32_t i = 0; i < a->nculprits; i++) {
 		if (a->culprits[i].cause == cause && eng_who_same(&a->culprits[i].who, w)) {
 			a->culprits[i].ns += ns;
@@ -112,6 +112,12 @@ static void accum_culprit(struct engine *e, struct accum *a, int cause, const st
 	a->nculprits++;
 }
 
+static void accum_culprit(struct engine *e, struct accum *a, int cause, const struct eng_who *w,
+			  uint64_t ns)
+{
+	culprit_put(e, a, tracer_or(e, cause, w), w, ns);
+}
+
 static void accum_add(struct engine *e, struct accum *a, int cause, uint64_t ns,
 		      const struct eng_who *w)
 {
@@ -120,7 +126,7 @@ static void accum_add(struct engine *e, struct accum *a, int cause, uint64_t ns,
 	cause = tracer_or(e, cause, w);
 	a->ns[cause] += ns;
 	if (w)
-		accum_culprit(e, a, cause, w, ns);
+		culprit_put(e, a, cause, w, ns);
 }
 
 /*
@@ -292,7 +298,7 @@ void accum_merge(struct engine *e, struct accum *dst, const struct accum *src)
 	for (int c = 0; c < ENG_NCOUNT; c++)
 		dst->count[c] += src->count[c];
 	for (uint32_t i = 0; i < src->nculprits; i++)
-		accum_culprit(e, dst, src->culprits[i].cause, &src->culprits[i].who, src->culprits[i].ns);
+		culprit_put(e, dst, src->culprits[i].cause, &src->culprits[i].who, src->culprits[i].ns);
 }
 
 /* t's track: its slice in one state is extended while the next one follows on */
