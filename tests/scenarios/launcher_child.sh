@@ -203,3 +203,21 @@ kill -INT $att 2>/dev/null
 wait $att
 kill $sh4 2>/dev/null
 wait $sh4 2>/dev/null || true
+
+# 5. a launcher that execs the trainer (env, taskset, nice): the process is the same,
+#    its name changes; the report names it by the trainer's name, and says the first
+"$STEPBLAME" run -o "$tmp/5.sbtrace" -- env SB_LAUNCHED=1 "$SIMTRAINER" --steps 120 --kernels 4 --quiet \
+	>"$tmp/5.txt" 2>"$tmp/5.log"
+rc=$?
+"$STEPBLAME" report "$tmp/5.sbtrace" -f json -o "$tmp/5.json" 2>"$tmp/5.err" ||
+	{ fail ${T}_exec "run exited $rc; report: $(head -2 "$tmp/5.err")"; exit 0; }
+python3 - "$tmp/5.json" "$tmp/5.txt" <<'EOF'
+import json, re, sys
+t = json.load(open(sys.argv[1]))["target"]
+first = open(sys.argv[2]).readline()
+want = r"^stepblame report: simtrainer\[%d\] \(env when attached\)" % t["pid"]
+if t.get("comm") != "env" or t.get("comm_end") != "simtrainer" or not re.match(want, first):
+    print("FAIL launcher_child_exec: target %s; first line %r" % (t, first))
+else:
+    print("PASS launcher_child_exec (%s)" % first.split(",")[0])
+EOF

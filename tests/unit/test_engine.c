@@ -274,6 +274,42 @@ static void t_agent_preempts(void)
 	}
 }
 
+/* a launcher (taskset, env) exec'd the trainer: the report names it by its name now */
+static void t_target_exec(void)
+{
+	for (int renamed = 0; renamed < 2; renamed++) {
+		struct sb_rename r = { 0 };
+		struct eng_target t;
+		struct world w;
+		struct engine *e;
+
+		world_init(&w);
+		run_steps(&w, 6, 0, NULL, NULL);
+		/* another thread's rename is not the process's */
+		hdr(&r.h, SB_EV_RENAME, sizeof(r), PRE + 1 * MS, T_PID, T_LOADER, T_CPU);
+		memcpy(r.oldcomm, "loader", 6);
+		memcpy(r.newcomm, "pt_data_worker", 14);
+		st_put(&w.host, &r);
+		if (renamed) {
+			memset(&r, 0, sizeof(r));
+			hdr(&r.h, SB_EV_RENAME, sizeof(r), PRE + 2 * MS, T_PID, T_PID, T_CPU);
+			memcpy(r.oldcomm, "trainer", 7);
+			memcpy(r.newcomm, "python3", 7);
+			st_put(&w.host, &r);
+		}
+		e = run_world(&w, 0, NULL);
+		REQUIRE(e, "engine");
+		engine_target(e, &t);
+		CHECK(!strcmp(t.comm, "trainer"), "comm at attach: %s", t.comm);
+		CHECK(!strcmp(t.comm_end, renamed ? "python3" : ""), "comm_end: '%s' (renamed %d)",
+		      t.comm_end, renamed);
+		CHECK(!strcmp(eng_target_name(&t), renamed ? "python3" : "trainer"), "name: %s",
+		      eng_target_name(&t));
+		engine_free(e);
+		world_free(&w);
+	}
+}
+
 static void t_cpu_throttle(void)
 {
 	struct world w;
@@ -2408,6 +2444,7 @@ static void t_bounded_memory(void)
 int main(void)
 {
 	RUN(t_preempt_while_idle);
+	RUN(t_target_exec);
 	RUN(t_preempt_while_busy_is_free);
 	RUN(t_wakeup_chain);
 	RUN(t_fault_storm);

@@ -541,6 +541,10 @@ void engine_target(const struct engine *e, struct eng_target *t)
 	memcpy(t->comm, e->target_comm, sizeof(t->comm));
 	if (!t->comm[0] && e->target_pid)
 		snprintf(t->comm, sizeof(t->comm), "%s", thread_name_of(e, e->target_pid));
+	/* a launcher (taskset, env, nice) exec'd the trainer: the name it has now */
+	if (e->target_pid && thread_name_of(e, e->target_pid)[0] &&
+	    strcmp(thread_name_of(e, e->target_pid), t->comm))
+		snprintf(t->comm_end, sizeof(t->comm_end), "%s", thread_name_of(e, e->target_pid));
 	t->cmdline = e->target_cmdline ? e->target_cmdline : "";
 }
 

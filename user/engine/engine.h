@@ -567,10 +567,17 @@ int engine_interferers(const struct engine *e, struct eng_interferer *out, int m
 
 struct eng_target {
 	uint32_t pid;
-	char comm[SB_COMM_LEN + 1];
+	char comm[SB_COMM_LEN + 1];     /* at attach (the trace's target record) */
+	char comm_end[SB_COMM_LEN + 1]; /* its main thread's at the end, where an exec or a rename changed it; "" if not */
 	const char *cmdline;     /* "" if unknown */
 };
 void engine_target(const struct engine *e, struct eng_target *t);
+
+/* the name to show it by: the one it has now, where that changed */
+static inline const char *eng_target_name(const struct eng_target *t)
+{
+	return t->comm_end[0] ? t->comm_end : t->comm;
+}
 
 /*
  * A followed process other than the target, named by its role where the

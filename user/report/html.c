@@ -451,6 +451,10 @@ static void run_data(struct jw *w, const struct engine *e, struct symbols *sym)
 	key_u64(w, "pid", t.pid);
 	jw_key(w, "comm");
 	jw_str(w, report_clean(buf, sizeof(buf), t.comm));
+	if (t.comm_end[0]) {
+		jw_key(w, "comm_end");
+		jw_str(w, report_clean(buf, sizeof(buf), t.comm_end));
+	}
 	jw_key(w, "cmdline");
 	jw_str(w, t.cmdline);
 	jw_obj_end(w);

@@ -924,6 +924,10 @@ int report_json(const struct engine *e, FILE *f)
 	jw_u64(&w, t.pid);
 	jw_key(&w, "comm");
 	comm_val(&w, t.comm);
+	if (t.comm_end[0]) {
+		jw_key(&w, "comm_end");
+		comm_val(&w, t.comm_end);
+	}
 	jw_key(&w, "cmdline");
 	jw_str(&w, t.cmdline);
 	jw_obj_end(&w);

@@ -440,7 +440,7 @@ static void rank_label(FILE *f, const struct ranks *R, int i)
 	engine_identity(R->r[i].e, &id);
 	fprintf(f, "rank %d (%s, %s[%" PRIu32 "]", i,
 		report_clean(a, sizeof(a), R->r[i].path),
-		report_clean(b, sizeof(b), t.comm[0] ? t.comm : "?"), t.pid);
+		report_clean(b, sizeof(b), eng_target_name(&t)[0] ? eng_target_name(&t) : "?"), t.pid);
 	/* its host, and the RANK its launcher gave it (its place in the list may differ) */
 	if (id.host[0])
 		fprintf(f, " on %s", report_clean(a, sizeof(a), id.host));

@@ -993,7 +993,9 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 	engine_fault_model(e, &fm);
 	nsteps = engine_nsteps(e);
 
-	fprintf(f, "stepblame report: %s[%" PRIu32 "]", clean(nm, sizeof(nm), t.comm), t.pid);
+	fprintf(f, "stepblame report: %s[%" PRIu32 "]", clean(nm, sizeof(nm), eng_target_name(&t)), t.pid);
+	if (t.comm_end[0])
+		fprintf(f, " (%s when attached)", clean(nm, sizeof(nm), t.comm));
 	if (c.end_ns > c.start_ns)
 		fprintf(f, ", %s captured", fmt_ns(a, sizeof(a), c.end_ns - c.start_ns));
 	fprintf(f, ", %s steps", report_fmt_count(b, sizeof(b), nsteps));
