@@ -724,41 +724,57 @@ int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
 
 /*
  * Per-syscall tracepoints: only these calls pay (need tracefs to attach); the
- * loader attaches all or none. A program may not read past its tracepoint's
- * record (the kernel refuses the attach), so only the call's own arguments
- * are read: nargs of them, at most three.
+ * loader attaches all or none. The record of syscalls/sys_enter_NAME (its
+ * tracefs format file): the common fields, int __syscall_nr at offset 8, then
+ * each of the call's arguments as an unsigned long from offset 16; that of
+ * sys_exit_NAME: __syscall_nr, then long ret at offset 16. The kernel refuses
+ * to attach a program that may read past its tracepoint's record, so there is
+ * one entry program for each number of arguments read (at most five: mmap's
+ * sixth, its offset, is not used), which names its call by the record's
+ * number, and one exit program for all. One program for several tracepoints:
+ * a verification each, not one for each call (user/capture/attach_mem.c
+ * lists which call takes which).
  */
-#define MM_TP(name, call, nargs) \
-SEC("tracepoint/syscalls/sys_enter_" #name) \
-int tp_enter_##name(struct trace_event_raw_sys_enter *ctx) \
-{ \
-	return mm_enter(call, ctx->args[0], (nargs) > 1 ? ctx->args[1] : 0, \
-			(nargs) > 2 ? ctx->args[2] : 0, (nargs) > 3 ? ctx->args[3] : 0, \
-			(nargs) > 4 ? ctx->args[4] : 0); \
-} \
-SEC("tracepoint/syscalls/sys_exit_" #name) \
-int tp_exit_##name(struct trace_event_raw_sys_exit *ctx) \
-{ \
-	return mm_exit(ctx, ctx->ret); \
+struct sys_enter_rec {
+	__u64 common;
+	int nr;
+	int pad;
+	unsigned long args[6];
+};
+
+struct sys_exit_rec {
+	__u64 common;
+	int nr;
+	int pad;
+	long ret;
+};
+
+static __always_inline int tp_enter(struct sys_enter_rec *ctx, int nargs)
+{
+	__u32 call = mm_call_of(ctx->nr);
+
+	if (!call)
+		return 0;
+	return mm_enter(call, ctx->args[0], nargs > 1 ? ctx->args[1] : 0,
+			nargs > 2 ? ctx->args[2] : 0, nargs > 3 ? ctx->args[3] : 0,
+			nargs > 4 ? ctx->args[4] : 0);
 }
 
-MM_TP(mmap, SB_SYS_MMAP, 6)
-MM_TP(munmap, SB_SYS_MUNMAP, 2)
-MM_TP(brk, SB_SYS_BRK, 1)
-MM_TP(madvise, SB_SYS_MADVISE, 3)
-MM_TP(mprotect, SB_SYS_MPROTECT, 3)
-MM_TP(mremap, SB_SYS_MREMAP, 5)
-MM_TP(read, IO_CALL | SB_IO_READ, 3)
-MM_TP(write, IO_CALL | SB_IO_WRITE, 3)
-MM_TP(pread64, IO_CALL | SB_IO_PREAD, 4)
-MM_TP(pwrite64, IO_CALL | SB_IO_PWRITE, 4)
-MM_TP(readv, IO_CALL | SB_IO_READV, 3)
-MM_TP(writev, IO_CALL | SB_IO_WRITEV, 3)
-MM_TP(fsync, IO_CALL | SB_IO_FSYNC, 1)
-MM_TP(fdatasync, IO_CALL | SB_IO_FDATASYNC, 1)
-MM_TP(sync_file_range, IO_CALL | SB_IO_SYNC_FILE_RANGE, 4)
-MM_TP(unlinkat, IO_CALL | SB_IO_UNLINKAT, 3)
-MM_TP(sched_setaffinity, AFF_CALL, 3)
-#ifdef NR_UNLINK
-MM_TP(unlink, IO_CALL | SB_IO_UNLINK, 1)
-#endif
+#define TP_ENTER(n) \
+SEC("tracepoint") \
+int tp_enter_##n(struct sys_enter_rec *ctx) \
+{ \
+	return tp_enter(ctx, n); \
+}
+
+TP_ENTER(1)
+TP_ENTER(2)
+TP_ENTER(3)
+TP_ENTER(4)
+TP_ENTER(5)
+
+SEC("tracepoint")
+int tp_exit(struct sys_exit_rec *ctx)
+{
+	return mm_exit(ctx, ctx->ret);
+}

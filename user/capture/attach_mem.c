@@ -44,7 +44,7 @@ static bool syscall_tracepoints(struct probes *p)
 	return false;
 }
 
-/* "tracepoint/syscalls/sys_enter_mmap" -> "mem:sys_enter_mmap" and so on */
+/* "raw_tp/sys_enter" -> "mem:sys_enter", "raw_tp/page_fault_user" -> "mem:page_fault_user" */
 static void mem_probe_name(const struct bpf_program *prog, char *out, size_t len)
 {
 	const char *sec = bpf_program__section_name(prog);
@@ -53,29 +53,89 @@ static void mem_probe_name(const struct bpf_program *prog, char *out, size_t len
 	snprintf(out, len, "mem:%s", last ? last + 1 : sec);
 }
 
-/* attach the programs whose section starts with prefix; false (and none kept) on a failure */
-static bool attach_mem_group(struct probes *p, const char *prefix, const char *variant)
+/* drop the links and statuses made since first and st: a group is attached whole or not at all */
+static void mem_group_undo(struct probes *p, int first, int st)
 {
-	struct bpf_program *prog;
+	while (p->nlinks > first)
+		bpf_link__destroy(p->links[--p->nlinks]);
+	p->nst = st;
+}
+
+/* the raw sys_enter/sys_exit pair, which sees every call of every process */
+static void attach_raw_syscalls(struct probes *p)
+{
+	struct bpf_program *progs[] = { p->mem->progs.raw_sys_enter, p->mem->progs.raw_sys_exit };
 	int first = p->nlinks, st = p->nst;
 	char name[48];
 
-	bpf_object__for_each_program(prog, p->mem->obj) {
-		if (strncmp(bpf_program__section_name(prog), prefix, strlen(prefix)))
-			continue;
-		mem_probe_name(prog, name, sizeof(name));
-		if (keep_link(p, bpf_program__attach(prog))) {
+	for (size_t i = 0; i < ARRAY_SIZE(progs); i++) {
+		mem_probe_name(progs[i], name, sizeof(name));
+		if (keep_link(p, bpf_program__attach(progs[i]))) {
 			int err = errno;
 
-			while (p->nlinks > first)
-				bpf_link__destroy(p->links[--p->nlinks]);
-			p->nst = st;
-			add_status(p, name, false, false, "%s refused (%s): the raw "
-				   "sys_enter/sys_exit pair serves instead", variant,
-				   strerror(err));
-			return false;
+			mem_group_undo(p, first, st);
+			add_status(p, name, false, false, "raw_tp refused (%s)", strerror(err));
+			return;
 		}
-		add_status(p, name, true, false, "%s", variant);
+		add_status(p, name, true, false, "raw_tp");
+	}
+}
+
+/*
+ * The calls the per-syscall tracepoints watch, and how many of their
+ * arguments the entry program reads (bpf/mem.bpf.c, tp_enter_N; at most 5)
+ */
+static const struct {
+	const char *call;
+	int nargs;
+} syscall_tps[] = {
+	{ "mmap", 5 },	   { "munmap", 2 },   { "brk", 1 },	  { "madvise", 3 },
+	{ "mprotect", 3 }, { "mremap", 5 },   { "read", 3 },	  { "write", 3 },
+	{ "pread64", 4 },  { "pwrite64", 4 }, { "readv", 3 },	  { "writev", 3 },
+	{ "fsync", 1 },	   { "fdatasync", 1 }, { "sync_file_range", 4 }, { "unlinkat", 3 },
+	{ "sched_setaffinity", 3 }, { "unlink", 1 },
+};
+
+/* has the kernel a tracepoint syscalls/EVENT (unlink has none on arm64) */
+static bool syscall_tp_exists(const char *event)
+{
+	char path[160];
+
+	snprintf(path, sizeof(path), TRACEFS "/events/syscalls/%s", event);
+	if (!access(path, F_OK))
+		return true;
+	snprintf(path, sizeof(path), "/sys/kernel/debug/tracing/events/syscalls/%s", event);
+	return !access(path, F_OK);
+}
+
+/* every call's two tracepoints; false (and none kept) on a failure */
+static bool attach_syscall_tps(struct probes *p)
+{
+	struct mem_bpf *m = p->mem;
+	struct bpf_program *enter[] = { NULL, m->progs.tp_enter_1, m->progs.tp_enter_2,
+					m->progs.tp_enter_3, m->progs.tp_enter_4, m->progs.tp_enter_5 };
+	int first = p->nlinks, st = p->nst;
+	char event[48], name[64];
+
+	for (size_t i = 0; i < ARRAY_SIZE(syscall_tps); i++) {
+		for (int ex = 0; ex < 2; ex++) {
+			struct bpf_program *prog = ex ? m->progs.tp_exit : enter[syscall_tps[i].nargs];
+
+			snprintf(event, sizeof(event), "sys_%s_%s", ex ? "exit" : "enter",
+				 syscall_tps[i].call);
+			if (!syscall_tp_exists(event))
+				continue;
+			snprintf(name, sizeof(name), "mem:%s", event);
+			if (keep_link(p, bpf_program__attach_tracepoint(prog, "syscalls", event))) {
+				int err = errno;
+
+				mem_group_undo(p, first, st);
+				add_status(p, name, false, false, "tracepoint refused (%s): the raw "
+					   "sys_enter/sys_exit pair serves instead", strerror(err));
+				return false;
+			}
+			add_status(p, name, true, false, "tracepoint");
+		}
 	}
 	return true;
 }
@@ -123,7 +183,7 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 	bpf_object__for_each_program(prog, m->obj) {
 		const char *sec = bpf_program__section_name(prog);
 
-		if (!strncmp(sec, "tracepoint/syscalls/", 20)) {
+		if (!strcmp(sec, "tracepoint")) {
 			bpf_program__set_autoload(prog, tp);
 		} else if (strncmp(sec, "raw_tp/sys_e", 12) && strchr(sec, '/') &&
 			   !tp_exists(vmlinux, strchr(sec, '/') + 1)) {
@@ -147,7 +207,7 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 	bpf_object__for_each_program(prog, m->obj) {
 		const char *sec = bpf_program__section_name(prog);
 
-		if (!bpf_program__autoload(prog) || !strncmp(sec, "tracepoint/syscalls/", 20) ||
+		if (!bpf_program__autoload(prog) || !strcmp(sec, "tracepoint") ||
 		    !strncmp(sec, "raw_tp/sys_e", 12) || prog == m->progs.flush_faults)
 			continue;
 		mem_probe_name(prog, name, sizeof(name));
@@ -155,8 +215,8 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 		add_status(p, name, !err, false, "%s", err ? strerror(-err) : "raw_tp");
 	}
 	/* per-syscall tracepoints where they attach, else the raw sys_enter/sys_exit pair */
-	if (!tp || !attach_mem_group(p, "tracepoint/syscalls/", "tracepoint"))
-		attach_mem_group(p, "raw_tp/sys_e", "raw_tp");
+	if (!tp || !attach_syscall_tps(p))
+		attach_raw_syscalls(p);
 }
 
 /*
