@@ -64,7 +64,10 @@ int BPF_KPROBE(step_uprobe)
 	return mark(__sync_fetch_and_add(&uprobe_steps, 1), SB_STEP_UPROBE);
 }
 
-/* CUDA driver API: the cookie carries (fn << 16 | symbol index) */
+/*
+ * CUDA driver API: the cookie carries (fn << 16 | symbol index). A frame for
+ * each target thread inside a probed call (a full map counts a drop).
+ */
 struct cu_frame {
 	__u64 start;
 	__u64 cookie;
@@ -72,7 +75,7 @@ struct cu_frame {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 4096);
 	__type(key, __u32);
 	__type(value, struct cu_frame);
 } cu_frames SEC(".maps");

@@ -31,16 +31,21 @@ const volatile __u64 io_min_ns = 50000;
 /* mmap-family calls at least this slow get a user stack (when stacks are on) */
 const volatile __u64 stack_mm_min_ns = 50000;
 
+/*
+ * When a target thread's reclaim or compaction began, by thread id: one entry
+ * for each of its threads inside one at once (a full map counts a drop). The
+ * hashes are preallocated: 1,024 entries are 80 KiB each, 16,384 were 1.3 MiB.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, __u64);
 } reclaim_start SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, __u64);
 } compact_start SEC(".maps");
