@@ -170,8 +170,8 @@ int top_draw(struct top *t, const struct engine *e, uint64_t now, bool force, FI
 	engine_capture(e, &cap);
 	fputs("\033[H", out); /* home: redrawn over the last screen */
 	snprintf(line, sizeof(line), "stepblame attach  %s[%" PRIu32 "]  %.1f s  %" PRIu64
-		 " steps  %s", tg.comm[0] ? tg.comm : "?", tg.pid, (now - t->start_ns) / 1e9,
-		 sum.nsteps, cap.gpu_timeline ? "GPU timeline" : "host-only");
+		 " steps  %s", eng_target_name(&tg)[0] ? eng_target_name(&tg) : "?", tg.pid,
+		 (now - t->start_ns) / 1e9, sum.nsteps, cap.gpu_timeline ? "GPU timeline" : "host-only");
 	put_line(out, cols, line);
 	if (t->note)
 		put_line(out, cols, t->note);
