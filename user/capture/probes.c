@@ -299,6 +299,12 @@ static int scan(struct probes *p, uint64_t deadline)
 
 static bool target_stopped_now(const struct probes *p);
 
+int probes_rescan_now(struct probes *p)
+{
+	p->next_scan = 0;
+	return probes_rescan(p);
+}
+
 int probes_rescan(struct probes *p)
 {
 	uint64_t now = mono_ns();

@@ -92,6 +92,8 @@ int probes_ring_fd(const struct probes *p);
  * too soon after the last does nothing. Count of mapped files, or -errno.
  */
 int probes_rescan(struct probes *p);
+/* the same, now, whenever the last pass was (once, as the capture begins) */
+int probes_rescan_now(struct probes *p);
 
 /*
  * Recording of the target stopped in the kernel: one of its threads ran with
