@@ -173,8 +173,11 @@ struct sb_switch_in {
 	__u8 pad[7];
 };
 
+/* runslice h.flags: the task ran in a real-time class (SCHED_FIFO, SCHED_RR, SCHED_DEADLINE) */
+#define SB_RUNSLICE_REALTIME 0x1
+
 struct sb_runslice {
-	struct sb_hdr h;       /* the task that ran (not a target thread); ts = end */
+	struct sb_hdr h;       /* the task that ran (not a target thread); ts = end; flags SB_RUNSLICE_* */
 	__u64 start_ns;        /* when it got the CPU */
 	char comm[SB_COMM_LEN];
 	__u32 nwaiting;        /* target threads waiting on this CPU at the end */

@@ -136,6 +136,19 @@ static __always_inline __u8 task_throttled(struct task_struct *task, bool direct
 	return BPF_CORE_READ(p, se.cfs_rq, throttle_count) > 0;
 }
 
+/*
+ * A real-time policy (SCHED_FIFO 1, SCHED_RR 2, SCHED_DEADLINE 6): such a task
+ * preempts every task of the fair class whatever its nice value, so where it
+ * is what a target thread waited behind, the report says so
+ */
+static __always_inline bool task_realtime(struct task_struct *task, bool direct)
+{
+	struct task_struct___thr *p = (void *)task;
+	unsigned int pol = direct ? p->policy : BPF_CORE_READ(p, policy);
+
+	return pol == 1 || pol == 2 || pol == 6;
+}
+
 /* how many target threads wait (runnable, not running) on each CPU */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -464,6 +477,8 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 				TASK_COMM(r->comm, prev, direct);
 				r->nwaiting = *n;
 				r->steal_us = steal / 1000 > 0xffffffffULL ? 0xffffffff : steal / 1000;
+				if (task_realtime(prev, direct))
+					r->h.flags = SB_RUNSLICE_REALTIME;
 				submit(r);
 			}
 		}

@@ -310,6 +310,68 @@ static void t_target_exec(void)
 	}
 }
 
+static int count_of(const char *s, const char *what)
+{
+	int n = 0;
+
+	for (const char *p = s; (p = strstr(p, what)); p += strlen(what))
+		n++;
+	return n;
+}
+
+/* a real-time task's preemption: the same culprit, marked in the report */
+static void inj_preempt_rt(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	struct sb_runslice r = { 0 };
+
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	hdr(&r.h, SB_EV_RUNSLICE, sizeof(r), at + len, 900, 900, T_CPU);
+	r.h.flags = SB_RUNSLICE_REALTIME;
+	r.start_ns = at;
+	r.nwaiting = 1;
+	w_comm(r.comm, "noisy");
+	st_put(&w->host, &r);
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_realtime_culprit(void)
+{
+	for (int rt = 0; rt < 2; rt++) {
+		struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS,
+				    .inj = rt ? inj_preempt_rt : inj_preempt };
+		struct eng_interferer itf[8];
+		struct world w;
+		struct engine *e;
+		const struct eng_step *s = injected_step(&w, &inj, &e);
+		char *txt, *js;
+		int ni;
+
+		REQUIRE(s, "step 1");
+		CHECK(blame_of(s, ENG_CPU_WAIT, 900) == 30 * MS, "cpu_wait by noisy %" PRIu64,
+		      blame_of(s, ENG_CPU_WAIT, 900));
+		ni = engine_interferers(e, itf, 8);
+		CHECK(ni == 1 && itf[0].pid == 900 && itf[0].realtime == rt,
+		      "interferers: %d, realtime %d (want %d)", ni, ni ? itf[0].realtime : -1, rt);
+		CHECK(engine_task_realtime(e, 900, "noisy") == rt &&
+		      !engine_task_realtime(e, 900, "other"), "engine_task_realtime (rt %d)", rt);
+		txt = render(e, report_text);
+		js = render(e, report_json);
+		REQUIRE(txt && js, "render");
+		CHECK(!!strstr(txt, "preempted by noisy[900] (real-time) on CPU 0") == rt,
+		      "text (rt %d): %s", rt, strstr(txt, "preempted by") ? strstr(txt, "preempted by") : txt);
+		CHECK(!!strstr(txt, "(real-time: runs before any normal task)") == rt,
+		      "interferers' line (rt %d)", rt);
+		/* on the step's culprit and on the interferer */
+		CHECK(count_of(js, "\"realtime\": true") >= (rt ? 2 : 0) &&
+		      (rt || !strstr(js, "realtime")), "JSON realtime (rt %d): %d", rt,
+		      count_of(js, "\"realtime\": true"));
+		free(txt);
+		free(js);
+		engine_free(e);
+		world_free(&w);
+	}
+}
+
 static void t_cpu_throttle(void)
 {
 	struct world w;
@@ -2445,6 +2507,7 @@ int main(void)
 {
 	RUN(t_preempt_while_idle);
 	RUN(t_target_exec);
+	RUN(t_realtime_culprit);
 	RUN(t_preempt_while_busy_is_free);
 	RUN(t_wakeup_chain);
 	RUN(t_fault_storm);

@@ -548,6 +548,14 @@ void engine_target(const struct engine *e, struct eng_target *t)
 	t->cmdline = e->target_cmdline ? e->target_cmdline : "";
 }
 
+bool engine_task_realtime(const struct engine *e, uint32_t tid, const char *comm)
+{
+	for (uint32_t i = 0; i < e->nrt; i++)
+		if (e->rt[i].tid == tid && !strncmp(e->rt[i].comm, comm, SB_COMM_LEN))
+			return true;
+	return false;
+}
+
 void engine_identity(const struct engine *e, struct eng_identity *id)
 {
 	const struct proc *p = e->mark_pid ? proc_find(e, e->mark_pid) : NULL;

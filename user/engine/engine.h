@@ -517,6 +517,7 @@ struct eng_interferer {
 	uint64_t ns;
 	bool own;                /* a thread of the target itself */
 	bool tracer;             /* the recorder itself (eng_identity.agent_pid) */
+	bool realtime;           /* ran in a real-time class (engine_task_realtime) */
 };
 
 enum eng_dip { ENG_DIP_NONE, ENG_DIP_PERIODIC, ENG_DIP_SPORADIC, ENG_DIP_LOW, ENG_DIP_UNKNOWN };
@@ -572,6 +573,14 @@ struct eng_target {
 	const char *cmdline;     /* "" if unknown */
 };
 void engine_target(const struct engine *e, struct eng_target *t);
+
+/*
+ * Was task tid, named comm, seen running in a real-time class (SCHED_FIFO,
+ * SCHED_RR, SCHED_DEADLINE) where a target thread waited behind it (trace
+ * record runslice, SB_RUNSLICE_REALTIME)? Such a task preempts the fair
+ * class whatever the nice values.
+ */
+bool engine_task_realtime(const struct engine *e, uint32_t tid, const char *comm);
 
 /* the name to show it by: the one it has now, where that changed */
 static inline const char *eng_target_name(const struct eng_target *t)

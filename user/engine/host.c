@@ -1060,6 +1060,11 @@ static void ev_runslice(struct engine *e, const struct sb_runslice *r, uint64_t 
 	}
 	memcpy(x.comm, r->comm, SB_COMM_LEN);
 	runslice_push(e, r->h.cpu, &x);
+	if ((r->h.flags & SB_RUNSLICE_REALTIME) && e->nrt < ENG_RT_MAX &&
+	    !engine_task_realtime(e, r->h.tid, x.comm)) {
+		e->rt[e->nrt].tid = r->h.tid;
+		memcpy(e->rt[e->nrt++].comm, x.comm, SB_COMM_LEN);
+	}
 }
 
 /*

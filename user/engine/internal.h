@@ -323,6 +323,9 @@ struct open_step {
 	bool fast_at_start_ok, fast_exact;
 };
 
+/* real-time tasks the engine remembers (engine_task_realtime): a machine has few */
+#define ENG_RT_MAX 64
+
 struct runslice {
 	uint64_t s, e;
 	uint64_t steal_ns;       /* of [s, e], the hypervisor's (trace record runslice) */
@@ -392,6 +395,7 @@ struct interferer {
 	char comm[SB_COMM_LEN + 1];
 	uint64_t ns;
 	bool used;
+	bool realtime; /* one of its threads that took time ran in a real-time class */
 };
 
 /*
@@ -601,6 +605,16 @@ struct engine {
 	bool have_drops;
 	uint64_t late, malformed;
 	uint64_t switch_ins_inferred; /* from runslices */
+	/*
+	 * tasks seen running in a real-time class in a runslice
+	 * (SB_RUNSLICE_REALTIME), the first ENG_RT_MAX; by id and name, so a
+	 * thread id reused in a days-long watch is not taken for the one before
+	 */
+	struct {
+		uint32_t tid;
+		char comm[SB_COMM_LEN];
+	} rt[ENG_RT_MAX];
+	uint32_t nrt;
 	char **probes_missing;
 	uint32_t nprobes_missing;
 	uint64_t probes_dropped;

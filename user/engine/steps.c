@@ -397,6 +397,7 @@ static void interferer_add(struct engine *e, const struct eng_who *w, uint64_t n
 		x = interferer_slot(e, w->pid, w->comm);
 		if (x->used) {
 			x->ns += ns;
+			x->realtime = x->realtime || engine_task_realtime(e, w->tid, w->comm);
 			return;
 		}
 	}
@@ -410,6 +411,7 @@ static void interferer_add(struct engine *e, const struct eng_who *w, uint64_t n
 	x->pid = w->pid;
 	memcpy(x->comm, w->comm, sizeof(x->comm));
 	x->ns = ns;
+	x->realtime = engine_task_realtime(e, w->tid, w->comm);
 	e->ninterferers++;
 }
 

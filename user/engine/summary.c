@@ -650,6 +650,7 @@ int engine_interferers(const struct engine *e, struct eng_interferer *out, int m
 		all[n].ns = x->ns;
 		all[n].own = e->target_pid && x->pid == e->target_pid;
 		all[n].tracer = e->identity.agent_pid && x->pid == e->identity.agent_pid;
+		all[n].realtime = x->realtime;
 		n++;
 	}
 	qsort(all, n, sizeof(*all), interferer_cmp);

@@ -664,6 +664,8 @@ static void run_data(struct jw *w, const struct engine *e, struct symbols *sym)
 		jw_bool(w, itf[i].own);
 		jw_key(w, "tracer");
 		jw_bool(w, itf[i].tracer);
+		jw_key(w, "realtime");
+		jw_bool(w, itf[i].realtime);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

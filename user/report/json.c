@@ -136,6 +136,10 @@ void report_json_culprit(struct jw *w, const struct engine *e, const struct eng_
 	jw_key(w, "comm");
 	comm_val(w, c->comm);
 	process_keys(w, e, c->pid);
+	if (engine_task_realtime(e, c->tid, c->comm)) {
+		jw_key(w, "realtime");
+		jw_bool(w, true);
+	}
 	waker_activity(w, e, &c->act);
 	if (c->cpu >= 0) {
 		jw_key(w, "cpu");
@@ -767,6 +771,10 @@ static void summary(struct jw *w, const struct engine *e, const struct eng_summa
 		jw_bool(w, itf[i].own);
 		if (itf[i].tracer) {
 			jw_key(w, "tracer");
+			jw_bool(w, true);
+		}
+		if (itf[i].realtime) {
+			jw_key(w, "realtime");
 			jw_bool(w, true);
 		}
 		jw_obj_end(w);

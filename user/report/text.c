@@ -320,6 +320,12 @@ static void act_phrase(FILE *f, const struct eng_act *a)
 	act_parts(f, a, a->ns, false);
 }
 
+/* " (real-time)" after a culprit that ran in a real-time class */
+static const char *realtime_tag(const struct eng_who *w)
+{
+	return cur_engine && engine_task_realtime(cur_engine, w->tid, w->comm) ? " (real-time)" : "";
+}
+
 /* what a cause with its culprit looks like after the "+x ms" */
 static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w,
 			 bool has_who)
@@ -338,7 +344,7 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 			    engine_process_name(cur_engine, w->pid, pn, sizeof(pn)))
 				snprintf(a, sizeof(a), "%s (pid %" PRIu32 ")", clean(c2, sizeof(c2), pn),
 					 w->pid);
-			fprintf(f, " — %s preempted by %s", crit, a);
+			fprintf(f, " — %s preempted by %s%s", crit, a, realtime_tag(w));
 			if (w->cpu >= 0)
 				fprintf(f, " on CPU %d", w->cpu);
 		} else {
@@ -355,7 +361,8 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 				snprintf(a, sizeof(a), "%s (pid %" PRIu32 ")", clean(c2, sizeof(c2), pn),
 					 w->via_pid);
 			who_str(b, sizeof(b), w->comm, w->pid == target_pid ? w->tid : w->pid);
-			fprintf(f, " — %s waited for %s, itself preempted by %s", crit, a, b);
+			fprintf(f, " — %s waited for %s, itself preempted by %s%s", crit, a, b,
+				realtime_tag(w));
 			if (w->cpu >= 0)
 				fprintf(f, " on CPU %d", w->cpu);
 		} else if (has_who) {
@@ -1131,9 +1138,10 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 		fputs("Interferers time taken from the critical threads while the GPU idled:\n", f);
 		for (int i = 0; i < ni; i++) {
 			who_str(nm, sizeof(nm), itf[i].comm, itf[i].pid);
-			fprintf(f, "  %-28s %10s%s\n", nm, fmt_ns(a, sizeof(a), itf[i].ns),
+			fprintf(f, "  %-28s %10s%s%s\n", nm, fmt_ns(a, sizeof(a), itf[i].ns),
 				itf[i].own ? "   (a thread of the trainer itself)" :
-				itf[i].tracer ? "   (stepblame's own agent)" : "");
+				itf[i].tracer ? "   (stepblame's own agent)" : "",
+				itf[i].realtime ? "   (real-time: runs before any normal task)" : "");
 		}
 	} else {
 		fputs("Interferers none: no other task ran while a critical thread waited\n", f);
