@@ -30,9 +30,12 @@ def cause_ns(s, causes):
     return sum(b["ns"] for b in s["blame"] if b["cause"] in causes)
 
 
-def agent_ns(s):
-    """time the recorder's own threads took from the step (tracer entries with a culprit)"""
-    return sum(b["ns"] for b in s["blame"] if b["cause"] == "tracer" and "culprit" in b)
+def agent_ns(s, waited_for_cpu=False):
+    """time the recorder's own threads took from the step (tracer entries with a culprit);
+    waited_for_cpu: only where the critical thread itself waited for its CPU (the culprit
+    has no via: not a thread it waited for, which the recorder preempted)"""
+    return sum(b["ns"] for b in s["blame"] if b["cause"] == "tracer" and "culprit" in b
+               and not (waited_for_cpu and "via" in b["culprit"]))
 
 
 def outside(s, causes=None):
@@ -58,8 +61,9 @@ for n, t in truth.items():
         continue
     # (and vm_steal: the kernel counts a wait behind a task whose CPU the
     # hypervisor held as run delay too; cpu_throttle: a wait for its cgroup's CPU quota)
-    # and the recorder's own threads' time (tracer with a culprit: schemas/report.md)
-    mine = cause_ns(s, ("cpu_wait", "migration", "vm_steal", "cpu_throttle")) + agent_ns(s)
+    # and the recorder's own threads' time on its CPU (tracer with a culprit: schemas/report.md;
+    # not where they preempted a thread it waited for, which is no run delay of its own)
+    mine = cause_ns(s, ("cpu_wait", "migration", "vm_steal", "cpu_throttle")) + agent_ns(s, True)
     # migration also holds the thread's own sched_setaffinity calls: on a CPU, not a run
     # queue. A step that writes a checkpoint is left out: there the kernel charges
     # preemptions more run delay than the thread spent off its CPU between its own
@@ -101,7 +105,7 @@ for n in hog[1:-1]:
         continue
     hog_ns = sum(b["ns"] for b in s["blame"] if "culprit" in b and b["culprit"].get("comm") == "noisy-hog")
     others = (sum(b["ns"] for b in s["blame"] if b["cause"] in ("cpu_wait", "migration") and "culprit" in b)
-              + cause_ns(s, ("vm_steal",)) + agent_ns(s) - hog_ns)
+              + cause_ns(s, ("vm_steal",)) + agent_ns(s, True) - hog_ns)
     left = truth[n]["run_delay_ns"] - others
     if hog_ns < 0.5 * left - 1 * MS:
         named.append("step %d: noisy-hog %.1f ms of the %.1f ms run delay other tasks leave" % (n, hog_ns / MS, left / MS))

@@ -227,9 +227,6 @@ static int take_record(struct capture *c, void *data, size_t size)
 /* how long one read of the ring may take records before it hands control back */
 #define READ_BUDGET_NS 50000000ull
 
-/* how long after the capture begins the target's mappings are looked at every tick */
-#define EARLY_RESCAN_NS 3000000000ull
-
 static int ring_cb(void *ctx, void *data, size_t size)
 {
 	struct capture *c = ctx;
@@ -1052,7 +1049,9 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	/*
 	 * What the target mapped while the probes attached (a trainer that had
 	 * just exec'd loads its libraries meanwhile): its step marks get probes
-	 * before the capture says it is attached, not at the first rescan
+	 * before the capture says it is attached, not at the first rescan a
+	 * second later. Only once: reading a big process's mappings holds its
+	 * mmap lock, which its page faults wait for.
 	 */
 	probes_rescan_now(c->probes);
 	if (!o->quiet) {
@@ -1098,13 +1097,6 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 				read_ring(c, -1);
 				/* a child forked or exec'd since: its code's step marks get probes now */
 				stackmaps_scan_fresh(c->maps, c->probes, now, put_map_text, c);
-				/*
-				 * the first seconds: the target's libraries still loading
-				 * (an exec just before the attach, an import) get probes
-				 * at the tick, not the second (passes spaced by their cost)
-				 */
-				if (now - start < EARLY_RESCAN_NS)
-					probes_rescan(c->probes);
 				if (c->mark_pid && c->mark_pid != pid && !c->mark_ids_put) {
 					pid_t pp = 0;
 
