@@ -64,6 +64,7 @@ import ctypes, os, sys, threading, time
 lib, tmp = sys.argv[1], sys.argv[2]
 sb = ctypes.CDLL(lib)
 sb.stepblame_step.argtypes = [ctypes.c_ulonglong]
+open(os.path.join(tmp, "loaded"), "w").close()
 open(os.path.join(tmp, "go")).read(1)
 def delay():
     with open("/proc/self/task/%d/schedstat" % threading.get_native_id()) as f:
@@ -78,6 +79,9 @@ sb.stepblame_step(40)
 open(os.path.join(tmp, "delay"), "w").write(str(delay() - d0))
 PY
 prog=$!
+# attached once the program runs with the library mapped: a library loaded after the
+# attach gets its probe only at the next rescan, a second later (docs/ARCHITECTURE.md)
+for _ in $(seq 300); do [ -e "$tmp/loaded" ] && break; sleep 0.05; done
 "$STEPBLAME" record -p $prog -d 60 -o "$tmp/trace.sbt" >"$tmp/record.out" 2>&1 &
 rec=$!
 wait_attached "$tmp/record.out" 30 $rec
