@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The records a busy trainer's scheduler writes while the rest of the probes
-# attach (a second or more: the other families load, the mapped files are
-# scanned for step marks and allocator functions) are read from the moment
-# the scheduler probes are attached, not left to a ring that cannot hold them
-# (docs/ARCHITECTURE.md, "Data flow"). simtrainer with a busy launch thread
-# (thousands of switches a second) recorded with a 1 MiB ring: a ring that
+# attach (the other families load, the mapped files are scanned for step
+# marks and allocator functions) are read from the moment the scheduler probes
+# are attached, not left to a ring that cannot hold them (docs/ARCHITECTURE.md,
+# "Data flow"). simtrainer with a busy launch thread (tens of thousands of
+# switches a second, every trip written: --fold 0, so that an attach of half a
+# second writes several rings' worth) recorded with a 1 MiB ring: a ring that
 # size holds at most 1 MiB / 48 bytes (the smallest record and the ring's
 # header) of records, so a trace with more records dated before the capture
 # began (its host record) than that read them while the probes attached.
@@ -19,11 +20,11 @@ sim=
 cleanup() { [ -n "$sim" ] && kill -9 $sim 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-"$SIMTRAINER" --steps 4000 --kernels 10 --kernel-us 100 --launch-us 200 --busy 20,60,57 \
+"$SIMTRAINER" --steps 4000 --kernels 10 --kernel-us 100 --launch-us 200 --busy 60,60,57 \
 	--quiet >"$tmp/sim.out" 2>&1 &
 sim=$!
 sleep 0.5
-if ! "$STEPBLAME" record -p $sim -d 1 --ring-mb 1 -q -o "$tmp/t.sbt" 2>"$tmp/err" ||
+if ! "$STEPBLAME" record -p $sim -d 1 --ring-mb 1 --fold 0 -q -o "$tmp/t.sbt" 2>"$tmp/err" ||
    ! "$STEPBLAME" dump --jsonl "$tmp/t.sbt" >"$tmp/t.jsonl" 2>>"$tmp/err"; then
 	fail $T "record or dump failed: $(head -2 "$tmp/err" | tr '\n' ' ')"
 	exit 0
