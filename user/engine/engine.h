@@ -569,7 +569,8 @@ int engine_interferers(const struct engine *e, struct eng_interferer *out, int m
 struct eng_target {
 	uint32_t pid;
 	char comm[SB_COMM_LEN + 1];     /* at attach (the trace's target record) */
-	char comm_end[SB_COMM_LEN + 1]; /* its main thread's at the end, where an exec or a rename changed it; "" if not */
+	/* its main thread's at the end, where an exec or a rename changed it; "" if not */
+	char comm_end[SB_COMM_LEN + 1];
 	const char *cmdline;     /* "" if unknown */
 };
 void engine_target(const struct engine *e, struct eng_target *t);

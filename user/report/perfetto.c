@@ -569,7 +569,8 @@ int report_perfetto(const struct engine *e, const struct perfetto_stream *p, FIL
 	if (t.pid) {
 		struct thread_names tn = { .f = f, .first = &first, .pid = t.pid };
 
-		snprintf(name, sizeof(name), "%s (target)", eng_target_name(&t)[0] ? eng_target_name(&t) : "trainer");
+		snprintf(name, sizeof(name), "%s (target)",
+			 eng_target_name(&t)[0] ? eng_target_name(&t) : "trainer");
 		pf_meta(f, &first, "process_name", t.pid, -1, name);
 		/* threads forgotten to make room (a trace of more threads than the engine follows) */
 		for (uint32_t i = 0; p && i < p->gone.n; i++)
