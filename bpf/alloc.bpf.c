@@ -24,8 +24,9 @@
  *       burst_max_ns (flush_burst below, run once a second): a thread may make
  *       no call for a long time after a storm.
  *   A burst still pending when the thread exits is emitted by the agent's
- *   next flush if the capture goes on that long; one pending when the capture
- *   ends is lost (it is still in the alloc_stats totals).
+ *   first flush after it took the exit, which then removes the thread's
+ *   entries here (probes_alloc_forget); one pending when the capture ends is
+ *   lost (it is still in the alloc_stats totals).
  *
  * The fast path adds no map lookup and no ring-buffer reserve: the burst lives
  * in the thread's alloc_totals value; only a flush reserves a record. (The

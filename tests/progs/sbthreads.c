@@ -7,10 +7,12 @@
  *
  *   sbthreads hold N      N threads alive at once: each one malloc(55555), then
  *                         all wait on a barrier for 200 ms together, and exit
- *   sbthreads churn N     N threads created and joined 8 at a time, as fast as
- *                         possible; each does one malloc(55555); then 1.2 s of
- *                         sleep (the tracer's per-second reading happens after
- *                         every one of them is gone)
+ *   sbthreads churn N     after 300 ms (the tracer's overhead guard starts
+ *                         meanwhile), N threads created and joined 8 at a time, 6 ms apart
+ *                         (threads exit across several of the tracer's
+ *                         per-second readings); each does one malloc(55555);
+ *                         then 2.5 s of sleep (two readings after every one of
+ *                         them is gone)
  *   sbthreads fork K      K child processes, each: a thread, 20 malloc(66666),
  *                         10 page faults, 3 USDT steps (numbered 7000..), 50 ms
  *                         of sleep; the parent does 3 steps (1000..) and waits
@@ -127,6 +129,7 @@ int main(int argc, char **argv)
 		pthread_t t[8];
 		long made = 0;
 
+		usleep(300000);
 		while (made < n) {
 			int k = n - made < 8 ? (int)(n - made) : 8;
 
@@ -138,10 +141,11 @@ int main(int argc, char **argv)
 			for (int i = 0; i < k; i++)
 				pthread_join(t[i], NULL);
 			made += k;
+			usleep(6000);
 		}
 		printf("threads=%ld\n", made);
 		fflush(stdout);
-		usleep(1200000);
+		usleep(2500000);
 	} else if (!strcmp(argv[1], "fork")) {
 		printf("children=%ld child_pids=", n);
 		for (long i = 0; i < n; i++) {

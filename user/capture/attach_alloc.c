@@ -701,18 +701,21 @@ struct flush_args_v {
  * the longest span: no call of it can still be running then (a call that
  * long is not fast), so the kernel side never sees the burst change under it.
  */
-static void flush_idle_burst(const struct probes *p, uint32_t tid, const struct alloc_totals_v *v)
+static void flush_burst_of(const struct probes *p, uint32_t tid, const struct alloc_totals_v *v,
+			   uint64_t min_idle_ns)
 {
-	struct flush_args_v a = {
-		.tid = tid,
-		.min_idle_ns = or_default(p->o.burst_gap_ns, BURST_GAP_NS) +
-			       or_default(p->o.burst_max_ns, BURST_MAX_NS),
-	};
+	struct flush_args_v a = { .tid = tid, .min_idle_ns = min_idle_ns };
 	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &a, .ctx_size_in = sizeof(a));
 
 	if (!p->alloc_flush || !v->b.calls)
 		return;
 	bpf_prog_test_run_opts(bpf_program__fd(p->alloc->progs.flush_burst), &o);
+}
+
+static void flush_idle_burst(const struct probes *p, uint32_t tid, const struct alloc_totals_v *v)
+{
+	flush_burst_of(p, tid, v, or_default(p->o.burst_gap_ns, BURST_GAP_NS) +
+			       or_default(p->o.burst_max_ns, BURST_MAX_NS));
 }
 
 static int walk_totals(const struct probes *p,
@@ -750,6 +753,36 @@ int probes_alloc_stats(const struct probes *p,
 		       void *ctx)
 {
 	return walk_totals(p, cb, ctx, true);
+}
+
+int probes_alloc_forget(const struct probes *p, const uint32_t *tids, size_t n,
+			void (*cb)(void *ctx, uint32_t tid, uint64_t calls), void *ctx)
+{
+	struct alloc_totals_v v;
+	int fd, ffd, gone = 0;
+
+	if (!p->alloc || bpf_map__value_size(p->alloc->maps.alloc_totals) != sizeof(v))
+		return 0;
+	fd = bpf_map__fd(p->alloc->maps.alloc_totals);
+	ffd = bpf_map__fd(p->alloc->maps.alloc_frames);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t tid = tids[i];
+		uint64_t calls = 0;
+
+		/* its calls in progress died with it, whatever they were */
+		bpf_map_delete_elem(ffd, &tid);
+		if (bpf_map_lookup_elem(fd, &tid, &v))
+			continue;
+		/* no call of it can run any more: its burst is over however recent */
+		flush_burst_of(p, tid, &v, 0);
+		bpf_map_delete_elem(fd, &tid);
+		for (int k = 0; k < SB_FN_MAX; k++)
+			calls += v.calls[k];
+		if (cb)
+			cb(ctx, tid, calls);
+		gone++;
+	}
+	return gone;
 }
 
 int probes_alloc_totals(const struct probes *p,

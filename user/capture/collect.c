@@ -86,6 +86,8 @@ struct capture {
 	uint64_t ring_ts;            /* the newest record taken from the ring: those still in it are
 	                                newer (it is first in, first out; CPUs differ by microseconds) */
 	uint64_t ticked_ns;          /* the time the last tick advanced the sink to */
+	uint32_t *exited;            /* threads whose exit was taken since the last allocator reading */
+	size_t nexited, exited_cap;
 	/* one buffer for every record the agent builds itself */
 	union {
 		struct sb_hdr h;
@@ -117,6 +119,21 @@ static int put(struct capture *c, const struct sb_hdr *rec)
 }
 
 static void alloc_kid(struct capture *c, pid_t pid);
+
+/* its allocator state goes at the next reading (alloc_readings), once its last totals are out */
+static void thread_exited(struct capture *c, uint32_t tid)
+{
+	if (c->nexited == c->exited_cap) {
+		size_t cap = c->exited_cap ? 2 * c->exited_cap : 64;
+		uint32_t *t = realloc(c->exited, cap * sizeof(*t));
+
+		if (!t)
+			return; /* its entries stay: the kernel maps count a full map as a drop */
+		c->exited = t;
+		c->exited_cap = cap;
+	}
+	c->exited[c->nexited++] = tid;
+}
 
 static int put_text_at(struct capture *c, uint16_t type, uint32_t id, uint32_t pid, uint32_t tid,
 		       const char *text, size_t len, uint64_t ts)
@@ -207,10 +224,11 @@ static int take_record(struct capture *c, void *data, size_t size)
 			return put_process(c, (pid_t)h->pid, (pid_t)t->parent_pid, t->comm) ?
 			       -ECANCELED : 0;
 		}
-	} else if (h->type == SB_EV_THREAD_EXIT && h->tid == h->pid &&
-		   h->pid != (uint32_t)c->o->probe.pid) {
+	} else if (h->type == SB_EV_THREAD_EXIT) {
+		thread_exited(c, h->tid);
 		/* a followed child's main thread: its process is gone, and its allocator links */
-		probes_alloc_kid_gone(c->probes, (pid_t)h->pid);
+		if (h->tid == h->pid && h->pid != (uint32_t)c->o->probe.pid)
+			probes_alloc_kid_gone(c->probes, (pid_t)h->pid);
 	} else if (h->type == SB_EV_RENAME && h->tid == h->pid && h->pid != (uint32_t)c->o->probe.pid &&
 		   h->size >= sizeof(struct sb_rename)) {
 		const struct sb_rename *r = data;
@@ -292,6 +310,27 @@ static void alloc_stats_cb(void *ctx, uint32_t pid, uint32_t tid, const uint64_t
 	memcpy(s->calls, calls, sizeof(s->calls));
 	memcpy(s->ns, ns, sizeof(s->ns));
 	put(c, &s->h);
+}
+
+static void forget_cb(void *ctx, uint32_t tid, uint64_t calls)
+{
+	struct capture *c = ctx;
+
+	if (c->guard)
+		guard_forget(c->guard, tid, calls);
+}
+
+/*
+ * Every thread's allocator totals into the trace (alloc_stats), the idle
+ * bursts flushed; then the state of the threads that exited since the last
+ * reading, whose totals just went out for the last time, removed from the
+ * kernel's maps and the guard (schemas/trace.md, "alloc_stats").
+ */
+static void alloc_readings(struct capture *c)
+{
+	probes_alloc_stats(c->probes, alloc_stats_cb, c);
+	probes_alloc_forget(c->probes, c->exited, c->nexited, forget_cb, c);
+	c->nexited = 0;
 }
 
 static uint64_t put_drops(struct capture *c)
@@ -1147,7 +1186,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		}
 		if (now - last_sec >= 1000000000ull) {
 			last_sec = now;
-			probes_alloc_stats(c->probes, alloc_stats_cb, c);
+			alloc_readings(c);
 			if (!o->live)
 				probes_flush_faults(c->probes, false);
 			put_drops(c);
@@ -1205,7 +1244,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		/* stopped in the kernel since the last tick: said, though it did not end the capture */
 		if (!c->target_stopped && probes_stopped(c->probes, &stop))
 			put_stop_note(c, &stop);
-		probes_alloc_stats(c->probes, alloc_stats_cb, c);
+		alloc_readings(c);
 		/* mappings the last stacks need, and the JIT symbols they name */
 		if (c->maps && !probes_stopped(c->probes, &stop)) {
 			stackmaps_maybe_scan(c->maps, c->probes, UINT64_MAX, put_map_text, c);
@@ -1238,6 +1277,7 @@ out:
 		sbc_detach(c->chan);
 	ring_buffer__free(rb);
 	guard_free(c->guard);
+	free(c->exited);
 	stackmaps_free(c->maps);
 	probes_close(c->probes);
 	if (pidfd >= 0)

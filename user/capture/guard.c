@@ -68,6 +68,7 @@ struct gthread {
 	uint64_t fast_now; /* the same, at the reading that ends the window */
 	uint64_t slow;     /* its calls recorded on their own since its window began */
 	uint64_t probe_ns; /* the always-on probes' estimated time on it since others_since */
+	bool gone;         /* it exited: fast_now is final, the entry goes after the window's count */
 };
 
 struct guard {
@@ -94,6 +95,7 @@ struct guard {
 	uint32_t worst_tid;
 	struct gthread *t;       /* open addressing on tid, a power of two slots */
 	uint32_t cap, n;
+	uint32_t ngone;          /* entries marked gone, not yet removed */
 	char err[128];
 };
 
@@ -116,26 +118,92 @@ static uint32_t slot_of(uint32_t tid, uint32_t cap)
 	return h & (cap - 1);
 }
 
-static int grow(struct guard *g)
+/* the table again at cap slots, without the entries keep() refuses */
+static int rehash(struct guard *g, uint32_t cap, bool (*keep)(const struct gthread *t))
 {
-	uint32_t cap = g->cap ? 2 * g->cap : 64;
 	struct gthread *t = calloc(cap, sizeof(*t));
+	uint32_t n = 0, ngone = 0;
 
 	if (!t)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < g->cap; i++) {
 		uint32_t j;
 
-		if (!g->t[i].tid)
+		if (!g->t[i].tid || (keep && !keep(&g->t[i])))
 			continue;
 		for (j = slot_of(g->t[i].tid, cap); t[j].tid; j = (j + 1) & (cap - 1))
 			;
 		t[j] = g->t[i];
+		n++;
+		ngone += t[j].gone;
 	}
 	free(g->t);
 	g->t = t;
 	g->cap = cap;
+	g->n = n;
+	g->ngone = ngone;
 	return 0;
+}
+
+static int grow(struct guard *g)
+{
+	return rehash(g, g->cap ? 2 * g->cap : 64, NULL);
+}
+
+static bool not_gone(const struct gthread *t)
+{
+	return !t->gone;
+}
+
+/*
+ * Idle: a thread that never called the allocator and whose records cost
+ * nothing over the last second. Its entry may go: its next record makes it
+ * again, and loses nothing (probe_ns counts from the last second).
+ */
+static bool busy(const struct gthread *t)
+{
+	return t->probe_ns || t->fast || t->fast_now || t->slow;
+}
+
+/* a window is open: the gone stay until it has counted them */
+static bool idle_off(const struct gthread *t)
+{
+	return t->gone || busy(t);
+}
+
+static bool idle_dead_off(const struct gthread *t)
+{
+	return !t->gone && busy(t);
+}
+
+/*
+ * Without the threads that keep() refuses, in a table sized for the rest (a
+ * quarter full at most, 64 slots at least): a trainer whose DataLoader
+ * workers come and go every epoch would otherwise grow it, and every
+ * window's walk over it, without end.
+ */
+static void prune(struct guard *g, bool (*keep)(const struct gthread *t))
+{
+	uint32_t n = 0, cap = 64;
+
+	for (uint32_t i = 0; i < g->cap; i++)
+		n += g->t[i].tid && keep(&g->t[i]);
+	while (cap < 4 * n)
+		cap *= 2;
+	if (n == g->n && cap >= g->cap)
+		return;
+	rehash(g, cap, keep);
+}
+
+/* tid's entry, NULL if it has none */
+static struct gthread *thread_find(struct guard *g, uint32_t tid)
+{
+	if (!tid || !g->cap)
+		return NULL;
+	for (uint32_t i = slot_of(tid, g->cap); g->t[i].tid; i = (i + 1) & (g->cap - 1))
+		if (g->t[i].tid == tid)
+			return &g->t[i];
+	return NULL;
 }
 
 /* tid's entry, made if new; NULL when out of memory */
@@ -192,6 +260,21 @@ void guard_slow_call(struct guard *g, uint32_t tid)
 		t->slow++;
 }
 
+/*
+ * The entry goes at the next window's count (windows open), or at the next
+ * reading of the other probes (detached): by then nothing of it is left to count.
+ */
+void guard_forget(struct guard *g, uint32_t tid, uint64_t calls)
+{
+	struct gthread *t = thread_find(g, tid);
+
+	if (!t || t->gone)
+		return;
+	t->fast_now = calls;
+	t->gone = true;
+	g->ngone++;
+}
+
 void guard_record(struct guard *g, const struct sb_hdr *h)
 {
 	uint64_t counts[SB_NCOST] = { 0 }, ns = 0;
@@ -240,6 +323,8 @@ static bool others_update(struct guard *g, uint64_t now)
 	if (now - g->others_since < OTHERS_NS)
 		return false;
 	len = now - g->others_since;
+	/* before probe_ns is read and cleared: it says which threads were idle */
+	prune(g, g->on ? idle_off : idle_dead_off);
 	for (uint32_t i = 0; i < g->cap; i++) {
 		if (g->t[i].probe_ns > max)
 			max = g->t[i].probe_ns;
@@ -349,6 +434,9 @@ static void window_count(struct guard *g, struct wsum *w, void (*drain)(void *ct
 		if (calls && own > 0)
 			w->free_rate += calls / own;
 	}
+	/* counted: the threads that exited during the window can go */
+	if (g->ngone)
+		prune(g, not_gone);
 }
 
 /*

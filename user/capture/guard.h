@@ -64,6 +64,12 @@ struct guard *guard_new(struct probes *p, uint64_t limit_ppm, const struct sb_co
 void guard_free(struct guard *g);
 /* an allocator call of thread tid that was recorded on its own (SB_EV_ALLOC) */
 void guard_slow_call(struct guard *g, uint32_t tid);
+/*
+ * Thread tid exited: calls is its final count of fast calls (probes_alloc_forget).
+ * Its entry goes once nothing of it is left to count. Idle threads' entries
+ * go too: the table holds the threads alive and busy, not every thread seen.
+ */
+void guard_forget(struct guard *g, uint32_t tid, uint64_t calls);
 /* a record as it passes: what the always-on probes cost its thread (the records' events x costs) */
 void guard_record(struct guard *g, const struct sb_hdr *h);
 /* CLOCK_MONOTONIC ns when guard_run wants to be called next */

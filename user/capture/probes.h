@@ -151,6 +151,16 @@ int probes_alloc_stats(const struct probes *p,
 				  const uint64_t ns[SB_FN_MAX]),
 		       void *ctx);
 /*
+ * The threads tids[0..n) have exited (their thread_exit records were taken):
+ * their burst still pending is emitted, and their allocator state is removed
+ * from the kernel's per-thread maps, which would otherwise fill with the dead
+ * threads of a long capture. Call it after probes_alloc_stats, which reported
+ * their final totals. cb (may be NULL) gets each one removed with its total of
+ * fast calls. Returns how many were removed.
+ */
+int probes_alloc_forget(const struct probes *p, const uint32_t *tids, size_t n,
+			void (*cb)(void *ctx, uint32_t tid, uint64_t calls), void *ctx);
+/*
  * The same totals, read only: no burst is flushed, nothing enters the ring
  * (the overhead guard's reading).
  */
