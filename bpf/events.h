@@ -264,8 +264,12 @@ struct sb_fault_run {
  * the same runner: a thread woken or kept waiting by another task starts a
  * new run. The thread was on a CPU at start_ns and again at h.ts.
  */
+/* sched_run h.flags: its runner ran in a real-time class (as SB_RUNSLICE_REALTIME) */
+#define SB_SCHED_RUN_RUNNER_REALTIME 0x1
+
 struct sb_sched_run {
-	struct sb_hdr h;       /* the thread; ts = the switch-in ending its last episode; cpu = that CPU */
+	struct sb_hdr h;       /* the thread; ts = the switch-in ending its last episode; cpu = that CPU;
+	                          flags SB_SCHED_RUN_* */
 	__u64 start_ns;        /* the switch-out beginning its first episode */
 	__u32 sleeps;          /* episodes asleep (S): switch-out, wakeup, switch-in */
 	__u32 preempts;        /* episodes preempted: switch-out runnable, switch-in */

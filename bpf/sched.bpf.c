@@ -369,6 +369,9 @@ static __always_inline bool fold(struct tstate *ts, __u32 pid, __u32 tid, __u32 
 		r->runner_pid = prev_pid;
 		r->runner_tid = prev_tid;
 		TASK_COMM(r->runner_comm, prev, true);
+		/* once a run: every trip of it waited behind this one runner */
+		if (task_realtime(prev, true))
+			r->h.flags = SB_SCHED_RUN_RUNNER_REALTIME;
 	}
 	r->steal_ns += steal < wait ? steal : wait;
 	if (now - out > r->max_ns)

@@ -372,6 +372,60 @@ static void t_realtime_culprit(void)
 	}
 }
 
+/*
+ * The same hog seen only in folded runs: in each millisecond of the step the
+ * launcher is preempted 5 times for 100 us by noisy (tid 900), trips short
+ * enough to fold; the runs name it as their runner, flagged real-time or not.
+ */
+static bool runner_rt;
+
+static void inj_preempt_folded(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	for (uint64_t ms = 0; ms + MS <= len; ms += MS) {
+		struct sb_sched_run r = { 0 };
+
+		hdr(&r.h, SB_EV_SCHED_RUN, sizeof(r), at + ms + 4 * 200 * US + 100 * US, T_PID,
+		    T_LAUNCHER, T_CPU);
+		r.h.flags = runner_rt ? SB_SCHED_RUN_RUNNER_REALTIME : 0;
+		r.start_ns = at + ms;
+		r.preempts = 5;
+		r.wait_ns = 5 * 100 * US;
+		r.max_ns = 100 * US;
+		r.runner_pid = r.runner_tid = 900;
+		w_comm(r.runner_comm, "noisy");
+		st_put(&w->host, &r);
+	}
+}
+
+static void t_realtime_runner_folded(void)
+{
+	for (int rt = 0; rt < 2; rt++) {
+		struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_preempt_folded };
+		struct world w;
+		struct engine *e;
+		const struct eng_step *s;
+		char *txt, *js;
+
+		runner_rt = rt;
+		s = injected_step(&w, &inj, &e);
+		REQUIRE(s, "step 1");
+		CHECK(blame_of(s, ENG_CPU_WAIT, 900) >= 30 * 5 * 100 * US * 9 / 10,
+		      "cpu_wait by noisy %" PRIu64, blame_of(s, ENG_CPU_WAIT, 900));
+		CHECK(engine_task_realtime(e, 900, "noisy") == rt, "engine_task_realtime (rt %d)", rt);
+		txt = render(e, report_text);
+		js = render(e, report_json);
+		REQUIRE(txt && js, "render");
+		CHECK(!!strstr(txt, "preempted by noisy[900] (real-time)") == rt, "text (rt %d): %s", rt,
+		      strstr(txt, "preempted by") ? strstr(txt, "preempted by") : txt);
+		CHECK(!!strstr(js, "\"realtime\": true") == rt, "JSON realtime (rt %d)", rt);
+		free(txt);
+		free(js);
+		engine_free(e);
+		world_free(&w);
+	}
+}
+
 static void t_cpu_throttle(void)
 {
 	struct world w;
@@ -2508,6 +2562,7 @@ int main(void)
 	RUN(t_preempt_while_idle);
 	RUN(t_target_exec);
 	RUN(t_realtime_culprit);
+	RUN(t_realtime_runner_folded);
 	RUN(t_preempt_while_busy_is_free);
 	RUN(t_wakeup_chain);
 	RUN(t_fault_storm);

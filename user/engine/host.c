@@ -1033,6 +1033,15 @@ static void ev_alloc_burst(struct engine *e, const struct sb_alloc_burst *r, uin
 							      UINT32_MAX - a->count[ENG_N_BURST_ALLOCS]);
 }
 
+/* a task seen running in a real-time class: the first ENG_RT_MAX kept (engine_task_realtime) */
+static void realtime_seen(struct engine *e, uint32_t tid, const char *comm)
+{
+	if (e->nrt < ENG_RT_MAX && !engine_task_realtime(e, tid, comm)) {
+		e->rt[e->nrt].tid = tid;
+		memcpy(e->rt[e->nrt++].comm, comm, SB_COMM_LEN);
+	}
+}
+
 static void ev_runslice(struct engine *e, const struct sb_runslice *r, uint64_t start)
 {
 	struct runslice x = { .s = start, .e = r->h.ts, .pid = r->h.pid, .tid = r->h.tid };
@@ -1060,11 +1069,8 @@ static void ev_runslice(struct engine *e, const struct sb_runslice *r, uint64_t 
 	}
 	memcpy(x.comm, r->comm, SB_COMM_LEN);
 	runslice_push(e, r->h.cpu, &x);
-	if ((r->h.flags & SB_RUNSLICE_REALTIME) && e->nrt < ENG_RT_MAX &&
-	    !engine_task_realtime(e, r->h.tid, x.comm)) {
-		e->rt[e->nrt].tid = r->h.tid;
-		memcpy(e->rt[e->nrt++].comm, x.comm, SB_COMM_LEN);
-	}
+	if (r->h.flags & SB_RUNSLICE_REALTIME)
+		realtime_seen(e, r->h.tid, x.comm);
 }
 
 /*
@@ -1078,6 +1084,9 @@ static void ev_sched_run(struct engine *e, const struct sb_sched_run *r, uint64_
 {
 	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
 	uint64_t end = r->h.ts > s ? r->h.ts : s, off;
+
+	if ((r->h.flags & SB_SCHED_RUN_RUNNER_REALTIME) && r->runner_tid)
+		realtime_seen(e, r->runner_tid, r->runner_comm);
 
 	if (r->sleeps)
 		timed_handoff(e, t, r->waker_pid, r->waker_tid, s, end);
