@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -86,6 +87,7 @@ struct capture {
 	uint64_t ring_ts;            /* the newest record taken from the ring: those still in it are
 	                                newer (it is first in, first out; CPUs differ by microseconds) */
 	uint64_t ticked_ns;          /* the time the last tick advanced the sink to */
+	bool exec_mapped;            /* the target mapped code since the last look at its mappings */
 	uint32_t *exited;            /* threads whose exit was taken since the last allocator reading */
 	size_t nexited, exited_cap;
 	/* one buffer for every record the agent builds itself */
@@ -224,6 +226,14 @@ static int take_record(struct capture *c, void *data, size_t size)
 			return put_process(c, (pid_t)h->pid, (pid_t)t->parent_pid, t->comm) ?
 			       -ECANCELED : 0;
 		}
+	} else if (h->type == SB_EV_MMSYS && h->pid == (uint32_t)c->o->probe.pid &&
+		   h->size >= sizeof(struct sb_mmsys)) {
+		const struct sb_mmsys *m = data;
+
+		/* a library loaded (dlopen): its step marks want probes before its first call */
+		if ((m->call == SB_SYS_MMAP || m->call == SB_SYS_MPROTECT) && (m->arg & PROT_EXEC) &&
+		    m->ret >= 0)
+			c->exec_mapped = true;
 	} else if (h->type == SB_EV_THREAD_EXIT) {
 		thread_exited(c, h->tid);
 		/* a followed child's main thread: its process is gone, and its allocator links */
@@ -1134,6 +1144,15 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 				if (o->live)
 					probes_flush_faults(c->probes, false);
 				read_ring(c, -1);
+				/*
+				 * The target mapped code since: its mappings now, not at
+				 * the second's pass, if the spacing of passes allows
+				 * (docs/ARCHITECTURE.md, "Step marks")
+				 */
+				if (c->exec_mapped && probes_rescan_due(c->probes)) {
+					c->exec_mapped = false;
+					probes_rescan(c->probes);
+				}
 				/* a child forked or exec'd since: its code's step marks get probes now */
 				stackmaps_scan_fresh(c->maps, c->probes, now, put_map_text, c);
 				if (c->mark_pid && c->mark_pid != pid && !c->mark_ids_put) {

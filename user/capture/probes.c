@@ -305,6 +305,11 @@ int probes_rescan_now(struct probes *p)
 	return probes_rescan(p);
 }
 
+bool probes_rescan_due(const struct probes *p)
+{
+	return mono_ns() >= p->next_scan;
+}
+
 int probes_rescan(struct probes *p)
 {
 	uint64_t now = mono_ns();

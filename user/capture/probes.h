@@ -94,6 +94,8 @@ int probes_ring_fd(const struct probes *p);
 int probes_rescan(struct probes *p);
 /* the same, now, whenever the last pass was (once, as the capture begins) */
 int probes_rescan_now(struct probes *p);
+/* a call of probes_rescan would look now (the last pass was long enough ago) */
+bool probes_rescan_due(const struct probes *p);
 
 /*
  * Recording of the target stopped in the kernel: one of its threads ran with
