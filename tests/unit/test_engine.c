@@ -426,6 +426,47 @@ static void t_realtime_runner_folded(void)
 	}
 }
 
+/* noisy is a process the trainer forked, a DataLoader worker: so named among the interferers */
+static void inj_preempt_by_worker(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	const char *text = "pt_data_worker\nppid=100\n";
+	uint8_t buf[256] = { 0 };
+	struct sb_text *t = (struct sb_text *)buf;
+
+	hdr(&t->h, SB_REC_THREAD, (sizeof(*t) + strlen(text) + 7) & ~7ul, 0, 900, 900, 0);
+	t->len = (uint32_t)strlen(text);
+	memcpy(t->text, text, t->len);
+	st_put(&w->meta, t);
+	inj_preempt(w, at, len, arg);
+}
+
+static void t_interferer_process(void)
+{
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_preempt_by_worker };
+	struct world w;
+	struct engine *e;
+	const struct eng_step *s = injected_step(&w, &inj, &e);
+	const char *line;
+	char *txt, *js;
+
+	REQUIRE(s, "step 1");
+	txt = render(e, report_text);
+	js = render(e, report_json);
+	REQUIRE(txt && js, "render");
+	line = strstr(txt, "\n  noisy[900]");
+	CHECK(line && strstr(line, "(DataLoader worker 1 of trainer[100])") &&
+	      strstr(line, "(DataLoader worker 1 of trainer[100])") < strchr(line + 1, '\n'),
+	      "the interferers' line: %.120s", line ? line + 1 : txt);
+	/* on the culprit (blame, excess, the tail's excess) and on the interferer */
+	CHECK(count_of(js, "\"process\": \"DataLoader worker 1 of trainer[100]\"") == 4 &&
+	      strstr(strstr(js, "\"interferers\""), "\"process\": \"DataLoader worker 1"),
+	      "JSON process keys: %d", count_of(js, "\"process\": \"DataLoader worker 1 of trainer[100]\""));
+	free(txt);
+	free(js);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_cpu_throttle(void)
 {
 	struct world w;
@@ -2563,6 +2604,7 @@ int main(void)
 	RUN(t_target_exec);
 	RUN(t_realtime_culprit);
 	RUN(t_realtime_runner_folded);
+	RUN(t_interferer_process);
 	RUN(t_preempt_while_busy_is_free);
 	RUN(t_wakeup_chain);
 	RUN(t_fault_storm);

@@ -95,6 +95,15 @@ static void k_fork(struct world *w, uint64_t ts, uint32_t pid, uint32_t ppid, co
 	st_put(&w->host, &r);
 }
 
+static void k_exit(struct world *w, uint64_t ts, uint32_t pid, const char *comm)
+{
+	struct sb_thread r = { 0 };
+
+	hdr(&r.h, SB_EV_THREAD_EXIT, sizeof(r), ts, pid, pid, 0);
+	w_comm(r.comm, comm);
+	st_put(&w->host, &r);
+}
+
 /* the launcher's blocked culprit entry for thread tid itself (not via it); NULL if none */
 static const struct eng_blame *waker_entry(const struct eng_step *s, uint32_t tid)
 {
@@ -841,6 +850,98 @@ static void t_process_names(void)
 }
 
 /*
+ * A DataLoader without persistent workers starts two again every epoch (as
+ * PyTorch's default): each epoch's are workers 1 and 2, counted among those
+ * not gone when they came; one of the next epoch that came while one of the
+ * last was still exiting comes after it. Over a long watch, thousands of
+ * them: the ones that exited longest ago make room for new ones.
+ */
+static void t_process_names_epochs(void)
+{
+	struct world w;
+	struct engine *e;
+	char name[128];
+	const uint32_t n = 5000;
+
+	world_init(&w);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t at = 1 * MS + i * 10 * US;
+		uint32_t pid = 1000 + i;
+
+		k_fork(&w, at, pid, 100, "pt_data_worker");
+		/* pairs; the second of pair 7 lives on while pair 8 starts */
+		if (i % 2 == 1)
+			k_exit(&w, at + 5 * US, pid - 1, "pt_data_worker");
+		if (i % 2 == 1 && i != 15)
+			k_exit(&w, at + 6 * US, pid, "pt_data_worker");
+		if (i == 17)
+			k_exit(&w, at + 5 * US, 1000 + 15, "pt_data_worker");
+	}
+	run_steps(&w, 3, 0, NULL);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	{
+		static const struct { uint32_t pid; const char *name; } want[] = {
+			{ 1000, NULL }, /* exited long ago: its place went to a later worker */
+			{ 1000 + 4990, "DataLoader worker 1 of trainer[100]" },
+			{ 1000 + 4991, "DataLoader worker 2 of trainer[100]" },
+			{ 1000 + 4998, "DataLoader worker 1 of trainer[100]" },
+			{ 1000 + 4999, "DataLoader worker 2 of trainer[100]" },
+		};
+
+		for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+			bool named = engine_process_name(e, want[i].pid, name, sizeof(name));
+
+			CHECK(want[i].name ? named && !strcmp(name, want[i].name) : !named,
+			      "%u '%s', want '%s'", want[i].pid, name, want[i].name ? want[i].name : "");
+		}
+	}
+	engine_free(e);
+	world_free(&w);
+
+	/* the same, few enough to keep every one: the pair that overlapped */
+	world_init(&w);
+	for (uint32_t i = 0; i < 20; i++) {
+		uint64_t at = 1 * MS + i * 10 * US;
+		uint32_t pid = 1000 + i;
+
+		k_fork(&w, at, pid, 100, "pt_data_worker");
+		if (i % 2 == 1)
+			k_exit(&w, at + 5 * US, pid - 1, "pt_data_worker");
+		if (i % 2 == 1 && i != 15)
+			k_exit(&w, at + 6 * US, pid, "pt_data_worker");
+		if (i == 17)
+			k_exit(&w, at + 5 * US, 1000 + 15, "pt_data_worker");
+	}
+	run_steps(&w, 3, 0, NULL);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	{
+		static const struct { uint32_t pid; const char *name; } want[] = {
+			{ 1000, "DataLoader worker 1 of trainer[100]" },
+			{ 1001, "DataLoader worker 2 of trainer[100]" },
+			{ 1002, "DataLoader worker 1 of trainer[100]" },
+			{ 1014, "DataLoader worker 1 of trainer[100]" },
+			{ 1015, "DataLoader worker 2 of trainer[100]" },
+			/* 1015 still there: the next pair after it */
+			{ 1016, "DataLoader worker 2 of trainer[100]" },
+			{ 1017, "DataLoader worker 3 of trainer[100]" },
+			{ 1018, "DataLoader worker 1 of trainer[100]" },
+			{ 1019, "DataLoader worker 2 of trainer[100]" },
+		};
+
+		for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+			bool named = engine_process_name(e, want[i].pid, name, sizeof(name));
+
+			CHECK(named && !strcmp(name, want[i].name), "%u '%s', want '%s'", want[i].pid,
+			      name, want[i].name);
+		}
+	}
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
  * The target is itself a child that multiprocessing spawned (a rank of
  * mp.spawn): the DataLoader workers it forks keep its command line and are
  * forks, the processes it spawns are not.
@@ -948,6 +1049,7 @@ int main(void)
 	RUN(t_waker_fault_runs_across_preemption);
 	RUN(t_stranger_waker);
 	RUN(t_process_names);
+	RUN(t_process_names_epochs);
 	RUN(t_process_names_spawned_target);
 	RUN(t_marks_of_one_process);
 	return test_summary();

@@ -1144,7 +1144,9 @@ static void ev_thread(struct engine *e, const struct sb_thread *r, bool exiting)
 	comm_copy(t->comm, r->comm);
 	/* a new process forked by a followed one */
 	if (!exiting && r->parent_pid && r->parent_pid != r->h.pid)
-		proc_note(e, r->h.pid, r->parent_pid, NULL, 0);
+		proc_note(e, r->h.pid, r->parent_pid, NULL, 0, r->h.ts);
+	if (exiting && r->h.tid == r->h.pid)
+		proc_gone(e, r->h.pid, r->h.ts);
 	if (exiting) {
 		if (t->candidate >= 0)
 			thread_account(e, t, r->h.ts);

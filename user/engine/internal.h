@@ -256,7 +256,9 @@ struct proc_ids {
 
 struct proc {
 	uint32_t pid, ppid;
-	uint32_t order;          /* 1 + the children of ppid seen before it */
+	uint32_t order;          /* its place among the processes noted (proc_note), from 1 */
+	uint64_t born_ns;        /* the time of the record that first noted it */
+	uint64_t gone_ns;        /* its main thread's exit (0: not seen) */
 	char *cmdline;           /* NULL: not said */
 	struct proc_ids *ids;    /* its launcher's ids, where its record said them (NULL: none) */
 	bool torch_feeder;       /* its parent mapped a tensor it shared (proc_shm_note) */
@@ -597,6 +599,7 @@ struct engine {
 	/* the followed processes other than the target, as thread records described them */
 	struct proc *procs;
 	uint32_t nprocs, procs_cap;
+	uint32_t procs_noted;    /* processes noted so far (struct proc.order) */
 	bool complete;
 	uint32_t end_reason;
 	uint64_t trailer_ts, trailer_start;
@@ -735,7 +738,10 @@ void launcher_add(struct engine *e, uint32_t tid);
 void launcher_gone(struct engine *e, uint32_t tid);
 void audit_count(struct engine *e, const struct sb_hdr *h);
 struct thread *thread_get(struct engine *e, uint32_t tid, uint32_t pid);
-void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n);
+void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n,
+	       uint64_t ts);
+/* a followed process's main thread exited at ts */
+void proc_gone(struct engine *e, uint32_t pid, uint64_t ts);
 /* the job and rank ids a descendant's record said (its environment's); ids NULL: none */
 void proc_ids_note(struct engine *e, uint32_t pid, const struct proc_ids *ids);
 /* process pid mapped the file at path: a tensor shared by a child of it? */

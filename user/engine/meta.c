@@ -234,7 +234,7 @@ void meta_record(struct engine *e, const struct sb_hdr *h)
 			bool any;
 
 			proc_note(e, h->pid, (uint32_t)strtoul(buf, NULL, 10), has_cmd ? cmd : NULL,
-				  has_cmd ? strlen(cmd) : 0);
+				  has_cmd ? strlen(cmd) : 0, h->ts);
 			/* the latest record holds: one without ids clears those of an earlier one */
 			memset(&ids, 0, sizeof(ids));
 			any = kv_get(nl + 1, kn, "job", ids.job, sizeof(ids.job));

@@ -496,7 +496,44 @@ struct proc *proc_find(const struct engine *e, uint32_t pid)
  * cmd is not NULL. The first description fixes its place among its
  * parent's children; a later one with another parent is a reused PID.
  */
-void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n)
+/* p's command line and launcher ids freed: its slot is about to describe another process */
+static void proc_clear(struct engine *e, struct proc *p)
+{
+	if (p->cmdline)
+		heap_account(e, -(int64_t)(strlen(p->cmdline) + 1));
+	if (p->ids)
+		heap_account(e, -(int64_t)sizeof(*p->ids));
+	free(p->cmdline);
+	free(p->ids);
+	memset(p, 0, sizeof(*p));
+}
+
+/*
+ * A slot for a new process: a new one while fewer than PROCS_MAX are kept,
+ * else the one that exited longest ago (a trainer whose DataLoader workers
+ * start again every epoch makes thousands over a days-long watch); NULL when
+ * all of them still run.
+ */
+static struct proc *proc_slot(struct engine *e)
+{
+	struct proc *old = NULL;
+
+	if (e->nprocs < PROCS_MAX) {
+		heap_grow(e, (void **)&e->procs, &e->procs_cap, e->nprocs + 1, sizeof(*e->procs));
+		old = &e->procs[e->nprocs++];
+		memset(old, 0, sizeof(*old));
+		return old;
+	}
+	for (uint32_t i = 0; i < e->nprocs; i++)
+		if (e->procs[i].gone_ns && (!old || e->procs[i].gone_ns < old->gone_ns))
+			old = &e->procs[i];
+	if (old)
+		proc_clear(e, old);
+	return old;
+}
+
+void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n,
+	       uint64_t ts)
 {
 	struct proc *p;
 
@@ -504,24 +541,18 @@ void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, s
 		return;
 	p = proc_find(e, pid);
 	if (p && p->ppid != ppid) {
-		p->ppid = 0; /* a reused PID: counted anew below */
+		p->ppid = 0; /* a reused PID: noted anew below */
 		p->torch_feeder = false;
 	} else if (!p) {
-		if (e->nprocs >= PROCS_MAX)
+		if (!(p = proc_slot(e)))
 			return;
-		heap_grow(e, (void **)&e->procs, &e->procs_cap, e->nprocs + 1, sizeof(*e->procs));
-		p = &e->procs[e->nprocs++];
-		memset(p, 0, sizeof(*p));
 		p->pid = pid;
 	}
 	if (!p->ppid) {
-		uint32_t order = 1;
-
-		for (uint32_t i = 0; i < e->nprocs; i++)
-			if (e->procs[i].ppid == ppid && &e->procs[i] != p)
-				order++;
 		p->ppid = ppid;
-		p->order = order;
+		p->order = ++e->procs_noted;
+		p->born_ns = ts;
+		p->gone_ns = 0;
 	}
 	if (cmd) {
 		if (p->cmdline) {
@@ -530,6 +561,14 @@ void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, s
 		}
 		p->cmdline = heap_strndup(e, cmd, n);
 	}
+}
+
+void proc_gone(struct engine *e, uint32_t pid, uint64_t ts)
+{
+	struct proc *p = pid != e->target_pid ? proc_find(e, pid) : NULL;
+
+	if (p && !p->gone_ns)
+		p->gone_ns = ts ? ts : 1;
 }
 
 void proc_ids_note(struct engine *e, uint32_t pid, const struct proc_ids *ids)
@@ -718,11 +757,18 @@ bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t
 		snprintf(buf, len, "%s of %s[%u]", role_names[role], proc_comm(e, p->ppid), p->ppid);
 		return true;
 	}
-	/* N among the parent's children of the same role, in the order they were seen */
-	for (uint32_t i = 0; i < e->nprocs; i++)
-		if (e->procs[i].ppid == p->ppid && e->procs[i].order < p->order &&
-		    proc_role(e, &e->procs[i]) == role)
+	/*
+	 * N among the parent's children of the same role that were still there
+	 * when it came, in the order they were seen: a DataLoader's workers of
+	 * one epoch are 1 and 2 again when the last epoch's exited before them
+	 */
+	for (uint32_t i = 0; i < e->nprocs; i++) {
+		const struct proc *q = &e->procs[i];
+
+		if (q->ppid == p->ppid && q->order < p->order &&
+		    !(q->gone_ns && q->gone_ns <= p->born_ns) && proc_role(e, q) == role)
 			n++;
+	}
 	if (role == ROLE_CHILD && own)
 		snprintf(buf, len, "%s, %s %u of %s[%u]", own, role_names[role], n,
 			 proc_comm(e, p->ppid), p->ppid);

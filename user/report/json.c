@@ -769,6 +769,7 @@ static void summary(struct jw *w, const struct engine *e, const struct eng_summa
 		jw_u64(w, itf[i].ns);
 		jw_key(w, "own");
 		jw_bool(w, itf[i].own);
+		process_keys(w, e, itf[i].pid);
 		if (itf[i].tracer) {
 			jw_key(w, "tracer");
 			jw_bool(w, true);
