@@ -856,6 +856,29 @@ static void t_process_names(void)
  * last was still exiting comes after it. Over a long watch, thousands of
  * them: the ones that exited longest ago make room for new ones.
  */
+/*
+ * n DataLoader workers of trainer[100], pids from 1000, in pairs 10 us
+ * apart; both of a pair exit as its second starts, but for pair 7, whose
+ * second lives on until pair 8 has started
+ */
+static void worker_epochs(struct world *w, uint32_t n)
+{
+	world_init(w);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t at = 1 * MS + i * 10 * US;
+		uint32_t pid = 1000 + i;
+
+		k_fork(w, at, pid, 100, "pt_data_worker");
+		if (i % 2 == 1)
+			k_exit(w, at + 5 * US, pid - 1, "pt_data_worker");
+		if (i % 2 == 1 && i != 15)
+			k_exit(w, at + 6 * US, pid, "pt_data_worker");
+		if (i == 17)
+			k_exit(w, at + 5 * US, 1000 + 15, "pt_data_worker");
+	}
+	run_steps(w, 3, 0, NULL);
+}
+
 static void t_process_names_epochs(void)
 {
 	struct world w;
@@ -863,21 +886,7 @@ static void t_process_names_epochs(void)
 	char name[128];
 	const uint32_t n = 5000;
 
-	world_init(&w);
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t at = 1 * MS + i * 10 * US;
-		uint32_t pid = 1000 + i;
-
-		k_fork(&w, at, pid, 100, "pt_data_worker");
-		/* pairs; the second of pair 7 lives on while pair 8 starts */
-		if (i % 2 == 1)
-			k_exit(&w, at + 5 * US, pid - 1, "pt_data_worker");
-		if (i % 2 == 1 && i != 15)
-			k_exit(&w, at + 6 * US, pid, "pt_data_worker");
-		if (i == 17)
-			k_exit(&w, at + 5 * US, 1000 + 15, "pt_data_worker");
-	}
-	run_steps(&w, 3, 0, NULL);
+	worker_epochs(&w, n);
 	e = run_world(&w);
 	REQUIRE(e, "engine");
 	{
@@ -900,20 +909,7 @@ static void t_process_names_epochs(void)
 	world_free(&w);
 
 	/* the same, few enough to keep every one: the pair that overlapped */
-	world_init(&w);
-	for (uint32_t i = 0; i < 20; i++) {
-		uint64_t at = 1 * MS + i * 10 * US;
-		uint32_t pid = 1000 + i;
-
-		k_fork(&w, at, pid, 100, "pt_data_worker");
-		if (i % 2 == 1)
-			k_exit(&w, at + 5 * US, pid - 1, "pt_data_worker");
-		if (i % 2 == 1 && i != 15)
-			k_exit(&w, at + 6 * US, pid, "pt_data_worker");
-		if (i == 17)
-			k_exit(&w, at + 5 * US, 1000 + 15, "pt_data_worker");
-	}
-	run_steps(&w, 3, 0, NULL);
+	worker_epochs(&w, 20);
 	e = run_world(&w);
 	REQUIRE(e, "engine");
 	{
