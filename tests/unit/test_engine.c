@@ -1101,6 +1101,39 @@ static void inj_moved(struct world *w, uint64_t at, uint64_t len, void *arg)
 	w_switch_in(w, at + len, T_LAUNCHER, to);
 }
 
+/*
+ * The same move of its own, the new CPU held by the recorder's agent (pid
+ * 900 named in the host record): what it waited behind the agent is the
+ * tracer's, and the move's own time stays what migration has
+ */
+static void t_moved_then_agent(void)
+{
+	struct world w;
+	struct sopt self = { .pre = PRE, .gpu = GPU, .len = 4 * MS, .inj = inj_moved, .arg = "self" };
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t S = 10 * SEC;
+
+	world_init(&w);
+	w_text(&w, SB_REC_HOST, 0, 0, "agent_pid=900\n");
+	for (unsigned k = 0; k < 6; k++)
+		S = std_step(&w, S, k, k == 1 ? &self : &plain);
+	w_step(&w, S, T_LAUNCHER, 6);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s && s->nmoves == 1, "step 1: %u moves", s ? s->nmoves : 0);
+	CHECK(blame_of(s, ENG_TRACER, 900) == 4 * MS - 20 * US && !blame_of(s, ENG_MIGRATION, 900),
+	      "behind the agent: tracer %" PRIu64 ", migration %" PRIu64, blame_of(s, ENG_TRACER, 900),
+	      blame_of(s, ENG_MIGRATION, 900));
+	CHECK(s->moves[0].ns == blame_of(s, ENG_MIGRATION, 0) && s->moves[0].ns < 1 * MS,
+	      "the move %" PRIu64 " ns, migration %" PRIu64, s->moves[0].ns,
+	      blame_of(s, ENG_MIGRATION, 0));
+	engine_free(e);
+	world_free(&w);
+}
+
 /* the migration line says who moved the thread, then whom it waited behind */
 static void t_moved_by(void)
 {
@@ -2620,6 +2653,7 @@ int main(void)
 	RUN(t_iosys_file);
 	RUN(t_iosys_longest_kept);
 	RUN(t_moved_by);
+	RUN(t_moved_then_agent);
 	RUN(t_own_slice);
 	RUN(t_agent_preempts);
 	RUN(t_faults_mapping);

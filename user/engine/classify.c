@@ -118,15 +118,16 @@ static void accum_culprit(struct engine *e, struct accum *a, int cause, const st
 	culprit_put(e, a, tracer_or(e, cause, w), w, ns);
 }
 
-static void accum_add(struct engine *e, struct accum *a, int cause, uint64_t ns,
-		      const struct eng_who *w)
+static int accum_add(struct engine *e, struct accum *a, int cause, uint64_t ns,
+		     const struct eng_who *w)
 {
-	if (!ns)
-		return;
 	cause = tracer_or(e, cause, w);
+	if (!ns)
+		return cause;
 	a->ns[cause] += ns;
 	if (w)
 		culprit_put(e, a, cause, w, ns);
+	return cause;
 }
 
 /*
@@ -432,7 +433,8 @@ static void on_preemptor(struct engine *e, void *ctx, const struct runslice *r, 
 	who_of_runslice(&w, r, cpu);
 	/* the wait right after a move is the move's, whoever holds the new CPU */
 	cause = is_stopper(w.comm) || c->t->migrated ? ENG_MIGRATION : ENG_CPU_WAIT;
-	accum_add(e, c->a, cause, b - a, is_stopper(w.comm) ? NULL : &w);
+	/* the move's own time only: the agent's slice after a move is the tracer's */
+	cause = accum_add(e, c->a, cause, b - a, is_stopper(w.comm) ? NULL : &w);
 	if (cause == ENG_MIGRATION)
 		accum_move(c->a, c->t, b - a);
 	if (e->opts.timeline.thread_state || e->opts.timeline.interferer) {
@@ -1217,6 +1219,7 @@ void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
 		cause = a->pending_state == TS_SLEEP_D ? ENG_IO_WAIT : ENG_BLOCKED;
 	for (uint32_t i = 0; i < a->npending; i++) {
 		uint64_t x = a->pending[i].a, y = a->pending[i].b;
+		int got = cause;
 
 		if (cause == ENG_BLOCKED && named) {
 			struct eng_act act;
@@ -1230,9 +1233,9 @@ void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
 				memset(&dflt.act, 0, sizeof(dflt.act));
 			}
 		} else {
-			accum_add(e, a, cause, y - x, cause == ENG_IO_WAIT || !named ? NULL : &dflt);
+			got = accum_add(e, a, cause, y - x, cause == ENG_IO_WAIT || !named ? NULL : &dflt);
 		}
-		if (cause == ENG_MIGRATION)
+		if (got == ENG_MIGRATION)
 			accum_move(a, t, y - x);
 	}
 	if (a->pending_extra)
