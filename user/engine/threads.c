@@ -490,13 +490,7 @@ struct proc *proc_find(const struct engine *e, uint32_t pid)
 	return NULL;
 }
 
-/*
- * A process other than the target was described (a thread record of its
- * main thread, or its thread_new): its parent, and its command line when
- * cmd is not NULL. The first description fixes its place among its
- * parent's children; a later one with another parent is a reused PID.
- */
-/* p's command line and launcher ids freed: its slot is about to describe another process */
+/* p's command line and launcher ids freed, its slot emptied (for another process, or at the end) */
 static void proc_clear(struct engine *e, struct proc *p)
 {
 	if (p->cmdline)
@@ -532,6 +526,12 @@ static struct proc *proc_slot(struct engine *e)
 	return old;
 }
 
+/*
+ * A process other than the target was described (a thread record of its
+ * main thread, or its thread_new): its parent, and its command line when
+ * cmd is not NULL. The first description fixes its place among its
+ * parent's children; a later one with another parent is a reused PID.
+ */
 void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, size_t n,
 	       uint64_t ts)
 {
@@ -618,10 +618,8 @@ void proc_shm_note(struct engine *e, uint32_t pid, const char *path)
 
 void procs_free(struct engine *e)
 {
-	for (uint32_t i = 0; i < e->nprocs; i++) {
-		free(e->procs[i].ids);
-		free(e->procs[i].cmdline);
-	}
+	for (uint32_t i = 0; i < e->nprocs; i++)
+		proc_clear(e, &e->procs[i]);
 	free(e->procs);
 	e->procs = NULL;
 	e->nprocs = e->procs_cap = 0;
