@@ -177,7 +177,7 @@ struct sb_switch_in {
 #define SB_RUNSLICE_REALTIME 0x1
 
 struct sb_runslice {
-	struct sb_hdr h;       /* the task that ran (not a target thread); ts = end; flags SB_RUNSLICE_* */
+	struct sb_hdr h;       /* the task that ran (schemas/trace.md); ts = end; flags SB_RUNSLICE_* */
 	__u64 start_ns;        /* when it got the CPU */
 	char comm[SB_COMM_LEN];
 	__u32 nwaiting;        /* target threads waiting on this CPU at the end */

@@ -937,6 +937,39 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 	return 0;
 }
 
+/*
+ * p, exiting, was still counted as waiting for a CPU since `since`: it is
+ * running, so its switch-in was not traced. The runslice that its next
+ * switch-out would have written while it was counted (a slice of its own:
+ * it ran here since the CPU's last traced switch, and not before its wait
+ * began) is written now, before its wait stops counting and its last switch
+ * writes none (docs/ARCHITECTURE.md, "Scheduler runs").
+ */
+static __always_inline void exit_slice(struct task_struct *p, __u32 tgid, __u32 tid, bool direct,
+				       __u64 since)
+{
+	__u32 zero = 0;
+	__u64 *cs = bpf_map_lookup_elem(&cpu_start, &zero), now = bpf_ktime_get_ns(), start;
+	struct sb_runslice *r;
+
+	if (!cs)
+		return;
+	start = *cs > since ? *cs : since;
+	if (!start || start >= now)
+		return;
+	r = reserve_other(SB_EV_RUNSLICE, sizeof(*r));
+	if (!r)
+		return;
+	r->h.pid = tgid;
+	r->h.tid = tid;
+	r->h.ts = now;
+	r->start_ns = start;
+	TASK_COMM(r->comm, p, direct);
+	r->nwaiting = 0;
+	r->steal_us = 0;
+	submit(r);
+}
+
 static __always_inline int on_exit(struct task_struct *p, bool direct)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
@@ -947,20 +980,24 @@ static __always_inline int on_exit(struct task_struct *p, bool direct)
 	/* the process's last thread (signal->live is counted down before this tracepoint) */
 	bool last = BPF_CORE_READ(p, signal, live.counter) == 0;
 	struct waiting w;
+	bool stale = false;
 
 	if (FOLD(direct)) {
 		struct tstate *ts = tstate_of(p, false);
 
 		if (ts) {
-			end_waiting(ts, tid, &w);
+			stale = end_waiting(ts, tid, &w);
 			run_flush(ts);
+			/* before the slice below: the trip it ends (a held trip of p's is one) */
 			if (__sync_lock_test_and_set(&ts->held, 0))
 				held_write(ts);
 		}
 	} else {
-		end_waiting(NULL, tid, &w);
+		stale = end_waiting(NULL, tid, &w);
 		bpf_map_delete_elem(&wakers, &tid);
 	}
+	if (stale)
+		exit_slice(p, tgid, tid, direct, w.since);
 	/* a descendant whose last thread exits is followed no more (its tgid may be reused) */
 	if (last && tgid != targ_tgid)
 		bpf_map_delete_elem(&followed, &tgid);
@@ -1128,6 +1165,25 @@ int BPF_PROG(raw_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm
  */
 volatile bool flush_all = false;
 
+/*
+ * A task is on its CPU from the switch onto it (after the sched_switch event)
+ * until the switch away from it has finished (microseconds after the event
+ * that held its trip): a task on a CPU this long after the switch-out that
+ * began a held trip was switched in with no event.
+ */
+#define STALE_HELD_NS 200000ull
+
+struct task_struct___oncpu {
+	int on_cpu;
+} __attribute__((preserve_access_index));
+
+static __always_inline bool task_on_cpu(struct task_struct *t)
+{
+	if (!bpf_core_field_exists(struct task_struct___oncpu, on_cpu))
+		return false;
+	return ((struct task_struct___oncpu *)t)->on_cpu != 0;
+}
+
 SEC("iter/task")
 int flush_sched(struct bpf_iter__task *ctx)
 {
@@ -1143,8 +1199,20 @@ int flush_sched(struct bpf_iter__task *ctx)
 	now = bpf_ktime_get_ns();
 	h = ts->held;
 	if (h && (flush_all || now - h >= sched_fold_ns) && __sync_lock_test_and_set(&ts->held, 0)) {
-		run_flush(ts);
-		held_write(ts);
+		if (ts->out.state == SB_STATE_RUNNABLE && now - h >= STALE_HELD_NS &&
+		    task_on_cpu(t)) {
+			/*
+			 * A preemption, and on a CPU again long after it: its
+			 * switch-in was not traced. Dropped, as its next
+			 * switch-out would (docs/ARCHITECTURE.md, "Scheduler
+			 * runs"); its wait ends there or at its exit. A sleep
+			 * is written: it slept.
+			 */
+			ts->wake_ts = 0;
+		} else {
+			run_flush(ts);
+			held_write(ts);
+		}
 	}
 	if (ts->run.start_ns && (flush_all || now - ts->run.h.ts >= sched_run_max_ns))
 		run_flush(ts);
