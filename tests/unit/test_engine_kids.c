@@ -203,6 +203,56 @@ static void t_chain_into_child(void)
 }
 
 /*
+ * The worker (KID) computes on CPU 2, is preempted 1 ms by hogZ, and goes on
+ * computing on CPU 3, where the kernel moved it and switched it in with no
+ * event: its next record is the slice of its own that its exit wrote
+ * (schemas/trace.md, runslice), after the launcher's wakeup.
+ */
+static void inj_kid_untraced_in(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	k_switch_in(w, at - 1 * MS, KID, KID, 2);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	k_switch_out(w, at + 5 * MS, KID, KID, 2, SB_STATE_RUNNABLE);
+	w_runslice(w, at + 5 * MS, at + 6 * MS, 2, 888, 889, "hogZ");
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, KID, KID, "worker");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+	w_runslice(w, at + 6 * MS, at + len + 1 * MS, 3, KID, KID, "worker");
+	k_exit(w, at + len + 1 * MS, KID, "worker");
+}
+
+/* a slice of a followed child's own stands for its switch-in, as one of the target's does */
+static void t_chain_child_untraced_switch_in(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 40 * MS, .inj = inj_kid_untraced_in };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+
+	e = kid_world(&w, &inj);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	b = waker_entry(s, KID);
+	REQUIRE(b, "no blocked entry for the worker");
+	CHECK(b->who.act.ns[ENG_ACT_RUNNABLE] == 0, "runnable %" PRIu64 " ns",
+	      b->who.act.ns[ENG_ACT_RUNNABLE]);
+	CHECK(b->who.act.ns[ENG_ACT_PREEMPTED] == 1 * MS, "preempted %" PRIu64 " ns",
+	      b->who.act.ns[ENG_ACT_PREEMPTED]);
+	CHECK(b->who.act.ns[ENG_ACT_ON_CPU] == 39 * MS - 5 * US, "on CPU %" PRIu64 " ns",
+	      b->who.act.ns[ENG_ACT_ON_CPU]);
+	{
+		struct eng_loss l;
+
+		engine_loss(e, &l);
+		CHECK(l.inferred == 1, "%" PRIu64 " switch-ins inferred, want 1", (uint64_t)l.inferred);
+	}
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
  * The worker (KID, on CPU 2) faults 101 times 10 us apart in a 16 MiB file
  * mapping of its own; the trainer has a 64 MiB anonymous one at the same
  * address. The chain names the worker's region, not the trainer's.
@@ -1032,6 +1082,7 @@ static void t_marks_of_one_process(void)
 int main(void)
 {
 	RUN(t_chain_into_child);
+	RUN(t_chain_child_untraced_switch_in);
 	RUN(t_chain_through_two_children);
 	RUN(t_chain_wakers_asleep_after);
 	RUN(t_same_process_waker);

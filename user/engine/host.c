@@ -1051,13 +1051,14 @@ static void ev_runslice(struct engine *e, const struct sb_runslice *r, uint64_t 
 		return;
 	x.steal_ns = min64((uint64_t)r->steal_us * 1000, x.e - x.s);
 	/*
-	 * A slice of one of the target's threads proves it was on a CPU from its
-	 * start: if its switch-in never arrived, this stands in for it. Besides
-	 * ring drops, the kernel itself sometimes puts a thread on a CPU with no
-	 * sched_switch event (seen on a 2-vCPU VM, perf's own record of the
-	 * tracepoint showing the same gap).
+	 * A slice of a followed thread (the target's or a followed child's: the
+	 * engine keeps no other thread) proves it was on a CPU from its start:
+	 * if its switch-in never arrived, this stands in for it, on whichever
+	 * CPU the thread was last seen. Besides ring drops, the kernel itself
+	 * sometimes puts a thread on a CPU with no sched_switch event (seen on a
+	 * 2-vCPU VM, perf's own record of the tracepoint showing the same gap).
 	 */
-	if (e->target_pid && r->h.pid == e->target_pid && (t = thread_find(e, r->h.tid)) &&
+	if ((t = thread_find(e, r->h.tid)) && !t->sink && t->pid == r->h.pid &&
 	    (t->state == TS_RUNNABLE || t->state == TS_SLEEP_S || t->state == TS_SLEEP_D ||
 	     t->state == TS_UNKNOWN)) {
 		struct sb_switch_in in = { .h = r->h };
