@@ -342,6 +342,117 @@ static void t_alloc_no_children(void)
 	free_cap(c);
 }
 
+struct keyed {
+	uint64_t key;
+	size_t i;
+};
+
+static int keyed_cmp(const void *a, const void *b)
+{
+	const struct keyed *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/*
+ * In time order (a runslice and a scheduler run at their start), every
+ * switch-out of a followed thread ends in its switch-in, a scheduler run, or
+ * a slice of its own (a switch-in the kernel did not trace: schemas/trace.md,
+ * runslice), never in another switch-out or its exit. The number that did
+ * not; the first into what.
+ */
+static int unended_trips(struct cap *c, char *what, size_t n)
+{
+	struct keyed *k = calloc(c->n ? c->n : 1, sizeof(*k));
+	struct { uint32_t tid; uint64_t out; } open[256];
+	int nopen = 0, bad = 0;
+
+	if (!k)
+		abort();
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_hdr *h = c->recs[i];
+
+		k[i].i = i;
+		k[i].key = h->type == SB_EV_RUNSLICE ? ((const struct sb_runslice *)h)->start_ns :
+			   h->type == SB_EV_SCHED_RUN ? ((const struct sb_sched_run *)h)->start_ns :
+			   h->ts;
+	}
+	qsort(k, c->n, sizeof(*k), keyed_cmp);
+	for (size_t j = 0; j < c->n; j++) {
+		const struct sb_hdr *h = c->recs[k[j].i];
+		int o = -1;
+
+		if (h->type != SB_EV_SWITCH_OUT && h->type != SB_EV_SWITCH_IN &&
+		    h->type != SB_EV_SCHED_RUN && h->type != SB_EV_RUNSLICE &&
+		    h->type != SB_EV_THREAD_EXIT)
+			continue;
+		for (int q = 0; q < nopen; q++)
+			if (open[q].tid == h->tid)
+				o = q;
+		if (o >= 0 && (h->type == SB_EV_SWITCH_OUT || h->type == SB_EV_THREAD_EXIT)) {
+			if (!bad++)
+				snprintf(what, n, "thread %u switched out at %llu, then %s at %llu with no "
+					 "switch-in", h->tid, (unsigned long long)open[o].out,
+					 h->type == SB_EV_THREAD_EXIT ? "exited" : "switched out",
+					 (unsigned long long)h->ts);
+		}
+		if (o >= 0)
+			open[o] = open[--nopen];
+		if (h->type == SB_EV_SWITCH_OUT && nopen < 256)
+			open[nopen++] = (typeof(open[0])){ .tid = h->tid, .out = h->ts };
+	}
+	free(k);
+	return bad;
+}
+
+/*
+ * On a failure: the worker's own scheduler records, and the runslices of
+ * its CPUs, in order (what the engine had to go on), the first 400 lines
+ */
+static void worker_records(struct cap *c, uint32_t worker)
+{
+	uint64_t t0 = 0;
+	int lines = 0;
+
+	for (size_t i = 0; i < c->n && lines < 400; i++) {
+		const struct sb_hdr *h = c->recs[i];
+
+		if (!t0)
+			t0 = h->ts;
+		if (h->type == SB_EV_RUNSLICE) {
+			const struct sb_runslice *r = (const void *)h;
+
+			printf("#   %9.3f ms cpu %u runslice %u %.16s from %.3f\n", (int64_t)(h->ts - t0) / 1e6,
+			       h->cpu, h->tid, r->comm, ((int64_t)r->start_ns - (int64_t)t0) / 1e6);
+		} else if (h->tid != worker) {
+			continue;
+		} else if (h->type == SB_EV_SWITCH_OUT) {
+			printf("#   %9.3f ms cpu %u switch_out state %u\n", (int64_t)(h->ts - t0) / 1e6, h->cpu,
+			       ((const struct sb_switch_out *)h)->state);
+		} else if (h->type == SB_EV_SWITCH_IN) {
+			printf("#   %9.3f ms cpu %u switch_in\n", (int64_t)(h->ts - t0) / 1e6, h->cpu);
+		} else if (h->type == SB_EV_MIGRATE) {
+			const struct sb_migrate *m = (const void *)h;
+
+			printf("#   %9.3f ms migrate %u -> %u\n", (int64_t)(h->ts - t0) / 1e6, m->orig_cpu,
+			       m->dest_cpu);
+		} else if (h->type == SB_EV_SCHED_RUN) {
+			const struct sb_sched_run *r = (const void *)h;
+
+			printf("#   %9.3f ms cpu %u sched_run from %.3f, %u preempts, %u sleeps\n",
+			       (int64_t)(h->ts - t0) / 1e6, h->cpu, ((int64_t)r->start_ns - (int64_t)t0) / 1e6,
+			       r->preempts, r->sleeps);
+		} else if (h->type == SB_EV_WAKEUP) {
+			printf("#   %9.3f ms cpu %u wakeup\n", (int64_t)(h->ts - t0) / 1e6, h->cpu);
+		} else {
+			continue;
+		}
+		lines++;
+	}
+}
+
 static void t_chain_into_child(void)
 {
 	/* one worker forked after attach: 6 rounds of 60 ms on its CPU, then a byte */
@@ -395,6 +506,15 @@ static void t_chain_into_child(void)
 	      (unsigned long long)sum.ns[ENG_ACT_BLOCKED], (unsigned long long)sum.ns[ENG_ACT_IO]);
 	CHECK(other * 10 < cpu, "the worker asleep or in I/O %llu ns, on CPU %llu ns",
 	      (unsigned long long)other, (unsigned long long)cpu);
+	if (cpu < 5 * 30000000ull || other * 10 >= cpu)
+		worker_records(c, worker);
+	{
+		char what[160] = "";
+		int bad = unended_trips(c, what, sizeof(what));
+
+		CHECK(!bad, "%d switch-outs ended in no switch-in, run or slice of the thread's "
+		      "own: %s", bad, what);
+	}
 	/*
 	 * The text report says it on a tail line whose top culprit is the
 	 * worker itself (under a CPU hog, the hog that preempted the worker
