@@ -419,6 +419,26 @@ static __always_inline void out_fill(struct sb_switch_out *o, __u32 pid, __u32 t
 	TASK_COMM(o->next_comm, next, direct);
 }
 
+/* task t (pid, tid) ran on this CPU over [start, now]: a runslice record (schemas/trace.md) */
+static __always_inline void runslice_write(struct task_struct *t, bool direct, __u32 pid, __u32 tid,
+					   __u64 start, __u64 now, __u32 nwaiting, __u64 steal)
+{
+	struct sb_runslice *r = reserve_other(SB_EV_RUNSLICE, sizeof(*r));
+
+	if (!r)
+		return;
+	r->h.pid = pid;
+	r->h.tid = tid;
+	r->h.ts = now;
+	r->start_ns = start;
+	TASK_COMM(r->comm, t, direct);
+	r->nwaiting = nwaiting;
+	r->steal_us = steal / 1000 > 0xffffffffULL ? 0xffffffff : steal / 1000;
+	if (task_realtime(t, direct))
+		r->h.flags = SB_RUNSLICE_REALTIME;
+	submit(r);
+}
+
 /*
  * Runs on every context switch of the machine, so the ids come in already
  * read: tp_btf reads them directly, raw_tp through bpf_probe_read (direct:
@@ -468,23 +488,9 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 		if (start && now > start && steal > now - start)
 			steal = now - start;
 		/* the only waiter is next, whose trip is folded: prev is its run's runner */
-		if (prev_tid != 0 && !(fold_next && *n == 1)) {
-			/* about prev, not its own event: its run is written below, once it passed the filter */
-			struct sb_runslice *r = reserve_other(SB_EV_RUNSLICE, sizeof(*r));
-
-			if (r) {
-				r->h.pid = prev_tgid;
-				r->h.tid = prev_tid;
-				r->h.ts = now;
-				r->start_ns = start;
-				TASK_COMM(r->comm, prev, direct);
-				r->nwaiting = *n;
-				r->steal_us = steal / 1000 > 0xffffffffULL ? 0xffffffff : steal / 1000;
-				if (task_realtime(prev, direct))
-					r->h.flags = SB_RUNSLICE_REALTIME;
-				submit(r);
-			}
-		}
+		/* about prev, not its own event: its run is written below, once it passed the filter */
+		if (prev_tid != 0 && !(fold_next && *n == 1))
+			runslice_write(prev, direct, prev_tgid, prev_tid, start, now, *n, steal);
 	}
 
 	/* prev is the current task: its credentials can be checked */
@@ -950,24 +956,12 @@ static __always_inline void exit_slice(struct task_struct *p, __u32 tgid, __u32 
 {
 	__u32 zero = 0;
 	__u64 *cs = bpf_map_lookup_elem(&cpu_start, &zero), now = bpf_ktime_get_ns(), start;
-	struct sb_runslice *r;
 
 	if (!cs)
 		return;
 	start = *cs > since ? *cs : since;
-	if (!start || start >= now)
-		return;
-	r = reserve_other(SB_EV_RUNSLICE, sizeof(*r));
-	if (!r)
-		return;
-	r->h.pid = tgid;
-	r->h.tid = tid;
-	r->h.ts = now;
-	r->start_ns = start;
-	TASK_COMM(r->comm, p, direct);
-	r->nwaiting = 0;
-	r->steal_us = 0;
-	submit(r);
+	if (start && start < now)
+		runslice_write(p, direct, tgid, tid, start, now, 0, 0);
 }
 
 static __always_inline int on_exit(struct task_struct *p, bool direct)
