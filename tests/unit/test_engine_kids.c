@@ -115,6 +115,31 @@ static const struct eng_blame *waker_entry(const struct eng_step *s, uint32_t ti
 }
 
 /*
+ * The launcher's blocked entry in step 1 of e for thread tid, its step in *sp.
+ * NULL when the engine, the step or the entry is missing: the case has failed,
+ * and e and w are freed.
+ */
+static const struct eng_blame *step1_waker(struct engine *e, struct world *w, uint32_t tid,
+					   const struct eng_step **sp)
+{
+	const struct eng_step *s = e ? step_no(e, 1) : NULL;
+	const struct eng_blame *b = s ? waker_entry(s, tid) : NULL;
+
+	*sp = s;
+	if (!b) {
+		if (!e)
+			test_fail(__FILE__, __LINE__, "no engine");
+		else if (!s)
+			test_fail(__FILE__, __LINE__, "no step 1");
+		else
+			test_fail(__FILE__, __LINE__, "no blocked entry for thread %u", tid);
+		engine_free(e);
+		world_free(w);
+	}
+	return b;
+}
+
+/*
  * The launcher sleeps len; the worker (process KID, on CPU 2 since before)
  * computes 20 ms, is preempted 5 ms by hogZ, computes 2 ms, sleeps 3 ms
  * (a timer: woken by the idle task), computes 1 ms, is in D 2 ms, computes
@@ -171,17 +196,14 @@ static void t_chain_into_child(void)
 	char name[128];
 
 	e = kid_world(&w, &inj);
-	REQUIRE(e, "engine");
+	if (!(b = step1_waker(e, &w, KID, &s)))
+		return;
 	CHECK(engine_process_name(e, KID, name, sizeof(name)) &&
 	      !strcmp(name, "child process 1 of trainer[100]"), "the worker named '%s'", name);
 	CHECK(engine_process_parent(e, KID) == T_PID, "parent %u", engine_process_parent(e, KID));
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
 	/* hogZ took 5 ms from the worker: blamed through it, as before */
 	CHECK(blame_of(s, ENG_BLOCKED, 888) == 5 * MS, "blocked by hogZ %" PRIu64,
 	      blame_of(s, ENG_BLOCKED, 888));
-	b = waker_entry(s, KID);
-	REQUIRE(b, "no blocked entry for the worker");
 	CHECK(b->who.pid == KID, "the worker's pid %u", b->who.pid);
 	CHECK(b->ns == 35 * MS - 5 * US, "blocked on the worker %" PRIu64, b->ns);
 	/* what it did over the 40 ms - 5 us of the launcher's sleep */
@@ -231,11 +253,8 @@ static void t_chain_child_untraced_switch_in(void)
 	struct engine *e;
 
 	e = kid_world(&w, &inj);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
-	b = waker_entry(s, KID);
-	REQUIRE(b, "no blocked entry for the worker");
+	if (!(b = step1_waker(e, &w, KID, &s)))
+		return;
 	CHECK(b->who.act.ns[ENG_ACT_RUNNABLE] == 0, "runnable %" PRIu64 " ns",
 	      b->who.act.ns[ENG_ACT_RUNNABLE]);
 	CHECK(b->who.act.ns[ENG_ACT_PREEMPTED] == 1 * MS, "preempted %" PRIu64 " ns",
@@ -284,11 +303,8 @@ static void t_chain_child_fault_region(void)
 	uint64_t fc = 3500; /* the default fault cost: nothing calibrates it here */
 
 	e = kid_world(&w, &inj);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
-	b = waker_entry(s, KID);
-	REQUIRE(b, "no blocked entry for the worker");
+	if (!(b = step1_waker(e, &w, KID, &s)))
+		return;
 	CHECK(b->who.act.ns[ENG_ACT_FAULTING] == 1 * MS + fc, "faulting %" PRIu64,
 	      b->who.act.ns[ENG_ACT_FAULTING]);
 	CHECK(b->who.act.fault_region && !b->who.act.fault_anon && b->who.act.fault_len == 16 << 20,
@@ -328,11 +344,8 @@ static void t_chain_wakers_asleep_after(void)
 	struct engine *e;
 
 	e = two_kids_world(&w, &inj);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
-	b = waker_entry(s, KID);
-	REQUIRE(b, "no blocked entry for the worker");
+	if (!(b = step1_waker(e, &w, KID, &s)))
+		return;
 	CHECK(b->who.act.ns[ENG_ACT_ON_CPU] == 30 * MS - 5 * US, "on CPU %" PRIu64,
 	      b->who.act.ns[ENG_ACT_ON_CPU]);
 	CHECK(b->who.act.ns[ENG_ACT_BLOCKED] == 10 * MS && b->who.act.on_tid == KID2 + 1,
@@ -375,9 +388,8 @@ static void t_chain_through_two_children(void)
 	bool via = false;
 
 	e = two_kids_world(&w, &inj);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
+	if (!(b = step1_waker(e, &w, KID, &s)))
+		return;
 	/* the chain: KID asleep on KID2, KID2 preempted by hogQ 4 ms */
 	CHECK(blame_of(s, ENG_BLOCKED, 777) == 4 * MS, "blocked by hogQ %" PRIu64,
 	      blame_of(s, ENG_BLOCKED, 777));
@@ -385,8 +397,6 @@ static void t_chain_through_two_children(void)
 		if (s->blame[i].has_who && s->blame[i].who.pid == 777)
 			via = s->blame[i].who.via_pid == KID2 && s->blame[i].who.via_tid == KID2 + 1;
 	CHECK(via, "hogQ reached through the second child's thread");
-	b = waker_entry(s, KID);
-	REQUIRE(b, "no blocked entry for the worker");
 	CHECK(b->who.act.ns[ENG_ACT_ON_CPU] == 30 * MS - 5 * US, "on CPU %" PRIu64,
 	      b->who.act.ns[ENG_ACT_ON_CPU]);
 	CHECK(b->who.act.ns[ENG_ACT_BLOCKED] == 10 * MS, "blocked %" PRIu64,
@@ -435,11 +445,8 @@ static void t_same_process_waker(void)
 	world_init(&w);
 	run_steps(&w, 4, 1, &inj);
 	e = run_world(&w);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
-	b = waker_entry(s, T_LOADER);
-	REQUIRE(b, "no blocked entry for the loader");
+	if (!(b = step1_waker(e, &w, T_LOADER, &s)))
+		return;
 	CHECK(b->who.act.ns[ENG_ACT_ON_CPU] == 10 * MS - 5 * US, "on CPU %" PRIu64,
 	      b->who.act.ns[ENG_ACT_ON_CPU]);
 	CHECK(b->who.act.ns[ENG_ACT_PREEMPTED] == 30 * MS && b->who.act.by_pid == 777,
@@ -684,11 +691,8 @@ static void t_waker_io_and_faults(void)
 	w.fault_addr = ACT_MAP + 4096;
 	run_steps(&w, 4, 1, &inj);
 	e = run_world(&w);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
-	b = waker_entry(s, T_LOADER);
-	REQUIRE(b, "no blocked entry for the loader");
+	if (!(b = step1_waker(e, &w, T_LOADER, &s)))
+		return;
 	a = &b->who.act;
 	CHECK(a->ns[ENG_ACT_FAULTING] == 9 * MS + 2 * fc, "faulting %" PRIu64,
 	      a->ns[ENG_ACT_FAULTING]);
@@ -741,11 +745,8 @@ static void waker_faults_across_preemption(bool run)
 	world_init(&w);
 	run_steps(&w, 4, 1, &inj);
 	e = run_world(&w);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
-	b = waker_entry(s, T_LOADER);
-	REQUIRE(b, "no blocked entry for the loader");
+	if (!(b = step1_waker(e, &w, T_LOADER, &s)))
+		return;
 	/* 3.005 - 2 ms, then 6.01 ms + one fault's cost (3.5 us) - 5.005 ms */
 	CHECK(b->who.act.ns[ENG_ACT_FAULTING] == 2 * MS + 13500, "faulting %" PRIu64,
 	      b->who.act.ns[ENG_ACT_FAULTING]);
@@ -786,11 +787,8 @@ static void t_stranger_waker(void)
 	world_init(&w);
 	run_steps(&w, 4, 1, &inj);
 	e = run_world(&w);
-	REQUIRE(e, "engine");
-	s = step_no(e, 1);
-	REQUIRE(s, "step 1");
-	b = waker_entry(s, 4242);
-	REQUIRE(b, "no blocked entry for sshd");
+	if (!(b = step1_waker(e, &w, 4242, &s)))
+		return;
 	for (int k = 0; k < ENG_NACT; k++)
 		CHECK(!b->who.act.ns[k], "%s %" PRIu64 " for a waker not followed", eng_act_name(k),
 		      b->who.act.ns[k]);
