@@ -630,6 +630,97 @@ static void t_where_of_cause(void)
 	world_free(&w);
 }
 
+/* a stack record of the launcher's for event type ev over [s, end], its one frame ip */
+static void w_stack1(struct world *w, unsigned ev, uint64_t s, uint64_t end, uint64_t ip)
+{
+	struct sb_stack st = { .ev_type = ev, .nframes = 1 };
+
+	hdr(&st.h, SB_EV_STACK, sizeof(st), end, T_PID, T_LAUNCHER, 0);
+	st.ev_start_ns = s;
+	st.ip[0] = ip;
+	st_put(&w->host, &st);
+}
+
+/* the launcher asleep [s, end], woken by the loader (wtid) or a timer (0) */
+static void w_sleep(struct world *w, uint64_t s, uint64_t end, unsigned state, uint32_t wtid)
+{
+	w_switch_out(w, s, T_LAUNCHER, 0, state);
+	w_wakeup(w, end, T_LAUNCHER, 0, wtid ? T_PID : 0, wtid, wtid ? "loader" : "swapper/0");
+	w_switch_in(w, end, T_LAUNCHER, 0);
+}
+
+/*
+ * arg NULL: the launcher reads a pipe for 30 ms (asleep, woken by the loader:
+ * blocked), its call stacked as a slow I/O call (0x...333), then sleeps 5 ms
+ * on a timer, stacked as a wait off the CPU (0x...222): the where-line shows
+ * the read, the call that the step's blocked time was spent in.
+ * Else: four waits of 9 ms off the CPU (0x...222) and a 20 ms fsync asleep in
+ * D (io_wait, 0x...333): blocked is the largest cause, and the fsync, longer
+ * than each wait but all of the step's io_wait, is not where it went.
+ */
+static void inj_blocked_in_call(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)len;
+	if (!arg) {
+		w_sleep(w, at + 10 * US, at + 30 * MS, SB_STATE_SLEEP, T_LOADER);
+		w_iofile(w, at, at + 30 * MS + 10 * US, T_LAUNCHER, SB_IO_READ, 4096, 55, SB_FILE_PIPE,
+			 "pipe:[55]", 0);
+		w_stack1(w, SB_EV_IOSYS, at, at + 30 * MS + 10 * US, 0x7e0000000333ull);
+		w_sleep(w, at + 31 * MS, at + 36 * MS, SB_STATE_SLEEP, 0);
+		w_stack1(w, SB_EV_SWITCH_IN, at + 31 * MS, at + 36 * MS, 0x7e0000000222ull);
+		return;
+	}
+	for (int i = 0; i < 4; i++) {
+		uint64_t s = at + (uint64_t)i * 10 * MS;
+
+		w_sleep(w, s, s + 9 * MS, SB_STATE_SLEEP, T_LOADER);
+		w_stack1(w, SB_EV_SWITCH_IN, s, s + 9 * MS, 0x7e0000000222ull);
+	}
+	w_sleep(w, at + 40 * MS + 10 * US, at + 60 * MS, SB_STATE_DISK, 0);
+	w_iofile(w, at + 40 * MS, at + 60 * MS + 10 * US, T_LAUNCHER, SB_IO_FSYNC, 0, 77, SB_FILE_REGULAR,
+		 "/ckpt/model.pt", 0);
+	w_stack1(w, SB_EV_IOSYS, at + 40 * MS, at + 60 * MS + 10 * US, 0x7e0000000333ull);
+}
+
+static void where_blocked(bool fsync, const char *want_ev, uint64_t want_ip)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sopt inj = { .pre = 5 * MS, .gpu = 80 * MS, .len = fsync ? 62 * MS : 37 * MS,
+			    .inj = inj_blocked_in_call, .arg = fsync ? &plain : NULL };
+	struct world w;
+	struct engine *e;
+	char *text, *line, ip[32];
+	uint64_t S = 10 * SEC;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 12; k++)
+		S = std_step(&w, S, k, k == 6 ? &inj : &plain);
+	w_step(&w, S, T_LAUNCHER, 12);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	text = render(e, report_text, NULL);
+	REQUIRE(text, "render");
+	line = strstr(text, "  step 6: ");
+	CHECK(line && strstr(line, "blocked +"), "no tail line for step 6:\n%s", text);
+	line = line ? strstr(line, "      where ") : NULL;
+	snprintf(ip, sizeof(ip), "0x%" PRIx64, want_ip);
+	CHECK(line && !strncmp(line + 12, want_ev, strlen(want_ev)) && strstr(line, ip) &&
+	      strstr(line, ip) < strchr(line, '\n'), "step 6's where-line: %.120s", line ? line : "(none)");
+	free(text);
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_where_blocked_in_read(void)
+{
+	where_blocked(false, "iosys ", 0x7e0000000333ull);
+}
+
+static void t_where_blocked_not_fsync(void)
+{
+	where_blocked(true, "off_cpu ", 0x7e0000000222ull);
+}
+
 /* a run of *(uint64_t *)arg faults 10 us apart */
 static void inj_fault_run(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
@@ -1305,6 +1396,8 @@ int main(void)
 	RUN(t_json_stacks);
 	RUN(t_vdso_frames);
 	RUN(t_where_of_cause);
+	RUN(t_where_blocked_in_read);
+	RUN(t_where_blocked_not_fsync);
 	RUN(t_text_episode_figures);
 	RUN(t_limits_json_validates);
 	RUN(t_jsonl_lines_are_the_steps);

@@ -889,18 +889,25 @@ static void stack_text(struct symbols *sym, const struct eng_stack *st, FILE *f)
 	stack_frames(sym, st, f);
 }
 
-/* does a stack of event type ev show where time of cause c went? */
-static bool stack_of_cause(unsigned ev, int c)
+/* does stacked event k of step st show where time of cause c went? */
+static bool stack_of_cause(const struct eng_stack *k, int c, const struct eng_step *st)
 {
 	switch (c) {
 	case ENG_PAGE_FAULT:
-		return ev == SB_EV_FAULT;
+		return k->ev_type == SB_EV_FAULT;
 	case ENG_IO_WAIT:
-		return ev == SB_EV_IOSYS;
+		return k->ev_type == SB_EV_IOSYS;
 	case ENG_ALLOC:
-		return ev == SB_EV_MMSYS || ev == SB_EV_ALLOC;
+		return k->ev_type == SB_EV_MMSYS || k->ev_type == SB_EV_ALLOC;
 	case ENG_BLOCKED:
-		return ev == SB_EV_SWITCH_IN;
+		/*
+		 * a wait off the CPU; or a slow I/O call longer than all of the
+		 * step's io_wait, which slept interruptibly for most of it (a read
+		 * of a pipe or a socket: its wait is blocked on the writer, and its
+		 * call's stack is the one the wait has)
+		 */
+		return k->ev_type == SB_EV_SWITCH_IN ||
+		       (k->ev_type == SB_EV_IOSYS && k->ts - k->start_ns > st->cause_ns[ENG_IO_WAIT]);
 	default:
 		return false;
 	}
@@ -928,7 +935,7 @@ static void step_stack_line(const struct engine *e, struct symbols *sym,
 			big = c;
 	n = sym_step_stacks(e, st, cand, WHERE_CANDIDATES);
 	for (int i = 0; i < n; i++)
-		if (big >= 0 && stack_of_cause(cand[i].ev_type, big)) {
+		if (big >= 0 && stack_of_cause(&cand[i], big, st)) {
 			pick = i;
 			break;
 		}
