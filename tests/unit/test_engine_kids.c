@@ -272,6 +272,81 @@ static void t_chain_child_untraced_switch_in(void)
 }
 
 /*
+ * The launcher forks KID and waits for it (wait4): KID runs on CPU 2 from
+ * its first switch-in, faults 101 times 10 us apart, exits (its exit record)
+ * 1 ms before its exit path wakes the launcher, and its last slice is
+ * written when it leaves the CPU (schemas/trace.md, thread_exit: the record
+ * comes before the end of the exit). What it did while the launcher waited:
+ * on a CPU throughout, faulting, up to the wakeup.
+ */
+static void inj_kid_exits(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	k_fork(w, at - 100 * US, KID, T_PID, "trainer");
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	k_wakeup(w, at - 90 * US, KID, KID, 2, T_PID, T_LAUNCHER, "trainer");
+	k_switch_in(w, at + 1 * MS, KID, KID, 2);
+	for (int i = 0; i <= 100; i++) {
+		w->fault_addr = ACT_MAP + (uint64_t)(i + 1) * 4096;
+		w_fault_pid(w, at + 2 * MS + (uint64_t)i * 10 * US, KID, KID, 0, (uint64_t)i);
+	}
+	w->fault_addr = 0;
+	k_exit(w, at + len - 1 * MS, KID, "trainer");
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, KID, KID, "trainer");
+	w_runslice(w, at + 1 * MS, at + len, 2, KID, KID, "trainer");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+/*
+ * The same after `before` other children of the trainer, each of which
+ * faulted once and exited within a second of the capture's start, seconds
+ * before step 1: what they did is kept no longer than any wait can reach
+ * back, and KID's faults are kept like the first child's.
+ */
+static void chain_child_exits(uint32_t before)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 20 * MS, .inj = inj_kid_exits };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+	uint64_t fc = 3500; /* the default fault cost: nothing calibrates it here */
+
+	world_init(&w);
+	for (uint32_t i = 0; i < before; i++) {
+		uint64_t t = 1 * SEC + (uint64_t)i * 500 * US;
+
+		k_fork(&w, t, 1000 + i, T_PID, "trainer");
+		w_fault_pid(&w, t + 100 * US, 1000 + i, 1000 + i, 0, 1);
+		k_exit(&w, t + 200 * US, 1000 + i, "trainer");
+	}
+	run_steps(&w, 4, 1, &inj);
+	e = run_world(&w);
+	if (!(b = step1_waker(e, &w, KID, &s)))
+		return;
+	CHECK(b->ns == 20 * MS - 5 * US, "blocked on the child %" PRIu64, b->ns);
+	CHECK(b->who.act.ns[ENG_ACT_FAULTING] == 1 * MS + fc, "faulting %" PRIu64,
+	      b->who.act.ns[ENG_ACT_FAULTING]);
+	CHECK(b->who.act.ns[ENG_ACT_ON_CPU] == 18 * MS - 5 * US - fc, "on CPU %" PRIu64,
+	      b->who.act.ns[ENG_ACT_ON_CPU]);
+	CHECK(b->who.act.ns[ENG_ACT_RUNNABLE] == 1 * MS, "runnable %" PRIu64,
+	      b->who.act.ns[ENG_ACT_RUNNABLE]);
+	engine_free(e);
+	world_free(&w);
+}
+
+static void t_chain_child_exits(void)
+{
+	chain_child_exits(0);
+}
+
+/* more children gone than the engine keeps what they did at once (ACT_RINGS_MAX, 1024) */
+static void t_chain_child_exits_after_many(void)
+{
+	chain_child_exits(1500);
+}
+
+/*
  * The worker (KID, on CPU 2) faults 101 times 10 us apart in a 16 MiB file
  * mapping of its own; the trainer has a 64 MiB anonymous one at the same
  * address. The chain names the worker's region, not the trainer's.
@@ -1081,6 +1156,8 @@ int main(void)
 {
 	RUN(t_chain_into_child);
 	RUN(t_chain_child_untraced_switch_in);
+	RUN(t_chain_child_exits);
+	RUN(t_chain_child_exits_after_many);
 	RUN(t_chain_through_two_children);
 	RUN(t_chain_wakers_asleep_after);
 	RUN(t_same_process_waker);

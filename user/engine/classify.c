@@ -1021,13 +1021,17 @@ static uint32_t episode_first(const struct thread *w, uint64_t s)
 }
 
 /*
- * w was on a CPU from its last off-CPU episode up to end: it runs now, or the
- * state it is in now began at end or later (every time off its CPU before
- * that is an episode; a scheduler run leaves a thread running at its end)
+ * Waker w (it ended a sleep at end or later) was on a CPU from its last
+ * off-CPU episode up to end: it runs now, or the state it is in now began at
+ * end or later (every time off its CPU before that is an episode; a scheduler
+ * run leaves a thread running at its end), or it has exited: its exit record
+ * comes before the rest of its exit, which wakes its parent's wait and ends
+ * its time on a CPU (schemas/trace.md, thread_exit).
  */
 static bool ran_to(const struct thread *w, uint64_t end)
 {
-	return w->state == TS_RUNNING || (w->state != TS_UNKNOWN && w->since >= end);
+	return w->state == TS_RUNNING || w->state == TS_DEAD ||
+	       (w->state != TS_UNKNOWN && w->since >= end);
 }
 
 /*

@@ -648,6 +648,7 @@ struct engine {
 	char (*act_paths)[ENG_IO_PATH_MAX];
 	uint32_t nact_paths;
 	uint32_t nact_rings;     /* threads holding a ring of struct act_iv */
+	uint64_t act_rings_next;  /* when (e->now) rings may be taken back again */
 	uint32_t io_seq;
 	/* regions mmap()ed during the capture (allocated at the first such record) */
 	struct map_region *maps;

@@ -53,20 +53,33 @@ static void thread_hash_rebuild(struct engine *e)
 		thread_hash_put(e, e->threads[i]->tid, i + 1);
 }
 
+/* exited longer ago than any wait still to be told reaches back */
+static bool thread_dead_long(const struct engine *e, const struct thread *t)
+{
+	return t->state == TS_DEAD && e->now > t->since && e->now - t->since > e->history_ns + e->lag;
+}
+
 /* nothing of it is needed any more: dead long enough, not critical, not the process */
 static bool thread_forgettable(const struct engine *e, const struct thread *t)
 {
-	return t->state == TS_DEAD && t->candidate < 0 && t->tid != e->target_pid && e->now > t->since &&
-	       e->now - t->since > e->history_ns + e->lag;
+	return thread_dead_long(e, t) && t->candidate < 0 && t->tid != e->target_pid;
+}
+
+static void act_ring_free(struct engine *e, struct thread *t)
+{
+	if (!t->acts)
+		return;
+	free(t->acts);
+	heap_account(e, -(int64_t)(ACTS_MAX * sizeof(*t->acts)));
+	e->nact_rings--;
+	t->acts = NULL;
+	t->nacts = 0;
+	t->acts_head = 0;
 }
 
 static void thread_release(struct engine *e, struct thread *t)
 {
-	if (t->acts) {
-		free(t->acts);
-		heap_account(e, -(int64_t)(ACTS_MAX * sizeof(*t->acts)));
-		e->nact_rings--;
-	}
+	act_ring_free(e, t);
 	free(t->episodes);
 	heap_account(e, -(int64_t)(t->episodes_cap * sizeof(*t->episodes)));
 	e->episodes -= t->nepisodes;
@@ -168,10 +181,30 @@ const char *thread_name_of(const struct engine *e, uint32_t tid)
 
 /* back-to-back faults of a waker: as host.c's FAULT_RUN_NS */
 #define ACT_FAULT_RUN_NS 1000000ull
+#define ACT_RINGS_RECLAIM_NS 100000000ull
 
 static struct act_iv *act_last(struct thread *t)
 {
 	return t->nacts ? &t->acts[(t->acts_head + t->nacts - 1) % ACTS_MAX] : NULL;
+}
+
+/*
+ * All ACT_RINGS_MAX rings are held: take back those of threads that exited
+ * long ago (what they did is behind every wait still to be told), as a
+ * trainer that starts its DataLoader workers again every epoch leaves them.
+ * Tried at most once every ACT_RINGS_RECLAIM_NS of the trace (a thread
+ * becomes one to take back only seconds after its exit). False if there is
+ * still none free.
+ */
+static bool act_rings_room(struct engine *e)
+{
+	if (e->now < e->act_rings_next)
+		return false;
+	e->act_rings_next = e->now + ACT_RINGS_RECLAIM_NS;
+	for (uint32_t i = 0; i < e->nthreads; i++)
+		if (e->threads[i]->acts && thread_dead_long(e, e->threads[i]))
+			act_ring_free(e, e->threads[i]);
+	return e->nact_rings < ACT_RINGS_MAX;
 }
 
 static struct act_iv *act_new(struct engine *e, struct thread *t)
@@ -179,8 +212,8 @@ static struct act_iv *act_new(struct engine *e, struct thread *t)
 	struct act_iv *a;
 
 	if (!t->acts) {
-		/* past ACT_RINGS_MAX threads, what a new one does is not kept */
-		if (e->nact_rings >= ACT_RINGS_MAX)
+		/* past ACT_RINGS_MAX threads alive or lately gone, what a new one does is not kept */
+		if (e->nact_rings >= ACT_RINGS_MAX && !act_rings_room(e))
 			return NULL;
 		t->acts = heap_calloc(e, ACTS_MAX, sizeof(*t->acts));
 		e->nact_rings++;
