@@ -603,31 +603,45 @@ static void inj_faults_and_wait(struct world *w, uint64_t at, uint64_t len, void
 	st_put(&w->host, &st);
 }
 
-static void t_where_of_cause(void)
+/*
+ * The text report of 12 steps, step 6 with inj: the where-line under step 6's
+ * tail line, which must name cause (malloc'd, without its newline); NULL when
+ * there is none.
+ */
+static char *step6_where(const struct sopt *inj, const char *cause)
 {
 	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
-	struct sopt inj = { .pre = 5 * MS, .gpu = 80 * MS, .len = 52 * MS, .inj = inj_faults_and_wait };
 	struct world w;
 	struct engine *e;
-	char *text, *line;
+	char *text, *line, *where = NULL;
 	uint64_t S = 10 * SEC;
 
 	world_init(&w);
 	for (unsigned k = 0; k < 12; k++)
-		S = std_step(&w, S, k, k == 6 ? &inj : &plain);
+		S = std_step(&w, S, k, k == 6 ? inj : &plain);
 	w_step(&w, S, T_LAUNCHER, 12);
 	e = run(&w, NULL);
-	REQUIRE(e, "engine");
-	text = render(e, report_text, NULL);
-	REQUIRE(text, "render");
-	line = strstr(text, "  step 6: ");
-	CHECK(line && strstr(line, "page_fault +"), "no tail line for step 6:\n%s", text);
+	text = e ? render(e, report_text, NULL) : NULL;
+	line = text ? strstr(text, "  step 6: ") : NULL;
+	CHECK(line && strstr(line, cause) && strstr(line, cause) < strchr(line, '\n'),
+	      "no tail line for step 6 with %s:\n%s", cause, text ? text : "(no report)");
 	line = line ? strstr(line, "      where ") : NULL;
-	CHECK(line && !strncmp(line, "      where fault ", 18) && strstr(line, "0x7e0000000111"),
-	      "step 6's where-line: %.120s", line ? line : "(none)");
+	if (line)
+		where = strndup(line, strcspn(line, "\n"));
 	free(text);
 	engine_free(e);
 	world_free(&w);
+	return where;
+}
+
+static void t_where_of_cause(void)
+{
+	struct sopt inj = { .pre = 5 * MS, .gpu = 80 * MS, .len = 52 * MS, .inj = inj_faults_and_wait };
+	char *line = step6_where(&inj, "page_fault +");
+
+	CHECK(line && !strncmp(line, "      where fault ", 18) && strstr(line, "0x7e0000000111"),
+	      "step 6's where-line: %s", line ? line : "(none)");
+	free(line);
 }
 
 /* a stack record of the launcher's for event type ev over [s, end], its one frame ip */
@@ -684,31 +698,14 @@ static void inj_blocked_in_call(struct world *w, uint64_t at, uint64_t len, void
 
 static void where_blocked(bool fsync, const char *want_ev, uint64_t want_ip)
 {
-	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
 	struct sopt inj = { .pre = 5 * MS, .gpu = 80 * MS, .len = fsync ? 62 * MS : 37 * MS,
-			    .inj = inj_blocked_in_call, .arg = fsync ? &plain : NULL };
-	struct world w;
-	struct engine *e;
-	char *text, *line, ip[32];
-	uint64_t S = 10 * SEC;
+			    .inj = inj_blocked_in_call, .arg = fsync ? &inj : NULL };
+	char *line = step6_where(&inj, "blocked +"), ip[32];
 
-	world_init(&w);
-	for (unsigned k = 0; k < 12; k++)
-		S = std_step(&w, S, k, k == 6 ? &inj : &plain);
-	w_step(&w, S, T_LAUNCHER, 12);
-	e = run(&w, NULL);
-	REQUIRE(e, "engine");
-	text = render(e, report_text, NULL);
-	REQUIRE(text, "render");
-	line = strstr(text, "  step 6: ");
-	CHECK(line && strstr(line, "blocked +"), "no tail line for step 6:\n%s", text);
-	line = line ? strstr(line, "      where ") : NULL;
 	snprintf(ip, sizeof(ip), "0x%" PRIx64, want_ip);
-	CHECK(line && !strncmp(line + 12, want_ev, strlen(want_ev)) && strstr(line, ip) &&
-	      strstr(line, ip) < strchr(line, '\n'), "step 6's where-line: %.120s", line ? line : "(none)");
-	free(text);
-	engine_free(e);
-	world_free(&w);
+	CHECK(line && !strncmp(line + 12, want_ev, strlen(want_ev)) && strstr(line, ip),
+	      "step 6's where-line: %s", line ? line : "(none)");
+	free(line);
 }
 
 static void t_where_blocked_in_read(void)
