@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 
+from interleave import interleaved
+
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 SIM = os.environ.get("SIMTRAINER", "build/simtrainer")
 AGENT_CPU = os.environ.get("AGENT_CPU", "0")
@@ -41,13 +43,10 @@ def main():
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     out = "/tmp/attach_time.%d.sbtrace" % os.getpid()
     sim = subprocess.Popen([SIM, "--steps", "100000000", "--kernels", "8", "--quiet"])
-    res = {b: [] for b in builds}
     try:
         time.sleep(0.5)
-        for r in range(rounds):
-            for b in (builds if r % 2 == 0 else builds[::-1]):
-                res[b].append(capture(b, sim.pid, out))
-                time.sleep(1)
+        res = interleaved(builds, rounds, lambda b: capture(b, sim.pid, out),
+                          lambda b, x: time.sleep(1))
     finally:
         sim.kill()
         sim.wait()

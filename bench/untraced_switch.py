@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+from interleave import interleaved
+
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 SBKIDS = os.environ.get("SBKIDS", "build/tests/progs/sbkids")
 
@@ -84,13 +86,10 @@ def main():
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 6
     trace = "/tmp/untraced_switch.%d.sbtrace" % os.getpid()
     hog = subprocess.Popen(["stress-ng", "--cpu", "1", "--quiet"])
-    res = {b: [] for b in builds}
     try:
         time.sleep(0.5)
-        for i in range(rounds):
-            for b in (builds if i % 2 == 0 else builds[::-1]):
-                res[b].append(capture(b, trace))
-                print(b, res[b][-1], flush=True)
+        res = interleaved(builds, rounds, lambda b: capture(b, trace),
+                          lambda b, x: print(b, x, flush=True))
     finally:
         hog.terminate()
         hog.wait()
