@@ -1489,9 +1489,12 @@ static void t_fault_run_tracer(void)
 #define SHM_AT 0x7f3000000000ull
 #define KID_PID 200
 
-/* a mapping record of process pid (schemas/trace.md, "mapping") */
-static void w_mapping(struct world *w, uint32_t pid, uint64_t start, uint64_t end,
-		      const char *kind, const char *name)
+/*
+ * A mapping record of process pid (schemas/trace.md, "mapping"): with the
+ * metadata (ts 0), else among the host records at ts (the maps read again).
+ */
+static void w_mapping_at(struct world *w, uint64_t ts, uint32_t pid, uint64_t start, uint64_t end,
+			 const char *kind, const char *name)
 {
 	char text[400];
 	uint8_t buf[512] = { 0 };
@@ -1502,10 +1505,16 @@ static void w_mapping(struct world *w, uint32_t pid, uint64_t start, uint64_t en
 			       "start=0x%" PRIx64 "\nend=0x%" PRIx64 "\noffset=0x0\ndev=0:0\ninode=0\n"
 			       "perms=rw-p\nkind=%s\nattach=1\ndeleted=0\nname=%s\n",
 			       start, end, kind, name);
-	hdr(&t->h, SB_REC_MAPPING, (sizeof(*t) + len + 7) & ~7ul, 0, pid, 0, 0);
+	hdr(&t->h, SB_REC_MAPPING, (sizeof(*t) + len + 7) & ~7ul, ts, pid, 0, 0);
 	t->len = (uint32_t)len;
 	memcpy(t->text, text, len);
-	st_put(&w->meta, t);
+	st_put(ts ? &w->host : &w->meta, t);
+}
+
+static void w_mapping(struct world *w, uint32_t pid, uint64_t start, uint64_t end,
+		      const char *kind, const char *name)
+{
+	w_mapping_at(w, 0, pid, start, end, kind, name);
 }
 
 /*
@@ -1691,6 +1700,175 @@ static void t_faults_in_passing(void)
 	CHECK(s->maps[0].addr == PRE_AT + (5u << 20) && s->maps[0].faults == 100,
 	      "maps[0]: at %" PRIx64 " faults %u, want the sixth region's 100", s->maps[0].addr,
 	      s->maps[0].faults);
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
+ * step 2: 20 faults in each of twelve 1 MiB regions mmap()ed in the step,
+ * then 400 in a 384 MiB one: more regions than a step's tally holds
+ */
+static void inj_many_regions(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	uint64_t t = at;
+
+	for (int r = 0; r < 12; r++) {
+		w_mmap_map(w, t, t + 5 * US, T_LAUNCHER, FILE_AT + ((uint64_t)r << 20), 1 << 20, "");
+		t += 10 * US;
+		for (int i = 0; i < 20; i++, t += 10 * US) {
+			w->fault_addr = FILE_AT + ((uint64_t)r << 20) + (uint64_t)i * 4096;
+			w_fault(w, t, T_LAUNCHER, 0, (uint64_t)(r * 20 + i));
+		}
+		t += 100 * US;
+	}
+	w_mmap_map(w, t, t + 5 * US, T_LAUNCHER, ANON_AT, 384ull << 20, "");
+	t += 10 * US;
+	for (int i = 0; i < 400; i++, t += 10 * US) {
+		w->fault_addr = ANON_AT + (uint64_t)i * 4096;
+		w_fault(w, t, T_LAUNCHER, 0, 240 + (uint64_t)i);
+	}
+	w->fault_addr = 0;
+}
+
+/* the region with most of the fault time is named first, however many others came before it */
+static void t_faults_many_regions(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 8 * MS, .inj = inj_many_regions };
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t named = 0;
+
+	world_init(&w);
+	run_steps(&w, 8, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nmaps >= 1, "step 2: %u maps", s ? s->nmaps : 0);
+	CHECK(s->maps[0].addr == ANON_AT && s->maps[0].faults == 400 &&
+	      s->maps[0].ns >= 399 * 10 * US && s->maps[0].ns <= 401 * 10 * US,
+	      "maps[0]: at %" PRIx64 " faults %u ns %" PRIu64 ", want the 384 MiB region's 400 "
+	      "faults, 4 ms", s->maps[0].addr, s->maps[0].faults, s->maps[0].ns);
+	for (uint32_t i = 0; i < s->nmaps; i++)
+		named += s->maps[i].ns;
+	CHECK(named <= blame_of(s, ENG_PAGE_FAULT, 0), "maps name %" PRIu64 " ns of %" PRIu64
+	      " of page_fault", named, blame_of(s, ENG_PAGE_FAULT, 0));
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
+ * step 2: 50 faults in the heap read from the maps, the maps read again
+ * with the heap grown from 1 to 2 MiB, 50 faults more in it
+ */
+static void inj_heap_reread(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	for (int i = 0; i < 100; i++) {
+		if (i == 50) {
+			/* a fault in no region known moves the sweep past the first 50 */
+			w->fault_addr = 0x1000;
+			w_fault(w, at + 800 * US, T_LAUNCHER, 0, 1000);
+			w_mapping_at(w, at + 1 * MS, T_PID, HEAP_AT, HEAP_AT + (2u << 20), "heap",
+				     "[heap]");
+		}
+		w->fault_addr = HEAP_AT + (uint64_t)i * 4096;
+		w_fault(w, at + (uint64_t)i * 10 * US + (i >= 50 ? 1 * MS : 0), T_LAUNCHER, 0,
+			(uint64_t)i);
+	}
+	w->fault_addr = 0;
+}
+
+/*
+ * A mapping read again, grown, is the same region: a step names it once,
+ * with all its faults. The records are swept 100 us after they come, so the
+ * first faults are counted before the maps are read again, as in a capture
+ * whose copy of the heap was made long before.
+ */
+static void t_faults_heap_reread(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 8 * MS, .inj = inj_heap_reread };
+	struct engine_opts o = { .lag_ns = 100 * US };
+	struct engine *e;
+	const struct eng_step *s;
+
+	world_init(&w);
+	w_mapping(&w, T_PID, HEAP_AT, HEAP_AT + (1u << 20), "heap", "[heap]");
+	run_steps(&w, 8, 2, &inj, NULL);
+	e = run_world(&w, 0, &o);
+	REQUIRE(e, "engine");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nmaps >= 1, "step 2: %u maps", s ? s->nmaps : 0);
+	CHECK(s->nmaps == 1 && s->maps[0].addr == HEAP_AT && s->maps[0].faults == 100 &&
+	      s->maps[0].len == 2u << 20 && s->maps[0].region == ENG_REGION_HEAP,
+	      "%u maps; maps[0] at %" PRIx64 " len %" PRIu64 " faults %u, maps[1] at %" PRIx64
+	      " faults %u; want the heap once, 2 MiB, 100 faults", s->nmaps, s->maps[0].addr,
+	      s->maps[0].len, s->maps[0].faults, s->nmaps > 1 ? s->maps[1].addr : 0,
+	      s->nmaps > 1 ? s->maps[1].faults : 0);
+	engine_free(e);
+	world_free(&w);
+}
+
+/* an munmap of [addr, addr + len) by tid, done from s to end */
+static void w_munmap(struct world *w, uint64_t s, uint64_t end, uint32_t tid, uint64_t addr,
+		     uint64_t len)
+{
+	struct sb_mmsys r;
+
+	memset(&r, 0, sizeof(r));
+	hdr(&r.h, SB_EV_MMSYS, sizeof(r), end, T_PID, tid, T_CPU);
+	r.start_ns = s;
+	r.call = SB_SYS_MUNMAP;
+	r.addr = addr;
+	r.len = len;
+	st_put(&w->host, &r);
+}
+
+/*
+ * step 2: 256 one-page regions mmap()ed, faulted in the reverse order and
+ * unmapped (the table of regions full); 4 MiB mmap()ed, its first MiB
+ * unmapped and mmap()ed again, 100 faults there
+ */
+static void inj_newest_region(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	uint64_t t = at;
+
+	for (int r = 0; r < 256; r++, t += 10 * US)
+		w_mmap_map(w, t, t + 5 * US, T_LAUNCHER, FILE_AT + ((uint64_t)r << 21), 4096, "");
+	for (int r = 255; r >= 0; r--, t += 10 * US) {
+		w->fault_addr = FILE_AT + ((uint64_t)r << 21);
+		w_fault(w, t, T_LAUNCHER, 0, (uint64_t)(255 - r));
+	}
+	for (int r = 0; r < 256; r++, t += 10 * US)
+		w_munmap(w, t, t + 5 * US, T_LAUNCHER, FILE_AT + ((uint64_t)r << 21), 4096);
+	w_mmap_map(w, t, t + 5 * US, T_LAUNCHER, ANON_AT, 4u << 20, "");
+	w_munmap(w, t + 10 * US, t + 15 * US, T_LAUNCHER, ANON_AT, 1u << 20);
+	w_mmap_map(w, t + 20 * US, t + 25 * US, T_LAUNCHER, ANON_AT, 1u << 20, "");
+	t += 30 * US;
+	for (int i = 0; i < 100; i++, t += 10 * US) {
+		w->fault_addr = ANON_AT + (uint64_t)i * 4096;
+		w_fault(w, t, T_LAUNCHER, 0, 256 + (uint64_t)i);
+	}
+	w->fault_addr = 0;
+}
+
+/* a fault is in the region mmap()ed last there, whichever slot of the full table it took */
+static void t_faults_newest_region(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 20 * MS, .inj = inj_newest_region };
+	struct engine *e;
+	const struct eng_step *s;
+
+	world_init(&w);
+	run_steps(&w, 8, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nmaps >= 1, "step 2: %u maps", s ? s->nmaps : 0);
+	CHECK(s->maps[0].addr == ANON_AT && s->maps[0].len == 1u << 20 && s->maps[0].faults == 100,
+	      "maps[0]: at %" PRIx64 " len %" PRIu64 " faults %u, want the 1 MiB mapped last",
+	      s->maps[0].addr, s->maps[0].len, s->maps[0].faults);
 	engine_free(e);
 	world_free(&w);
 }
@@ -2660,6 +2838,9 @@ int main(void)
 	RUN(t_faults_premapped);
 	RUN(t_faults_mmap_in_seed);
 	RUN(t_faults_in_passing);
+	RUN(t_faults_many_regions);
+	RUN(t_faults_heap_reread);
+	RUN(t_faults_newest_region);
 	RUN(t_setaffinity);
 	RUN(t_tracer_cost);
 	RUN(t_fault_then_sleep_is_not_the_faults);

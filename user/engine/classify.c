@@ -205,12 +205,9 @@ static void accum_move(struct accum *a, const struct thread *t, uint64_t ns)
 /* page_fault time ns of t's fault, with its region */
 static void accum_map(struct engine *e, struct accum *a, const struct thread *t, uint64_t ns)
 {
-	struct map_use *u = NULL;
+	struct map_use *u;
 
-	if (!ns || !t->fault_map || t->fault_map > e->nmaps)
-		return;
-	u = map_use_of(e, a, t->fault_map);
-	if (u)
+	if (ns && t->fault_map && t->fault_map <= e->nmaps && (u = map_use_of(e, a, t->fault_map)))
 		u->ns += ns;
 }
 
@@ -228,14 +225,15 @@ static void maps_merge(struct engine *e, struct accum *dst, const struct accum *
 				dst->maps[dst->nmaps++] = *s;
 				continue;
 			}
-			/* full: in place of an entry that cannot be named, or a copy with less time */
-			uint32_t i = map_use_spare(e, dst->maps, dst->nmaps, s->ns, UINT32_MAX);
+			/* full: in place of an entry that cannot be named, or of one with less time */
+			uint32_t i = map_use_spare(e, dst->maps, dst->nmaps, s->ns);
 
 			if (i != UINT32_MAX)
 				dst->maps[i] = *s;
 			continue;
 		}
 		u->ns += s->ns;
+		u->err += s->err;
 		u->faults += s->faults;
 	}
 }

@@ -545,15 +545,15 @@ static struct map_region *map_slot(struct engine *e, bool copy)
 
 /*
  * The accumulator's entry for region map (1 + index in e->maps), made if
- * need be; NULL when it is full. Full, a region takes the place of the copy
- * of a region read from the maps with the least time, if there is one: the
- * regions of a process's many mappings met first do not keep out the one
- * most of its faults are in (steps name the top few).
+ * need be (NULL: none). Full, the region takes the place of an entry whose region can no
+ * longer be named, else of the entry with the least time, and starts from
+ * that time (err, deducted when the step names it): the regions with the
+ * most time are kept however many others the faults touched first.
  */
 struct map_use *map_use_of(struct engine *e, struct accum *a, uint32_t map)
 {
 	struct map_use *u = NULL;
-	uint64_t start = e->maps[map - 1].start;
+	uint64_t start = e->maps[map - 1].start, least = 0;
 
 	for (uint32_t i = 0; i < a->nmaps; i++)
 		if (a->maps[i].map == map && a->maps[i].start == start)
@@ -561,39 +561,36 @@ struct map_use *map_use_of(struct engine *e, struct accum *a, uint32_t map)
 	if (a->nmaps < MAP_USES_MAX) {
 		u = &a->maps[a->nmaps++];
 	} else {
-		/* a copy with a few faults only: a region its thread touched in passing */
-		uint32_t i = map_use_spare(e, a->maps, a->nmaps, UINT64_MAX, MAP_USE_FEW);
+		uint32_t i = map_use_spare(e, a->maps, a->nmaps, UINT64_MAX);
 
 		if (i == UINT32_MAX)
 			return NULL;
 		u = &a->maps[i];
+		if (u->map && u->map <= e->nmaps && e->maps[u->map - 1].start == u->start)
+			least = u->ns;
 	}
 	memset(u, 0, sizeof(*u));
 	u->map = map;
 	u->start = start;
+	u->ns = u->err = least;
 	return u;
 }
 
 /*
- * Of n full entries, the one a new region may take, or UINT32_MAX: in a
- * trace with mapping records, an entry whose region's slot holds another
- * region now (it cannot be named), else the copy of a region read from the
- * maps with the least time, if less than ns and with fewer than faults faults.
+ * Of n full entries, the one a new region may take, or UINT32_MAX: an entry
+ * whose region's slot holds another region now (it cannot be named), else
+ * the one with the least time if that is less than ns.
  */
-uint32_t map_use_spare(const struct engine *e, const struct map_use *m, uint32_t n, uint64_t ns,
-		       uint32_t faults)
+uint32_t map_use_spare(const struct engine *e, const struct map_use *m, uint32_t n, uint64_t ns)
 {
 	uint32_t k = UINT32_MAX;
 
-	if (!e->nseeds)
-		return k;
 	for (uint32_t i = 0; i < n; i++) {
 		bool live = m[i].map && m[i].map <= e->nmaps && e->maps[m[i].map - 1].start == m[i].start;
 
 		if (!live)
 			return i;
-		if (e->maps[m[i].map - 1].region && m[i].ns < ns && m[i].faults < faults &&
-		    (k == UINT32_MAX || m[i].ns < m[k].ns))
+		if (m[i].ns < ns && (k == UINT32_MAX || m[i].ns < m[k].ns))
 			k = i;
 	}
 	return k;
@@ -628,12 +625,25 @@ static struct map_seed *seed_find(struct engine *e, uint32_t pid, uint64_t addr)
 	return NULL;
 }
 
-/* the copies of a seed that faults met: no longer what is there */
-static void seed_copies_gone(struct engine *e, const struct map_seed *m)
+/*
+ * The copies of a seed that faults met, when a mapping record replaces it:
+ * the same mapping read again (same start, kind and name: the heap grown)
+ * keeps them, to its new end, so that a step names it once; anything else
+ * there now is another region.
+ */
+static void seed_copies_replaced(struct engine *e, const struct map_seed *m, uint8_t region,
+				 uint64_t start, uint64_t end, const char *name)
 {
+	bool same = m->start == start && m->region == region && m->name && !strcmp(m->name, name);
+
 	for (uint32_t i = 0; i < e->nmaps; i++)
-		if (e->maps[i].region && e->maps[i].pid == m->pid && e->maps[i].start == m->start)
-			e->maps[i].gone = true;
+		if (e->maps[i].region && !e->maps[i].gone && e->maps[i].pid == m->pid &&
+		    e->maps[i].start == m->start) {
+			if (same)
+				e->maps[i].end = end;
+			else
+				e->maps[i].gone = true;
+		}
 }
 
 static uint8_t region_of(const char *kind)
@@ -670,7 +680,7 @@ void map_seed_record(struct engine *e, const struct sb_hdr *h, const char *s, si
 	if (i > 0 && e->seeds[i - 1].pid == h->pid && e->seeds[i - 1].end > start)
 		i--;
 	for (j = i; j < e->nseeds && e->seeds[j].pid == h->pid && e->seeds[j].start < end; j++) {
-		seed_copies_gone(e, &e->seeds[j]);
+		seed_copies_replaced(e, &e->seeds[j], region_of(kind), start, end, name);
 		free(e->seeds[j].name);
 	}
 	if (j > i) {
@@ -711,13 +721,18 @@ static uint32_t map_find(struct engine *e, uint32_t pid, uint64_t addr)
 {
 	struct map_seed *m;
 	struct map_region *x;
+	uint32_t k = UINT32_MAX;
 
-	for (uint32_t i = e->nmaps; i-- > 0;)
+	/* slots are reused once full: the newest made, not the last slot, is what is there */
+	for (uint32_t i = 0; i < e->nmaps; i++)
 		if (!e->maps[i].gone && !e->maps[i].region && e->maps[i].pid == pid &&
-		    addr >= e->maps[i].start && addr < e->maps[i].end) {
-			e->maps[i].used = ++e->map_seq;
-			return i + 1;
-		}
+		    addr >= e->maps[i].start && addr < e->maps[i].end &&
+		    (k == UINT32_MAX || e->maps[i].born > e->maps[k].born))
+			k = i;
+	if (k != UINT32_MAX) {
+		e->maps[k].used = ++e->map_seq;
+		return k + 1;
+	}
 	m = e->nseeds ? seed_find(e, pid, addr) : NULL;
 	if (!m)
 		return 0;
@@ -775,11 +790,15 @@ static void ev_mmsys(struct engine *e, const struct sb_hdr *h, uint64_t s)
 	const struct sb_mmsys *r = (const void *)h;
 	const struct sb_mmsys_map *m = sb_mmsys_map_of(h);
 	struct map_region *x;
+	uint64_t lo, hi;
 
 	ev_interval(e, h->tid, s, h->ts, SB_EV_MMSYS, ENG_ALLOC, ENG_N_MMAP);
 	if (r->call == SB_SYS_MUNMAP && r->ret == 0 && (e->nmaps || e->nseeds)) {
-		uint64_t lo = r->addr, hi = r->addr + r->len;
-		uint32_t i = seed_lower(e, h->pid, lo), j;
+		uint32_t i, j;
+
+		lo = r->addr;
+		hi = r->addr + r->len;
+		i = seed_lower(e, h->pid, lo);
 
 		for (uint32_t k = 0; k < e->nmaps; k++)
 			if (e->maps[k].pid == h->pid && e->maps[k].start >= lo && e->maps[k].end <= hi)
@@ -799,10 +818,18 @@ static void ev_mmsys(struct engine *e, const struct sb_hdr *h, uint64_t s)
 	}
 	if (!m || r->ret <= 0 || !r->len)
 		return;
+	lo = (uint64_t)r->ret;
+	hi = lo + ((r->len + 4095) & ~4095ull);
+	/* the regions it mapped over (MAP_FIXED) are gone */
+	for (uint32_t k = 0; k < e->nmaps; k++)
+		if (!e->maps[k].region && e->maps[k].pid == h->pid && e->maps[k].start >= lo &&
+		    e->maps[k].end <= hi)
+			e->maps[k].gone = true;
 	x = map_slot(e, false);
 	e->map_gen++;
-	x->start = (uint64_t)r->ret;
-	x->end = x->start + ((r->len + 4095) & ~4095ull);
+	x->born = x->used;
+	x->start = lo;
+	x->end = hi;
 	x->pid = h->pid;
 	x->anon = (m->flags & 0x20) != 0; /* MAP_ANONYMOUS */
 	x->kind = m->file.kind;

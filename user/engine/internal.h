@@ -83,6 +83,7 @@ struct map_region {
 	bool step_known;
 	uint64_t step_number;
 	uint64_t used;           /* when last met: the least recent is replaced when full */
+	uint64_t born;           /* e->map_seq when made: of overlapping ones the newest is there */
 	bool gone;               /* unmapped: kept for the steps whose faults were in it */
 	char path[ENG_IO_PATH_MAX];
 	uint32_t pid;            /* the process it is a mapping of */
@@ -107,12 +108,13 @@ struct map_seed {
 };
 
 /* page_fault time by mapping in an accumulator */
-#define MAP_USES_MAX 4
+#define MAP_USES_MAX 8
 struct map_use {
 	uint32_t map;            /* 1 + index in e->maps */
 	uint64_t start;          /* the region's start, to tell a reused slot */
 	uint32_t faults;
 	uint64_t ns;
+	uint64_t err;            /* of ns, taken over from the entry it replaced (accum_map) */
 };
 
 #define IO_FILES_MAX 64
@@ -711,9 +713,7 @@ uint32_t map_at(struct engine *e, uint32_t pid, uint64_t addr, uint32_t *map, ui
 void map_seed_record(struct engine *e, const struct sb_hdr *h, const char *s, size_t n);
 void map_seeds_free(struct engine *e);
 struct map_use *map_use_of(struct engine *e, struct accum *a, uint32_t map);
-#define MAP_USE_FEW 8
-uint32_t map_use_spare(const struct engine *e, const struct map_use *m, uint32_t n, uint64_t ns,
-		       uint32_t faults);
+uint32_t map_use_spare(const struct engine *e, const struct map_use *m, uint32_t n, uint64_t ns);
 void heap_grow(struct engine *e, void **p, uint32_t *cap, size_t need, size_t sz);
 void *heap_calloc(struct engine *e, size_t n, size_t sz);
 char *heap_strndup(struct engine *e, const char *s, size_t n);

@@ -128,7 +128,8 @@ static void step_maps(struct engine *e, struct eng_step *r, const struct accum *
 		const struct map_use *u = &a->maps[i];
 		const struct map_region *x;
 
-		if (!u->ns || !u->map || u->map > e->nmaps)
+		/* its own time: less what it took over from an entry it replaced */
+		if (u->ns <= u->err || !u->map || u->map > e->nmaps)
 			continue;
 		x = &e->maps[u->map - 1];
 		if (x->start != u->start)
@@ -141,7 +142,7 @@ static void step_maps(struct engine *e, struct eng_step *r, const struct accum *
 		tmp[n].step_known = x->step_known;
 		tmp[n].step_number = x->step_number;
 		tmp[n].faults = u->faults;
-		tmp[n].ns = u->ns;
+		tmp[n].ns = u->ns - u->err;
 		memcpy(tmp[n].path, x->path, sizeof(tmp[n].path));
 		tmp[n].pid = x->pid;
 		tmp[n].region = x->region;
