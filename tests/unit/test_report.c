@@ -10,7 +10,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -574,6 +576,73 @@ static void t_vdso_frames(void)
 	symbols_free(sym);
 	engine_free(e);
 	world_free(&w);
+}
+
+#define FIFO_AT 0x7e1000000000ull
+
+/*
+ * A mapping record that names a FIFO (the target replaced its mapped file by
+ * one before the report ran): symbolising a frame in it never opens the FIFO
+ * for reading, which would let the writer blocked in open() go on; the same
+ * holds for a device, where an open alone can act (SECURITY.md)
+ */
+static void t_frames_never_open_fifo(void)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sb_stack sm = { .ev_type = SB_EV_STACK, .nframes = 1 };
+	char dir[] = "/tmp/sb_fifo.XXXXXX", fifo[64], text[512];
+	struct world w;
+	struct engine *e;
+	struct symbols *sym;
+	struct eng_stack st[1];
+	struct sym_frame f;
+	uint64_t S = 10 * SEC;
+	int status = 0;
+	pid_t kid, done;
+
+	REQUIRE(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	snprintf(fifo, sizeof(fifo), "%s/libtrainer.so", dir);
+	REQUIRE(mkfifo(fifo, 0600) == 0, "mkfifo: %s", strerror(errno));
+	kid = fork();
+	REQUIRE(kid >= 0, "fork");
+	if (kid == 0) {
+		/* blocks until a reader opens the FIFO */
+		int fd = open(fifo, O_WRONLY);
+
+		_exit(fd >= 0 ? 0 : 1);
+	}
+	world_init(&w);
+	snprintf(text, sizeof(text), "start=0x%llx\nend=0x%llx\noffset=0x0\ndev=0:0\ninode=7\n"
+		 "perms=r-xp\nkind=file\nattach=1\nbuild_id=\ndeleted=0\npath=%s\n",
+		 (unsigned long long)FIFO_AT, (unsigned long long)FIFO_AT + 0x10000, fifo);
+	w_text(&w, SB_REC_MAPPING, 0, 0, text);
+	for (unsigned k = 0; k < 4; k++)
+		S = std_step(&w, S, k, &plain);
+	w_step(&w, S, T_LAUNCHER, 4);
+	hdr(&sm.h, SB_EV_STACK, sizeof(sm), 10 * SEC + 2 * MS, T_PID, T_LAUNCHER, 0);
+	sm.ev_start_ns = sm.h.ts;
+	sm.ip[0] = FIFO_AT + 0x120;
+	st_put(&w.host, &sm);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	REQUIRE(engine_stacks(e, T_LAUNCHER, 0, UINT64_MAX, st, 1) == 1, "no stack kept");
+	sym = symbols_new(e);
+	REQUIRE(sym, "symbols");
+	symbols_frame(sym, &st[0], 0, &f);
+	CHECK(!f.func && f.module && !strcmp(f.module, fifo), "frame 0: %s in %s",
+	      f.func ? f.func : "(none)", f.module ? f.module : "?");
+	usleep(100000);
+	done = waitpid(kid, &status, WNOHANG);
+	CHECK(done == 0, "the FIFO was opened for reading: its writer went on (%d)", (int)done);
+	if (done == 0) {
+		kill(kid, SIGKILL);
+		waitpid(kid, &status, 0);
+	}
+	symbols_free(sym);
+	engine_free(e);
+	world_free(&w);
+	unlink(fifo);
+	rmdir(dir);
 }
 
 /*
@@ -1392,6 +1461,7 @@ int main(void)
 	RUN(t_window_json_validates);
 	RUN(t_json_stacks);
 	RUN(t_vdso_frames);
+	RUN(t_frames_never_open_fifo);
 	RUN(t_where_of_cause);
 	RUN(t_where_blocked_in_read);
 	RUN(t_where_blocked_not_fsync);
