@@ -578,6 +578,79 @@ static void t_vdso_frames(void)
 	world_free(&w);
 }
 
+#define DATA_AT 0x7f1072f00000ull
+
+/*
+ * A return address in memory mapped where no code can be (read-only, the
+ * stack) is a stale word the frame-pointer walk read, not a caller: the stack
+ * ends before it. Writable anonymous memory may be a JIT's, and memory made
+ * code (mprotect with PROT_EXEC) before the stack is code: those stay.
+ */
+static void t_frames_end_in_data(void)
+{
+	static const struct { const char *perms, *kind; uint32_t want; } r[] = {
+		{ "r--p", "anon", 1 },  /* read-only data: ends there */
+		{ "rw-p", "anon", 3 },  /* perhaps a JIT's: kept */
+		{ "rw-p", "stack", 1 }, /* the stack: ends there */
+		{ "r--p", "anon", 3 },  /* made code before the stack: kept */
+		{ NULL, NULL, 3 },      /* every frame in code */
+	};
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sb_stack sm = { .ev_type = SB_EV_STACK, .nframes = 3 };
+	struct sb_mmsys mp;
+	struct world w;
+	struct engine *e;
+	struct eng_stack st[5];
+	char text[512];
+	uint64_t S = 10 * SEC;
+	int n;
+
+	world_init(&w);
+	snprintf(text, sizeof(text), "start=0x%llx\nend=0x%llx\noffset=0x0\ndev=0:0\ninode=0\n"
+		 "perms=r-xp\nkind=vdso\nattach=1\ndeleted=0\nfuncs=100+80 clock_gettime\n"
+		 "name=[vdso]\n", (unsigned long long)VDSO_AT, (unsigned long long)VDSO_AT + 0x2000);
+	w_text(&w, SB_REC_MAPPING, 0, 0, text);
+	for (unsigned k = 0; k < 4; k++) {
+		uint64_t at = DATA_AT + ((uint64_t)k << 20);
+
+		snprintf(text, sizeof(text), "start=0x%llx\nend=0x%llx\noffset=0x0\ndev=0:0\n"
+			 "inode=0\nperms=%s\nkind=%s\nattach=1\ndeleted=0\nname=\n",
+			 (unsigned long long)at, (unsigned long long)at + 0x100000, r[k].perms,
+			 r[k].kind);
+		w_text_at(&w, SB_REC_MAPPING, 0, 0, 1 * SEC, text);
+	}
+	for (unsigned k = 0; k < 4; k++)
+		S = std_step(&w, S, k, &plain);
+	w_step(&w, S, T_LAUNCHER, 4);
+	memset(&mp, 0, sizeof(mp));
+	hdr(&mp.h, SB_EV_MMSYS, sizeof(mp), 10 * SEC + 1 * MS, T_PID, T_LAUNCHER, 0);
+	mp.start_ns = mp.h.ts - 5 * US;
+	mp.call = SB_SYS_MPROTECT;
+	mp.addr = DATA_AT + (3u << 20);
+	mp.len = 1u << 20;
+	mp.arg = 5; /* PROT_READ | PROT_EXEC */
+	st_put(&w.host, &mp);
+	/* in clock_gettime, then a word in region k, then the vDSO again */
+	for (unsigned k = 0; k < 5; k++) {
+		hdr(&sm.h, SB_EV_STACK, sizeof(sm), 10 * SEC + (2 + k) * MS, T_PID, T_LAUNCHER, 0);
+		sm.ev_start_ns = sm.h.ts;
+		sm.ip[0] = VDSO_AT + 0x120;
+		sm.ip[1] = r[k].perms ? DATA_AT + ((uint64_t)k << 20) + 0x42c6c : VDSO_AT + 0x140;
+		sm.ip[2] = VDSO_AT + 0x130;
+		st_put(&w.host, &sm);
+	}
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	n = engine_stacks(e, T_LAUNCHER, 0, UINT64_MAX, st, 5);
+	REQUIRE(n == 5, "%d stacks kept, want 5", n);
+	for (unsigned k = 0; k < 5; k++)
+		CHECK(st[k].nframes == r[k].want && !st[k].truncated,
+		      "a stack through %s %s: %u frames, want %u", r[k].perms ? r[k].perms : "code",
+		      r[k].kind ? r[k].kind : "", st[k].nframes, r[k].want);
+	engine_free(e);
+	world_free(&w);
+}
+
 #define FIFO_AT 0x7e1000000000ull
 
 /*
@@ -1462,6 +1535,7 @@ int main(void)
 	RUN(t_json_stacks);
 	RUN(t_vdso_frames);
 	RUN(t_frames_never_open_fifo);
+	RUN(t_frames_end_in_data);
 	RUN(t_where_of_cause);
 	RUN(t_where_blocked_in_read);
 	RUN(t_where_blocked_not_fsync);

@@ -793,6 +793,9 @@ static void ev_mmsys(struct engine *e, const struct sb_hdr *h, uint64_t s)
 	uint64_t lo, hi;
 
 	ev_interval(e, h->tid, s, h->ts, SB_EV_MMSYS, ENG_ALLOC, ENG_N_MMAP);
+	if ((r->call == SB_SYS_MMAP || r->call == SB_SYS_MPROTECT) && (r->arg & 0x4) && r->ret >= 0)
+		stacks_code_mapped(e, h->pid, r->call == SB_SYS_MMAP ? (uint64_t)r->ret : r->addr,
+				   (r->call == SB_SYS_MMAP ? (uint64_t)r->ret : r->addr) + r->len);
 	if (r->call == SB_SYS_MUNMAP && r->ret == 0 && (e->nmaps || e->nseeds)) {
 		uint32_t i, j;
 

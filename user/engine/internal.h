@@ -722,6 +722,8 @@ char *heap_strndup(struct engine *e, const char *s, size_t n);
 
 void stacks_record(struct engine *e, const struct sb_hdr *h);
 void stacks_meta(struct engine *e, const struct sb_hdr *h, const char *s, size_t n);
+/* pid made [lo, hi) code: a return address there may be real (stacks.c) */
+void stacks_code_mapped(struct engine *e, uint32_t pid, uint64_t lo, uint64_t hi);
 void stacks_free(struct engine *e);
 
 /* ---- the reorder window (reorder.c) */

@@ -19,6 +19,13 @@ struct stack_slot {
 	uint64_t ip[SB_STACK_MAX];
 };
 
+/* a mapping read without execute permission: no return address lies in it */
+struct noexec {
+	uint32_t pid;
+	uint64_t start, end;
+	uint64_t ts;             /* when it was read */
+};
+
 struct stack_store {
 	struct stack_slot *slot; /* a ring once full */
 	uint32_t n, cap, head;   /* head: the oldest, once full */
@@ -32,6 +39,8 @@ struct stack_store {
 	uint32_t nmaps, maps_cap;
 	struct eng_jitsym *jit;
 	uint32_t njit, jit_cap;
+	struct noexec *noexec;   /* by (pid, start); the last read of each start */
+	uint32_t nnoexec, noexec_cap;
 };
 
 static struct stack_store *store(struct engine *e)
@@ -78,6 +87,103 @@ static uint64_t kv_u64(const char *s, size_t n, const char *key)
 	return kv_get(s, n, key, buf, sizeof(buf)) ? strtoull(buf, NULL, 0) : 0;
 }
 
+/* the first noexec entry of pid at or after start (st->nnoexec: none) */
+static uint32_t noexec_lower(const struct stack_store *st, uint32_t pid, uint64_t start)
+{
+	uint32_t lo = 0, hi = st->nnoexec;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const struct noexec *x = &st->noexec[mid];
+
+		if (x->pid < pid || (x->pid == pid && x->start < start))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void add_noexec(struct engine *e, struct stack_store *st, uint32_t pid, uint64_t start,
+		       uint64_t end, uint64_t ts)
+{
+	uint32_t i = noexec_lower(st, pid, start);
+
+	if (end <= start)
+		return;
+	if (i < st->nnoexec && st->noexec[i].pid == pid && st->noexec[i].start == start) {
+		st->noexec[i].end = end;
+		st->noexec[i].ts = ts;
+		return;
+	}
+	if (st->nnoexec >= MAPPINGS_MAX)
+		return;
+	if (st->nnoexec == st->noexec_cap)
+		heap_grow(e, (void **)&st->noexec, &st->noexec_cap, st->nnoexec + 1,
+			  sizeof(*st->noexec));
+	memmove(&st->noexec[i + 1], &st->noexec[i], (st->nnoexec - i) * sizeof(*st->noexec));
+	st->noexec[i] = (struct noexec){ .pid = pid, .start = start, .end = end, .ts = ts };
+	st->nnoexec++;
+}
+
+/* pid made [lo, hi) code (mmap or mprotect with PROT_EXEC): no longer data */
+void stacks_code_mapped(struct engine *e, uint32_t pid, uint64_t lo, uint64_t hi)
+{
+	struct stack_store *st = e->stacks;
+	uint32_t i, k;
+
+	if (!st || !st->nnoexec || hi <= lo)
+		return;
+	i = noexec_lower(st, pid, lo);
+	if (i > 0 && st->noexec[i - 1].pid == pid && st->noexec[i - 1].end > lo)
+		i--;
+	for (k = i; k < st->nnoexec && st->noexec[k].pid == pid && st->noexec[k].start < hi; k++)
+		;
+	if (k > i) {
+		memmove(&st->noexec[i], &st->noexec[k], (st->nnoexec - k) * sizeof(*st->noexec));
+		st->nnoexec -= k - i;
+	}
+}
+
+/*
+ * Is addr, as a return address of pid's stack taken at ts, in memory read
+ * without execute permission before ts, and not read as code since?
+ */
+static bool in_noexec(const struct stack_store *st, uint32_t pid, uint64_t addr, uint64_t ts)
+{
+	uint32_t i = noexec_lower(st, pid, addr + 1);
+	const struct noexec *x;
+
+	if (!i)
+		return false;
+	x = &st->noexec[i - 1];
+	if (x->pid != pid || addr >= x->end || x->ts > ts)
+		return false;
+	for (uint32_t k = 0; k < st->nmaps; k++) {
+		const struct eng_mapping *m = &st->maps[k];
+
+		if (m->pid == pid && addr >= m->start && addr < m->end && m->ts >= x->ts && m->ts <= ts)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The frames of a stack worth naming: a frame-pointer walk through code that
+ * keeps no frame pointer reads stale words, and one that lands in data
+ * (mapped without execute permission) is no caller: the stack ends before it.
+ */
+static uint32_t frames_kept(const struct stack_store *st, const struct eng_stack *s,
+			    const uint64_t *ip)
+{
+	if (!st->nnoexec)
+		return s->nframes;
+	for (uint32_t i = 1; i < s->nframes; i++)
+		if (in_noexec(st, s->pid, ip[i] - 1, s->ts))
+			return i;
+	return s->nframes;
+}
+
 static void add_mapping(struct engine *e, struct stack_store *st, const struct sb_hdr *h,
 			const char *s, size_t n)
 {
@@ -85,6 +191,19 @@ static void add_mapping(struct engine *e, struct stack_store *st, const struct s
 	struct eng_mapping *m;
 	bool vdso = false;
 
+	/*
+	 * Data has no symbols. Where no code can be either (read-only or no
+	 * access, the heap, the stack), a return address in it ends the stack;
+	 * writable anonymous memory may be a JIT's, made code later.
+	 */
+	if (kv_get(s, n, "perms", buf, sizeof(buf)) && buf[0] && buf[1] && buf[2] && buf[2] != 'x') {
+		char kind[16];
+
+		if (buf[1] != 'w' || (kv_get(s, n, "kind", kind, sizeof(kind)) &&
+				      (!strcmp(kind, "heap") || !strcmp(kind, "stack"))))
+			add_noexec(e, st, h->pid, kv_u64(s, n, "start"), kv_u64(s, n, "end"), h->ts);
+		return;
+	}
 	if (st->nmaps >= MAPPINGS_MAX)
 		return;
 	/*
@@ -184,6 +303,7 @@ void stacks_free(struct engine *e)
 		free((char *)st->jit[i].name);
 	free(st->maps);
 	free(st->jit);
+	free(st->noexec);
 	free(st->slot);
 	free(st);
 	e->stacks = NULL;
@@ -223,6 +343,10 @@ static int stacks_in(const struct engine *e, uint32_t tid, uint64_t lo, uint64_t
 		if (out) {
 			out[k] = sl->s;
 			out[k].ip = sl->ip;
+			out[k].nframes = frames_kept(st, &sl->s, sl->ip);
+			/* ended at a stale word: nothing of it was cut off */
+			if (out[k].nframes < sl->s.nframes)
+				out[k].truncated = false;
 		}
 		k++;
 	}
