@@ -1715,19 +1715,11 @@ static void inj_many_regions(struct world *w, uint64_t at, uint64_t len, void *a
 	for (int r = 0; r < 12; r++) {
 		w_mmap_map(w, t, t + 5 * US, T_LAUNCHER, FILE_AT + ((uint64_t)r << 20), 1 << 20, "");
 		t += 10 * US;
-		for (int i = 0; i < 20; i++, t += 10 * US) {
-			w->fault_addr = FILE_AT + ((uint64_t)r << 20) + (uint64_t)i * 4096;
-			w_fault(w, t, T_LAUNCHER, 0, (uint64_t)(r * 20 + i));
-		}
-		t += 100 * US;
+		w_faults(w, t, 10 * US, 20, T_LAUNCHER, FILE_AT + ((uint64_t)r << 20), 0, NULL, false);
+		t += 300 * US;
 	}
 	w_mmap_map(w, t, t + 5 * US, T_LAUNCHER, ANON_AT, 384ull << 20, "");
-	t += 10 * US;
-	for (int i = 0; i < 400; i++, t += 10 * US) {
-		w->fault_addr = ANON_AT + (uint64_t)i * 4096;
-		w_fault(w, t, T_LAUNCHER, 0, 240 + (uint64_t)i);
-	}
-	w->fault_addr = 0;
+	w_faults(w, t + 10 * US, 10 * US, 400, T_LAUNCHER, ANON_AT, 0, NULL, false);
 }
 
 /* the region with most of the fault time is named first, however many others came before it */
@@ -1844,12 +1836,7 @@ static void inj_newest_region(struct world *w, uint64_t at, uint64_t len, void *
 	w_mmap_map(w, t, t + 5 * US, T_LAUNCHER, ANON_AT, 4u << 20, "");
 	w_munmap(w, t + 10 * US, t + 15 * US, T_LAUNCHER, ANON_AT, 1u << 20);
 	w_mmap_map(w, t + 20 * US, t + 25 * US, T_LAUNCHER, ANON_AT, 1u << 20, "");
-	t += 30 * US;
-	for (int i = 0; i < 100; i++, t += 10 * US) {
-		w->fault_addr = ANON_AT + (uint64_t)i * 4096;
-		w_fault(w, t, T_LAUNCHER, 0, 256 + (uint64_t)i);
-	}
-	w->fault_addr = 0;
+	w_faults(w, t + 30 * US, 10 * US, 100, T_LAUNCHER, ANON_AT, 0, NULL, false);
 }
 
 /* a fault is in the region mmap()ed last there, whichever slot of the full table it took */

@@ -529,36 +529,48 @@ static void stack_world(struct world *w, const char *prog, const struct elfinfo 
 #define VDSO_AT 0x7ffd00000000ull
 
 /*
+ * Four plain steps with the mapping record text and one stack of the
+ * launcher's, frames ip[0..n), 2 ms into them: analysed (NULL: the engine failed)
+ */
+static struct engine *one_stack_world(struct world *w, const char *text, const uint64_t *ip,
+				      uint32_t n)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sb_stack sm = { .ev_type = SB_EV_STACK, .nframes = n };
+	uint64_t S = 10 * SEC;
+
+	world_init(w);
+	w_text(w, SB_REC_MAPPING, 0, 0, text);
+	for (unsigned k = 0; k < 4; k++)
+		S = std_step(w, S, k, &plain);
+	w_step(w, S, T_LAUNCHER, 4);
+	hdr(&sm.h, SB_EV_STACK, sizeof(sm), 10 * SEC + 2 * MS, T_PID, T_LAUNCHER, 0);
+	sm.ev_start_ns = sm.h.ts;
+	memcpy(sm.ip, ip, n * sizeof(ip[0]));
+	st_put(&w->host, &sm);
+	return run(w, NULL);
+}
+
+/*
  * The vDSO: a mapping record with its functions (schemas/trace.md); a frame
  * inside one is named after it, one outside all of them by the region
  */
 static void t_vdso_frames(void)
 {
-	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
-	struct sb_stack sm = { .ev_type = SB_EV_STACK, .nframes = 2 };
+	/* inside clock_gettime; a return address past every function */
+	const uint64_t ip[] = { VDSO_AT + 0x120, VDSO_AT + 0x21 };
 	struct world w;
 	struct engine *e;
 	struct symbols *sym;
 	struct eng_stack st[1];
 	struct sym_frame f;
 	char text[512], buf[128];
-	uint64_t S = 10 * SEC;
 
-	world_init(&w);
 	snprintf(text, sizeof(text), "start=0x%llx\nend=0x%llx\noffset=0x0\ndev=0:0\ninode=0\n"
 		 "perms=r-xp\nkind=vdso\nattach=1\ndeleted=0\nfuncs=100+80 clock_gettime,"
 		 "200+10 __vdso_time,100+80 __vdso_clock_gettime\nname=[vdso]\n",
 		 (unsigned long long)VDSO_AT, (unsigned long long)VDSO_AT + 0x2000);
-	w_text(&w, SB_REC_MAPPING, 0, 0, text);
-	for (unsigned k = 0; k < 4; k++)
-		S = std_step(&w, S, k, &plain);
-	w_step(&w, S, T_LAUNCHER, 4);
-	hdr(&sm.h, SB_EV_STACK, sizeof(sm), 10 * SEC + 2 * MS, T_PID, T_LAUNCHER, 0);
-	sm.ev_start_ns = sm.h.ts;
-	sm.ip[0] = VDSO_AT + 0x120;  /* inside clock_gettime */
-	sm.ip[1] = VDSO_AT + 0x21;   /* a return address past every function */
-	st_put(&w.host, &sm);
-	e = run(&w, NULL);
+	e = one_stack_world(&w, text, ip, 2);
 	REQUIRE(e, "engine");
 	REQUIRE(engine_stacks(e, T_LAUNCHER, 0, UINT64_MAX, st, 1) == 1, "no stack kept");
 	sym = symbols_new(e);
@@ -661,15 +673,13 @@ static void t_frames_end_in_data(void)
  */
 static void t_frames_never_open_fifo(void)
 {
-	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
-	struct sb_stack sm = { .ev_type = SB_EV_STACK, .nframes = 1 };
+	const uint64_t ip[] = { FIFO_AT + 0x120 };
 	char dir[] = "/tmp/sb_fifo.XXXXXX", fifo[64], text[512];
 	struct world w;
 	struct engine *e;
 	struct symbols *sym;
 	struct eng_stack st[1];
 	struct sym_frame f;
-	uint64_t S = 10 * SEC;
 	int status = 0;
 	pid_t kid, done;
 
@@ -684,19 +694,10 @@ static void t_frames_never_open_fifo(void)
 
 		_exit(fd >= 0 ? 0 : 1);
 	}
-	world_init(&w);
 	snprintf(text, sizeof(text), "start=0x%llx\nend=0x%llx\noffset=0x0\ndev=0:0\ninode=7\n"
 		 "perms=r-xp\nkind=file\nattach=1\nbuild_id=\ndeleted=0\npath=%s\n",
 		 (unsigned long long)FIFO_AT, (unsigned long long)FIFO_AT + 0x10000, fifo);
-	w_text(&w, SB_REC_MAPPING, 0, 0, text);
-	for (unsigned k = 0; k < 4; k++)
-		S = std_step(&w, S, k, &plain);
-	w_step(&w, S, T_LAUNCHER, 4);
-	hdr(&sm.h, SB_EV_STACK, sizeof(sm), 10 * SEC + 2 * MS, T_PID, T_LAUNCHER, 0);
-	sm.ev_start_ns = sm.h.ts;
-	sm.ip[0] = FIFO_AT + 0x120;
-	st_put(&w.host, &sm);
-	e = run(&w, NULL);
+	e = one_stack_world(&w, text, ip, 1);
 	REQUIRE(e, "engine");
 	REQUIRE(engine_stacks(e, T_LAUNCHER, 0, UINT64_MAX, st, 1) == 1, "no stack kept");
 	sym = symbols_new(e);
