@@ -1002,6 +1002,62 @@ static void worker_epochs(struct world *w, uint32_t n)
 	run_steps(w, 3, 0, NULL);
 }
 
+/* engine_each_thread: counts tid 1000 in *ctx */
+static void thread_held(void *ctx, uint32_t tid, const char *comm)
+{
+	(void)comm;
+	*(int *)ctx += tid == 1000;
+}
+
+/*
+ * 2,000 DataLoader workers of trainer[100], pids from 1000, 5 ms apart, each
+ * with three threads besides its main one, each gone 1 ms after it came:
+ * 8,000 threads, those gone long ago forgotten as the table grows (not only
+ * when it holds 65,536), the workers still named by role
+ */
+static void t_threads_forgotten_as_they_age(void)
+{
+	struct world w;
+	struct engine *e;
+	struct engine_stats st;
+	char name[128];
+	const uint32_t n = 2000;
+	int held;
+
+	world_init(&w);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t at = 200 * MS + (uint64_t)i * 5 * MS;
+		uint32_t pid = 1000 + i;
+
+		k_fork(&w, at, pid, 100, "pt_data_worker");
+		for (uint32_t j = 1; j < 4; j++) {
+			struct sb_thread r = { 0 };
+
+			hdr(&r.h, SB_EV_THREAD_NEW, sizeof(r), at + j * 10 * US, pid, 100000 + 4 * i + j, 0);
+			r.parent_tid = pid;
+			r.parent_pid = pid;
+			w_comm(r.comm, "pt_data_worker");
+			st_put(&w.host, &r);
+			hdr(&r.h, SB_EV_THREAD_EXIT, sizeof(r), at + 500 * US + j * 10 * US, pid,
+			    100000 + 4 * i + j, 0);
+			st_put(&w.host, &r);
+		}
+		k_exit(&w, at + 1 * MS, pid, "pt_data_worker");
+	}
+	run_steps(&w, 3, 0, NULL);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	engine_stats(e, &st);
+	CHECK(st.threads < 6000, "%" PRIu64 " threads held of the %u met", st.threads, 4 * n);
+	held = 0;
+	engine_each_thread(e, thread_held, &held);
+	REQUIRE(!held, "the first worker's thread is still held");
+	CHECK(engine_process_name(e, 1000, name, sizeof(name)) &&
+	      !strcmp(name, "DataLoader worker 1 of trainer[100]"), "the first worker: '%s'", name);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_process_names_epochs(void)
 {
 	struct world w;
@@ -1172,6 +1228,7 @@ int main(void)
 	RUN(t_stranger_waker);
 	RUN(t_process_names);
 	RUN(t_process_names_epochs);
+	RUN(t_threads_forgotten_as_they_age);
 	RUN(t_process_names_spawned_target);
 	RUN(t_marks_of_one_process);
 	return test_summary();

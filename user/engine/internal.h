@@ -264,6 +264,7 @@ struct proc {
 	char *cmdline;           /* NULL: not said */
 	struct proc_ids *ids;    /* its launcher's ids, where its record said them (NULL: none) */
 	bool torch_feeder;       /* its parent mapped a tensor it shared (proc_shm_note) */
+	char comm[SB_COMM_LEN];  /* its main thread's name, once that thread is forgotten */
 };
 
 struct culprit {
@@ -506,6 +507,7 @@ struct engine {
 	struct thread *sink;     /* the table is full: what thread_get gives for a new thread */
 	uint64_t table_misses;   /* since the last reclaim */
 	bool table_reclaimed;    /* any reclaim tried */
+	uint32_t threads_new_since; /* new threads since the last pass past THREADS_SOFT */
 	uint64_t threads_forgotten, thread_records_lost;
 	struct thread *candidates[CANDIDATES_MAX]; /* the threads that can be critical */
 	int ncandidates;

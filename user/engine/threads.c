@@ -17,6 +17,8 @@
  */
 #define THREADS_MAX 65536
 #define THREADS_RECLAIM_EVERY 4096   /* misses of a full table between two reclaims */
+#define THREADS_SOFT 4096            /* past it, exited threads are forgotten as they age */
+#define THREADS_SOFT_EVERY 1024      /* new threads between two such passes */
 
 struct thread *thread_find(const struct engine *e, uint32_t tid)
 {
@@ -90,21 +92,17 @@ static void thread_release(struct engine *e, struct thread *t)
 }
 
 /*
- * The table is full: forget the threads that exited long ago (the timeline
- * is told their names). Tried again only after THREADS_RECLAIM_EVERY more
- * new threads found it full, so a table of live threads costs nothing per
- * record. False if there is still no room.
+ * Forget the threads that exited long ago (the timeline is told their names;
+ * a process's keeps its main thread's, for the report to name it by); full:
+ * counted as forgotten to make room. The threads kept keep their order.
  */
-static bool thread_table_room(struct engine *e)
+static void threads_forget(struct engine *e, bool full)
 {
 	uint32_t k = 0;
 
-	if (e->table_reclaimed && ++e->table_misses < THREADS_RECLAIM_EVERY)
-		return false;
-	e->table_misses = 0;
-	e->table_reclaimed = true;
 	for (uint32_t i = 0; i < e->nthreads; i++) {
 		struct thread *t = e->threads[i];
+		struct proc *p;
 
 		if (!thread_forgettable(e, t)) {
 			e->threads[k++] = t;
@@ -112,13 +110,29 @@ static bool thread_table_room(struct engine *e)
 		}
 		if (e->opts.timeline.thread_forgotten && t->comm[0])
 			e->opts.timeline.thread_forgotten(e->opts.timeline.ctx, t->tid, t->comm);
+		if (t->tid == t->pid && (p = proc_find(e, t->pid)))
+			memcpy(p->comm, t->comm, sizeof(p->comm));
 		thread_release(e, t);
-		e->threads_forgotten++;
+		e->threads_forgotten += full;
 	}
 	if (k < e->nthreads) {
 		e->nthreads = k;
 		thread_hash_rebuild(e);
 	}
+}
+
+/*
+ * The table is full: forget the threads that exited long ago. Tried again
+ * only after THREADS_RECLAIM_EVERY more new threads found it full, so a table
+ * of live threads costs nothing per record. False if there is still no room.
+ */
+static bool thread_table_room(struct engine *e)
+{
+	if (e->table_reclaimed && ++e->table_misses < THREADS_RECLAIM_EVERY)
+		return false;
+	e->table_misses = 0;
+	e->table_reclaimed = true;
+	threads_forget(e, true);
 	return e->nthreads < THREADS_MAX;
 }
 
@@ -142,6 +156,16 @@ static __attribute__((noinline)) struct thread *thread_new(struct engine *e, uin
 {
 	struct thread *t;
 
+	/*
+	 * A trainer that starts processes or threads all along (a fork a step,
+	 * DataLoader workers every epoch) leaves exited ones: forgotten as they
+	 * age past THREADS_SOFT, not only when the table is full, so that a
+	 * days-long watch holds a few MB of them rather than ~100
+	 */
+	if (e->nthreads >= THREADS_SOFT && ++e->threads_new_since >= THREADS_SOFT_EVERY) {
+		e->threads_new_since = 0;
+		threads_forget(e, false);
+	}
 	if (e->nthreads >= THREADS_MAX && !thread_table_room(e))
 		return thread_sink(e);
 	if ((e->nthreads + 1) * 2 > e->thread_hash_cap) {
@@ -175,8 +199,13 @@ struct thread *thread_get(struct engine *e, uint32_t tid, uint32_t pid)
 const char *thread_name_of(const struct engine *e, uint32_t tid)
 {
 	struct thread *t = thread_find(e, tid);
+	const struct proc *p;
 
-	return t && t->comm[0] ? t->comm : "";
+	if (t)
+		return t->comm;
+	/* a process's main thread forgotten: its name stayed with the process */
+	p = proc_find(e, tid);
+	return p ? p->comm : "";
 }
 
 /* back-to-back faults of a waker: as host.c's FAULT_RUN_NS */
@@ -576,6 +605,7 @@ void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, s
 	if (p && p->ppid != ppid) {
 		p->ppid = 0; /* a reused PID: noted anew below */
 		p->torch_feeder = false;
+		p->comm[0] = 0;
 	} else if (!p) {
 		if (!(p = proc_slot(e)))
 			return;
