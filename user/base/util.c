@@ -276,6 +276,22 @@ bool sb_is_file(const char *path)
 	return !stat(path, &st) && S_ISREG(st.st_mode);
 }
 
+int sb_open_regular(const char *path, bool nofollow, struct stat *st)
+{
+	char self[64];
+	int pfd = open(path, O_PATH | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0)), fd = -1;
+
+	if (pfd < 0)
+		return -1;
+	if (!fstat(pfd, st) && S_ISREG(st->st_mode)) {
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+		/* O_NONBLOCK: a write lease held on it fails the open, never stalls it */
+		fd = open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	}
+	close(pfd);
+	return fd;
+}
+
 void sb_dir_of(const char *path, char *dir, size_t len)
 {
 	char *slash;

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "base/clock.h"         /* mono_ns, real_ns */
@@ -43,6 +44,14 @@ FILE *sb_ascii_stream(FILE *under);
 
 /* a regular file (after symlinks) */
 bool sb_is_file(const char *path);
+/*
+ * The file at path opened for reading if it is a regular file (*st its
+ * status), else -1; nofollow: not through a symlink at path. Looked at through
+ * an O_PATH descriptor first, which opens nothing: a FIFO or a device there is
+ * never opened, and a write lease on it fails the open rather than stall it
+ * (SECURITY.md).
+ */
+int sb_open_regular(const char *path, bool nofollow, struct stat *st);
 /* the directory part of path ("." if none) */
 void sb_dir_of(const char *path, char *dir, size_t len);
 /*

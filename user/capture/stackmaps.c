@@ -22,6 +22,7 @@
 #include <gelf.h>
 
 #include "base/clock.h"
+#include "base/util.h"
 #include "capture/probes_internal.h"
 #include "capture/stackmaps.h"
 
@@ -830,11 +831,10 @@ int stackmaps_perfmap(struct stackmaps *s, uid_t target_uid, stackmaps_put_fn pu
 	if (!s || !s->njit)
 		return 0;
 	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)s->pid);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	fd = sb_open_regular(path, true, &st);
 	if (fd < 0)
 		return 0;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
-	    (st.st_uid != target_uid && st.st_uid != 0) || st.st_size > PERFMAP_MAX_BYTES) {
+	if ((st.st_uid != target_uid && st.st_uid != 0) || st.st_size > PERFMAP_MAX_BYTES) {
 		close(fd);
 		return 0;
 	}

@@ -17,6 +17,7 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
+#include "base/util.h"
 #include "format/trace.h"
 #include "report/symbols.h"
 
@@ -190,28 +191,6 @@ static void vdso_read(struct module *md)
 	}
 }
 
-/*
- * The file at path for reading, if it is a regular file (*st its status), else
- * -1. The name was the target's and may be something else now (SECURITY.md):
- * it is looked at through an O_PATH descriptor first, which opens nothing, so
- * a FIFO or a device put there is never opened; the file it is, is then
- * opened again through that descriptor.
- */
-static int open_regular(const char *path, struct stat *st)
-{
-	char self[64];
-	int pfd = open(path, O_PATH | O_CLOEXEC), fd = -1;
-
-	if (pfd < 0)
-		return -1;
-	if (!fstat(pfd, st) && S_ISREG(st->st_mode)) {
-		snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
-		fd = open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	}
-	close(pfd);
-	return fd;
-}
-
 static void open_module(struct module *md)
 {
 	const struct eng_mapping *m = md->m;
@@ -226,7 +205,7 @@ static void open_module(struct module *md)
 		vdso_read(md);
 		return;
 	}
-	fd = open_regular(m->path, &st);
+	fd = sb_open_regular(m->path, false, &st);
 	if (fd < 0)
 		return;
 	elf_version(EV_CURRENT);
