@@ -545,10 +545,10 @@ static struct map_region *map_slot(struct engine *e, bool copy)
 
 /*
  * The accumulator's entry for region map (1 + index in e->maps), made if
- * need be (NULL: none). Full, the region takes the place of an entry whose region can no
- * longer be named, else of the entry with the least time, and starts from
- * that time (err, deducted when the step names it): the regions with the
- * most time are kept however many others the faults touched first.
+ * need be (NULL: none). Full, the region takes the place of an entry whose
+ * region can no longer be named, else of the entry with the least time, and
+ * starts from that time (err, deducted when the step names it): the regions
+ * with the most time are kept however many others the faults touched first.
  */
 struct map_use *map_use_of(struct engine *e, struct accum *a, uint32_t map)
 {
@@ -780,6 +780,16 @@ static void heap_moved(struct engine *e, uint32_t pid, uint64_t brk)
 	}
 }
 
+/* pid's regions wholly inside [lo, hi) are gone; copies: those read from the maps too */
+static void regions_gone_inside(struct engine *e, uint32_t pid, uint64_t lo, uint64_t hi,
+				bool copies)
+{
+	for (uint32_t k = 0; k < e->nmaps; k++)
+		if ((copies || !e->maps[k].region) && e->maps[k].pid == pid &&
+		    e->maps[k].start >= lo && e->maps[k].end <= hi)
+			e->maps[k].gone = true;
+}
+
 /*
  * An mmap family record: mappings made (with what they map, when the record
  * says) and unmapped, and the heap moved, for the fault blame (eng_map); the
@@ -790,22 +800,16 @@ static void ev_mmsys(struct engine *e, const struct sb_hdr *h, uint64_t s)
 	const struct sb_mmsys *r = (const void *)h;
 	const struct sb_mmsys_map *m = sb_mmsys_map_of(h);
 	struct map_region *x;
-	uint64_t lo, hi;
+	/* the range it acted on: an mmap's is what it returned */
+	uint64_t lo = r->call == SB_SYS_MMAP ? (uint64_t)r->ret : r->addr, hi = lo + r->len;
 
 	ev_interval(e, h->tid, s, h->ts, SB_EV_MMSYS, ENG_ALLOC, ENG_N_MMAP);
 	if ((r->call == SB_SYS_MMAP || r->call == SB_SYS_MPROTECT) && (r->arg & 0x4) && r->ret >= 0)
-		stacks_code_mapped(e, h->pid, r->call == SB_SYS_MMAP ? (uint64_t)r->ret : r->addr,
-				   (r->call == SB_SYS_MMAP ? (uint64_t)r->ret : r->addr) + r->len);
+		stacks_code_mapped(e, h->pid, lo, hi);
 	if (r->call == SB_SYS_MUNMAP && r->ret == 0 && (e->nmaps || e->nseeds)) {
-		uint32_t i, j;
+		uint32_t i = seed_lower(e, h->pid, lo), j;
 
-		lo = r->addr;
-		hi = r->addr + r->len;
-		i = seed_lower(e, h->pid, lo);
-
-		for (uint32_t k = 0; k < e->nmaps; k++)
-			if (e->maps[k].pid == h->pid && e->maps[k].start >= lo && e->maps[k].end <= hi)
-				e->maps[k].gone = true;
+		regions_gone_inside(e, h->pid, lo, hi, true);
 		/* the seeds wholly inside go; a part unmapped keeps its name */
 		for (j = i; j < e->nseeds && e->seeds[j].pid == h->pid && e->seeds[j].end <= hi; j++)
 			free(e->seeds[j].name);
@@ -821,13 +825,9 @@ static void ev_mmsys(struct engine *e, const struct sb_hdr *h, uint64_t s)
 	}
 	if (!m || r->ret <= 0 || !r->len)
 		return;
-	lo = (uint64_t)r->ret;
 	hi = lo + ((r->len + 4095) & ~4095ull);
 	/* the regions it mapped over (MAP_FIXED) are gone */
-	for (uint32_t k = 0; k < e->nmaps; k++)
-		if (!e->maps[k].region && e->maps[k].pid == h->pid && e->maps[k].start >= lo &&
-		    e->maps[k].end <= hi)
-			e->maps[k].gone = true;
+	regions_gone_inside(e, h->pid, lo, hi, false);
 	x = map_slot(e, false);
 	e->map_gen++;
 	x->born = x->used;

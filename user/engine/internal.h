@@ -114,7 +114,7 @@ struct map_use {
 	uint64_t start;          /* the region's start, to tell a reused slot */
 	uint32_t faults;
 	uint64_t ns;
-	uint64_t err;            /* of ns, taken over from the entry it replaced (accum_map) */
+	uint64_t err;            /* of ns, taken over from the entry it replaced (map_use_of) */
 };
 
 #define IO_FILES_MAX 64
