@@ -43,9 +43,10 @@ LIBS     += -lmicrohttpd
 else
 CFLAGS   += -DSTEPBLAME_NO_METRICS_SERVER
 endif
+# BPF_EXTRA: more clang flags for the BPF objects (bench/floor.py builds with -DSB_BENCH_HOLLOW)
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(BUILD) -Ibpf -Wall \
 	      -I/usr/include/$(shell gcc -print-multiarch 2>/dev/null) \
-	      -Wno-unused-variable -Wno-unused-function
+	      -Wno-unused-variable -Wno-unused-function $(BPF_EXTRA)
 
 BPF_SRCS  := $(wildcard bpf/*.bpf.c)
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
