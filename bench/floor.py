@@ -25,12 +25,13 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import bench  # noqa: E402  (record_attached)
 SB = os.path.abspath(os.environ.get("STEPBLAME", os.path.join(ROOT, "build", "stepblame")))
 HOLLOW = os.path.join(ROOT, "build", "hollow", "stepblame")
 OUT = os.environ.get("BENCH_OUT", os.path.join(ROOT, "build", "bench"))
@@ -50,22 +51,11 @@ def ns_per_op(args, sb, trace):
                           stdout=subprocess.PIPE, text=True)
     rec = None
     if sb:
-        rec = subprocess.Popen([sb, "record", "-p", str(mb.pid), "-o", trace, "--no-gpu",
-                                "--no-alloc", "--agent-cpu", AGENT_CPU],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        attached, lines = threading.Event(), []
-
-        def reader():
-            for line in rec.stderr:
-                lines.append(line.rstrip())
-                if "stepblame: attached" in line:
-                    attached.set()
-            attached.set()
-
-        threading.Thread(target=reader, daemon=True).start()
-        if not attached.wait(60) or rec.poll() is not None:
+        rec = bench.record_attached([sb, "record", "-p", str(mb.pid), "-o", trace, "--no-gpu",
+                                     "--no-alloc", "--agent-cpu", AGENT_CPU])
+        if rec.poll() is not None:
             mb.kill()
-            raise RuntimeError("%s did not attach: %s" % (sb, lines))
+            raise RuntimeError("%s record exited %d before the workload" % (sb, rec.returncode))
         time.sleep(0.3)
     out, _ = mb.communicate("x", timeout=300)
     if rec:
