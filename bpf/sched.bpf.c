@@ -453,7 +453,7 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 	__u64 *cs = bpf_map_lookup_elem(&cpu_start, &zero);
 	struct tstate *nts = NULL;
 	__u64 nheld = 0;
-	bool next_target = is_target_tgid(next_tgid), fold_next = false;
+	bool next_target = is_target_tgid(next_tgid), fold_next = false, sliced = false;
 
 	if (cs) {
 		start = *cs;
@@ -489,8 +489,10 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 			steal = now - start;
 		/* the only waiter is next, whose trip is folded: prev is its run's runner */
 		/* about prev, not its own event: its run is written below, once it passed the filter */
-		if (prev_tid != 0 && !(fold_next && *n == 1))
+		if (prev_tid != 0 && !(fold_next && *n == 1)) {
 			runslice_write(prev, direct, prev_tgid, prev_tid, start, now, *n, steal);
+			sliced = true;
+		}
 	}
 
 	/* prev is the current task: its credentials can be checked */
@@ -505,13 +507,29 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 			pts = tstate_of(prev, true);
 		/*
 		 * prev is running: a wait or a held trip of its own still open
-		 * ended on a switch-in the kernel did not trace. The wait is over;
-		 * the trip is dropped, not written late behind the slice that
-		 * shows prev ran (docs/ARCHITECTURE.md, "Scheduler runs").
+		 * ended on a switch-in the kernel did not trace. The wait is over.
+		 * A held preemption is dropped, not written late behind the slice
+		 * that shows prev ran. A held sleep is written, as the tick writes
+		 * one (it slept), and a slice of its own, from its CPU's last
+		 * traced switch or its wakeup, stands for the switch-in where this
+		 * switch wrote none (docs/ARCHITECTURE.md, "Scheduler runs").
 		 */
-		end_waiting(pts, prev_tid, &stale);
-		if (pts && __sync_lock_test_and_set(&pts->held, 0))
-			pts->wake_ts = 0;
+		bool was_waiting = end_waiting(pts, prev_tid, &stale);
+
+		if (pts && __sync_lock_test_and_set(&pts->held, 0)) {
+			if (pts->out.state == SB_STATE_SLEEP) {
+				__u64 from = was_waiting ? stale.since : pts->out.h.ts;
+
+				run_flush(pts);
+				held_write(pts);
+				if (start > from)
+					from = start;
+				if (!sliced && from < now)
+					runslice_write(prev, direct, prev_tgid, prev_tid, from, now, 0, 0);
+			} else {
+				pts->wake_ts = 0;
+			}
+		}
 		if (pts && (s == SB_STATE_RUNNABLE || s == SB_STATE_SLEEP)) {
 			/* held until its switch-in says how long the trip was */
 			struct sb_switch_out *o = &pts->out;

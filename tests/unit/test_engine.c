@@ -225,6 +225,77 @@ static void t_own_slice(void)
 }
 
 /*
+ * Asleep at `at` (its switch-out held in the thread's state, bpf/sched.bpf.c),
+ * woken 20 ms later by a thread of another process while `noisy` holds its
+ * CPU, and back on the CPU on a switch-in the kernel did not trace. Its CPU's
+ * last traced switch was at `at`, so its next switch-out, near at + len, writes
+ * its slice from `at`, and only then the held sleep and its wakeup: late, and
+ * under a slice of its own that starts at the sleep. The 20 ms asleep are
+ * blocked on the waker; the rest is its own code. With the held sleep
+ * dropped, as the switch-out once did, all of it read as its own code.
+ */
+static struct sb_switch_out held_sleep_late;
+static struct sb_wakeup held_wake_late;
+
+static void inj_held_sleep(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	w_runslice(w, at, at + len - 10 * US, T_CPU, T_PID, T_LAUNCHER, "launcher");
+	w_switch_out(w, at + len - 10 * US, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, 0, 0, "swapper/0");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+	hdr(&held_sleep_late.h, SB_EV_SWITCH_OUT, sizeof(held_sleep_late), at, T_PID, T_LAUNCHER,
+	    T_CPU);
+	held_sleep_late.state = SB_STATE_SLEEP;
+	w_comm(held_sleep_late.next_comm, "noisy");
+	hdr(&held_wake_late.h, SB_EV_WAKEUP, sizeof(held_wake_late), at + 20 * MS, T_PID,
+	    T_LAUNCHER, T_CPU);
+	held_wake_late.waker_pid = 950;
+	held_wake_late.waker_tid = 950;
+	w_comm(held_wake_late.waker_comm, "feeder");
+}
+
+static void t_held_sleep_untraced_switch_in(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_held_sleep };
+	struct engine *e;
+	const struct eng_step *s, *p;
+	struct feed_item *it;
+	uint64_t starts[5];
+	size_t n, i = 0;
+
+	world_init(&w);
+	run_steps(&w, 4, 2, &inj, starts);
+	e = new_engine(NULL);
+	REQUIRE(e, "engine");
+	/* the held records follow the switch-out that wrote them */
+	it = world_order(&w, 0, &n);
+	for (; i < n && it[i].ts <= starts[2] + 1 * MS + 30 * MS; i++)
+		engine_feed(e, it[i].h);
+	engine_feed(e, &held_sleep_late.h);
+	engine_feed(e, &held_wake_late.h);
+	for (; i < n; i++)
+		engine_feed(e, it[i].h);
+	free(it);
+	engine_finish(e);
+	s = step_no(e, 2);
+	p = step_no(e, 1);
+	REQUIRE(s && p, "steps 1 and 2");
+	CHECK(blame_of(s, ENG_BLOCKED, 950) == 20 * MS, "blocked on the feeder %" PRIu64,
+	      blame_of(s, ENG_BLOCKED, 950));
+	CHECK(blame_of(s, ENG_HOST_COMPUTE, 0) == blame_of(p, ENG_HOST_COMPUTE, 0) + 10 * MS - 10 * US,
+	      "host_compute %" PRIu64 ", a plain step's %" PRIu64, blame_of(s, ENG_HOST_COMPUTE, 0),
+	      blame_of(p, ENG_HOST_COMPUTE, 0));
+	CHECK(blame_of(s, ENG_CPU_WAIT, T_PID) == 0, "the launcher waited behind itself: %" PRIu64,
+	      blame_of(s, ENG_CPU_WAIT, T_PID));
+	CHECK(sum_blame(s, false) == s->gpu_idle_ns, "blame %" PRIu64 " != idle %" PRIu64,
+	      sum_blame(s, false), s->gpu_idle_ns);
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
  * The recorder's own thread (the host record's agent_pid) preempting the
  * launcher while the GPU idles is the tracer's cost: `tracer` with the agent
  * as culprit, not cpu_wait, never a tail step; the agent stays listed among
@@ -2820,6 +2891,7 @@ int main(void)
 	RUN(t_moved_by);
 	RUN(t_moved_then_agent);
 	RUN(t_own_slice);
+	RUN(t_held_sleep_untraced_switch_in);
 	RUN(t_agent_preempts);
 	RUN(t_faults_mapping);
 	RUN(t_faults_premapped);
