@@ -171,6 +171,37 @@ static void inj_throttled(struct world *w, uint64_t at, uint64_t len, void *arg)
  * slice. It ran: that is its own time (host_compute), never a wait behind
  * itself.
  */
+/*
+ * Steps 0-3 of w with inj (len) in step 2, fed in time order but for the
+ * records in late: those go in right after the records up to `after` past
+ * the injection's start, as the ring brings records a probe writes late
+ */
+static struct engine *run_late(struct world *w, inject_fn inj_fn, uint64_t len, uint64_t after,
+			       const struct sb_hdr *const *late, size_t nlate)
+{
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = len, .inj = inj_fn };
+	struct engine *e;
+	struct feed_item *it;
+	uint64_t starts[5];
+	size_t n, i = 0;
+
+	world_init(w);
+	run_steps(w, 4, 2, &inj, starts);
+	e = new_engine(NULL);
+	if (!e)
+		return NULL;
+	it = world_order(w, 0, &n);
+	for (; i < n && it[i].ts <= starts[2] + 1 * MS + after; i++)
+		engine_feed(e, it[i].h);
+	for (size_t k = 0; k < nlate; k++)
+		engine_feed(e, late[k]);
+	for (; i < n; i++)
+		engine_feed(e, it[i].h);
+	free(it);
+	engine_finish(e);
+	return e;
+}
+
 static struct sb_switch_out own_slice_late;
 
 static void inj_own_slice(struct world *w, uint64_t at, uint64_t len, void *arg)
@@ -187,27 +218,13 @@ static void inj_own_slice(struct world *w, uint64_t at, uint64_t len, void *arg)
 
 static void t_own_slice(void)
 {
-	struct world w;
-	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 12 * MS, .inj = inj_own_slice };
-	struct engine *e;
-	const struct eng_step *s, *p;
-	struct feed_item *it;
-	uint64_t starts[5];
-	size_t n, i = 0;
-
-	world_init(&w);
-	run_steps(&w, 4, 2, &inj, starts);
-	e = new_engine(NULL);
-	REQUIRE(e, "engine");
 	/* the late switch-out is drained 2 ms after the slice that covers it */
-	it = world_order(&w, 0, &n);
-	for (; i < n && it[i].ts <= starts[2] + 1 * MS + 13 * MS; i++)
-		engine_feed(e, it[i].h);
-	engine_feed(e, &own_slice_late.h);
-	for (; i < n; i++)
-		engine_feed(e, it[i].h);
-	free(it);
-	engine_finish(e);
+	const struct sb_hdr *late[] = { &own_slice_late.h };
+	struct world w;
+	struct engine *e = run_late(&w, inj_own_slice, 12 * MS, 13 * MS, late, 1);
+	const struct eng_step *s, *p;
+
+	REQUIRE(e, "engine");
 	s = step_no(e, 2);
 	p = step_no(e, 1);
 	REQUIRE(s && p, "steps 1 and 2");
@@ -257,28 +274,13 @@ static void inj_held_sleep(struct world *w, uint64_t at, uint64_t len, void *arg
 
 static void t_held_sleep_untraced_switch_in(void)
 {
-	struct world w;
-	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_held_sleep };
-	struct engine *e;
-	const struct eng_step *s, *p;
-	struct feed_item *it;
-	uint64_t starts[5];
-	size_t n, i = 0;
-
-	world_init(&w);
-	run_steps(&w, 4, 2, &inj, starts);
-	e = new_engine(NULL);
-	REQUIRE(e, "engine");
 	/* the held records follow the switch-out that wrote them */
-	it = world_order(&w, 0, &n);
-	for (; i < n && it[i].ts <= starts[2] + 1 * MS + 30 * MS; i++)
-		engine_feed(e, it[i].h);
-	engine_feed(e, &held_sleep_late.h);
-	engine_feed(e, &held_wake_late.h);
-	for (; i < n; i++)
-		engine_feed(e, it[i].h);
-	free(it);
-	engine_finish(e);
+	const struct sb_hdr *late[] = { &held_sleep_late.h, &held_wake_late.h };
+	struct world w;
+	struct engine *e = run_late(&w, inj_held_sleep, 30 * MS, 30 * MS, late, 2);
+	const struct eng_step *s, *p;
+
+	REQUIRE(e, "engine");
 	s = step_no(e, 2);
 	p = step_no(e, 1);
 	REQUIRE(s && p, "steps 1 and 2");
