@@ -67,6 +67,8 @@ BPFT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/bpf/%,$(BPFT_SRCS))
 # programs the tests trace: never sanitized (ASan replaces malloc, hiding it from uprobes)
 PROG_SRCS := $(wildcard tests/progs/*.c)
 PROG_BINS := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRCS))
+# the user-stack target again, without frame pointers: its stacks are walked by call-frame information
+PROG_BINS += $(BUILD)/tests/progs/sbstack-nofp
 # libraries the tests load into running programs: never sanitized
 TLIB_SRCS := $(wildcard tests/libs/*.c)
 TLIB_SOS  := $(patsubst tests/libs/%.c,$(BUILD)/tests/libs/lib%.so,$(TLIB_SRCS))
@@ -182,6 +184,9 @@ $(BUILD)/tests/progs/sbinject: PROG_CFLAGS := -rdynamic
 
 $(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard include/*.h) | $(BUILD)/tests/progs
 	$(CC) -O1 -g -std=gnu11 -Wall -Wextra -D_GNU_SOURCE $(PROG_CFLAGS) -Iinclude $< -lpthread -o $@
+
+$(BUILD)/tests/progs/sbstack-nofp: tests/progs/sbstack.c $(wildcard include/*.h) | $(BUILD)/tests/progs
+	$(CC) -O1 -g -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -fomit-frame-pointer -Iinclude $< -lpthread -o $@
 
 $(BUILD)/tests/libs/lib%.so: tests/libs/%.c user/format/channel.c $(wildcard user/format/*.h) bpf/events.h | $(BUILD)/tests/libs
 	$(CC) -O1 -g -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -fPIC -shared -fvisibility=hidden -I. -Iuser \

@@ -570,7 +570,7 @@ static __always_inline void run_flush(struct tstate *s)
  * full. The current thread's fault run and scheduler run, if any, are
  * written first.
  */
-static __always_inline void *reserve(__u32 type, __u32 size)
+static __always_inline void flush_current(void)
 {
 	fault_flush_tid((__u32)bpf_get_current_pid_tgid());
 	if (sched_fold_ns) {
@@ -579,6 +579,11 @@ static __always_inline void *reserve(__u32 type, __u32 size)
 		if (s && s->run.start_ns)
 			run_flush(s);
 	}
+}
+
+static __always_inline void *reserve(__u32 type, __u32 size)
+{
+	flush_current();
 	return reserve_other(type, size);
 }
 
@@ -615,6 +620,8 @@ struct stack_next {
 	__u64 repeat_ns;       /* lasting less than this (twice that call), has no stack */
 	__u32 repeat_type;     /* that call: its event type */
 	__u32 repeat_what;     /* and its call (enum sb_mm_call, sb_io_call, sb_alloc_fn) */
+	__u64 copy;            /* stack copies of events: when the last one's turn ends (below) */
+	__u64 sample_copy;     /* the same for CPU samples' */
 };
 
 struct {
@@ -697,11 +704,122 @@ static __always_inline __u32 user_stack(void *ctx, __u64 *ip)
 }
 
 /*
- * Fill reserved stack record st with the current thread's user stack, for the
- * event of type ev_type at ev_ts (start: its start, or ev_ts), and submit it.
+ * Stack copies (docs/ARCHITECTURE.md, "Stacks"). Where frame pointers are
+ * missing (a distribution's Python, libtorch) the chain ends after a frame or
+ * two. With stack_copy_on, a stack record also carries the thread's user
+ * registers and the pages of its stack from the stack pointer's up, at most
+ * SB_STACK_COPY_PAGES (SB_RING_STACK); the agent walks them by the code's
+ * call-frame information. Copies are rationed per thread, a turn of gap_ns
+ * each with a burst of stack_copy_burst (a generic cell rate: next is when
+ * the turns taken so far end): the write before a slow fsync does not leave
+ * the fsync without one, and a thread takes 1 s / gap_ns a second at most.
+ * Events' stacks and CPU samples' have a ration each (a sample every 10 ms
+ * would take all of one). The stacks without a copy have the frame-pointer
+ * chain only. x86-64 only.
  */
-static __always_inline void submit_stack(void *ctx, struct sb_stack *st, __u32 ev_type,
-					 __u64 start, __u64 ev_ts)
+#ifndef SB_STACK_COPY_GAP_NS /* a measuring build sets it (bench/stackcost.py) */
+#define SB_STACK_COPY_GAP_NS 20000000
+#endif
+const volatile bool stack_copy_on = false;
+const volatile __u64 stack_copy_gap_ns = SB_STACK_COPY_GAP_NS; /* events': 50 a second */
+const volatile __u64 sample_copy_gap_ns = 100000000;      /* samples': 10 a second */
+const volatile __u64 stack_copy_burst = 4;
+
+/*
+ * An event of stack_copy_slow_ns or more has a copy outside the ration: it
+ * costs under 1% of the event, and a thread has at most 1000 such a second.
+ */
+const volatile __u64 stack_copy_slow_ns = 1000000;
+
+/*
+ * a copy is due at now for an event that took dur, whose ration's turns end
+ * at next (0: none taken)
+ */
+static __always_inline bool stack_copy_due(__u64 next, __u64 gap_ns, __u64 now, __u64 dur)
+{
+#if defined(__TARGET_ARCH_x86)
+	return stack_copy_on &&
+	       (dur >= stack_copy_slow_ns || next <= now + (stack_copy_burst - 1) * gap_ns);
+#else
+	return false;
+#endif
+}
+
+/* the ration's end after a copy at now */
+static __always_inline __u64 stack_copy_taken(__u64 next, __u64 gap_ns, __u64 now)
+{
+	return (next > now ? next : now) + gap_ns;
+}
+
+/*
+ * The user registers and the stack pages of the current thread into c: whole
+ * pages from the one holding the stack pointer up, until one cannot be read
+ * (the top of the stack). False where there is nothing to walk.
+ */
+static __always_inline bool stack_copy_fill(struct sb_stack_copy *c)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct pt_regs *r = NULL;
+
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		r = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!r || user_mode_32(r))
+		return false;
+	/* r is a trusted pointer (bpf_task_pt_regs): plain loads, no helper call each */
+	c->regs[0] = r->ax;
+	c->regs[1] = r->dx;
+	c->regs[2] = r->cx;
+	c->regs[3] = r->bx;
+	c->regs[4] = r->si;
+	c->regs[5] = r->di;
+	c->regs[6] = r->bp;
+	c->regs[7] = r->sp;
+	c->regs[8] = r->r8;
+	c->regs[9] = r->r9;
+	c->regs[10] = r->r10;
+	c->regs[11] = r->r11;
+	c->regs[12] = r->r12;
+	c->regs[13] = r->r13;
+	c->regs[14] = r->r14;
+	c->regs[15] = r->r15;
+	c->regs[16] = r->ip;
+	c->base = c->regs[7] & ~4095ULL;
+	c->pages = 0;
+	/*
+	 * A main thread's frames all lie below the stack pointer it started with
+	 * (mm->start_stack): the pages from there up hold its arguments and
+	 * environment, then the end of the stack, where a read would fault (a
+	 * fault taken in the kernel costs microseconds on a guest:
+	 * bench/RESULTS.md, section 29). Other threads' reads stop at the first
+	 * page that cannot be read.
+	 */
+	__u64 id = bpf_get_current_pid_tgid(), top = ~0ULL;
+
+	if ((__u32)id == (__u32)(id >> 32)) {
+		struct task_struct *t = bpf_get_current_task_btf();
+		__u64 ss = BPF_CORE_READ(t, mm, start_stack);
+
+		if (ss > c->base)
+			top = ss;
+	}
+	for (__u32 i = 0; i < SB_STACK_COPY_PAGES; i++) {
+		if (c->base + i * 4096 >= top ||
+		    bpf_probe_read_user(c->data + i * 4096, 4096, (void *)(c->base + i * 4096)))
+			break;
+		c->pages = i + 1;
+	}
+	return c->pages > 0;
+#else
+	return false;
+#endif
+}
+
+/*
+ * Fill stack record st with the current thread's user stack, for the event
+ * of type ev_type at ev_ts (start: its start, or ev_ts).
+ */
+static __always_inline void stack_fill(void *ctx, struct sb_stack *st, __u32 ev_type, __u64 start,
+				       __u64 ev_ts)
 {
 	st->h.ts = ev_ts;
 	st->ev_start_ns = start;
@@ -713,7 +831,63 @@ static __always_inline void submit_stack(void *ctx, struct sb_stack *st, __u32 e
 	for (__u32 i = 0; i < SB_STACK_MAX; i++)
 		if (i >= st->nframes)
 			st->ip[i] = 0;
+}
+
+/*
+ * A stack record of the current thread with a copy of its stack
+ * (SB_RING_STACK), for the event of type ev_type at ev_ts (start: its start).
+ * False if the ring had no room for it.
+ */
+static __always_inline bool write_stack_copy(void *ctx, __u32 ev_type, __u64 start, __u64 ev_ts)
+{
+	struct sb_stack_copy *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!c)
+		return false;
+	c->st.h.type = SB_EV_STACK;
+	c->st.h.size = sizeof(c->st);
+	c->st.h.cpu = bpf_get_smp_processor_id();
+	c->st.h.flags = 0;
+	c->st.h.pid = id >> 32;
+	c->st.h.tid = (__u32)id;
+	stack_fill(ctx, &c->st, ev_type, start, ev_ts);
+	c->h = c->st.h;
+	c->h.type = SB_RING_STACK;
+	c->h.size = sizeof(*c);
+	if (!stack_copy_fill(c))
+		c->pages = 0;
+	c->pad = 0;
+	submit(c);
+	return true;
+}
+
+/*
+ * Write the current thread's user stack for the event of type ev_type at
+ * ev_ts (start: its start, or ev_ts): with a copy of its stack where copy
+ * (and the ring has room for one), else the frame-pointer chain alone.
+ * other: the record's subject is not the current thread's next event (a CPU
+ * sample: no fault run is written first). 2 if a copy went out, 1 the chain
+ * alone, 0 nothing (the ring full).
+ */
+static __always_inline int write_stack(void *ctx, __u32 ev_type, __u64 start, __u64 ev_ts,
+					bool copy, bool other)
+{
+	struct sb_stack *st;
+
+	if (copy) {
+		if (!other)
+			flush_current();
+		/* a copy that finds no room is not a drop: the plain record below tries */
+		if (write_stack_copy(ctx, ev_type, start, ev_ts))
+			return 2;
+	}
+	st = other ? reserve_other(SB_EV_STACK, sizeof(*st)) : reserve(SB_EV_STACK, sizeof(*st));
+	if (!st)
+		return 0;
+	stack_fill(ctx, st, ev_type, start, ev_ts);
 	submit(st);
+	return 1;
 }
 
 /*
@@ -737,15 +911,17 @@ static __always_inline void emit_stack(void *ctx, __u32 ev_type, __u32 what, __u
 	if (n && !fault && ev_ts < n->repeat_until && dur < n->repeat_ns &&
 	    ev_type == n->repeat_type && what == n->repeat_what)
 		return;
-	struct sb_stack *st = reserve(SB_EV_STACK, sizeof(*st));
+	int wrote = write_stack(ctx, ev_type, start, ev_ts,
+				stack_copy_due(n ? n->copy : 0, stack_copy_gap_ns, ev_ts, dur), false);
 
-	if (!st)
+	if (!wrote)
 		return;
-	submit_stack(ctx, st, ev_type, start, ev_ts);
 	struct stack_next v = {};
 
 	if (n)
 		v = *n;
+	if (wrote == 2 && dur < stack_copy_slow_ns)
+		v.copy = stack_copy_taken(v.copy, stack_copy_gap_ns, ev_ts);
 	if (fault) {
 		v.fault = ev_ts + stack_fault_gap_ns;
 	} else {
@@ -823,6 +999,25 @@ static __always_inline void sleep_stack_out(void *ctx, struct tstate *ts, __u32 
 	v->cap_out = now;
 	/* a thread whose trips are short (a ping-pong) is sampled sixteen times less */
 	v->next_cap = now + (v->last_long ? sleep_stack_gap_ns : 16 * sleep_stack_gap_ns);
+	/*
+	 * A copy of its stack too, on the events' ration: the agent holds it
+	 * until the sleep turns out long (the off-CPU stack record below,
+	 * ev_start_ns = now) and walks it then; its ev_type SB_EV_SWITCH_OUT says
+	 * so. Whether this sleep will be long is not known here: a thread's
+	 * long waits (a DataLoader's queue) come between short ones (the GIL).
+	 */
+	struct stack_next *n = bpf_map_lookup_elem(&stack_rate, &tid);
+
+	if (!stack_copy_due(n ? n->copy : 0, stack_copy_gap_ns, now, 0) ||
+	    !write_stack_copy(ctx, SB_EV_SWITCH_OUT, now, now))
+		return;
+	if (n) {
+		n->copy = stack_copy_taken(n->copy, stack_copy_gap_ns, now);
+	} else {
+		struct stack_next w = { .copy = stack_copy_taken(0, stack_copy_gap_ns, now) };
+
+		bpf_map_update_elem(&stack_rate, &tid, &w, BPF_NOEXIST);
+	}
 }
 
 /*

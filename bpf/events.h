@@ -462,13 +462,18 @@ struct sb_cuda {
 #define SB_STACK_MAX 32
 
 #define SB_STACK_TRUNCATED 0x1 /* h.flags: the stack was SB_STACK_MAX frames or deeper */
+#define SB_STACK_COPIED    0x2 /* h.flags: the probe copied the top of the stack (SB_RING_STACK) */
+#define SB_STACK_CFI       0x4 /* h.flags: the frames come from the call-frame information */
 
 /*
  * The user-space stack of a thread at an event of it (bpf/common.bpf.h,
  * emit_stack): emitted right after that event's record, with the same tid and
  * h.ts, so (tid, ev_type, h.ts) names the event. ip[0] is the innermost frame:
  * the faulting instruction, the system call's return address, or the
- * allocator's caller. Frames come from the frame-pointer chain only.
+ * allocator's caller. Frames come from the frame-pointer chain, or, where the
+ * probe copied the stack (SB_STACK_COPIED), from the agent's walk of that copy
+ * by the call-frame information of the code (SB_STACK_CFI) when that walk went
+ * further.
  */
 struct sb_stack {
 	struct sb_hdr h;       /* the thread; ts = the event's h.ts */
@@ -476,6 +481,31 @@ struct sb_stack {
 	__u32 ev_type;         /* enum sb_type of the event */
 	__u32 nframes;         /* ip[0..nframes) are valid, at most SB_STACK_MAX */
 	__u64 ip[SB_STACK_MAX];
+};
+
+/*
+ * Ring only, never in a trace file: a stack record with a copy of the top of
+ * the thread's user stack and its user registers, for the agent to walk by
+ * call-frame information (docs/ARCHITECTURE.md, "Stacks"). The agent puts
+ * st into the trace, with the frames of that walk where it went further than
+ * the frame-pointer chain. h: type SB_RING_STACK, otherwise st.h's.
+ */
+#define SB_RING_STACK 31
+#define SB_STACK_COPY_PAGES 3
+#define SB_STACK_REGS 17   /* x86-64 DWARF registers 0-16 */
+
+struct sb_stack_copy {
+	struct sb_hdr h;
+	struct sb_stack st;    /* the record, frames from the frame-pointer chain */
+	/*
+	 * the user registers, in DWARF order: rax rdx rcx rbx rsi rdi rbp rsp
+	 * r8-r15 rip
+	 */
+	__u64 regs[SB_STACK_REGS];
+	__u64 base;            /* the page holding regs[7] (the stack pointer) */
+	__u32 pages;           /* data holds pages whole pages from base: 0 if none was read */
+	__u32 pad;
+	__u8 data[SB_STACK_COPY_PAGES * 4096];
 };
 
 /* ---- records only the agent writes ---- */

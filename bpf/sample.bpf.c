@@ -25,10 +25,22 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 
 	if (fs && fs->count && bpf_ktime_get_ns() - fs->last > fault_idle_ns)
 		fault_flush(fs);
-	struct sb_stack *st = reserve_other(SB_EV_STACK, sizeof(*st));
+	/* a copy of the stack on the samples' ration (common.bpf.h, "Stack copies") */
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 now = bpf_ktime_get_ns();
+	struct stack_next *n = bpf_map_lookup_elem(&stack_rate, &tid);
+	__u64 next = n ? n->sample_copy : 0;
 
-	if (!st)
-		return 0;
-	submit_stack(ctx, st, SB_EV_STACK, st->h.ts, st->h.ts);
+	if (write_stack(ctx, SB_EV_STACK, now, now, stack_copy_due(next, sample_copy_gap_ns, now, 0),
+			true) == 2) {
+		next = stack_copy_taken(next, sample_copy_gap_ns, now);
+		if (n) {
+			n->sample_copy = next;
+		} else {
+			struct stack_next v = { .sample_copy = next };
+
+			bpf_map_update_elem(&stack_rate, &tid, &v, BPF_NOEXIST);
+		}
+	}
 	return 0;
 }

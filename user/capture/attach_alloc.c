@@ -618,6 +618,7 @@ static int open_alloc_once(struct probes *p, bool with_flush, bool multi)
 	SET_TARGET(p, a);
 	a->rodata->alloc_min_ns = p->o.alloc_min_ns;
 	a->rodata->stacks_on = !p->o.no_stacks;
+	a->rodata->stack_copy_on = !p->o.no_stacks && !p->o.fp_stacks;
 	a->rodata->burst_gap_ns = or_default(p->o.burst_gap_ns, BURST_GAP_NS);
 	a->rodata->burst_max_ns = or_default(p->o.burst_max_ns, BURST_MAX_NS);
 	a->rodata->burst_min_ns = or_default(p->o.burst_min_ns, BURST_MIN_NS);

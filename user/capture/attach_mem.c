@@ -175,6 +175,7 @@ void open_mem(struct probes *p, const struct btf *vmlinux)
 	SET_TARGET(p, m);
 	m->rodata->io_min_ns = p->o.io_min_ns ? p->o.io_min_ns : IO_MIN_NS;
 	m->rodata->stacks_on = !p->o.no_stacks;
+	m->rodata->stack_copy_on = !p->o.no_stacks && !p->o.fp_stacks;
 	m->rodata->mm_in_task = mm_task_storage();
 	/* calls in progress live in task storage then, and the hash goes unused */
 	if (m->rodata->mm_in_task)

@@ -31,6 +31,7 @@ void open_sample(struct probes *p)
 	}
 	SET_TARGET(p, s);
 	s->rodata->stacks_on = true;
+	s->rodata->stack_copy_on = !p->o.fp_stacks;
 	err = reuse_shared(p, s->maps.events, s->maps.drops, s->maps.target_state,
 			   s->maps.followed, s->maps.follow_any);
 	if (!err) /* the fault run slot (bpf/common.bpf.h) */

@@ -58,6 +58,7 @@ int open_sched(struct probes *p, bool use_btf, const struct btf *vmlinux)
 	bpf_map__set_max_entries(s->maps.cpu_node, p->ncpus);
 	bpf_map__set_max_entries(s->maps.steal_seen, p->ncpus);
 	s->rodata->stacks_on = !p->o.no_stacks;
+	s->rodata->stack_copy_on = !p->o.no_stacks && !p->o.fp_stacks;
 	bpf_object__for_each_program(prog, s->obj) {
 		const char *sec = bpf_program__section_name(prog);
 		const char *tp = strchr(sec, '/');

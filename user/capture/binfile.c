@@ -172,14 +172,15 @@ void elf_func_offsets(int fd, const char *const *names, size_t n, uint64_t *off)
  */
 static bool parse_maps_line(const char *line, struct mapping *m)
 {
-	unsigned long start, end, ino;
+	unsigned long start, end, off, ino;
 	unsigned int maj, min;
+	char perms[8];
 	const char *p;
 	size_t o = 0, len;
 	int n = 0;
 
-	if (sscanf(line, "%lx-%lx %*s %*x %x:%x %lu %n", &start, &end, &maj, &min, &ino, &n) < 5 ||
-	    !n || !ino)
+	if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &off, &maj, &min,
+		   &ino, &n) < 7 || !n || !ino)
 		return false;
 	p = line + n;
 	while (*p == ' ')
@@ -201,6 +202,8 @@ static bool parse_maps_line(const char *line, struct mapping *m)
 		m->path[o - 10] = 0;
 	m->start = start;
 	m->end = end;
+	m->offset = off;
+	m->exec = strlen(perms) >= 3 && perms[2] == 'x';
 	m->dev = makedev(maj, min);
 	m->ino = ino;
 	return true;

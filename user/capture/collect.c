@@ -29,6 +29,7 @@
 #include "format/costs.h"
 #include "capture/stackmaps.h"
 #include "capture/target.h"
+#include "capture/unwind.h"
 #include "base/util.h"
 
 volatile sig_atomic_t collect_stop;
@@ -80,6 +81,7 @@ struct capture {
 	int children_followed;       /* descendants found at attach and followed */
 	bool kids_full_said;         /* the note that the allocator probes' child table is full */
 	struct stackmaps *maps;      /* the mappings of the followed processes (fault regions, stacks) */
+	struct unwinder *unw;        /* walks the probes' stack copies (capture/unwind.h) */
 	uid_t target_uid;
 	uint32_t read_n;             /* records taken by the ring read in progress (read_ring) */
 	uint64_t read_t0;            /* when it took its first */
@@ -196,6 +198,30 @@ static int take_record(struct capture *c, void *data, size_t size)
 	if (size < sizeof(*h) || h->size > size)
 		return 0;
 	/* a trip too long to fold, in one ring record: its parts into the trace (bpf/events.h) */
+	/* a stack with a copy of the stack's top: walked here, a plain stack record on (bpf/events.h) */
+	if (h->type == SB_RING_STACK) {
+		struct sb_stack st;
+
+		const struct sb_stack_copy *sc = data;
+
+		if (size < sizeof(*sc) || h->size < sizeof(*sc))
+			return 0;
+		/* taken at a switch-out into sleep: kept until the sleep turns out long */
+		if (sc->st.ev_type == SB_EV_SWITCH_OUT) {
+			unwinder_hold(c->unw, sc);
+			return 0;
+		}
+		unwinder_stack(c->unw, sc, &st);
+		return take_record(c, &st, sizeof(st));
+	}
+	/* a long sleep's stack whose start has a copy held: that copy's walk */
+	if (h->type == SB_EV_STACK && size >= sizeof(struct sb_stack) &&
+	    h->size >= sizeof(struct sb_stack)) {
+		struct sb_stack st;
+
+		if (unwinder_off_cpu(c->unw, data, &st))
+			return take_record(c, &st, sizeof(st));
+	}
 	if (h->type == SB_RING_TRIP) {
 		struct sb_trip *t = data;
 		int err;
@@ -237,8 +263,10 @@ static int take_record(struct capture *c, void *data, size_t size)
 	} else if (h->type == SB_EV_THREAD_EXIT) {
 		thread_exited(c, h->tid);
 		/* a followed child's main thread: its process is gone, and its allocator links */
-		if (h->tid == h->pid && h->pid != (uint32_t)c->o->probe.pid)
+		if (h->tid == h->pid && h->pid != (uint32_t)c->o->probe.pid) {
 			probes_alloc_kid_gone(c->probes, (pid_t)h->pid);
+			unwinder_forget(c->unw, (pid_t)h->pid);
+		}
 	} else if (h->type == SB_EV_RENAME && h->tid == h->pid && h->pid != (uint32_t)c->o->probe.pid &&
 		   h->size >= sizeof(struct sb_rename)) {
 		const struct sb_rename *r = data;
@@ -246,6 +274,7 @@ static int take_record(struct capture *c, void *data, size_t size)
 
 		/* an exec: new mappings */
 		stackmaps_exec(c->maps, (pid_t)h->pid);
+		unwinder_forget(c->unw, (pid_t)h->pid);
 		if (ppid)
 			return put_process(c, (pid_t)h->pid, ppid, r->newcomm) ? -ECANCELED : 0;
 	}
@@ -501,6 +530,24 @@ static void note(struct capture *c, const char *fmt, ...)
 	put_text(c, SB_REC_NOTE, 0, c->o->probe.pid, 0, line, n);
 	if (!c->o->quiet)
 		fprintf(stderr, "stepblame: %s\n", line);
+}
+
+/* stack copies left to their frame-pointer chain because walking them took too long */
+static void put_unwind_note(struct capture *c)
+{
+	struct unwind_stats st;
+
+	unwinder_stats(c->unw, &st);
+	if (c->o->probe.verbose && st.copies)
+		fprintf(stderr, "stepblame: user stacks: %llu stack copies walked, %llu further than "
+			"the frame-pointer chain, in %.1f ms of the agent's time; %llu resets\n",
+			(unsigned long long)st.copies, (unsigned long long)st.walked,
+			(double)st.walk_ns / 1e6, (unsigned long long)st.resets);
+	if (st.over_budget)
+		note(c, "user stacks: %llu of %llu stack copies were not walked by call-frame "
+		     "information (the agent's time for that, 5%% of a CPU, was spent): their "
+		     "frames come from frame pointers only", (unsigned long long)st.over_budget,
+		     (unsigned long long)st.copies);
 }
 
 /* a followed child without the allocator probes' library (stackmaps_lib_missing) */
@@ -1083,6 +1130,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	c->rb = rb;
 	/* with or without stacks: the regions that faults hit are named from them */
 	c->maps = stackmaps_new(pid);
+	if (!o->probe.no_stacks && !o->probe.fp_stacks)
+		c->unw = unwinder_new(c->probes);
 	pidfd = pidfd_open_(pid);
 	start = mono_ns();
 	res->start_ns = start;
@@ -1279,6 +1328,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			     "events may be that process's)", (int)pid);
 		else if (res->end_reason == SBT_END_TARGET_EXIT && !c->target_stopped)
 			note(c, "the target (PID %d) exited during the capture", (int)pid);
+		put_unwind_note(c);
 		put_drops(c);
 	}
 	res->end_ns = mono_ns();
@@ -1298,6 +1348,7 @@ out:
 	guard_free(c->guard);
 	free(c->exited);
 	stackmaps_free(c->maps);
+	unwinder_free(c->unw);
 	probes_close(c->probes);
 	if (pidfd >= 0)
 		close(pidfd);
@@ -1309,7 +1360,7 @@ out:
 
 enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AGENT_CPU,
        OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD,
-       OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK,
+       OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_FP_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK,
        OPT_TAIL_ONLY, OPT_LINES, OPT_HTML, OPT_CGROUP, OPT_DIR, OPT_AROUND, OPT_BUFFER, OPT_MAX_SNIPPETS,
        OPT_MAX_DISK, OPT_ROTATE, OPT_IDLE, OPT_TAIL_K, OPT_FOLD, OPT_COMPRESS_LEVEL,
        OPT_NO_INJECT };
@@ -1429,6 +1480,13 @@ const struct opt collect_options[] = {
 	  "1000; 0: every switch is recorded, as perf would)", COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
 	{ "no-stacks", OPT_NO_STACKS, NULL,
 	  "no user stacks at slow I/O, mmap-family and allocator calls and faults", COLLECT_RECORD },
+	{ "fp-stacks", OPT_FP_STACKS, NULL,
+	  "user stacks from frame pointers only. By default (x86-64) the probes\n"
+	  "also copy the top of the stack, at every event of 1 ms or more and\n"
+	  "50 times a second per thread at most besides, and the agent walks the\n"
+	  "copy by the code's call-frame information (.eh_frame): whole stacks\n"
+	  "of code built without frame pointers (a distribution's Python)",
+	  COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
 	{ "no-gpu", OPT_NO_GPU, NULL, "do not read the trainer's GPU timeline channel",
 	  COLLECT_RECORD },
 	{ "no-inject", OPT_NO_INJECT, NULL,
@@ -1451,7 +1509,8 @@ const struct opt collect_options[] = {
 	{ "ring-mb", OPT_RING, "N", "ring buffer size in MiB, power of two (default 8)",
 	  COLLECT_RECORD },
 	{ "quiet", 'q', NULL, "no progress lines", COLLECT_RECORD },
-	{ "verbose", 'v', NULL, "libbpf's own messages", COLLECT_RECORD },
+	{ "verbose", 'v', NULL, "libbpf's own messages, and what walking the stack copies took",
+	  COLLECT_RECORD },
 	{ "help", 'h', NULL, NULL },
 	{ 0 }
 };
@@ -1625,6 +1684,9 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			break;
 		case OPT_NO_STACKS:
 			o->probe.no_stacks = true;
+			break;
+		case OPT_FP_STACKS:
+			o->probe.fp_stacks = true;
 			break;
 		case OPT_FOLD:
 			d = parse_duration_ns(optarg);

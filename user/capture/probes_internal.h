@@ -187,6 +187,8 @@ struct probes {
 /* a mapping of a file in the target, from one line of /proc/PID/maps */
 struct mapping {
 	unsigned long start, end;   /* the range, as /proc/PID/map_files names it */
+	unsigned long offset;       /* the file offset of start */
+	bool exec;                  /* mapped executable */
 	dev_t dev;                  /* of the mapped inode, from the maps line */
 	uint64_t ino;
 	bool deleted;               /* " (deleted)": no name leads to it any more */

@@ -28,6 +28,8 @@ enum sb_cost {
 	SB_COST_FAULT_EXT,  /* a user page fault that only extended its thread's fault run (no record);
 			       SB_COST_FAULT is then what a run's record costs */
 	SB_COST_SCHED_FOLD, /* a scheduler event of a trip folded into a sched_run record (no record) */
+	SB_COST_STACK_COPY, /* a user stack with a copy of the stack's top (SB_STACK_COPIED), in place
+			       of SB_COST_STACK */
 	SB_NCOST,
 };
 
@@ -41,7 +43,7 @@ struct sb_costs {
 extern const char *const sb_cost_key[SB_NCOST];
 /*
  * "sched", "fault", "syscall", "alloc_call", "uprobe", "cuda_call", "stack", "fault_ext",
- * "sched_fold" (report names)
+ * "sched_fold", "stack_copy" (report names)
  */
 extern const char *const sb_cost_name[SB_NCOST];
 

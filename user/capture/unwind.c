@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Stack copies walked by call-frame information (capture/unwind.h;
+ * docs/ARCHITECTURE.md, "Stacks").
+ *
+ * One libdwfl session per process, whose modules are the executable file
+ * mappings of its /proc/PID/maps. Each file is opened as the probe loader
+ * opens the target's files (open_mapped_pid: the mapped inode, never a name
+ * the target controls; SECURITY.md) and read with pread (ELF_C_READ), never
+ * mapped: the target may cut its file short, which in a mapping would be
+ * SIGBUS. One ELF handle per file, shared by the processes that map it; the
+ * call-frame information libdw reads from it (.eh_frame and .eh_frame_hdr:
+ * 12 MiB for libtorch_cpu) stays in memory, at most UNW_CFI_BYTES in all.
+ * The walk reads memory from the copy only; debuginfo files are never looked
+ * for.
+ */
+#include <dwarf.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "capture/probes_internal.h"
+#include "capture/unwind.h"
+
+#define UNW_PROCS 16                   /* processes with a session */
+#define UNW_FILES 64                   /* files open at once */
+#define UNW_CFI_BYTES (256ull << 20)   /* their call-frame information, in all */
+#define UNW_FILE_CFI_MAX (64ull << 20) /* a file with more is not used */
+#define UNW_BUDGET_NS 50000000ull      /* the walks' time a second: 5% of a CPU */
+#define UNW_REBUILD_NS 1000000000ull   /* a session is built again at most once a second */
+#define UNW_MODS_MAX 4096              /* modules of one process */
+#define UNW_HELD 32                    /* threads with a copy held for their sleep */
+
+struct ufile {
+	dev_t dev;
+	uint64_t ino;
+	int fd;
+	Elf *elf;          /* our reference; each module that uses it holds another */
+	uint64_t cfi_bytes;
+};
+
+/* a file mapped executable by a process: a module of its session */
+struct umod {
+	struct unwinder *u;
+	pid_t pid;
+	unsigned long start, end, offset; /* one of its mappings, to open it by */
+	dev_t dev;
+	uint64_t ino;
+	bool deleted;
+	char *path;
+};
+
+struct uproc {
+	pid_t pid;
+	Dwfl *dwfl;        /* NULL: none could be built */
+	uint64_t built_ns;
+	uint64_t used;
+	struct umod *mods;
+	size_t nmods;
+};
+
+struct unwinder {
+	struct probes *p;
+	struct uproc procs[UNW_PROCS];
+	struct ufile files[UNW_FILES];
+	size_t nfiles;
+	uint64_t cfi_bytes;
+	bool want_reset;
+	uint64_t clock;                   /* uses, for the least recently used */
+	const struct sb_stack_copy *cur;  /* the copy being walked */
+	uint64_t sec_start, sec_spent;    /* this second's walks */
+	struct held {
+		uint32_t tid;             /* 0: free */
+		uint64_t used;
+		struct sb_stack_copy c;
+	} *held;                          /* UNW_HELD, once the first comes */
+	struct unwind_stats st;
+};
+
+/* ---- the target's files ---- */
+
+/* the bytes of call-frame information libdw would read from elf */
+static uint64_t cfi_size(Elf *elf)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+	uint64_t n = 0;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return UINT64_MAX;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (name && (!strcmp(name, ".eh_frame") || !strcmp(name, ".eh_frame_hdr") ||
+			     !strcmp(name, ".debug_frame")))
+			n += sh.sh_size;
+	}
+	return n;
+}
+
+static struct ufile *file_of(struct unwinder *u, const struct umod *um)
+{
+	struct mapping *m;
+	struct ufile *f;
+	uint64_t n;
+	Elf *elf;
+	int fd;
+
+	for (size_t i = 0; i < u->nfiles; i++)
+		if (u->files[i].dev == um->dev && u->files[i].ino == um->ino)
+			return u->files[i].elf ? &u->files[i] : NULL;
+	if (u->nfiles == UNW_FILES) {
+		u->want_reset = true;
+		return NULL;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->start = um->start;
+	m->end = um->end;
+	m->offset = um->offset;
+	m->dev = um->dev;
+	m->ino = um->ino;
+	m->deleted = um->deleted;
+	snprintf(m->path, sizeof(m->path), "%s", um->path);
+	fd = open_mapped_pid(u->p, um->pid, m);
+	free(m);
+	f = &u->files[u->nfiles++];
+	*f = (struct ufile){ .dev = um->dev, .ino = um->ino, .fd = -1 };
+	if (fd < 0)
+		return NULL;
+	/* read with pread from here on: no lease is needed, and none is held on the target's file */
+	drop_lease(fd);
+	if (elf_version(EV_CURRENT) == EV_NONE || !(elf = elf_begin(fd, ELF_C_READ, NULL))) {
+		close(fd);
+		return NULL;
+	}
+	n = elf_kind(elf) == ELF_K_ELF ? cfi_size(elf) : UINT64_MAX;
+	if (n > UNW_FILE_CFI_MAX) {
+		elf_end(elf);
+		close(fd);
+		return NULL;
+	}
+	if (u->cfi_bytes + n > UNW_CFI_BYTES) {
+		/* let everything go before the next copy's walk, not inside this one */
+		u->want_reset = true;
+		elf_end(elf);
+		close(fd);
+		u->nfiles--;
+		return NULL;
+	}
+	f->fd = fd;
+	f->elf = elf;
+	f->cfi_bytes = n;
+	u->cfi_bytes += n;
+	return f;
+}
+
+/* libdwfl asks for a module's ELF: a new reference to its file's shared handle */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
+		    char **file_name, Elf **elfp)
+{
+	struct umod *um = *userdata;
+	struct ufile *f;
+
+	(void)mod;
+	(void)name;
+	(void)base;
+	/* a name left here would be opened by libdwfl itself */
+	*file_name = NULL;
+	*elfp = NULL;
+	f = um ? file_of(um->u, um) : NULL;
+	if (f)
+		*elfp = elf_begin(-1, ELF_C_READ, f->elf);
+	return -1;
+}
+
+static int find_no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+			     Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+			     GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	(void)mod;
+	(void)userdata;
+	(void)modname;
+	(void)base;
+	(void)file_name;
+	(void)debuglink_file;
+	(void)debuglink_crc;
+	*debuginfo_file_name = NULL;
+	return -1;
+}
+
+static const Dwfl_Callbacks dwfl_cbs = {
+	.find_elf = find_elf,
+	.find_debuginfo = find_no_debuginfo,
+	.section_address = dwfl_offline_section_address,
+};
+
+/* ---- the thread: registers and memory from the copy ---- */
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	struct unwinder *u = arg;
+
+	(void)dwfl;
+	if (*thread_argp)
+		return 0;
+	*thread_argp = u;
+	return (pid_t)u->cur->st.h.tid;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	(void)tid;
+	*thread_argp = arg;
+	return true;
+}
+
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	const struct unwinder *u = arg;
+	const struct sb_stack_copy *c = u->cur;
+	uint64_t len = (uint64_t)c->pages * 4096;
+
+	(void)dwfl;
+	if (addr < c->base || addr - c->base > len || len - (addr - c->base) < sizeof(*result))
+		return false;
+	memcpy(result, c->data + (addr - c->base), sizeof(*result));
+	return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	const struct unwinder *u = arg;
+	Dwarf_Word regs[SB_STACK_REGS];
+
+	for (int i = 0; i < SB_STACK_REGS; i++)
+		regs[i] = u->cur->regs[i];
+	return dwfl_thread_state_registers(thread, 0, SB_STACK_REGS, regs);
+}
+
+static const Dwfl_Thread_Callbacks thread_cbs = {
+	.next_thread = next_thread,
+	.get_thread = get_thread,
+	.memory_read = memory_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+/* ---- sessions ---- */
+
+static void proc_drop(struct uproc *pr)
+{
+	if (pr->dwfl)
+		dwfl_end(pr->dwfl);
+	for (size_t i = 0; i < pr->nmods; i++)
+		free(pr->mods[i].path);
+	free(pr->mods);
+	*pr = (struct uproc){ 0 };
+}
+
+/* every session and file let go: the bound on what is held */
+static void reset(struct unwinder *u)
+{
+	for (int i = 0; i < UNW_PROCS; i++)
+		if (u->procs[i].pid)
+			proc_drop(&u->procs[i]);
+	for (size_t i = 0; i < u->nfiles; i++) {
+		if (u->files[i].elf)
+			elf_end(u->files[i].elf);
+		if (u->files[i].fd >= 0)
+			close(u->files[i].fd);
+	}
+	u->nfiles = 0;
+	u->cfi_bytes = 0;
+	u->want_reset = false;
+	u->st.resets++;
+}
+
+struct collect_maps {
+	struct uproc *pr;
+	size_t cap;
+};
+
+static int collect_mapping(void *ctx, const struct mapping *m)
+{
+	struct collect_maps *cm = ctx;
+	struct uproc *pr = cm->pr;
+
+	if (pr->nmods == UNW_MODS_MAX)
+		return 1;
+	if (pr->nmods == cm->cap) {
+		size_t cap = cm->cap ? 2 * cm->cap : 64;
+		struct umod *n = realloc(pr->mods, cap * sizeof(*n));
+
+		if (!n)
+			return 1;
+		pr->mods = n;
+		cm->cap = cap;
+	}
+	pr->mods[pr->nmods] = (struct umod){ .pid = pr->pid, .start = m->start, .end = m->end,
+					     .offset = m->offset, .dev = m->dev, .ino = m->ino,
+					     .deleted = m->deleted,
+					     /* the exec flag rides in the path's absence below */
+					     .path = m->exec ? strdup(m->path) : NULL };
+	pr->nmods++;
+	return 0;
+}
+
+/*
+ * The session of pr->pid: a module for each file it maps executable, from
+ * the start of the file's mapping at offset 0 (libdwfl takes the load bias
+ * from there and the file's first segment) to the end of its last mapping.
+ */
+static void proc_build(struct unwinder *u, struct uproc *pr, uint64_t now)
+{
+	struct collect_maps cm = { .pr = pr };
+	size_t keep = 0;
+
+	pr->built_ns = now;
+	if (for_each_mapping(pr->pid, collect_mapping, &cm) <= 0)
+		return;
+	pr->dwfl = dwfl_begin(&dwfl_cbs);
+	if (!pr->dwfl)
+		return;
+	dwfl_report_begin(pr->dwfl);
+	for (size_t i = 0; i < pr->nmods; i++) {
+		struct umod *x = &pr->mods[i];
+		unsigned long lo = 0, hi = 0;
+		bool zero = false, first = true;
+		Dwfl_Module *mod;
+		void **ud;
+
+		if (!x->path)
+			continue;
+		/* the first executable mapping of its file stands for the file */
+		for (size_t j = 0; j < i && first; j++)
+			if (pr->mods[j].path && pr->mods[j].dev == x->dev && pr->mods[j].ino == x->ino)
+				first = false;
+		if (!first)
+			continue;
+		for (size_t j = 0; j < pr->nmods; j++) {
+			const struct umod *y = &pr->mods[j];
+
+			if (y->dev != x->dev || y->ino != x->ino)
+				continue;
+			if (y->offset == 0 && (!zero || y->start < lo)) {
+				lo = y->start;
+				zero = true;
+			}
+			if (y->end > hi)
+				hi = y->end;
+		}
+		if (!zero || hi <= lo)
+			continue;
+		mod = dwfl_report_module(pr->dwfl, base_name(x->path), lo, hi);
+		if (!mod)
+			continue;
+		dwfl_module_info(mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+		x->u = u;
+		*ud = x;
+		keep++;
+	}
+	dwfl_report_end(pr->dwfl, NULL, NULL);
+	if (!keep || !dwfl_attach_state(pr->dwfl, NULL, pr->pid, &thread_cbs, u)) {
+		dwfl_end(pr->dwfl);
+		pr->dwfl = NULL;
+	}
+}
+
+static struct uproc *proc_get(struct unwinder *u, pid_t pid, uint64_t now)
+{
+	struct uproc *pr = NULL, *old = &u->procs[0];
+
+	for (int i = 0; i < UNW_PROCS; i++) {
+		if (u->procs[i].pid == pid) {
+			pr = &u->procs[i];
+			break;
+		}
+		if (u->procs[i].used < old->used)
+			old = &u->procs[i];
+	}
+	if (!pr) {
+		if (old->pid)
+			proc_drop(old);
+		pr = old;
+		pr->pid = pid;
+		proc_build(u, pr, now);
+	}
+	pr->used = ++u->clock;
+	return pr;
+}
+
+/* ---- the walk ---- */
+
+struct walk {
+	Dwfl *dwfl;
+	uint64_t ip[SB_STACK_MAX];
+	uint32_t n;
+	bool truncated;
+	bool unknown;      /* it stopped at code in no module: a library mapped since? */
+};
+
+static int on_frame(Dwfl_Frame *frame, void *arg)
+{
+	struct walk *w = arg;
+	Dwarf_Addr pc;
+	bool activation;
+
+	if (!dwfl_frame_pc(frame, &pc, &activation))
+		return DWARF_CB_ABORT;
+	if (w->n == SB_STACK_MAX) {
+		w->truncated = true;
+		return DWARF_CB_ABORT;
+	}
+	w->ip[w->n++] = pc;
+	if (!dwfl_addrmodule(w->dwfl, activation ? pc : pc - 1))
+		w->unknown = true;
+	return DWARF_CB_OK;
+}
+
+static void walk(struct unwinder *u, struct uproc *pr, const struct sb_stack_copy *c, struct walk *w)
+{
+	*w = (struct walk){ .dwfl = pr->dwfl };
+	u->cur = c;
+	dwfl_getthread_frames(pr->dwfl, (pid_t)c->st.h.tid, on_frame, w);
+	u->cur = NULL;
+}
+
+struct unwinder *unwinder_new(struct probes *p)
+{
+	struct unwinder *u = calloc(1, sizeof(*u));
+
+	if (u)
+		u->p = p;
+	return u;
+}
+
+void unwinder_free(struct unwinder *u)
+{
+	if (!u)
+		return;
+	reset(u);
+	free(u->held);
+	free(u);
+}
+
+void unwinder_forget(struct unwinder *u, pid_t pid)
+{
+	if (!u)
+		return;
+	for (int i = 0; i < UNW_PROCS; i++)
+		if (u->procs[i].pid == pid)
+			proc_drop(&u->procs[i]);
+}
+
+void unwinder_stats(const struct unwinder *u, struct unwind_stats *st)
+{
+	*st = u ? u->st : (struct unwind_stats){ 0 };
+}
+
+/* out (its frames the frame-pointer chain's): the frames of copy c's walk, if that went further */
+static void unwind_into(struct unwinder *u, const struct sb_stack_copy *c, struct sb_stack *out)
+{
+	uint64_t t0 = mono_ns(), t1;
+	struct uproc *pr;
+	struct walk w;
+
+	out->h.flags |= SB_STACK_COPIED;
+	if (out->nframes > SB_STACK_MAX)
+		out->nframes = SB_STACK_MAX;
+	if (!u)
+		return;
+	u->st.copies++;
+	if (c->pages == 0 || c->pages > SB_STACK_COPY_PAGES || !c->st.h.pid)
+		return;
+	if (t0 - u->sec_start >= 1000000000ull) {
+		u->sec_start = t0;
+		u->sec_spent = 0;
+	}
+	if (u->sec_spent >= UNW_BUDGET_NS) {
+		u->st.over_budget++;
+		return;
+	}
+	if (u->want_reset)
+		reset(u);
+	pr = proc_get(u, (pid_t)c->st.h.pid, t0);
+	if (pr->dwfl)
+		walk(u, pr, c, &w);
+	/* code mapped since the session was built (a dlopen): build it again, once a second at most */
+	if ((!pr->dwfl || w.unknown) && t0 - pr->built_ns >= UNW_REBUILD_NS) {
+		pid_t pid = pr->pid;
+
+		proc_drop(pr);
+		pr->pid = pid;
+		pr->used = ++u->clock;
+		proc_build(u, pr, t0);
+		if (pr->dwfl)
+			walk(u, pr, c, &w);
+	}
+	t1 = mono_ns();
+	u->sec_spent += t1 - t0;
+	u->st.walk_ns += t1 - t0;
+	if (!pr->dwfl || w.n <= out->nframes)
+		return;
+	u->st.walked++;
+	memcpy(out->ip, w.ip, sizeof(w.ip[0]) * w.n);
+	for (uint32_t i = w.n; i < SB_STACK_MAX; i++)
+		out->ip[i] = 0;
+	out->nframes = w.n;
+	out->h.flags = (uint16_t)((out->h.flags & ~SB_STACK_TRUNCATED) | SB_STACK_CFI |
+				  (w.truncated ? SB_STACK_TRUNCATED : 0));
+}
+
+void unwinder_stack(struct unwinder *u, const struct sb_stack_copy *c, struct sb_stack *out)
+{
+	*out = c->st;
+	unwind_into(u, c, out);
+}
+
+void unwinder_hold(struct unwinder *u, const struct sb_stack_copy *c)
+{
+	struct held *h = NULL;
+
+	if (!u)
+		return;
+	if (!u->held && !(u->held = calloc(UNW_HELD, sizeof(*u->held))))
+		return;
+	for (int i = 0; i < UNW_HELD && !h; i++)
+		if (u->held[i].tid == c->st.h.tid)
+			h = &u->held[i];
+	for (int i = 0; i < UNW_HELD && !h; i++)
+		if (!u->held[i].tid)
+			h = &u->held[i];
+	if (!h) {
+		h = &u->held[0];
+		for (int i = 1; i < UNW_HELD; i++)
+			if (u->held[i].used < h->used)
+				h = &u->held[i];
+	}
+	h->tid = c->st.h.tid;
+	h->used = ++u->clock;
+	h->c = *c;
+}
+
+bool unwinder_off_cpu(struct unwinder *u, const struct sb_stack *st, struct sb_stack *out)
+{
+	if (!u || !u->held || st->ev_type != SB_EV_SWITCH_IN)
+		return false;
+	for (int i = 0; i < UNW_HELD; i++) {
+		struct held *h = &u->held[i];
+
+		if (h->tid != st->h.tid || h->c.st.h.ts != st->ev_start_ns ||
+		    h->c.st.h.pid != st->h.pid)
+			continue;
+		*out = *st;
+		unwind_into(u, &h->c, out);
+		h->tid = 0;
+		return true;
+	}
+	return false;
+}
