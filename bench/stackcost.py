@@ -7,7 +7,15 @@ reads the fault program's run statistics (bpfstats.py's method) over 1.5 s of
 each capture. With stacks the fault program captures one stack per thread per
 ms (the rate limit), so the cost of one capture is the program's extra time per
 second divided by the stacks it took per second (counted in the trace).
+
+Then the same for a stack copy (the registers and the stack's top pages, walked
+by the agent): a measuring build that copies at every stack (make
+BUILD=build/copyall BPF_EXTRA=-DSB_STACK_COPY_GAP_NS=0, built here), with its
+copies and with --fp-stacks, rounds interleaved: what a copy adds to a stack is
+the fault program's extra time per second over the copies per second (the
+trace's stack records marked copied).
 """
+import json
 import os
 import subprocess
 import sys
@@ -20,24 +28,32 @@ import bpfstats  # noqa: E402
 
 RATE = 40000
 ROUNDS = int(os.environ.get("STACK_ROUNDS", "3"))
+# STACK_COPY_ONLY=1: the stack copy's part only
 
 
-def count_stacks(path, t0, t1):
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COPYALL = os.path.join(ROOT, "build", "copyall", "stepblame")
+
+
+def count_stacks(path, copied=False):
+    """stack records in the trace (copied: those whose probe copied the stack)"""
     out = subprocess.run([bench.SB, "dump", "--jsonl", path], capture_output=True, text=True,
                          timeout=120).stdout
     n = 0
     for line in out.splitlines():
         if '"type":"stack"' in line.replace(" ", ""):
-            n += 1
+            if not copied or int(json.loads(line).get("flags", 0)) & 2:
+                n += 1
     return n
 
 
-def one(stacks):
+def one(stacks, sb=None, opts=(), copied=False):
     mb = subprocess.Popen(bench.mb_cmd(["rate", "--kind", "fault", "--rate", str(RATE),
                                         "--seconds", "3"]),
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     path = os.path.join(bench.OUT, "trace-stackcost.sbt")
-    cmd = [bench.SB, "record", "-p", str(mb.pid), "-o", path, "--agent-cpu", str(bench.AGENT_CPU)]
+    cmd = [sb or bench.SB, "record", "-p", str(mb.pid), "-o", path, "--agent-cpu",
+           str(bench.AGENT_CPU)] + list(opts)
     if not stacks:
         cmd.append("--no-stacks")
     rec = bench.record_attached(cmd)
@@ -53,13 +69,19 @@ def one(stacks):
     rec.wait(timeout=30)
     ns0, c0 = s0.get("raw_fault", (0, 0))
     ns1, c1 = s1.get("raw_fault", (0, 0))
-    nstacks = count_stacks(path, t0, t1) if stacks else 0
+    nstacks = count_stacks(path, copied) if stacks else 0
     bench.drop_trace(path)
     return (ns1 - ns0) / (t1 - t0), (c1 - c0) / (t1 - t0), nstacks
 
 
 def main():
     os.sched_setaffinity(0, {bench.AGENT_CPU})
+    if os.environ.get("STACK_COPY_ONLY") != "1":
+        stack_capture()
+    return stack_copy()
+
+
+def stack_capture():
     fd = bpfstats.enable_stats()
     on, off = [], []
     try:
@@ -80,6 +102,32 @@ def main():
           % (per_run_on, per_run_off, stacks_per_run))
     if stacks_per_run > 0:
         print("one stack capture: %.0f ns" % ((per_run_on - per_run_off) / stacks_per_run))
+
+
+def stack_copy():
+    subprocess.run(["make", "-s", "-C", ROOT, "BUILD=build/copyall",
+                    "BPF_EXTRA=-DSB_STACK_COPY_GAP_NS=0", "build/copyall/stepblame"], check=True)
+    fd = bpfstats.enable_stats()
+    cp, fp = [], []
+    try:
+        for _ in range(ROUNDS):
+            cp.append(one(True, COPYALL, copied=True))
+            fp.append(one(True, COPYALL, ["--fp-stacks"]))
+    finally:
+        os.close(fd)
+    for tag, rows in (("copies", cp), ("fp-stacks", fp)):
+        for ns, runs, n in rows:
+            print("%-9s fault program %.0f ns/s, %.0f runs/s (%.0f ns/run), %d stacks%s"
+                  % (tag, ns, runs, ns / runs if runs else 0, n,
+                     " copied" if tag == "copies" else ""))
+    per_run_cp = sum(r[0] for r in cp) / sum(r[1] for r in cp)
+    per_run_fp = sum(r[0] for r in fp) / sum(r[1] for r in fp)
+    copies_per_run = sum(r[2] for r in cp) / (sum(r[1] for r in cp) / len(cp) * 3.0 * len(cp))
+    print("fault program: %.0f ns/run with copies, %.0f without; %.4f copies per fault"
+          % (per_run_cp, per_run_fp, copies_per_run))
+    if copies_per_run > 0:
+        print("one stack copy on top of a stack: %.0f ns"
+              % ((per_run_cp - per_run_fp) / copies_per_run))
     return 0
 
 
