@@ -77,58 +77,38 @@ def one(stacks, sb=None, opts=(), copied=False):
 def main():
     os.sched_setaffinity(0, {bench.AGENT_CPU})
     if os.environ.get("STACK_COPY_ONLY") != "1":
-        stack_capture()
-    return stack_copy()
+        compare(lambda: one(True), lambda: one(False), "stacks", "no-stacks",
+                "stacks", "one stack capture")
+    subprocess.run(["make", "-s", "-C", ROOT, "BUILD=build/copyall",
+                    "BPF_EXTRA=-DSB_STACK_COPY_GAP_NS=0", "build/copyall/stepblame"], check=True)
+    compare(lambda: one(True, COPYALL, copied=True), lambda: one(True, COPYALL, ["--fp-stacks"]),
+            "copies", "fp-stacks", "copies", "one stack copy on top of a stack")
+    return 0
 
 
-def stack_capture():
+def compare(with_it, without, tag_with, tag_without, what, label):
+    """ROUNDS of with_it() and without() in turn, the kernel's statistics on;
+    each gives (fault program ns/s, runs/s, events counted): what one event adds"""
     fd = bpfstats.enable_stats()
     on, off = [], []
     try:
         for _ in range(ROUNDS):
-            on.append(one(True))
-            off.append(one(False))
+            on.append(with_it())
+            off.append(without())
     finally:
         os.close(fd)
-    for tag, rows in (("stacks", on), ("no-stacks", off)):
+    for tag, rows in ((tag_with, on), (tag_without, off)):
         for ns, runs, n in rows:
-            print("%-9s fault program %.0f ns/s, %.0f runs/s (%.0f ns/run), %d stacks in the trace"
-                  % (tag, ns, runs, ns / runs if runs else 0, n))
+            print("%-9s fault program %.0f ns/s, %.0f runs/s (%.0f ns/run), %d %s in the trace"
+                  % (tag, ns, runs, ns / runs if runs else 0, n, what))
     per_run_on = sum(r[0] for r in on) / sum(r[1] for r in on)
     per_run_off = sum(r[0] for r in off) / sum(r[1] for r in off)
-    # stacks per fault over the whole 3 s run: one per ms at most
-    stacks_per_run = sum(r[2] for r in on) / (sum(r[1] for r in on) / len(on) * 3.0 * len(on))
-    print("fault program: %.0f ns/run with stacks, %.0f without; %.4f stacks per fault"
-          % (per_run_on, per_run_off, stacks_per_run))
-    if stacks_per_run > 0:
-        print("one stack capture: %.0f ns" % ((per_run_on - per_run_off) / stacks_per_run))
-
-
-def stack_copy():
-    subprocess.run(["make", "-s", "-C", ROOT, "BUILD=build/copyall",
-                    "BPF_EXTRA=-DSB_STACK_COPY_GAP_NS=0", "build/copyall/stepblame"], check=True)
-    fd = bpfstats.enable_stats()
-    cp, fp = [], []
-    try:
-        for _ in range(ROUNDS):
-            cp.append(one(True, COPYALL, copied=True))
-            fp.append(one(True, COPYALL, ["--fp-stacks"]))
-    finally:
-        os.close(fd)
-    for tag, rows in (("copies", cp), ("fp-stacks", fp)):
-        for ns, runs, n in rows:
-            print("%-9s fault program %.0f ns/s, %.0f runs/s (%.0f ns/run), %d stacks%s"
-                  % (tag, ns, runs, ns / runs if runs else 0, n,
-                     " copied" if tag == "copies" else ""))
-    per_run_cp = sum(r[0] for r in cp) / sum(r[1] for r in cp)
-    per_run_fp = sum(r[0] for r in fp) / sum(r[1] for r in fp)
-    copies_per_run = sum(r[2] for r in cp) / (sum(r[1] for r in cp) / len(cp) * 3.0 * len(cp))
-    print("fault program: %.0f ns/run with copies, %.0f without; %.4f copies per fault"
-          % (per_run_cp, per_run_fp, copies_per_run))
-    if copies_per_run > 0:
-        print("one stack copy on top of a stack: %.0f ns"
-              % ((per_run_cp - per_run_fp) / copies_per_run))
-    return 0
+    # events per fault over the whole 3 s run
+    per_fault = sum(r[2] for r in on) / (sum(r[1] for r in on) / len(on) * 3.0 * len(on))
+    print("fault program: %.0f ns/run with, %.0f without; %.4f %s per fault"
+          % (per_run_on, per_run_off, per_fault, what))
+    if per_fault > 0:
+        print("%s: %.0f ns" % (label, (per_run_on - per_run_off) / per_fault))
 
 
 if __name__ == "__main__":
