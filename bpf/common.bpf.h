@@ -20,6 +20,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u32 targ_tgid = 0;
 /* wake the reader when this many bytes are waiting (0: when the first one arrives) */
 const volatile __u64 wake_bytes = 0;
+/* no stack copies while more than this is waiting (the ring's eighth; 0: none) */
+const volatile __u64 copy_backlog_bytes = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -840,9 +842,17 @@ static __always_inline void stack_fill(void *ctx, struct sb_stack *st, __u32 ev_
  */
 static __always_inline bool write_stack_copy(void *ctx, __u32 ev_type, __u64 start, __u64 ev_ts)
 {
-	struct sb_stack_copy *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
+	struct sb_stack_copy *c;
 	__u64 id = bpf_get_current_pid_tgid();
 
+	/*
+	 * The agent behind (stopped, starved): no copy once the backlog passes an
+	 * eighth of the ring, whose room is then the other records' (a 12.8 KiB
+	 * copy is forty of them)
+	 */
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > copy_backlog_bytes)
+		return false;
+	c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 	if (!c)
 		return false;
 	c->st.h.type = SB_EV_STACK;

@@ -313,6 +313,7 @@ static int read_ring(struct capture *c, int timeout_ms)
 	int rc;
 
 	c->read_n = 0;
+	unwinder_slice(c->unw);
 	rc = timeout_ms < 0 ? ring_buffer__consume(c->rb) : ring_buffer__poll(c->rb, timeout_ms);
 	if (rc != -EAGAIN)
 		c->drained_ns = t;
@@ -1130,8 +1131,10 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	c->rb = rb;
 	/* with or without stacks: the regions that faults hit are named from them */
 	c->maps = stackmaps_new(pid);
-	if (!o->probe.no_stacks && !o->probe.fp_stacks)
+	if (!o->probe.no_stacks && !o->probe.fp_stacks) {
 		c->unw = unwinder_new(c->probes);
+		unwinder_prepare(c->unw, pid);
+	}
 	pidfd = pidfd_open_(pid);
 	start = mono_ns();
 	res->start_ns = start;

@@ -178,6 +178,7 @@ struct probes {
 	do { \
 		(skel)->rodata->targ_tgid = (p)->o.pid; \
 		(skel)->rodata->wake_bytes = (p)->o.wake_bytes; \
+		(skel)->rodata->copy_backlog_bytes = (p)->o.ring_bytes / 8; \
 		memcpy((void *)(skel)->rodata->targ_ids, (p)->ids, sizeof((p)->ids)); \
 		(skel)->rodata->targ_cap_prm = (p)->cap_prm; \
 		(skel)->rodata->targ_creds_known = (p)->creds_known; \

@@ -33,6 +33,7 @@
 #define UNW_CFI_BYTES (256ull << 20)   /* their call-frame information, in all */
 #define UNW_FILE_CFI_MAX (64ull << 20) /* a file with more is not used */
 #define UNW_BUDGET_NS 50000000ull      /* the walks' time a second: 5% of a CPU */
+#define UNW_SLICE_NS 2000000ull        /* and in one read of the ring */
 #define UNW_REBUILD_NS 1000000000ull   /* a session is built again at most once a second */
 #define UNW_MODS_MAX 4096              /* modules of one process */
 #define UNW_HELD 32                    /* threads with a copy held for their sleep */
@@ -75,6 +76,7 @@ struct unwinder {
 	uint64_t clock;                   /* uses, for the least recently used */
 	const struct sb_stack_copy *cur;  /* the copy being walked */
 	uint64_t sec_start, sec_spent;    /* this second's walks */
+	uint64_t slice_spent;             /* this read's (unwinder_slice) */
 	struct held {
 		uint32_t tid;             /* 0: free */
 		uint64_t used;
@@ -455,6 +457,38 @@ void unwinder_free(struct unwinder *u)
 	free(u);
 }
 
+static int read_cfi(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+		    void *arg)
+{
+	Dwarf_Addr bias;
+
+	(void)userdata;
+	(void)name;
+	(void)start;
+	(void)arg;
+	dwfl_module_eh_cfi(mod, &bias);
+	return DWARF_CB_OK;
+}
+
+void unwinder_prepare(struct unwinder *u, pid_t pid)
+{
+	uint64_t t0 = mono_ns();
+	struct uproc *pr;
+
+	if (!u)
+		return;
+	pr = proc_get(u, pid, t0);
+	if (pr->dwfl)
+		dwfl_getmodules(pr->dwfl, read_cfi, NULL, 0);
+	u->st.walk_ns += mono_ns() - t0;
+}
+
+void unwinder_slice(struct unwinder *u)
+{
+	if (u)
+		u->slice_spent = 0;
+}
+
 void unwinder_forget(struct unwinder *u, pid_t pid)
 {
 	if (!u)
@@ -488,7 +522,7 @@ static void unwind_into(struct unwinder *u, const struct sb_stack_copy *c, struc
 		u->sec_start = t0;
 		u->sec_spent = 0;
 	}
-	if (u->sec_spent >= UNW_BUDGET_NS) {
+	if (u->sec_spent >= UNW_BUDGET_NS || u->slice_spent >= UNW_SLICE_NS) {
 		u->st.over_budget++;
 		return;
 	}
@@ -510,6 +544,7 @@ static void unwind_into(struct unwinder *u, const struct sb_stack_copy *c, struc
 	}
 	t1 = mono_ns();
 	u->sec_spent += t1 - t0;
+	u->slice_spent += t1 - t0;
 	u->st.walk_ns += t1 - t0;
 	if (!pr->dwfl || w.n <= out->nframes)
 		return;

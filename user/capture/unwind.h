@@ -20,7 +20,8 @@ struct unwinder;
 struct unwind_stats {
 	uint64_t copies;        /* stack copies taken */
 	uint64_t walked;        /* whose walk went further than the frame-pointer chain */
-	uint64_t over_budget;   /* not walked: the agent's time for walks this second was spent */
+	uint64_t over_budget;   /* not walked: the agent's time for walks this second, or this
+	                           read of the ring, was spent */
 	uint64_t resets;        /* the files' call-frame information let go to stay in its bound */
 	uint64_t walk_ns;       /* the agent's time in walks (sessions built included) */
 };
@@ -46,6 +47,18 @@ void unwinder_hold(struct unwinder *u, const struct sb_stack_copy *c);
  * that copy's walk (as unwinder_stack) and true; else false.
  */
 bool unwinder_off_cpu(struct unwinder *u, const struct sb_stack *st, struct sb_stack *out);
+/*
+ * Build pid's session now, its files' call-frame information read: at the
+ * start, before the capture's timed work (the overhead guard's first window)
+ * waits on the loop that walks the copies.
+ */
+void unwinder_prepare(struct unwinder *u, pid_t pid);
+/*
+ * A read of the ring begins: the walks inside it take UNW_SLICE_NS in all at
+ * most (past that a copy keeps the frame-pointer chain), so that the loop's
+ * other work (the guard's windows, the tick) is not late by more.
+ */
+void unwinder_slice(struct unwinder *u);
 /* process pid exited or exec'd: what was known of its mappings goes */
 void unwinder_forget(struct unwinder *u, pid_t pid);
 void unwinder_stats(const struct unwinder *u, struct unwind_stats *st);
