@@ -546,7 +546,8 @@ static void put_unwind_note(struct capture *c)
 			(double)st.walk_ns / 1e6, (unsigned long long)st.resets);
 	if (st.over_budget)
 		note(c, "user stacks: %llu of %llu stack copies were not walked by call-frame "
-		     "information (the agent's time for that, 5%% of a CPU, was spent): their "
+		     "information (the agent's time for walks, 50 ms a second and 2 ms a read of "
+		     "the ring, was spent): their "
 		     "frames come from frame pointers only", (unsigned long long)st.over_budget,
 		     (unsigned long long)st.copies);
 }
