@@ -533,7 +533,7 @@ static void note(struct capture *c, const char *fmt, ...)
 		fprintf(stderr, "stepblame: %s\n", line);
 }
 
-/* stack copies left to their frame-pointer chain because walking them took too long */
+/* stack copies left to their frame-pointer chain because walking them took too long; files not walked */
 static void put_unwind_note(struct capture *c)
 {
 	struct unwind_stats st;
@@ -550,6 +550,11 @@ static void put_unwind_note(struct capture *c)
 		     "the ring, was spent): their "
 		     "frames come from frame pointers only", (unsigned long long)st.over_budget,
 		     (unsigned long long)st.copies);
+	if (st.refused)
+		note(c, "user stacks: the call-frame information of %llu mapped file%s was not used "
+		     "(%s): a walk by call-frame information stops at %s code",
+		     (unsigned long long)st.refused, st.refused == 1 ? "" : "s", st.refused_first,
+		     st.refused == 1 ? "its" : "their");
 }
 
 /* a followed child without the allocator probes' library (stackmaps_lib_missing) */

@@ -8,9 +8,12 @@
  * opens the target's files (open_mapped_pid: the mapped inode, never a name
  * the target controls; SECURITY.md) and read with pread (ELF_C_READ), never
  * mapped: the target may cut its file short, which in a mapping would be
- * SIGBUS. One ELF handle per file, shared by the processes that map it; the
- * call-frame information libdw reads from it (.eh_frame and .eh_frame_hdr:
- * 12 MiB for libtorch_cpu) stays in memory, at most UNW_CFI_BYTES in all.
+ * SIGBUS. Before libdw may use a file, its call-frame information is checked
+ * (capture/cficheck.h): every CFI program libdw could run in it within
+ * bounds, no .eh_frame read to the end of the file. One ELF handle per file,
+ * shared by the processes that map it; the call-frame information libdw
+ * reads from it (.eh_frame and .eh_frame_hdr: 12 MiB for libtorch_cpu, read
+ * once, by the check) stays in memory, at most UNW_CFI_BYTES in all.
  * The walk reads memory from the copy only; debuginfo files are never looked
  * for.
  */
@@ -25,13 +28,14 @@
 #include <unistd.h>
 
 #include "base/util.h"
+#include "capture/cficheck.h"
 #include "capture/probes_internal.h"
 #include "capture/unwind.h"
 
 #define UNW_PROCS 16                   /* processes with a session */
 #define UNW_FILES 64                   /* files open at once */
 #define UNW_CFI_BYTES (256ull << 20)   /* their call-frame information, in all */
-#define UNW_FILE_CFI_MAX (64ull << 20) /* a file with more is not used */
+#define UNW_FILE_CFI_MAX (64ull << 20) /* a file with more (DWARF sections included) is not used */
 #define UNW_BUDGET_NS 50000000ull      /* the walks' time a second: 5% of a CPU */
 #define UNW_SLICE_NS 2000000ull        /* and in one read of the ring */
 #define UNW_REBUILD_NS 1000000000ull   /* a session is built again at most once a second */
@@ -87,35 +91,19 @@ struct unwinder {
 
 /* ---- the target's files ---- */
 
-/* the bytes of call-frame information libdw would read from elf */
-static uint64_t cfi_size(Elf *elf)
+static void refused(struct unwinder *u, const struct umod *um, const char *why)
 {
-	size_t shstrndx;
-	Elf_Scn *scn = NULL;
-	uint64_t n = 0;
-
-	if (elf_getshdrstrndx(elf, &shstrndx))
-		return UINT64_MAX;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		const char *name;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name && (!strcmp(name, ".eh_frame") || !strcmp(name, ".eh_frame_hdr") ||
-			     !strcmp(name, ".debug_frame")))
-			n += sh.sh_size;
-	}
-	return n;
+	if (!u->st.refused++)
+		snprintf(u->st.refused_first, sizeof(u->st.refused_first), "%s: %s", um->path, why);
 }
 
 static struct ufile *file_of(struct unwinder *u, const struct umod *um)
 {
+	struct cfi_check ck;
 	struct mapping *m;
 	struct ufile *f;
 	uint64_t n;
-	Elf *elf;
+	Elf *elf = NULL;
 	int fd;
 
 	for (size_t i = 0; i < u->nfiles; i++)
@@ -143,16 +131,20 @@ static struct ufile *file_of(struct unwinder *u, const struct umod *um)
 		return NULL;
 	/* read with pread from here on: no lease is needed, and none is held on the target's file */
 	drop_lease(fd);
-	if (elf_version(EV_CURRENT) == EV_NONE || !(elf = elf_begin(fd, ELF_C_READ, NULL))) {
-		close(fd);
-		return NULL;
-	}
-	n = elf_kind(elf) == ELF_K_ELF ? cfi_size(elf) : UINT64_MAX;
-	if (n > UNW_FILE_CFI_MAX) {
+	if (elf_version(EV_CURRENT) == EV_NONE || !(elf = elf_begin(fd, ELF_C_READ, NULL)) ||
+	    elf_kind(elf) != ELF_K_ELF) {
 		elf_end(elf);
 		close(fd);
 		return NULL;
 	}
+	/* what libdw would do with the file's call-frame information is checked first (cficheck.h) */
+	if (cfi_check(elf, &ck) || ck.bytes > UNW_FILE_CFI_MAX) {
+		refused(u, um, ck.why ? ck.why : "call-frame and DWARF sections over 64 MiB");
+		elf_end(elf);
+		close(fd);
+		return NULL;
+	}
+	n = ck.bytes;
 	if (u->cfi_bytes + n > UNW_CFI_BYTES) {
 		/* let everything go before the next copy's walk, not inside this one */
 		u->want_reset = true;

@@ -24,6 +24,8 @@ struct unwind_stats {
 	                           read of the ring, was spent */
 	uint64_t resets;        /* the files' call-frame information let go to stay in its bound */
 	uint64_t walk_ns;       /* the agent's time in walks (sessions built included) */
+	uint64_t refused;       /* files whose call-frame information was not used (cficheck.h) */
+	char refused_first[256]; /* the first of them: its path and why */
 };
 
 /* p: how the target's files are opened (open_mapped_pid) */
