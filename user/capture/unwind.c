@@ -449,29 +449,62 @@ void unwinder_free(struct unwinder *u)
 	free(u);
 }
 
-static int read_cfi(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
-		    void *arg)
+struct prep {
+	struct prep_mod {
+		Dwfl_Module *mod;
+		uint64_t size;   /* of its mappings' span */
+	} m[UNW_MODS_MAX];
+	size_t n;
+};
+
+static int list_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+		       void *arg)
 {
-	Dwarf_Addr bias;
+	struct prep *pp = arg;
+	Dwarf_Addr lo, hi;
 
 	(void)userdata;
 	(void)name;
 	(void)start;
-	(void)arg;
-	dwfl_module_eh_cfi(mod, &bias);
+	if (pp->n < UNW_MODS_MAX && dwfl_module_info(mod, NULL, &lo, &hi, NULL, NULL, NULL, NULL)) {
+		pp->m[pp->n].mod = mod;
+		pp->m[pp->n++].size = hi - lo;
+	}
 	return DWARF_CB_OK;
+}
+
+static int larger_first(const void *a, const void *b)
+{
+	const struct prep_mod *ma = a, *mb = b;
+
+	return ma->size < mb->size ? 1 : ma->size > mb->size ? -1 : 0;
 }
 
 void unwinder_prepare(struct unwinder *u, pid_t pid)
 {
 	uint64_t t0 = mono_ns();
 	struct uproc *pr;
+	struct prep *pp;
 
 	if (!u)
 		return;
 	pr = proc_get(u, pid, t0);
-	if (pr->dwfl)
-		dwfl_getmodules(pr->dwfl, read_cfi, NULL, 0);
+	/*
+	 * The largest files first (libtorch_cpu: 12 MiB of call-frame
+	 * information), half of UNW_FILES at most: a process may map hundreds
+	 * (a PyTorch trainer 300), and opening more than UNW_FILES here would
+	 * only let everything go again before the first walk.
+	 */
+	if (pr->dwfl && (pp = calloc(1, sizeof(*pp)))) {
+		dwfl_getmodules(pr->dwfl, list_module, pp, 0);
+		qsort(pp->m, pp->n, sizeof(pp->m[0]), larger_first);
+		for (size_t i = 0; i < pp->n && u->nfiles < UNW_FILES / 2 && !u->want_reset; i++) {
+			Dwarf_Addr bias;
+
+			dwfl_module_eh_cfi(pp->m[i].mod, &bias);
+		}
+		free(pp);
+	}
 	u->st.walk_ns += mono_ns() - t0;
 }
 
