@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 secs=${1:-10}
 [ $# -gt 0 ] && shift
-targets=${*:-trace channel cupti jsonread}
+targets=${*:-trace channel cupti jsonread cfi}
 CC=${FUZZ_CC:-clang}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 dir=$BUILD/fuzz
@@ -40,6 +40,7 @@ srcs() {
 	case $1 in
 	trace) echo "tests/fuzz/fuzz_trace.c user/format/trace.c user/base/outfile.c user/cmd/dump.c user/base/json.c user/base/util.c" ;;
 	jsonread) echo "tests/fuzz/fuzz_jsonread.c user/base/jsonread.c" ;;
+	cfi) echo "tests/fuzz/fuzz_cfi.c user/capture/cficheck.c" ;;
 	channel) echo "tests/fuzz/fuzz_channel.c user/format/channel.c user/format/trace.c user/base/outfile.c user/base/util.c" ;;
 	cupti) echo "tests/fuzz/fuzz_cupti.c cupti/translate.c user/format/channel.c user/format/trace.c user/base/outfile.c user/base/util.c" ;;
 	esac
@@ -47,13 +48,14 @@ srcs() {
 extra() {
 	case $1 in
 	cupti) echo "-Icupti -I$CUDA_HOME/include -L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64 -lcupti -lpthread -lzstd -lz" ;;
+	cfi) echo "-ldw -lelf" ;;
 	*) echo "-lzstd -lz" ;;
 	esac
 }
 
 build() { # target
 	local t=$1 bin=$dir/fuzz_$1 s stale=0
-	for s in $(srcs "$t") user/format/*.h user/base/*.h user/cmd/cmds.h \
+	for s in $(srcs "$t") user/format/*.h user/base/*.h user/cmd/cmds.h user/capture/cficheck.h \
 		 bpf/events.h cupti/collector.h; do
 		[ "$s" -nt "$bin" ] && stale=1
 	done
@@ -62,6 +64,21 @@ build() { # target
 	# shellcheck disable=SC2046
 	$CC $FLAGS $(srcs "$t") $(extra "$t") -o "$bin.$$" 2>"$dir/build-$t.log" &&
 		mv -f "$bin.$$" "$bin"
+}
+
+# seeds of the cfi target: small shared objects with .eh_frame and .eh_frame_hdr, one
+# with .debug_frame and DWARF sections, one whose FDE names register 200 (refused)
+cfi_seeds() { # dir
+	[ -d "$1" ] && return 0
+	mkdir -p "$1"
+	printf '%s\n' 'int g(int);' 'int f(int x) { return g(x) + g(x + 1); }' \
+		'static int h(int x) { return x * 3; }' 'int k(int x) { return h(x) + f(x); }' >"$dir/cfi.c"
+	$CC -O1 -fPIC -shared -nostdlib -o "$1/eh.so" "$dir/cfi.c" 2>/dev/null
+	$CC -O0 -g -fno-asynchronous-unwind-tables -fPIC -shared -nostdlib -o "$1/debug.so" "$dir/cfi.c" 2>/dev/null
+	printf '%s\n' '.text' '.globl r' 'r:' '.cfi_startproc' 'push %rbp' '.cfi_def_cfa_offset 16' \
+		'.cfi_offset 200, -16' 'pop %rbp' 'ret' '.cfi_endproc' >"$dir/cfi.s"
+	$CC -shared -nostdlib -o "$1/reg.so" "$dir/cfi.s" 2>/dev/null
+	return 0
 }
 
 if ! have_libfuzzer; then
@@ -92,7 +109,11 @@ for t in $targets; do
 	[ -n "${FUZZ_FRESH:-}" ] && corpus=$(mktemp -d) && fresh+=("$corpus")
 	mkdir -p "$corpus"
 	seeds=()
+	[ "$t" = cfi ] && cfi_seeds "$dir/seeds/cfi"
 	[ -d "$dir/seeds/$t" ] && seeds=("$dir/seeds/$t")
+	# an allocation of 64 MB at once on a file the check let through is a finding
+	limit=
+	[ "$t" = cfi ] && limit=-malloc_limit_mb=64
 	# a log of our own (others may run this at the same time), kept as fuzz-TARGET.log
 	log=$(mktemp "$dir/fuzz-$t.XXXXXX")
 	# several jobs: libFuzzer forks workers, each logging to fuzz-N.log in the current dir
@@ -102,7 +123,7 @@ for t in $targets; do
 	# -max_len: the largest seed (a slice of a real trace) plus room to grow
 	# shellcheck disable=SC2086
 	timeout -k 5 $((secs + 60)) "$dir/fuzz_$t" -max_total_time="$secs" -max_len=65536 \
-		-timeout=10 -rss_limit_mb=4096 -print_final_stats=1 $jobs \
+		-timeout=10 -rss_limit_mb=4096 $limit -print_final_stats=1 $jobs \
 		-artifact_prefix="$dir/crashes/$t-" ${FUZZ_ARGS:-} "$corpus" "${seeds[@]}" >"$log" 2>&1
 	rc=$?
 	took=$(($(date +%s) - start))

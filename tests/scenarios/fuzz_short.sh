@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A short libFuzzer run of every fuzz target (tests/fuzz/run.sh): the trace
 # reader and dump, the agent's side of the GPU channel, the CUPTI record
-# translation. FUZZ_SHORT_SECONDS each (default 5); a crash is a FAIL with the
+# translation, the JSON reader, the check of a target's call-frame
+# information. FUZZ_SHORT_SECONDS each (default 5); a crash is a FAIL with the
 # input saved under $BUILD/fuzz/crashes/. SKIP when clang has no libFuzzer
 # runtime (Debian: libclang-rt-14-dev) or, for cupti, no CUPTI headers.
 set -u

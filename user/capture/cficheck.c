@@ -421,6 +421,38 @@ static int read_hdr(struct cfi_check *ck, Elf_Data *hd, uint64_t hdr_vaddr, uint
 	return 0;
 }
 
+/* .eh_frame: its entries in order, and those .eh_frame_hdr's table points at */
+static int check_eh(struct scan *s, Elf_Scn *eh, Elf_Scn *hdr, uint64_t eh_vaddr, uint64_t hdr_vaddr)
+{
+	const uint8_t *table = NULL;
+	uint32_t count = 0;
+	Elf_Data *d = elf_rawdata(eh, NULL);
+
+	if (!d || !d->d_buf)
+		return 0;                    /* nothing libdw could read */
+	if (hdr) {
+		Elf_Data *hd = elf_rawdata(hdr, NULL);
+
+		if (hd && hd->d_buf && read_hdr(s->ck, hd, hdr_vaddr, eh_vaddr, &table, &count))
+			return -1;
+	}
+	if (scan_section(s, d, true) || scan_in_order(s, table ? UINT32_MAX : CFI_SCAN_MAX))
+		return -1;
+	for (uint32_t i = 0; i < count; i++) {
+		int32_t rel;
+		uint64_t addr;
+		Dwarf_Off next;
+
+		memcpy(&rel, table + 8 * (size_t)i + 4, 4);
+		addr = hdr_vaddr + (uint64_t)(int64_t)rel;
+		if (addr < eh_vaddr)
+			continue;            /* no entry there: libdw's lookup fails */
+		if (check_entry(s, addr - eh_vaddr, &next, false) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static bool name_is(const char *name, const char *prefix)
 {
 	return !strncmp(name, prefix, strlen(prefix));
@@ -433,6 +465,7 @@ int cfi_check(Elf *elf, struct cfi_check *ck)
 	uint64_t eh_vaddr = 0, hdr_vaddr = 0;
 	bool ehphdr = false;
 	struct scan s = { .ck = ck };
+	GElf_Ehdr eh_mem;
 	Elf_Data *d;
 	int rc = 0;
 
@@ -441,6 +474,9 @@ int cfi_check(Elf *elf, struct cfi_check *ck)
 		return refuse(ck, "not an ELF file");
 	if (s.ident[EI_CLASS] != ELFCLASS64 || s.ident[EI_DATA] != ELFDATA2LSB)
 		return refuse(ck, "not a 64-bit little-endian ELF file");
+	/* a relocatable file would have libdwfl apply its relocations */
+	if (!gelf_getehdr(elf, &eh_mem) || (eh_mem.e_type != ET_DYN && eh_mem.e_type != ET_EXEC))
+		return refuse(ck, "not an executable or shared object");
 	if (!elf_getphdrnum(elf, &phnum))
 		for (size_t i = 0; i < phnum; i++) {
 			GElf_Phdr ph;
@@ -478,34 +514,8 @@ int cfi_check(Elf *elf, struct cfi_check *ck)
 	}
 	if (!eh && ehphdr)
 		return refuse(ck, "no .eh_frame section header (libdw would read to the end of the file)");
-	if (eh) {
-		const uint8_t *table = NULL;
-		uint32_t count = 0;
-
-		if (!(d = elf_rawdata(eh, NULL)) || !d->d_buf)
-			goto out;
-		if (hdr) {
-			Elf_Data *hd = elf_rawdata(hdr, NULL);
-
-			if (hd && hd->d_buf && read_hdr(ck, hd, hdr_vaddr, eh_vaddr, &table, &count))
-				goto out;
-		}
-		if (scan_section(&s, d, true) ||
-		    scan_in_order(&s, table ? UINT32_MAX : CFI_SCAN_MAX))
-			goto out;
-		for (uint32_t i = 0; i < count; i++) {
-			int32_t rel;
-			uint64_t addr;
-			Dwarf_Off next;
-
-			memcpy(&rel, table + 8 * (size_t)i + 4, 4);
-			addr = hdr_vaddr + (uint64_t)(int64_t)rel;
-			if (addr < eh_vaddr)
-				continue;            /* no entry there: libdw's lookup fails */
-			if (check_entry(&s, addr - eh_vaddr, &next, false) < 0)
-				goto out;
-		}
-	}
+	if (eh && check_eh(&s, eh, hdr, eh_vaddr, hdr_vaddr))
+		goto out;
 	if (dbg && (d = elf_rawdata(dbg, NULL)) && d->d_buf &&
 	    (scan_section(&s, d, false) || scan_in_order(&s, CFI_SCAN_MAX)))
 		goto out;
