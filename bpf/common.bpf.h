@@ -35,7 +35,11 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
-/* last index of drops: a state map (hash) was full */
+/*
+ * last index of drops: a state map (hash) was full. Index SB_RING_STACK (a
+ * type only the ring carries) counts the stack copies not taken because the
+ * ring was backed up; the agent takes it out of the drops record.
+ */
 #define SB_DROP_MAPFULL (SB_EV_KERNEL_MAX + 1)
 
 static __always_inline void count_drop(__u32 type)
@@ -850,8 +854,11 @@ static __always_inline bool write_stack_copy(void *ctx, __u32 ev_type, __u64 sta
 	 * eighth of the ring, whose room is then the other records' (a 12.8 KiB
 	 * copy is forty of them)
 	 */
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > copy_backlog_bytes)
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > copy_backlog_bytes) {
+		/* not a drop (the plain record goes out): counted for the agent's note */
+		count_drop(SB_RING_STACK);
 		return false;
+	}
 	c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 	if (!c)
 		return false;

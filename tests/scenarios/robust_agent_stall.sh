@@ -10,6 +10,7 @@
 #    duration (a mark swept late makes a step of zero length and lends its
 #    time to the step before it);
 #  - no step of the 5 ms ones lasts 2 s (a step that took in the next ones).
+# And the stack copies the probes did not take while it was stopped are counted.
 set -u
 . "$(dirname "$0")/../lib.sh"
 T=robust_agent_stall
@@ -100,4 +101,40 @@ if run_stalled attach "$STEPBLAME" attach --jsonl "$tmp/a.jsonl"; then
 	late=$(grep -o "[0-9,]* arrived too late" "$tmp/attach.out")
 	[ -n "$late" ] && out="$late; ${out#OK*}"
 	if [[ "$out" == OK* ]]; then pass ${T}_attach; echo "    (${out#OK })"; else fail ${T}_attach "$out"; fi
+fi
+
+# Stack copies while the agent is stopped (x86-64): tests/progs/sbcfi sleeps 20 ms in a
+# loop, a copy at each sleep. With a 1 MiB ring the backlog passes its eighth (128 KiB,
+# ten copies) within a second of the stop; the probes then take no copy (docs/ARCHITECTURE.md,
+# "Stack copies"), and the capture's note says how many they did not take.
+prog="$PWD/${BUILD:-build}/tests/progs/sbcfi"
+if [ "$(uname -m)" != x86_64 ]; then
+	skip ${T}_copies "stack copies are x86-64 only"
+elif [ ! -x "$prog" ]; then
+	skip ${T}_copies "no $prog (make test-bin)"
+else
+	"$prog" 60 >"$tmp/cfi.out" 2>&1 &
+	sim=$!
+	"$STEPBLAME" record -p $sim -d 8 --ring-mb 1 -o "$tmp/c.sbt" >"$tmp/c.out" 2>"$tmp/c.err" &
+	agent=$!
+	if ! wait_attached "$tmp/c.err" 15 $agent; then
+		fail ${T}_copies "the capture did not start: $(tail -2 "$tmp/c.err" | tr '\n' ' ')"
+	else
+		sleep 1
+		kill -STOP $agent
+		sleep 3
+		kill -CONT $agent
+		wait $agent; rc=$?
+		agent=
+		n=$(sed -n 's/.*user stacks: \([0-9]*\) stack copies were not taken while the ring was backed up.*/\1/p' "$tmp/c.err" | head -1)
+		if [ $rc != 0 ]; then
+			fail ${T}_copies "the agent exited $rc: $(tail -2 "$tmp/c.err" | tr '\n' ' ')"
+		elif [ -z "$n" ] || [ "$n" -lt 1 ]; then
+			fail ${T}_copies "no note of the copies not taken: $(grep -m2 'user stacks' "$tmp/c.err" | tr '\n' ' ')"
+		else
+			pass ${T}_copies
+			echo "    ($n stack copies not taken while stopped 3 s)"
+		fi
+	fi
+	kill -9 $sim 2>/dev/null; wait $sim 2>/dev/null; sim=
 fi

@@ -65,6 +65,7 @@ struct capture {
 	struct sb_costs costs;       /* what the costs record said */
 	struct sbc_reader *chan;
 	uint64_t last_drops_total;
+	uint64_t copies_skipped;     /* stack copies not taken, the ring backed up (put_drops) */
 	int probes_written;          /* probe statuses already in the trace */
 	bool chan_inert;             /* the collector said it cannot work: stop looking */
 	size_t chan_maps_hint;       /* the size of the target's maps when try_channel last read them */
@@ -387,6 +388,9 @@ static uint64_t put_drops(struct capture *c)
 	if (!d->h.ts)
 		d->h.ts = mono_ns();
 	probes_drops(c->probes, d->ring, &d->wait_overflow);
+	/* not a loss: stack copies the probes did not take while the ring was backed up */
+	c->copies_skipped = d->ring[SB_RING_STACK];
+	d->ring[SB_RING_STACK] = 0;
 	if (c->chan)
 		sbc_counters(c->chan, &ring, &strings, &source);
 	d->gpu_channel = ring + strings;
@@ -550,6 +554,10 @@ static void put_unwind_note(struct capture *c)
 		     "the ring, was spent): their "
 		     "frames come from frame pointers only", (unsigned long long)st.over_budget,
 		     (unsigned long long)st.copies);
+	if (c->copies_skipped)
+		note(c, "user stacks: %llu stack copies were not taken while the ring was backed up "
+		     "(the agent behind): their frames come from frame pointers only",
+		     (unsigned long long)c->copies_skipped);
 	if (st.refused)
 		note(c, "user stacks: the call-frame information of %llu mapped file%s was not used "
 		     "(%s): a walk by call-frame information stops at %s code",
@@ -1337,8 +1345,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			     "events may be that process's)", (int)pid);
 		else if (res->end_reason == SBT_END_TARGET_EXIT && !c->target_stopped)
 			note(c, "the target (PID %d) exited during the capture", (int)pid);
+		put_drops(c);           /* before the note, which says how many copies it counted */
 		put_unwind_note(c);
-		put_drops(c);
 	}
 	res->end_ns = mono_ns();
 	res->records = c->records;
