@@ -111,6 +111,8 @@ static unsigned enc_size(uint8_t enc)
 	}
 }
 
+static const char past_end[] = "a CFI operand past its program's end";
+
 static int reg_ok(struct cfi_check *ck, uint64_t reg)
 {
 	if (reg > CFI_REG_MAX)
@@ -141,7 +143,7 @@ static int check_program(struct cfi_check *ck, const uint8_t *p, const uint8_t *
 			continue;
 		case DW_CFA_offset:
 			if (!leb(&p, end, &a))
-				return refuse(ck, "a CFI operand past its program's end");
+				return refuse(ck, past_end);
 			continue;
 		case DW_CFA_restore:
 			continue;
@@ -151,21 +153,17 @@ static int check_program(struct cfi_check *ck, const uint8_t *p, const uint8_t *
 		case DW_CFA_GNU_window_save:   /* rules up to register 31 */
 			break;
 		case DW_CFA_set_loc:
-			a = enc_size(fde_enc);
-			if (!a)
-				return refuse(ck, "an address encoding not checked here");
-			if ((uint64_t)(end - p) < a)
-				return refuse(ck, "a CFI operand past its program's end");
-			p += a;
-			break;
 		case DW_CFA_advance_loc1:
 		case DW_CFA_advance_loc2:
 		case DW_CFA_advance_loc4:
 		case DW_CFA_MIPS_advance_loc8:
-			a = op == DW_CFA_advance_loc1 ? 1 : op == DW_CFA_advance_loc2 ? 2 :
-			    op == DW_CFA_advance_loc4 ? 4 : 8;
+			/* an operand of fixed size: the address encoding's, or 1, 2, 4, 8 bytes */
+			a = op == DW_CFA_set_loc ? enc_size(fde_enc) : op == DW_CFA_advance_loc1 ? 1 :
+			    op == DW_CFA_advance_loc2 ? 2 : op == DW_CFA_advance_loc4 ? 4 : 8;
+			if (!a)
+				return refuse(ck, "an address encoding not checked here");
 			if ((uint64_t)(end - p) < a)
-				return refuse(ck, "a CFI operand past its program's end");
+				return refuse(ck, past_end);
 			p += a;
 			break;
 		case DW_CFA_offset_extended:
@@ -177,7 +175,7 @@ static int check_program(struct cfi_check *ck, const uint8_t *p, const uint8_t *
 		case DW_CFA_def_cfa:
 		case DW_CFA_def_cfa_sf:
 			if (!leb(&p, end, &a) || !leb(&p, end, &b))
-				return refuse(ck, "a CFI operand past its program's end");
+				return refuse(ck, past_end);
 			if (reg_ok(ck, a) || (op == DW_CFA_register && reg_ok(ck, b)))
 				return -1;
 			break;
@@ -186,7 +184,7 @@ static int check_program(struct cfi_check *ck, const uint8_t *p, const uint8_t *
 		case DW_CFA_same_value:
 		case DW_CFA_def_cfa_register:
 			if (!leb(&p, end, &a))
-				return refuse(ck, "a CFI operand past its program's end");
+				return refuse(ck, past_end);
 			if (reg_ok(ck, a))
 				return -1;
 			break;
@@ -194,20 +192,20 @@ static int check_program(struct cfi_check *ck, const uint8_t *p, const uint8_t *
 		case DW_CFA_def_cfa_offset_sf:
 		case DW_CFA_GNU_args_size:
 			if (!leb(&p, end, &a))
-				return refuse(ck, "a CFI operand past its program's end");
+				return refuse(ck, past_end);
 			break;
 		case DW_CFA_def_cfa_expression:
 		case DW_CFA_expression:
 		case DW_CFA_val_expression:
 			if (op != DW_CFA_def_cfa_expression) {
 				if (!leb(&p, end, &a))
-					return refuse(ck, "a CFI operand past its program's end");
+					return refuse(ck, past_end);
 				if (reg_ok(ck, a))
 					return -1;
 			}
 			/* the expression runs with libdw's own bound on its steps */
 			if (!leb(&p, end, &b) || b > (uint64_t)(end - p))
-				return refuse(ck, "a CFI operand past its program's end");
+				return refuse(ck, past_end);
 			p += b;
 			break;
 		case DW_CFA_remember_state:
@@ -336,7 +334,7 @@ static int check_entry(struct scan *s, Dwarf_Off off, Dwarf_Off *next, bool in_o
 	if (++s->ck->entries > CFI_ENTRIES_MAX)
 		return refuse(s->ck, "CFI entries over the limit");
 	if (e.cie.CIE_id == DW_CIE_ID_64) {
-		ci = cie_at(s, off);
+		cie_at(s, off);
 		return s->ck->why ? -1 : 0;
 	}
 	ci = cie_at(s, e.fde.CIE_pointer);
