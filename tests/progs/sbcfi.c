@@ -24,12 +24,12 @@ static __attribute__((noinline)) void nap(void)
 
 int main(int argc, char **argv)
 {
-	call_fn fn[16];
+	call_fn fn[128];
 	int n = 0;
 	time_t end;
 
-	if (argc < 2 || argc - 2 > 16) {
-		fprintf(stderr, "usage: sbcfi SECONDS [LIB...] (16 at most)\n");
+	if (argc < 2 || argc - 2 > 128) {
+		fprintf(stderr, "usage: sbcfi SECONDS [LIB...] (128 at most)\n");
 		return 2;
 	}
 	for (int i = 2; i < argc; i++) {

@@ -41,6 +41,7 @@
 #define UNW_REBUILD_NS 1000000000ull   /* a session is built again at most once a second */
 #define UNW_MODS_MAX 4096              /* modules of one process */
 #define UNW_HELD 32                    /* threads with a copy held for their sleep */
+#define UNW_REFUSED 64                 /* refused files remembered across resets */
 
 struct ufile {
 	dev_t dev;
@@ -86,6 +87,17 @@ struct unwinder {
 		uint64_t used;
 		struct sb_stack_copy c;
 	} *held;                          /* UNW_HELD, once the first comes */
+	/*
+	 * Files refused by the check, by identity: kept across resets, so that
+	 * a refused file is neither checked nor counted again (a crafted one
+	 * costs the check up to 0.3 s). Past UNW_REFUSED, a refused file is
+	 * checked again after each reset, and counted again.
+	 */
+	struct file_id {
+		dev_t dev;
+		uint64_t ino;
+	} refused[UNW_REFUSED];
+	size_t nrefused;
 	struct unwind_stats st;
 };
 
@@ -93,8 +105,18 @@ struct unwinder {
 
 static void refused(struct unwinder *u, const struct umod *um, const char *why)
 {
+	if (u->nrefused < UNW_REFUSED)
+		u->refused[u->nrefused++] = (struct file_id){ um->dev, um->ino };
 	if (!u->st.refused++)
 		snprintf(u->st.refused_first, sizeof(u->st.refused_first), "%s: %s", um->path, why);
+}
+
+static bool was_refused(const struct unwinder *u, const struct umod *um)
+{
+	for (size_t i = 0; i < u->nrefused; i++)
+		if (u->refused[i].dev == um->dev && u->refused[i].ino == um->ino)
+			return true;
+	return false;
 }
 
 static struct ufile *file_of(struct unwinder *u, const struct umod *um)
@@ -109,6 +131,8 @@ static struct ufile *file_of(struct unwinder *u, const struct umod *um)
 	for (size_t i = 0; i < u->nfiles; i++)
 		if (u->files[i].dev == um->dev && u->files[i].ino == um->ino)
 			return u->files[i].elf ? &u->files[i] : NULL;
+	if (was_refused(u, um))
+		return NULL;
 	if (u->nfiles == UNW_FILES) {
 		u->want_reset = true;
 		return NULL;
