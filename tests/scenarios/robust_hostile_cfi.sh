@@ -15,7 +15,7 @@
 # names three refused files, and the benign object's stacks are still
 # walked up to main. With 70 more benign objects in the stacks than the agent
 # keeps files open (64), it lets them all go again and again: the refused ones
-# are neither checked nor counted again (three files still, walks within 1 s).
+# are neither checked nor counted again (three files at most, walks within 1 s).
 set -u
 . "$(dirname "$0")/../lib.sh"
 T=robust_hostile_cfi
@@ -151,17 +151,24 @@ else
 fi
 
 # more files than the agent keeps open: resets, and the refused files remembered across them
-libs=()
-for i in $(seq 1 70); do cp "$tmp/benign.so" "$tmp/b$i.so" && libs+=("$tmp/b$i.so"); done
-if ! many=$(capture many "$tmp/remember.so" "$tmp/reg.so" "$tmp/noshdr.so" "${libs[@]}" 2>"$tmp/many.py"); then
+# (the hostile objects twice a round, so that walks come to them again after a reset)
+hostile=("$tmp/remember.so" "$tmp/reg.so" "$tmp/noshdr.so")
+libs=("${hostile[@]}")
+for i in $(seq 1 70); do
+	cp "$tmp/benign.so" "$tmp/b$i.so" && libs+=("$tmp/b$i.so")
+	[ "$i" != 35 ] || libs+=("${hostile[@]}")
+done
+if ! many=$(capture many "${libs[@]}" 2>"$tmp/many.py"); then
 	fail ${T}_resets "capture: $(tail -1 "$tmp/many.py")"; exit 0
 fi
 read -r _ walk refused resets <<<"$many"
 echo "    (70 more objects: $resets resets, walks ${walk} ms, $refused files refused)"
 if [ "$resets" = nan ] || [ "$resets" -lt 1 ]; then
 	fail ${T}_resets "no reset with 73 objects in the stacks: $(grep -m1 'stack copies walked' "$tmp/many.err")"
-elif [ "$refused" != 3 ] || ! python3 -c "import sys; sys.exit(not float('$walk') < 1000)"; then
-	fail ${T}_resets "after $resets resets: $refused files refused (not 3), walks ${walk} ms"
+# three at most: a walk the budget left out may never come to one of them (a loaded machine)
+elif [ "$refused" -lt 1 ] || [ "$refused" -gt 3 ] ||
+	! python3 -c "import sys; sys.exit(not float('$walk') < 1000)"; then
+	fail ${T}_resets "after $resets resets: $refused files refused (not 1-3), walks ${walk} ms"
 else
 	pass ${T}_resets
 fi
