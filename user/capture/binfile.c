@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/timedread.h"
+#include "format/maps.h"
 #include "capture/probes_internal.h"
 
 /* an ELF section larger than this is not read (a note or symbol table never is) */
@@ -172,19 +174,13 @@ void elf_func_offsets(int fd, const char *const *names, size_t n, uint64_t *off)
  */
 static bool parse_maps_line(const char *line, struct mapping *m)
 {
-	unsigned long start, end, off, ino;
-	unsigned int maj, min;
-	char perms[8];
+	struct maps_line l;
 	const char *p;
 	size_t o = 0, len;
-	int n = 0;
 
-	if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &off, &maj, &min,
-		   &ino, &n) < 7 || !n || !ino)
+	if (!maps_line_parse(line, &l) || !l.ino)
 		return false;
-	p = line + n;
-	while (*p == ' ')
-		p++;
+	p = l.name;
 	if (*p != '/')
 		return false;
 	len = strcspn(p, "\n");
@@ -200,12 +196,12 @@ static bool parse_maps_line(const char *line, struct mapping *m)
 	m->deleted = o > 10 && !strcmp(m->path + o - 10, " (deleted)");
 	if (m->deleted)
 		m->path[o - 10] = 0;
-	m->start = start;
-	m->end = end;
-	m->offset = off;
-	m->exec = strlen(perms) >= 3 && perms[2] == 'x';
-	m->dev = makedev(maj, min);
-	m->ino = ino;
+	m->start = l.start;
+	m->end = l.end;
+	m->offset = l.off;
+	m->exec = l.perms[2] == 'x';
+	m->dev = makedev(l.maj, l.min);
+	m->ino = l.ino;
 	return true;
 }
 
@@ -472,7 +468,83 @@ int for_each_mapping(pid_t pid, int (*cb)(void *ctx, const struct mapping *m), v
  * section 15), up to MAPS_TEXT_MAX; past that the text ends at the last
  * whole line. hint: the size of this process's maps when last read, or 0.
  */
+/* the texts kept between maps_reuse(true) and maps_reuse(false), a few processes' */
+#define MAPS_REUSE_MAX 8
+static struct {
+	bool on;
+	int n;
+	struct {
+		pid_t pid;
+		char *text;
+		ssize_t len;
+	} kept[MAPS_REUSE_MAX];
+} reuse;
+static pthread_mutex_t reuse_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void maps_reuse(bool on)
+{
+	pthread_mutex_lock(&reuse_lock);
+	if (!on)
+		for (int i = 0; i < reuse.n; i++)
+			free(reuse.kept[i].text);
+	if (!on)
+		reuse.n = 0;
+	reuse.on = on;
+	pthread_mutex_unlock(&reuse_lock);
+}
+
+/* a copy of pid's kept text into *out: its length, or -ENOENT (none kept) or -ENOMEM */
+static ssize_t reused(pid_t pid, char **out)
+{
+	ssize_t n = -ENOENT;
+
+	pthread_mutex_lock(&reuse_lock);
+	for (int i = 0; reuse.on && i < reuse.n && n == -ENOENT; i++)
+		if (reuse.kept[i].pid == pid) {
+			n = reuse.kept[i].len;
+			*out = malloc((size_t)n + 1);
+			if (*out)
+				memcpy(*out, reuse.kept[i].text, (size_t)n + 1);
+			else
+				n = -ENOMEM;
+		}
+	pthread_mutex_unlock(&reuse_lock);
+	return n;
+}
+
+/* text (len bytes and a NUL) kept for pid, while reuse is on and there is room */
+static void keep(pid_t pid, const char *text, ssize_t len)
+{
+	pthread_mutex_lock(&reuse_lock);
+	if (reuse.on && reuse.n < MAPS_REUSE_MAX) {
+		char *t = malloc((size_t)len + 1);
+
+		if (t) {
+			memcpy(t, text, (size_t)len + 1);
+			reuse.kept[reuse.n].pid = pid;
+			reuse.kept[reuse.n].text = t;
+			reuse.kept[reuse.n].len = len;
+			reuse.n++;
+		}
+	}
+	pthread_mutex_unlock(&reuse_lock);
+}
+
+static ssize_t read_maps_now(pid_t pid, char **out, size_t hint);
+
 ssize_t read_maps(pid_t pid, char **out, size_t hint)
+{
+	ssize_t n = reused(pid, out);
+
+	if (n != -ENOENT)
+		return n;
+	n = read_maps_now(pid, out, hint);
+	if (n >= 0)
+		keep(pid, *out, n);
+	return n;
+}
+
+static ssize_t read_maps_now(pid_t pid, char **out, size_t hint)
 {
 	char path[64];
 	size_t cap = 1u << 20;

@@ -16,6 +16,7 @@
 #include <bpf/libbpf.h>
 
 #include "format/costs.h"
+#include "format/maps.h"
 #include "capture/probes_internal.h"
 #include "base/util.h"
 #include "alloc.skel.h"
@@ -86,21 +87,17 @@ static int self_offset(void (*fn)(void), char *path, size_t len, uint64_t *off)
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
-		unsigned long start, end, foff, ino;
-		char perms[8], *name;
-		int n = 0;
+		struct maps_line l;
 
-		if (sscanf(line, "%lx-%lx %7s %lx %*x:%*x %lu %n", &start, &end, perms, &foff,
-			   &ino, &n) < 5 || addr < start || addr >= end)
+		line[strcspn(line, "\n")] = 0;
+		if (!maps_line_parse(line, &l) || addr < l.start || addr >= l.end)
 			continue;
-		name = line + n;
-		name[strcspn(name, "\n")] = 0;
-		if (perms[2] != 'x' || !ino || name[0] != '/') {
+		if (l.perms[2] != 'x' || !l.ino || l.name[0] != '/') {
 			err = -EFAULT;
 			break;
 		}
-		*off = addr - start + foff;
-		snprintf(path, len, "%s", ino == exe.st_ino ? "/proc/self/exe" : name);
+		*off = addr - l.start + l.off;
+		snprintf(path, len, "%s", l.ino == exe.st_ino ? "/proc/self/exe" : l.name);
 		err = 0;
 		break;
 	}

@@ -49,6 +49,7 @@
 
 #include "capture/inject.h"
 #include "capture/target.h"
+#include "format/maps.h"
 #include "base/util.h"
 
 #ifndef PTRACE_SECCOMP_GET_FILTER
@@ -444,16 +445,13 @@ static int scan_maps(pid_t pid, struct maps_facts *mf, struct sym_want *syms, co
 	if (len < 0)
 		return (int)len;
 	for (line = strtok_r(maps, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		unsigned long long start, end, off;
-		char perms[8], path[PATH_MAX], file[96];
-		int n = 0;
+		char path[PATH_MAX], file[96];
+		struct maps_line l;
 		const char *b;
 
-		path[0] = 0;
-		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off, &n) < 4)
+		if (!maps_line_parse(line, &l))
 			continue;
-		if (n > 0)
-			snprintf(path, sizeof(path), "%s", line + n);
+		snprintf(path, sizeof(path), "%s", l.name);
 		if (path[0] != '/' && strncmp(path, "/memfd:", 7))
 			continue;
 		b = base_name(path);
@@ -466,9 +464,10 @@ static int scan_maps(pid_t pid, struct maps_facts *mf, struct sym_want *syms, co
 		if (!strncmp(b, "libstepblame-cupti.so", 21) ||
 		    (!strncmp(path, "/memfd:", 7) && !strncmp(path + 7, memfd, strlen(memfd))))
 			mf->collector = true;
-		if (syms && off == 0 && is_libc(path)) {
-			snprintf(file, sizeof(file), "/proc/%d/map_files/%llx-%llx", (int)pid, start, end);
-			elf_lookup(file, start, syms);
+		if (syms && l.off == 0 && is_libc(path)) {
+			snprintf(file, sizeof(file), "/proc/%d/map_files/%llx-%llx", (int)pid,
+				 (unsigned long long)l.start, (unsigned long long)l.end);
+			elf_lookup(file, l.start, syms);
 		}
 	}
 	free(maps);

@@ -25,6 +25,7 @@
 #include "base/util.h"
 #include "capture/probes_internal.h"
 #include "capture/stackmaps.h"
+#include "format/maps.h"
 
 #define PROCS_MAX 64         /* processes whose mappings are followed */
 #define RANGES_MAX 65536     /* mappings remembered per process (of its maps, in order) */
@@ -327,20 +328,19 @@ struct line {
 
 static bool parse_line(char *text, struct line *l)
 {
-	unsigned long start, end, off, ino;
-	int n = 0;
+	struct maps_line ml;
 
 	memset(l, 0, sizeof(*l));
-	if (sscanf(text, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, l->perms, &off, &l->maj,
-		   &l->min, &ino, &n) < 7 || !n || end <= start)
+	if (!maps_line_parse(text, &ml) || ml.end <= ml.start)
 		return false;
-	l->start = start;
-	l->end = end;
-	l->off = off;
-	l->ino = ino;
-	l->name = text + n;
-	while (*l->name == ' ')
-		l->name++;
+	l->start = ml.start;
+	l->end = ml.end;
+	l->off = ml.off;
+	l->ino = ml.ino;
+	l->maj = ml.maj;
+	l->min = ml.min;
+	memcpy(l->perms, ml.perms, sizeof(ml.perms));
+	l->name = ml.name;
 	l->name_len = strlen(l->name);
 	l->deleted = l->name_len > 10 && !strcmp(l->name + l->name_len - 10, " (deleted)");
 	if (l->deleted)
@@ -358,7 +358,7 @@ static bool parse_line(char *text, struct line *l)
 	else if (*l->name == '/' && (!strncmp(l->name, "/dev/shm/", 9) ||
 				     !strncmp(l->name, "/memfd:", 7) || !strncmp(l->name, "/SYSV", 5)))
 		l->kind = "shm";
-	else if (*l->name == '/' && ino)
+	else if (*l->name == '/' && ml.ino)
 		l->kind = "file";
 	else
 		l->kind = "other";

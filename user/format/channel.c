@@ -31,6 +31,7 @@
 
 #include "base/clock.h"
 #include "format/channel.h"
+#include "format/maps.h"
 #include "format/trace.h"
 
 #define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
@@ -761,28 +762,22 @@ static bool channel_name(const char *path, size_t len)
 static bool maps_candidate(char *line, struct cand *c)
 {
 	static const char deleted[] = " (deleted)";
-	unsigned long start, end;
-	unsigned long long off, ino;
-	unsigned maj, min;
-	char perms[5];
-	int at = -1;
+	struct maps_line l;
 	size_t len;
 
-	if (sscanf(line, "%lx-%lx %4s %llx %x:%x %llu %n", &start, &end, perms, &off, &maj, &min,
-		   &ino, &at) < 7 || at < 0 || strlen(perms) != 4 || perms[3] != 's' || !ino ||
-	    end <= start)
+	if (!maps_line_parse(line, &l) || l.perms[3] != 's' || !l.ino || l.end <= l.start)
 		return false;
-	line += at;
+	line = (char *)l.name;
 	len = strlen(line);
 	if (len > sizeof(deleted) - 1 &&
 	    !strcmp(line + len - (sizeof(deleted) - 1), deleted))
 		len -= sizeof(deleted) - 1;
 	if (!channel_name(line, len))
 		return false;
-	c->start = start;
-	c->end = end;
-	c->dev = makedev(maj, min);
-	c->ino = ino;
+	c->start = l.start;
+	c->end = l.end;
+	c->dev = makedev(l.maj, l.min);
+	c->ino = l.ino;
 	printable(c->path, sizeof(c->path), line, len);
 	return true;
 }
