@@ -545,9 +545,11 @@ static void put_unwind_note(struct capture *c)
 	unwinder_stats(c->unw, &st);
 	if (c->o->probe.verbose && st.copies)
 		fprintf(stderr, "stepblame: user stacks: %llu stack copies walked, %llu further than "
-			"the frame-pointer chain, in %.1f ms of the agent's time; %llu resets\n",
+			"the frame-pointer chain, in %.1f ms of the agent's time; %llu resets; "
+			"sessions built again %llu times, kept %llu times\n",
 			(unsigned long long)st.copies, (unsigned long long)st.walked,
-			(double)st.walk_ns / 1e6, (unsigned long long)st.resets);
+			(double)st.walk_ns / 1e6, (unsigned long long)st.resets,
+			(unsigned long long)st.rebuilds, (unsigned long long)st.rebuilds_kept);
 	if (st.over_budget)
 		note(c, "user stacks: %llu of %llu stack copies were not walked by call-frame "
 		     "information (the agent's time for walks, 50 ms a second and 2 ms a read of "

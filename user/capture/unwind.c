@@ -335,53 +335,117 @@ static int collect_mapping(void *ctx, const struct mapping *m)
 	return 0;
 }
 
+/* a module of a session: a file mapped executable, and where */
+struct span {
+	dev_t dev;
+	uint64_t ino;
+	size_t first;      /* its first executable mapping in pr->mods (SIZE_MAX: none) */
+	unsigned long lo, hi;
+	bool zero;         /* lo is the start of one of its mappings at offset 0 */
+};
+
 /*
- * The session of pr->pid: a module for each file it maps executable, from
- * the start of the file's mapping at offset 0 (libdwfl takes the load bias
- * from there and the file's first segment) to the end of its last mapping.
+ * The modules of pr's mappings into *out (to free), in the order of their
+ * first executable mappings, which stand for them: their number, or -1 (no
+ * memory). A module spans from the start of its file's mapping at offset 0
+ * (libdwfl takes the load bias from there and the file's first segment) to
+ * the end of its last mapping. Linear in the mappings (a hash by device
+ * and inode): a trainer maps thousands of files, read again once a second.
  */
-static void proc_build(struct unwinder *u, struct uproc *pr, uint64_t now)
+static ssize_t mod_spans(const struct uproc *pr, struct span **out)
+{
+	size_t cap = 16, n = 0, k = 0;
+	struct span *sp;
+	uint32_t *slot;
+
+	*out = NULL;
+	while (cap < 2 * pr->nmods)
+		cap *= 2;
+	slot = calloc(cap, sizeof(*slot)); /* 1 + the index in sp of a file's span */
+	sp = calloc(pr->nmods + 1, sizeof(*sp));
+	if (!slot || !sp) {
+		free(slot);
+		free(sp);
+		return -1;
+	}
+	for (size_t i = 0; i < pr->nmods; i++) {
+		const struct umod *y = &pr->mods[i];
+		uint64_t h = ((uint64_t)y->dev * 0x9e3779b97f4a7c15ull) ^ (y->ino * 0xc2b2ae3d27d4eb4full);
+		size_t j = (size_t)(h >> 20) & (cap - 1);
+		struct span *x;
+
+		while (slot[j] && (sp[slot[j] - 1].dev != y->dev || sp[slot[j] - 1].ino != y->ino))
+			j = (j + 1) & (cap - 1);
+		if (!slot[j]) {
+			sp[n] = (struct span){ .dev = y->dev, .ino = y->ino, .first = SIZE_MAX };
+			slot[j] = (uint32_t)++n;
+		}
+		x = &sp[slot[j] - 1];
+		if (y->path && x->first == SIZE_MAX)
+			x->first = i;
+		if (y->offset == 0 && (!x->zero || y->start < x->lo)) {
+			x->lo = y->start;
+			x->zero = true;
+		}
+		if (y->end > x->hi)
+			x->hi = y->end;
+	}
+	free(slot);
+	for (size_t i = 0; i < n; i++)
+		if (sp[i].first != SIZE_MAX && sp[i].zero && sp[i].hi > sp[i].lo)
+			sp[k++] = sp[i];
+	/* by first executable mapping: the maps list a file's mappings together, so nearly in order */
+	for (size_t i = 1; i < k; i++)
+		for (size_t j = i; j > 0 && sp[j - 1].first > sp[j].first; j--) {
+			struct span t = sp[j];
+
+			sp[j] = sp[j - 1];
+			sp[j - 1] = t;
+		}
+	*out = sp;
+	return (ssize_t)k;
+}
+
+/* would a session of b hold the modules a's holds, at the same addresses? */
+static bool same_modules(const struct uproc *a, const struct uproc *b)
+{
+	struct span *x, *y;
+	ssize_t n = mod_spans(a, &x), m = mod_spans(b, &y);
+	bool same = n >= 0 && n == m;
+
+	for (ssize_t i = 0; same && i < n; i++)
+		same = x[i].dev == y[i].dev && x[i].ino == y[i].ino && x[i].lo == y[i].lo &&
+		       x[i].hi == y[i].hi;
+	free(x);
+	free(y);
+	return same;
+}
+
+/* pr->pid's file mappings into pr->mods: false if none could be read */
+static bool proc_collect(struct uproc *pr)
 {
 	struct collect_maps cm = { .pr = pr };
+
+	return for_each_mapping(pr->pid, collect_mapping, &cm) > 0;
+}
+
+/* the session of pr->pid, from its mappings (proc_collect): a module for each file it maps executable */
+static void proc_session(struct unwinder *u, struct uproc *pr)
+{
+	struct span *sp;
+	ssize_t n = mod_spans(pr, &sp);
 	size_t keep = 0;
 
-	pr->built_ns = now;
-	if (for_each_mapping(pr->pid, collect_mapping, &cm) <= 0)
+	if (n <= 0 || !(pr->dwfl = dwfl_begin(&dwfl_cbs))) {
+		free(sp);
 		return;
-	pr->dwfl = dwfl_begin(&dwfl_cbs);
-	if (!pr->dwfl)
-		return;
+	}
 	dwfl_report_begin(pr->dwfl);
-	for (size_t i = 0; i < pr->nmods; i++) {
-		struct umod *x = &pr->mods[i];
-		unsigned long lo = 0, hi = 0;
-		bool zero = false, first = true;
-		Dwfl_Module *mod;
+	for (ssize_t i = 0; i < n; i++) {
+		struct umod *x = &pr->mods[sp[i].first];
+		Dwfl_Module *mod = dwfl_report_module(pr->dwfl, base_name(x->path), sp[i].lo, sp[i].hi);
 		void **ud;
 
-		if (!x->path)
-			continue;
-		/* the first executable mapping of its file stands for the file */
-		for (size_t j = 0; j < i && first; j++)
-			if (pr->mods[j].path && pr->mods[j].dev == x->dev && pr->mods[j].ino == x->ino)
-				first = false;
-		if (!first)
-			continue;
-		for (size_t j = 0; j < pr->nmods; j++) {
-			const struct umod *y = &pr->mods[j];
-
-			if (y->dev != x->dev || y->ino != x->ino)
-				continue;
-			if (y->offset == 0 && (!zero || y->start < lo)) {
-				lo = y->start;
-				zero = true;
-			}
-			if (y->end > hi)
-				hi = y->end;
-		}
-		if (!zero || hi <= lo)
-			continue;
-		mod = dwfl_report_module(pr->dwfl, base_name(x->path), lo, hi);
 		if (!mod)
 			continue;
 		dwfl_module_info(mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
@@ -389,11 +453,45 @@ static void proc_build(struct unwinder *u, struct uproc *pr, uint64_t now)
 		*ud = x;
 		keep++;
 	}
+	free(sp);
 	dwfl_report_end(pr->dwfl, NULL, NULL);
 	if (!keep || !dwfl_attach_state(pr->dwfl, NULL, pr->pid, &thread_cbs, u)) {
 		dwfl_end(pr->dwfl);
 		pr->dwfl = NULL;
 	}
+}
+
+static void proc_build(struct unwinder *u, struct uproc *pr, uint64_t now)
+{
+	pr->built_ns = now;
+	if (proc_collect(pr))
+		proc_session(u, pr);
+}
+
+/*
+ * A walk of pr's stopped at code in no module: its session built again if
+ * the process maps other code since (a dlopen). Where it maps the same
+ * files at the same places (the code is anonymous: a JIT, a trampoline),
+ * the session is kept, with what libdw has read of the files' call-frame
+ * information. True if there is a new session.
+ */
+static bool proc_rebuild(struct unwinder *u, struct uproc *pr, uint64_t now)
+{
+	struct uproc fresh = { .pid = pr->pid };
+
+	pr->built_ns = now;
+	if (!proc_collect(&fresh) || (pr->dwfl && same_modules(pr, &fresh))) {
+		proc_drop(&fresh);
+		u->st.rebuilds_kept++;
+		return false;
+	}
+	fresh.built_ns = now;
+	fresh.used = pr->used;
+	proc_drop(pr);
+	*pr = fresh;
+	proc_session(u, pr);
+	u->st.rebuilds++;
+	return true;
 }
 
 static struct uproc *proc_get(struct unwinder *u, pid_t pid, uint64_t now)
@@ -581,16 +679,9 @@ static void unwind_into(struct unwinder *u, const struct sb_stack_copy *c, struc
 	if (pr->dwfl)
 		walk(u, pr, c, &w);
 	/* code mapped since the session was built (a dlopen): build it again, once a second at most */
-	if ((!pr->dwfl || w.unknown) && t0 - pr->built_ns >= UNW_REBUILD_NS) {
-		pid_t pid = pr->pid;
-
-		proc_drop(pr);
-		pr->pid = pid;
-		pr->used = ++u->clock;
-		proc_build(u, pr, t0);
-		if (pr->dwfl)
-			walk(u, pr, c, &w);
-	}
+	if ((!pr->dwfl || w.unknown) && t0 - pr->built_ns >= UNW_REBUILD_NS &&
+	    proc_rebuild(u, pr, t0) && pr->dwfl)
+		walk(u, pr, c, &w);
 	t1 = mono_ns();
 	u->sec_spent += t1 - t0;
 	u->slice_spent += t1 - t0;

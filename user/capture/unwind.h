@@ -23,6 +23,9 @@ struct unwind_stats {
 	uint64_t over_budget;   /* not walked: the agent's time for walks this second, or this
 	                           read of the ring, was spent */
 	uint64_t resets;        /* the files' call-frame information let go to stay in its bound */
+	uint64_t rebuilds;      /* sessions built again: a walk met code in no module, and the
+	                           process maps other code since */
+	uint64_t rebuilds_kept; /* ... and kept: it maps the same code (the code met is anonymous) */
 	uint64_t walk_ns;       /* the agent's time in walks (sessions built included) */
 	uint64_t refused;       /* files whose call-frame information was not used (cficheck.h) */
 	char refused_first[256]; /* the first of them: its path and why */
