@@ -6,7 +6,9 @@
  * calls each one's sbcfi_call(nap) in turn, where nap sleeps 20 ms. Every
  * long sleep's stack is nap < sbcfi_call (of LIB) < main. With no LIB it
  * calls nap itself (a stack copy at every sleep, 50 a second).
- * Prints "ready" once the objects are loaded.
+ * Prints "ready" once the objects are loaded. With SBCFI_LATE=FILE in its
+ * environment it prints "ready" first and calls nap itself until FILE
+ * exists, and only then loads them: libraries mapped after the attach.
  * Usage: sbcfi SECONDS [LIB...]
  */
 #include <dlfcn.h>
@@ -32,6 +34,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: sbcfi SECONDS [LIB...] (128 at most)\n");
 		return 2;
 	}
+	const char *late = getenv("SBCFI_LATE");
+
+	if (late) {
+		printf("ready\n");
+		fflush(stdout);
+		while (access(late, F_OK))
+			nap();
+	}
 	for (int i = 2; i < argc; i++) {
 		void *h = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
 
@@ -40,8 +50,10 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	printf("ready\n");
-	fflush(stdout);
+	if (!late) {
+		printf("ready\n");
+		fflush(stdout);
+	}
 	end = time(NULL) + atoi(argv[1]);
 	while (time(NULL) < end) {
 		for (int i = 0; i < n; i++)

@@ -95,18 +95,28 @@ capture() {
 	local name=$1
 	shift
 	python3 - "$STEPBLAME" "$prog" "$tmp/$name" "$@" <<'PY'
-import re, resource, subprocess, sys
+import os, re, resource, subprocess, sys, time
 sb, prog, out, libs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+late = os.environ.get("SBCFI_LATE")
 p = subprocess.Popen([prog, "60"] + libs, stdout=subprocess.PIPE, text=True)
 try:
     if p.stdout.readline().strip() != "ready":
         sys.exit("sbcfi did not start")
-    r = subprocess.run([sb, "record", "-p", str(p.pid), "-d", "4", "-v", "-o", out + ".sbt"],
-                       stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, timeout=120)
+    r = subprocess.Popen([sb, "record", "-p", str(p.pid), "-d", "4", "-v", "-o", out + ".sbt"],
+                         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines = []
+    # SBCFI_LATE: the objects loaded a second after the capture says it is attached
+    for line in r.stderr:
+        lines.append(line)
+        if late and "attached" in line:
+            time.sleep(1)
+            open(late, "w").close()
+            late = None
+    r.wait(timeout=120)
 finally:
     p.kill()
     p.wait()
-err = "\n".join(l for l in r.stderr.splitlines() if l.startswith("stepblame:"))
+err = "\n".join(l.rstrip("\n") for l in lines if l.startswith("stepblame:"))
 open(out + ".err", "w").write(err + "\n")
 if r.returncode:
     sys.exit("record exited %d: %s" % (r.returncode, err[-300:]))
@@ -117,6 +127,18 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024,
       walk.group(1) if walk else "nan", refused.group(1) if refused else 0,
       resets.group(1) if resets else "nan")
 PY
+}
+
+# does a trace hold a stack nap < sbcfi_call < main (a walk through the object's code)?
+stack_through() {
+	"$STEPBLAME" report --format json "$1" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for h in d.get("stacks", {}).get("hot", []):
+    fr = [f["function"] for f in h["stack"]["frames"]]
+    if "nap" in fr and fr[fr.index("nap"):][:3] == ["nap", "sbcfi_call", "main"]:
+        sys.exit(0)
+sys.exit(1)'
 }
 
 if ! ctl=$(capture benign "$tmp/benign.so" 2>"$tmp/ctl.py"); then
@@ -134,20 +156,24 @@ python3 -c "import sys; sys.exit(not float('$walk') < 1000)" ||
 	errs+=("walks took ${walk} ms of the agent's time in 4 s")
 [ "$refused" = 3 ] || errs+=("refused files: $refused, not 3: $(grep -m1 'was not used' "$tmp/hostile.err")")
 # the benign object's stacks still walked past it, up to main
-if ! "$STEPBLAME" report --format json "$tmp/hostile.sbt" 2>"$tmp/rep.err" | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-for h in d.get("stacks", {}).get("hot", []):
-    fr = [f["function"] for f in h["stack"]["frames"]]
-    if "nap" in fr and fr[fr.index("nap"):][:3] == ["nap", "sbcfi_call", "main"]:
-        sys.exit(0)
-sys.exit(1)'; then
+if ! stack_through "$tmp/hostile.sbt" 2>"$tmp/rep.err"; then
 	errs+=("no stack nap < sbcfi_call < main in the hostile capture $(head -1 "$tmp/rep.err")")
 fi
 if [ ${#errs[@]} -eq 0 ]; then
 	pass $T
 else
 	fail $T "$(printf '%s; ' "${errs[@]}")"
+fi
+
+# a library loaded after the agent built the process's session: a walk that meets its code
+# builds the session again (its maps changed) and goes through it, up to main
+# (SBCFI_LATE: sbcfi naps on its own until a second after the attach, then loads it)
+if ! SBCFI_LATE="$tmp/load" capture late "$tmp/benign.so" >/dev/null 2>"$tmp/late.py"; then
+	fail ${T}_late_load "capture: $(tail -1 "$tmp/late.py")"
+elif ! stack_through "$tmp/late.sbt" 2>"$tmp/rep.err"; then
+	fail ${T}_late_load "no stack nap < sbcfi_call < main: $(grep -m1 'stack copies walked' "$tmp/late.err") $(head -1 "$tmp/rep.err")"
+else
+	pass ${T}_late_load
 fi
 
 # more files than the agent keeps open: resets, and the refused files remembered across them
