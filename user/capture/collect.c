@@ -1277,6 +1277,12 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			if (!o->live)
 				probes_flush_faults(c->probes, false);
 			put_drops(c);
+			/*
+			 * The probes' rescan, the mappings' and the channel's look
+			 * read the same processes' maps: once in this pass (a
+			 * trainer's take milliseconds of the kernel's time to write)
+			 */
+			maps_reuse(true);
 			probes_rescan(c->probes);
 			put_probe_status(c);
 			if (!c->sink_err) {
@@ -1285,6 +1291,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 				stackmaps_maybe_scan(c->maps, c->probes, now, put_map_text, c);
 			}
 			try_channel(c, false);
+			/* a load of the collector maps more: read again after it */
+			maps_reuse(false);
 			if (c->inject_now) {
 				/* CUDA started after the attach: the probes see this hold */
 				c->inject_now = c->inject_later = false;

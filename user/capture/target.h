@@ -80,5 +80,11 @@ bool cpu_online(int cpu);
 #define MAPS_TEXT_MAX (16u << 20)
 #define MAPS_TIMEOUT_MS 500
 ssize_t read_maps(pid_t pid, char **out, size_t hint);
+/*
+ * on: until maps_reuse(false), read_maps gives each process's maps as first
+ * read in between (the agent's pass of a second, whose parts read the same
+ * process's maps back to back). off: what was kept is let go.
+ */
+void maps_reuse(bool on);
 
 #endif
