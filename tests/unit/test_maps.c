@@ -13,6 +13,7 @@
 
 #include "test.h"
 #include "format/maps.h"
+#include "capture/target.h"
 
 static char *slurp(const char *path, size_t *len)
 {
@@ -208,9 +209,52 @@ static void t_edges(void)
 		CHECK(!maps_line_parse(bad[i], &l), "accepted '%s'", bad[i]);
 }
 
+/* does pid's maps text hold a mapping that starts at a? */
+static bool maps_has(const char *text, void *a)
+{
+	char start[32];
+
+	snprintf(start, sizeof(start), "\n%lx-", (unsigned long)(uintptr_t)a);
+	return strstr(text, start) != NULL;
+}
+
+/* maps_reuse: in a pass, a process's maps as first read; after it, read again */
+static void t_reuse(void)
+{
+	char *t1 = NULL, *t2 = NULL, *t3 = NULL, *t4 = NULL;
+	ssize_t n1, n2, n3, n4;
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	void *a;
+
+	maps_reuse(true);
+	n1 = read_maps(getpid(), &t1, 0);
+	/* a file's page: a line of its own (anonymous memory could merge with a neighbour) */
+	a = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (fd >= 0)
+		close(fd);
+	CHECK(a != MAP_FAILED, "mmap");
+	n2 = read_maps(getpid(), &t2, 0);
+	n3 = read_maps(getppid(), &t3, 0); /* another process's: read, not mixed up */
+	maps_reuse(false);
+	n4 = read_maps(getpid(), &t4, 0);
+	CHECK(n1 > 0 && n2 == n1 && t1 && t2 && t2 != t1 && !memcmp(t1, t2, (size_t)n1 + 1),
+	      "a second read in the pass gave other text (%zd, %zd bytes)", n1, n2);
+	CHECK(n3 > 0 && t3 && (n3 != n1 || memcmp(t3, t1, (size_t)n1)), "the parent's maps were ours");
+	CHECK(n4 > 0 && t4 && a != MAP_FAILED && maps_has(t4, a) && !maps_has(t2, a),
+	      "after the pass: the new mapping %s; in the pass: %s",
+	      t4 && maps_has(t4, a) ? "seen" : "not seen", t2 && maps_has(t2, a) ? "seen" : "not seen");
+	free(t1);
+	free(t2);
+	free(t3);
+	free(t4);
+	if (a != MAP_FAILED)
+		munmap(a, 4096);
+}
+
 int main(void)
 {
 	RUN(t_real_maps);
 	RUN(t_edges);
+	RUN(t_reuse);
 	return test_summary();
 }

@@ -468,11 +468,17 @@ int for_each_mapping(pid_t pid, int (*cb)(void *ctx, const struct mapping *m), v
  * section 15), up to MAPS_TEXT_MAX; past that the text ends at the last
  * whole line. hint: the size of this process's maps when last read, or 0.
  */
-/* the texts kept between maps_reuse(true) and maps_reuse(false), a few processes' */
+/*
+ * The texts kept between maps_reuse(true) and maps_reuse(false), a few
+ * processes', 8 MiB in all (a PyTorch process's are 200 KB; a target can
+ * make its own 16 MiB: those are read each time, as without reuse)
+ */
 #define MAPS_REUSE_MAX 8
+#define MAPS_REUSE_BYTES (8u << 20)
 static struct {
 	bool on;
 	int n;
+	size_t bytes;
 	struct {
 		pid_t pid;
 		char *text;
@@ -484,11 +490,12 @@ static pthread_mutex_t reuse_lock = PTHREAD_MUTEX_INITIALIZER;
 void maps_reuse(bool on)
 {
 	pthread_mutex_lock(&reuse_lock);
-	if (!on)
+	if (!on) {
 		for (int i = 0; i < reuse.n; i++)
 			free(reuse.kept[i].text);
-	if (!on)
 		reuse.n = 0;
+		reuse.bytes = 0;
+	}
 	reuse.on = on;
 	pthread_mutex_unlock(&reuse_lock);
 }
@@ -516,10 +523,11 @@ static ssize_t reused(pid_t pid, char **out)
 static void keep(pid_t pid, const char *text, ssize_t len)
 {
 	pthread_mutex_lock(&reuse_lock);
-	if (reuse.on && reuse.n < MAPS_REUSE_MAX) {
+	if (reuse.on && reuse.n < MAPS_REUSE_MAX && (size_t)len <= MAPS_REUSE_BYTES - reuse.bytes) {
 		char *t = malloc((size_t)len + 1);
 
 		if (t) {
+			reuse.bytes += (size_t)len;
 			memcpy(t, text, (size_t)len + 1);
 			reuse.kept[reuse.n].pid = pid;
 			reuse.kept[reuse.n].text = t;
