@@ -480,9 +480,11 @@ static bool proc_rebuild(struct unwinder *u, struct uproc *pr, uint64_t now)
 	struct uproc fresh = { .pid = pr->pid };
 
 	pr->built_ns = now;
+	/* maps that could not be read (the process exiting, a read held up) leave it as it was */
 	if (!proc_collect(&fresh) || (pr->dwfl && same_modules(pr, &fresh))) {
+		if (fresh.nmods && pr->dwfl)
+			u->st.rebuilds_kept++;
 		proc_drop(&fresh);
-		u->st.rebuilds_kept++;
 		return false;
 	}
 	fresh.built_ns = now;
