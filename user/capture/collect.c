@@ -1095,7 +1095,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	struct ring_buffer *rb = NULL;
 	struct probes_stop stop;
 	char err[512];
-	uint64_t start, now, last_tick = 0, last_sec, start_ticks;
+	uint64_t start, now, last_tick = 0, last_sec, last_maps, start_ticks;
 	uint64_t tick = o->tick_ns ? o->tick_ns : 100000000ull;
 	int pidfd = -1, ret = 1, gone = TARGET_HERE;
 	pid_t pid = o->probe.pid;
@@ -1184,7 +1184,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	start_guard(c);
 	if (o->on_ready)
 		o->on_ready(o->on_ready_ctx);
-	last_sec = start;
+	last_sec = last_maps = start;
 	for (;;) {
 		int n = read_ring(c, poll_ms(c, tick));
 
@@ -1277,6 +1277,20 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			if (!o->live)
 				probes_flush_faults(c->probes, false);
 			put_drops(c);
+			if (o->on_second)
+				o->on_second(o->on_second_ctx, now);
+		}
+		/*
+		 * The maps' pass, once a second, not while a sampled window of the
+		 * guard is attached (up to a second more): a maps read waits on the
+		 * target's mmap lock and for a CPU, tens of milliseconds on a
+		 * loaded machine, and the guard's looks at the window, which cut it
+		 * where it costs too much, would wait that long
+		 * (docs/ARCHITECTURE.md, "The tracer's budget").
+		 */
+		if (now - last_maps >= 1000000000ull &&
+		    (!c->guard || !guard_window_open(c->guard) || now - last_maps >= 2000000000ull)) {
+			last_maps = now;
 			/*
 			 * The probes' rescan, the mappings' and the channel's look
 			 * read the same processes' maps: once in this pass (a
@@ -1301,8 +1315,6 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 					note(c, "%s", inject_msg);
 				try_channel(c, false);
 			}
-			if (o->on_second)
-				o->on_second(o->on_second_ctx, now);
 		}
 		/* the guard's windows are shorter than a second: it keeps its own time */
 		if (c->guard && !c->sink_err)

@@ -731,6 +731,11 @@ static int guard_step(struct guard *g, uint64_t now, void (*drain)(void *ctx), v
 	return sampled_window_end(g, drain, ctx);
 }
 
+bool guard_window_open(const struct guard *g)
+{
+	return !g->dead && g->started && g->st.mode == SB_GUARD_SAMPLED && g->on;
+}
+
 int guard_run(struct guard *g, uint64_t now, void (*drain)(void *ctx), void *ctx)
 {
 	bool second;

@@ -75,6 +75,11 @@ void guard_record(struct guard *g, const struct sb_hdr *h);
 /* CLOCK_MONOTONIC ns when guard_run wants to be called next */
 uint64_t guard_due(const struct guard *g);
 /*
+ * A sampled window is attached: it is looked at every 20 ms, and cut where
+ * it costs too much, only as long as guard_run is called on time.
+ */
+bool guard_window_open(const struct guard *g);
+/*
  * Do what is due at now: start once the allocator probes are attached, end
  * a window, detach or re-attach. drain(ctx) must consume the ring buffer:
  * the slow calls of a window that just ended are counted from it first.
