@@ -203,15 +203,18 @@ static:
 	$(MAKE) BUILD=build/static SAN=0 METRICS_SERVER=0 check-deps build/static/stepblame LDFLAGS="-static" \
 		STATIC_LIBS="-lbz2 -llzma"
 
+# make test and make demo compile on every CPU unless make was given its own -j
+JOBS = $(if $(findstring j,$(filter-out --%,$(MAKEFLAGS))),,-j$(shell nproc 2>/dev/null || echo 1))
+
 test:
 	@if [ "$$(id -u)" = 0 ] && ! $(MAKE) -s check-deps >/dev/null 2>&1; then $(MAKE) deps; fi
-	$(MAKE) SAN=1 all
-	$(MAKE) all
+	$(MAKE) $(JOBS) SAN=1 all
+	$(MAKE) $(JOBS) all
 	BUILD=build/san PLAIN_SIMTRAINER=$(CURDIR)/build/simtrainer ./tests/run
 
 demo:
 	@if [ "$$(id -u)" = 0 ] && ! $(MAKE) -s check-deps >/dev/null 2>&1; then $(MAKE) deps; fi
-	$(MAKE) all
+	$(MAKE) $(JOBS) all
 	./$(BUILD)/stepblame demo
 
 bench: all
