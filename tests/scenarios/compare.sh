@@ -110,9 +110,11 @@ fi
 check() { # name, base, new, cause, interferer that must appear ("" none)
 	local name=$1 base=$2 new=$3 cause=$4 who=$5
 	cmp "$base" "$new" --fail-over 5
-	# NEW's own report: the tail steps it puts on the interferer
-	if [ -n "$who" ] && ! "$STEPBLAME" report "$new" -f json -o "$tmp/new.json" 2>"$tmp/err"; then
-		fail "$T/$name" "report of NEW: $(head -1 "$tmp/err")"
+	# the two runs' own reports: the tail steps NEW's puts on the interferer, and the
+	# steps BASE has (compare weighs the steps both runs have)
+	if [ -n "$who" ] && ! { "$STEPBLAME" report "$new" -f json -o "$tmp/new.json" &&
+		"$STEPBLAME" report "$base" -f json -o "$tmp/base.json"; } 2>"$tmp/err"; then
+		fail "$T/$name" "report: $(head -1 "$tmp/err")"
 		return
 	fi
 	if [ $crc != 3 ]; then
@@ -121,9 +123,9 @@ check() { # name, base, new, cause, interferer that must appear ("" none)
 $("$STEPBLAME" compare "$base" "$new" --fail-over 5 2>&1 | sed -n '/^Step time/,/^Tracer/p;/^  io_wait/p;/^Verdict/p')"
 		return
 	fi
-	python3 - "$T/$name" "$tmp/cmp.json" "$cause" "$who" "$tmp/new.json" <<'PY'
+	python3 - "$T/$name" "$tmp/cmp.json" "$cause" "$who" "$tmp/new.json" "$tmp/base.json" <<'PY'
 import json, sys
-name, path, cause, who, newrep = sys.argv[1:6]
+name, path, cause, who, newrep, baserep = sys.argv[1:7]
 d = json.load(open(path))
 note = ""
 bad = []
@@ -141,9 +143,19 @@ if who:
     # lies in a new tail episode of that cause and culprit (BASE never ran it). A
     # hog that slows each step by the same few scheduler slices leaves no step past
     # the tail threshold: then there is no episode to find, and the line says so.
+    # compare leaves out each run's warm-up (step 0 and the tail steps right after
+    # it) and the steps the other run has not whole (schemas/report.md, "Compare")
     rep = json.load(open(newrep))
-    theirs = [s["step"] for s in rep["steps"] if s.get("tail") and s.get("excess") and
-              s["excess"][0]["cause"] == cause and
+    complete = lambda r: [s for s in r["steps"] if not s.get("incomplete")]
+    def after_warmup(r):
+        st = sorted(complete(r), key=lambda s: s["step"])
+        i = 1
+        while i < len(st) and st[i].get("tail"):
+            i += 1
+        return st[i:] if i < len(st) else st[1:]
+    both = {s["step"] for s in after_warmup(json.load(open(baserep)))}
+    theirs = [s["step"] for s in after_warmup(rep) if s["step"] in both and s.get("tail") and
+              s.get("excess") and s["excess"][0]["cause"] == cause and
               s["excess"][0].get("culprit", {}).get("comm") == who]
     eps = [e for e in d["new_episodes"] if e["cause"] == cause and e["culprit"] == who]
     missed = [x for x in theirs if not any(e["first_step"] <= x <= e["last_step"] for e in eps)]
