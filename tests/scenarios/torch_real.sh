@@ -53,7 +53,7 @@ STEPS=76
 /usr/bin/python3 tests/progs/torch_trainer.py --lib "$lib" --steps $STEPS \
 	--ready "$tmp/ready" --go "$tmp/go" --truth "$tmp/truth.jsonl" \
 	--hog 12-15 --hog-file "$tmp/hog.on" --slow-item 24-31:400 --tensor 34:384 \
-	--ckpt 44:"$tmp" --migrate 54-55 --slow-item 62-63:400:io --slow-dir "$tmp" \
+	--ckpt 44:"$tmp" --migrate 54-55 --slow-item 62-63:600:io --slow-dir "$tmp" \
 	--slow-item 70-71:600:fault --gil 47-49 >"$tmp/trainer.out" 2>&1 &
 trainer=$!
 pids+=($trainer)
