@@ -110,17 +110,17 @@ fi
 check() { # name, base, new, cause, interferer that must appear ("" none)
 	local name=$1 base=$2 new=$3 cause=$4 who=$5
 	cmp "$base" "$new" --fail-over 5
+	if [ $crc != 3 ]; then
+		# the statistics and their intervals say why: the text form's lines
+		fail "$T/$name" "compare exited $crc, not 3 (the gate): $(head -1 "$tmp/cmp.err")
+$("$STEPBLAME" compare "$base" "$new" --fail-over 5 2>&1 | sed -n '/^Step time/,/^Tracer/p;/^  io_wait/p;/^Verdict/p')"
+		return
+	fi
 	# the two runs' own reports: the tail steps NEW's puts on the interferer, and the
 	# steps BASE has (compare weighs the steps both runs have)
 	if [ -n "$who" ] && ! { "$STEPBLAME" report "$new" -f json -o "$tmp/new.json" &&
 		"$STEPBLAME" report "$base" -f json -o "$tmp/base.json"; } 2>"$tmp/err"; then
 		fail "$T/$name" "report: $(head -1 "$tmp/err")"
-		return
-	fi
-	if [ $crc != 3 ]; then
-		# the statistics and their intervals say why: the text form's lines
-		fail "$T/$name" "compare exited $crc, not 3 (the gate): $(head -1 "$tmp/cmp.err")
-$("$STEPBLAME" compare "$base" "$new" --fail-over 5 2>&1 | sed -n '/^Step time/,/^Tracer/p;/^  io_wait/p;/^Verdict/p')"
 		return
 	fi
 	python3 - "$T/$name" "$tmp/cmp.json" "$cause" "$who" "$tmp/new.json" "$tmp/base.json" <<'PY'
@@ -146,9 +146,8 @@ if who:
     # compare leaves out each run's warm-up (step 0 and the tail steps right after
     # it) and the steps the other run has not whole (schemas/report.md, "Compare")
     rep = json.load(open(newrep))
-    complete = lambda r: [s for s in r["steps"] if not s.get("incomplete")]
     def after_warmup(r):
-        st = sorted(complete(r), key=lambda s: s["step"])
+        st = sorted((s for s in r["steps"] if not s.get("incomplete")), key=lambda s: s["step"])
         i = 1
         while i < len(st) and st[i].get("tail"):
             i += 1
