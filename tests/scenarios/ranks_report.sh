@@ -5,9 +5,11 @@
 # straggler of every stalled step, blocked on the loader, and of the steps the
 # hog slowed (by the kernel's own count: simtrainer's truth gives the launcher's
 # schedstat run delay) where its lead, less the simulated GPU's late wake-ups
-# and the CPU other tasks of the machine took, is past the noise, for cpu_wait behind noisy-neighbor; must leave the
-# collective kernel (simtrainer's last, nccl_allreduce) out of each rank's own
-# time; and the straggler must follow its file when the order changes.
+# and the CPU other tasks of the machine took, is past the noise, for cpu_wait
+# behind noisy-neighbor; must sum rank 1's straggles' blame by cause in its
+# summary; must leave the collective kernel (simtrainer's last, nccl_allreduce)
+# out of each rank's own time; and the straggler must follow its file when the
+# order changes.
 set -u
 . "$(dirname "$0")/../lib.sh"
 T=ranks_report
@@ -135,11 +137,36 @@ else:
         ("; the others: " + "; ".join(json.dumps(steps[n])[:200] for n in slowed if n not in last1)[:600]
          if len(last1) < 0.6 * len(slowed) else ""))
 
+# the summary: rank 1 straggled most; its causes are its straggles' blame summed
+# by cause, largest first, each naming the culprit with the most of it; the
+# stalls are there in full, on a loader (which of the stall and the hog cost
+# more is the machine's doing: both are rank 1's)
 g = rep["stragglers"][0]
-top = g["causes"][0] if g["causes"] else {}
-out(g["rank"] == 1 and g["straggles"] >= 8 and top.get("cause") == "blocked" and
-    top.get("culprit", {}).get("comm", "").startswith("loader-"), "summary",
-    json.dumps(rep["stragglers"])[:400])
+mine = [s for s in rep["steps"] if s.get("last_rank") == 1 and s["straggle"]]
+want, who = {}, {}
+for s in mine:
+    for b in s["blame"]:
+        want[b["cause"]] = want.get(b["cause"], 0) + b["ns"]
+        c = b.get("culprit")
+        if c:
+            k = (c.get("pid"), c.get("tid"), c.get("comm"))
+            w = who.setdefault(b["cause"], {})
+            w[k] = w.get(k, 0) + b["ns"]
+got = {c["cause"]: c["ns"] for c in g["causes"]}
+order = [c["ns"] for c in g["causes"]]
+def named_most(c):
+    k = c.get("culprit")
+    w = who.get(c["cause"], {})
+    return (not k and not w) or (k and w.get((k.get("pid"), k.get("tid"), k.get("comm")), -1) == max(w.values()))
+badname = [c["cause"] for c in g["causes"] if not named_most(c)]
+stall_ns = sum(t["ms"] for t in stalls) * 1000000
+blk = [c for c in g["causes"] if c["cause"] == "blocked"]
+out(g["rank"] == 1 and g["straggles"] == len(mine) and g["straggles"] >= 8 and got == want and
+    order == sorted(order, reverse=True) and not badname and blk and
+    blk[0].get("culprit", {}).get("comm", "").startswith("loader-") and blk[0]["ns"] >= 0.8 * stall_ns,
+    "summary", "rank %d, %d straggles (%d in the steps); causes %s, the steps sum to %s; culprit not "
+    "the one with the most: %s; stalls %.0f ms" % (g["rank"], g["straggles"], len(mine),
+    json.dumps(g["causes"])[:400], json.dumps(want), badname, stall_ns / 1e6))
 
 sw = json.load(open(d + "/swapped.json"))
 out(sw["stragglers"][0]["rank"] == 0 and sw["stragglers"][0]["straggles"] == g["straggles"],
