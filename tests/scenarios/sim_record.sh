@@ -36,6 +36,21 @@ wait "$sim"; simrc=$?; sim=
 if [ $rc != 0 ] || [ ! -s "$tmp/trace.sbt" ]; then
 	fail $T "record exited $rc: $(tail -3 "$tmp/record.out" | tr '\n' ' ')"; exit 0
 fi
+# record hands its system-call tracepoints to a process that outlives it, whose
+# exit is what the kernel's slow release waits for (docs/ARCHITECTURE.md,
+# "System-call probes"): within 20 s no program of a capture may be left loaded
+# (tests run one at a time; tp_enter_N and tp_exit are the recorder's names)
+if command -v bpftool >/dev/null; then
+	ours() { bpftool prog show 2>/dev/null | grep -cE '^[0-9]+: [a-z_]+ +name (tp_enter_[0-9]|tp_exit|btf_switch|raw_switch) '; }
+	for i in $(seq 40); do [ "$(ours)" = 0 ] && break; sleep 0.5; done
+	left=$(ours)
+	if [ "$left" = 0 ]; then pass ${T}_released; echo "    (gone $(( (i - 1) * 500 )) ms after record exited)"
+	else fail ${T}_released "$left of the capture's programs still loaded 20 s after record exited: $(bpftool prog show | grep -E 'tp_enter|tp_exit|switch' | head -3 | tr '\n' ' ')"; fi
+elif [ "${STEPBLAME_REQUIRE_BPF:-}" = 1 ]; then
+	fail ${T}_released "bpftool is not installed"
+else
+	skip ${T}_released "bpftool is not installed"
+fi
 if [ $simrc != 0 ] || [ ! -s "$tmp/truth.jsonl" ]; then
 	fail $T "simtrainer exited $simrc: $(tail -3 "$tmp/sim.out" | tr '\n' ' ')"; exit 0
 fi

@@ -393,6 +393,18 @@ static void check_creds_again(struct probes *p)
 	bpf_map_update_elem(bpf_map__fd(p->sched->maps.target_state), &zero, &v, BPF_ANY);
 }
 
+/* the programs still attached return at their filter from here on */
+static void stop_for_close(struct probes *p)
+{
+	struct target_state_v v;
+	__u32 zero = 0;
+
+	if (!read_state(p, &v) || v.stopped)
+		return;
+	v.stopped = 1;
+	bpf_map_update_elem(bpf_map__fd(p->sched->maps.target_state), &zero, &v, BPF_ANY);
+}
+
 int probes_follow(struct probes *p, pid_t pid, pid_t ppid)
 {
 	struct followed_v f = { .parent = (__u32)ppid };
@@ -594,8 +606,12 @@ void probes_drops(const struct probes *p, __u64 ring[SB_EV_KERNEL_MAX + 1], __u6
 
 void probes_close(struct probes *p)
 {
+	int behind;
+
 	if (!p)
 		return;
+	stop_for_close(p);
+	behind = mem_release_behind(p);
 	for (int i = p->nlinks - 1; i >= 0; i--)
 		bpf_link__destroy(p->links[i]);
 	bpf_link__destroy(p->flush_sched);
@@ -612,4 +628,6 @@ void probes_close(struct probes *p)
 	free(p->files.t);
 	free(p->fuse_devs);
 	free(p);
+	if (behind >= 0)
+		close(behind);
 }

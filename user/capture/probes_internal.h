@@ -119,6 +119,7 @@ struct probes {
 	struct marks_bpf *marks;
 	struct bpf_link *links[MAX_LINKS];
 	int nlinks;
+	int sys_first, sys_end;     /* links[sys_first, sys_end): the system-call tracepoints' */
 	struct probe_status st[PROBES_MAX_STATUS];
 	int nst;
 	const char *sched_variant;
@@ -203,6 +204,7 @@ void add_status(struct probes *p, const char *name, bool ok, bool essential,
 		const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* keep l among the links probes_close destroys: 0, or -errno (l NULL: its attach failed) */
 int keep_link(struct probes *p, struct bpf_link *l);
+int mem_release_behind(struct probes *p);
 /* why a uprobe did not attach, in words a user can act on */
 const char *uprobe_why(int err);
 /*
