@@ -147,21 +147,28 @@ static bool attach_syscall_tps(struct probes *p)
 	return true;
 }
 
-/* close every descriptor but keep[0..n), sorted ascending */
-static void close_all_but(const int *keep, int n)
+/* close descriptors lo..hi (those below max where close_range is missing) */
+static void close_span(int lo, int hi, long max)
 {
-	long max = sysconf(_SC_OPEN_MAX);
+#ifdef SYS_close_range
+	if (!syscall(SYS_close_range, (unsigned)lo, (unsigned)hi, 0u))
+		return;
+#endif
+	for (long fd = lo; fd <= hi && fd < max; fd++)
+		close((int)fd);
+}
+
+/* close every descriptor but keep[0..n), sorted ascending */
+static void close_all_but(const int *keep, int n, long max)
+{
 	int lo = 0;
 
-	for (int i = 0; i <= n; i++) {
-		int hi = i < n ? keep[i] - 1 : INT_MAX;
-
-		if (hi >= lo && syscall(SYS_close_range, (unsigned)lo, (unsigned)hi, 0u))
-			for (long fd = lo; fd <= hi && fd < max; fd++)
-				close((int)fd);
-		if (i < n)
-			lo = keep[i] + 1;
+	for (int i = 0; i < n; i++) {
+		if (keep[i] > lo)
+			close_span(lo, keep[i] - 1, max);
+		lo = keep[i] + 1;
 	}
+	close_span(lo, INT_MAX, max);
 }
 
 static int int_cmp(const void *a, const void *b)
@@ -184,6 +191,7 @@ static int int_cmp(const void *a, const void *b)
 int mem_release_behind(struct probes *p)
 {
 	int n = p->sys_end - p->sys_first, keep[MAX_LINKS + 1], go[2];
+	long max = sysconf(_SC_OPEN_MAX);
 	pid_t pid;
 
 	if (n <= 0 || pipe2(go, O_CLOEXEC))
@@ -204,7 +212,7 @@ int mem_release_behind(struct probes *p)
 		/* a grandchild, reparented: nobody has to reap it */
 		if (fork() != 0)
 			_exit(0);
-		close_all_but(keep, n + 1);
+		close_all_but(keep, n + 1, max);
 		while (read(go[0], &c, 1) < 0 && errno == EINTR)
 			;
 		_exit(0);
