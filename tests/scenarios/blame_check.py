@@ -340,6 +340,10 @@ def quiet(name, report, dump):
             r = json.loads(line)
             if r.get("type") == "runslice":
                 ran.add((r.get("pid"), r.get("comm")))
+            # a folded run names the task that had the CPU before its switch-ins,
+            # and no runslice is written for it (schemas/trace.md, sched_run)
+            elif r.get("type") == "sched_run" and r.get("runner_pid"):
+                ran.add((r["runner_pid"], r.get("runner_comm")))
     noise = summ["tail_threshold_ns"] - summ["p50_ns"]
     # blame pinned on a task seen running is real (checked below, none may be
     # invented); what must stay within noise is blame the engine cannot pin
