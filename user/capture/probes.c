@@ -360,6 +360,13 @@ static bool read_state(const struct probes *p, struct target_state_v *v)
 	       !bpf_map_lookup_elem(bpf_map__fd(p->sched->maps.target_state), &zero, v);
 }
 
+static void write_state(const struct probes *p, const struct target_state_v *v)
+{
+	__u32 zero = 0;
+
+	bpf_map_update_elem(bpf_map__fd(p->sched->maps.target_state), &zero, v, BPF_ANY);
+}
+
 static bool target_stopped_now(const struct probes *p)
 {
 	struct target_state_v v;
@@ -377,7 +384,6 @@ static void check_creds_again(struct probes *p)
 	struct target_state_v v;
 	uint32_t ids[8];
 	uint64_t cap;
-	__u32 zero = 0;
 
 	if (!p->creds_known || !read_creds(p->o.pid, ids, &cap) ||
 	    (!memcmp(ids, p->ids, sizeof(ids)) && !(cap & ~p->cap_prm)) || !read_state(p, &v) ||
@@ -390,19 +396,18 @@ static void check_creds_again(struct probes *p)
 	memcpy(v.ids, ids, sizeof(ids));
 	v.cap_prm = cap;
 	v.stop_ns = mono_ns();
-	bpf_map_update_elem(bpf_map__fd(p->sched->maps.target_state), &zero, &v, BPF_ANY);
+	write_state(p, &v);
 }
 
 /* the programs still attached return at their filter from here on */
 static void stop_for_close(struct probes *p)
 {
 	struct target_state_v v;
-	__u32 zero = 0;
 
 	if (!read_state(p, &v) || v.stopped)
 		return;
 	v.stopped = 1;
-	bpf_map_update_elem(bpf_map__fd(p->sched->maps.target_state), &zero, &v, BPF_ANY);
+	write_state(p, &v);
 }
 
 int probes_follow(struct probes *p, pid_t pid, pid_t ppid)
