@@ -676,6 +676,72 @@ static void t_wakeup_chain(void)
 	world_free(&w);
 }
 
+/*
+ * inj_chain, but the loader's group is out of CPU quota when it is preempted:
+ * the 30 ms hogY runs meanwhile are the quota's (cpu_throttle, on the loader
+ * the launcher waited for), not hogY's
+ */
+static void inj_chain_throttled(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	struct sb_switch_out o = { 0 };
+
+	(void)arg;
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	hdr(&o.h, SB_EV_SWITCH_OUT, sizeof(o), at + 5 * MS, T_PID, T_LOADER, 2);
+	o.state = SB_STATE_RUNNABLE;
+	o.throttled = 1;
+	w_comm(o.next_comm, "hogY");
+	st_put(&w->host, &o);
+	w_runslice(w, at + 5 * MS, at + 35 * MS, 2, 777, 778, "hogY");
+	w_switch_in(w, at + 35 * MS, T_LOADER, 2);
+	w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, T_PID, T_LOADER, "loader");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_wakeup_chain_throttled(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 40 * MS, .inj = inj_chain_throttled };
+	struct eng_interferer itf[8];
+	struct engine *e;
+	const struct eng_step *s;
+	bool on_loader = false, act = false;
+	int ni;
+
+	world_init(&w);
+	run_steps(&w, 4, 1, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	CHECK(blame_of(s, ENG_CPU_THROTTLE, 0) == 30 * MS, "cpu_throttle %" PRIu64,
+	      blame_of(s, ENG_CPU_THROTTLE, 0));
+	CHECK(blame_of(s, ENG_BLOCKED, 777) == 0 && blame_of(s, ENG_CPU_WAIT, 777) == 0,
+	      "hogY blamed: blocked %" PRIu64 " cpu_wait %" PRIu64, blame_of(s, ENG_BLOCKED, 777),
+	      blame_of(s, ENG_CPU_WAIT, 777));
+	CHECK(blame_of(s, ENG_BLOCKED, 0) == 10 * MS - 5 * US + BASE_BLOCKED, "blocked %" PRIu64,
+	      blame_of(s, ENG_BLOCKED, 0));
+	for (uint32_t i = 0; i < s->nblame; i++) {
+		const struct eng_blame *b = &s->blame[i];
+
+		if (b->cause == ENG_CPU_THROTTLE && b->has_who)
+			on_loader = b->who.tid == T_LOADER && !b->who.via_tid &&
+				    !strcmp(b->who.comm, "loader");
+		if (b->cause == ENG_BLOCKED && b->has_who && b->who.tid == T_LOADER)
+			act = b->who.act.ns[ENG_ACT_THROTTLED] == 30 * MS &&
+			      b->who.act.ns[ENG_ACT_PREEMPTED] == 0;
+	}
+	CHECK(on_loader, "the throttled time is not on the loader");
+	CHECK(act, "the loader's activity does not say it was throttled 30 ms");
+	CHECK(!strcmp(eng_act_name(ENG_ACT_THROTTLED), "throttled"), "act name %s",
+	      eng_act_name(ENG_ACT_THROTTLED));
+	ni = engine_interferers(e, itf, 8);
+	for (int i = 0; i < ni; i++)
+		CHECK(itf[i].pid != 777, "hogY an interferer: %" PRIu64 " ns", itf[i].ns);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void inj_fault_storm(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
 	uint64_t n = len / (3 * US);
@@ -2920,6 +2986,7 @@ int main(void)
 	RUN(t_gpu_slow);
 	RUN(t_vm_steal);
 	RUN(t_cpu_throttle);
+	RUN(t_wakeup_chain_throttled);
 	RUN(t_incomplete_last_step);
 	RUN(t_step_sources);
 	RUN(t_bad_regex);

@@ -1032,6 +1032,14 @@ static bool ran_to(const struct thread *w, uint64_t end)
 	       (w->state != TS_UNKNOWN && w->since >= end);
 }
 
+/* the kind of the episode w is in now, off its CPU (runnable or asleep) */
+static uint8_t open_episode(const struct thread *w)
+{
+	if (w->state == TS_RUNNABLE)
+		return w->throttled ? EP_THROTTLED : EP_RUN;
+	return w->state == TS_SLEEP_S ? EP_SLEEP_S : EP_SLEEP_D;
+}
+
 /*
  * What followed thread w did over [s, end], into act->on_ns (a sleep of the
  * first waker that w ended): as the first waker's own account, without
@@ -1050,8 +1058,7 @@ static void act_walk(struct engine *e, const struct thread *w, uint64_t s, uint6
 			ep = w->episodes[(w->episodes_head + i) % w->episodes_cap];
 		else if (w->state == TS_RUNNABLE || w->state == TS_SLEEP_S || w->state == TS_SLEEP_D)
 			ep = (struct episode){ .s = w->since, .e = end, .cpu = w->cpu,
-					       .kind = w->state == TS_RUNNABLE ? EP_RUN :
-						       w->state == TS_SLEEP_S ? EP_SLEEP_S : EP_SLEEP_D };
+					       .kind = open_episode(w) };
 		else
 			break;
 		x = max64(ep.s, cur);
@@ -1067,6 +1074,8 @@ static void act_walk(struct engine *e, const struct thread *w, uint64_t s, uint6
 			act->on_ns[ENG_ACT_ON_CPU] += oc.own;
 			act->on_ns[ENG_ACT_PREEMPTED] += cov - oc.own;
 			act->on_ns[ENG_ACT_RUNNABLE] += y - x - cov;
+		} else if (ep.kind == EP_THROTTLED) {
+			act->on_ns[ENG_ACT_THROTTLED] += y - x;
 		} else if (ep.kind == EP_SLEEP_S) {
 			act->on_ns[ENG_ACT_BLOCKED] += y - x;
 		} else if (i == w->nepisodes && w->act_fault_sleep && w->nacts) {
@@ -1141,8 +1150,7 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 			   (act && w->state == TS_SLEEP_D)) {
 			/* the episode still open */
 			ep = (struct episode){ .s = w->since, .e = end, .cpu = w->cpu,
-					       .kind = w->state == TS_RUNNABLE ? EP_RUN :
-						       w->state == TS_SLEEP_S ? EP_SLEEP_S : EP_SLEEP_D };
+					       .kind = open_episode(w) };
 		} else {
 			break;
 		}
@@ -1162,6 +1170,17 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 			accum_add(e, a, ENG_BLOCKED, y - x - cov, dflt);
 			if (act)
 				act->ns[ENG_ACT_RUNNABLE] += y - x - cov;
+		} else if (ep.kind == EP_THROTTLED) {
+			/*
+			 * w sat runnable in a group out of CPU quota: the quota's,
+			 * whoever ran on its CPU meanwhile; w, the thread it held
+			 */
+			struct eng_who q = { .pid = w->pid, .tid = w->tid, .cpu = -1 };
+
+			comm_copy(q.comm, w->comm);
+			accum_add(e, a, ENG_CPU_THROTTLE, y - x, &q);
+			if (act)
+				act->ns[ENG_ACT_THROTTLED] += y - x;
 		} else if (ep.kind == EP_SLEEP_S &&
 			   followed_waker(e, ep.wpid, ep.wtid, w) && ep.wtid != victim->tid) {
 			if (act) {

@@ -92,7 +92,8 @@ static const char *const count_names[ENG_NCOUNT] = {
 const char *eng_act_name(int k)
 {
 	static const char *const names[ENG_NACT] = { "on_cpu", "preempted", "runnable", "io",
-						     "blocked", "faulting", "reclaim", "alloc" };
+						     "blocked", "faulting", "reclaim", "alloc",
+						     "throttled" };
 
 	return k >= 0 && k < ENG_NACT ? names[k] : "unknown";
 }

@@ -156,9 +156,10 @@ enum eng_act_kind {
 	ENG_ACT_FAULTING,        /* in page faults (on a CPU, or asleep inside one) */
 	ENG_ACT_RECLAIM,         /* reclaiming memory (direct reclaim) */
 	ENG_ACT_ALLOC,           /* in slow allocator calls or mmap family calls */
+	ENG_ACT_THROTTLED,       /* runnable, its cgroup's CPU quota used up (cpu_throttle) */
 	ENG_NACT,
 };
-/* "on_cpu", "preempted", "runnable", "io", "blocked", "faulting", "reclaim", "alloc" */
+/* "on_cpu", "preempted", "runnable", "io", "blocked", "faulting", "reclaim", "alloc", "throttled" */
 const char *eng_act_name(int k);
 
 struct eng_act {

@@ -175,6 +175,12 @@ static void add_overlay(struct thread *t, uint64_t s, uint64_t end, int cause)
 	t->overlays[t->noverlays++] = (struct overlay){ .s = s, .e = end, .cause = (uint8_t)cause };
 }
 
+/* t's runnable wait since t->since ends at ts (a switch-in, a switch-out, a move) */
+static void run_episode(struct engine *e, struct thread *t, uint64_t ts)
+{
+	episode_push(e, t, t->throttled ? EP_THROTTLED : EP_RUN, t->since, ts, t->cpu, 0, 0);
+}
+
 static void ev_switch_out(struct engine *e, const struct sb_switch_out *r)
 {
 	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
@@ -183,7 +189,7 @@ static void ev_switch_out(struct engine *e, const struct sb_switch_out *r)
 	/* a timed wait held: a sleep into S now may be its retry (a preemption may come first) */
 	timed_check(e, t, r->h.ts, r->state == SB_STATE_SLEEP || r->state == SB_STATE_RUNNABLE);
 	if (t->state == TS_RUNNABLE)
-		episode_push(e, t, EP_RUN, t->since, r->h.ts, t->cpu, 0, 0);
+		run_episode(e, t, r->h.ts);
 	act_switch_out(t, r->state, r->h.ts);
 	if (t->fault_open && r->state == SB_STATE_DISK) {
 		/*
@@ -239,7 +245,7 @@ static void ev_switch_in(struct engine *e, const struct sb_switch_in *r)
 	if (t->candidate >= 0)
 		thread_account(e, t, r->h.ts);
 	if (prev == TS_RUNNABLE)
-		episode_push(e, t, EP_RUN, t->since, r->h.ts, t->cpu, 0, 0);
+		run_episode(e, t, r->h.ts);
 	else if (prev == TS_SLEEP_S || prev == TS_SLEEP_D)
 		episode_push(e, t, prev == TS_SLEEP_S ? EP_SLEEP_S : EP_SLEEP_D, t->since, r->h.ts, t->cpu,
 			0, 0);
@@ -317,7 +323,7 @@ static void ev_migrate(struct engine *e, const struct sb_migrate *r)
 	if (t->state == TS_RUNNABLE) {
 		if (t->candidate >= 0)
 			thread_account(e, t, r->h.ts);
-		episode_push(e, t, EP_RUN, t->since, r->h.ts, t->cpu, 0, 0);
+		run_episode(e, t, r->h.ts);
 		t->since = r->h.ts;
 		t->migrated = true;
 	}

@@ -32,7 +32,8 @@
 #define BLAME_CHUNK 4096
 
 enum thread_state { TS_UNKNOWN, TS_RUNNING, TS_RUNNABLE, TS_SLEEP_S, TS_SLEEP_D, TS_DEAD };
-enum { EP_RUN = 1, EP_SLEEP_S, EP_SLEEP_D };
+/* EP_THROTTLED: runnable, as EP_RUN, while its cgroup's CPU quota was used up */
+enum { EP_RUN = 1, EP_SLEEP_S, EP_SLEEP_D, EP_THROTTLED };
 
 struct episode {
 	uint64_t s, e;

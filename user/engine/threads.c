@@ -413,7 +413,7 @@ void episode_push(struct engine *e, struct thread *t, uint8_t kind, uint64_t s, 
 			a->e = max64(a->e, end);
 	}
 	t->act_fault_sleep = false;
-	if (kind == EP_RUN)
+	if (kind == EP_RUN || kind == EP_THROTTLED)
 		t->act_wait += end - s;
 	else
 		t->act_slept = max64(t->act_slept, end);

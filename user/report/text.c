@@ -271,6 +271,9 @@ static void act_parts(FILE *f, const struct eng_act *a, const uint64_t *vec, boo
 		case ENG_ACT_ALLOC:
 			fputs("in the allocator", f);
 			break;
+		case ENG_ACT_THROTTLED:
+			fputs("throttled by its cgroup's CPU quota", f);
+			break;
 		case ENG_ACT_BLOCKED:
 			if (inner)
 				fputs("asleep", f);
@@ -327,6 +330,18 @@ static const char *realtime_tag(const struct eng_who *w)
 }
 
 /* what a cause with its culprit looks like after the "+x ms" */
+/* w by name, a thread of one of the trainer's child processes by its process's role */
+static const char *task_role(char *buf, size_t len, const struct eng_who *w)
+{
+	char pn[128], c2[128];
+
+	who_str(buf, len, w->comm, w->pid == target_pid ? w->tid : w->pid);
+	if (cur_engine && w->pid != target_pid &&
+	    engine_process_name(cur_engine, w->pid, pn, sizeof(pn)))
+		snprintf(buf, len, "%s (pid %" PRIu32 ")", clean(c2, sizeof(c2), pn), w->pid);
+	return buf;
+}
+
 static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w,
 			 bool has_who)
 {
@@ -336,14 +351,7 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 	switch (cause) {
 	case ENG_CPU_WAIT:
 		if (has_who) {
-			char pn[128], c2[128];
-
-			who_str(a, sizeof(a), w->comm, w->pid == target_pid ? w->tid : w->pid);
-			/* a thread of one of the trainer's child processes: by its role */
-			if (cur_engine && w->pid != target_pid &&
-			    engine_process_name(cur_engine, w->pid, pn, sizeof(pn)))
-				snprintf(a, sizeof(a), "%s (pid %" PRIu32 ")", clean(c2, sizeof(c2), pn),
-					 w->pid);
+			task_role(a, sizeof(a), w);
 			fprintf(f, " — %s preempted by %s%s", crit, a, realtime_tag(w));
 			if (w->cpu >= 0)
 				fprintf(f, " on CPU %d", w->cpu);
@@ -496,8 +504,15 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 		fprintf(f, " — the hypervisor held the CPU %s waited for (steal)", crit);
 		break;
 	case ENG_CPU_THROTTLE:
-		fprintf(f, " — %s runnable, throttled: its cgroup's CPU quota for the period was used "
-			"up (cpu.max, cpu.cfs_quota_us)", crit);
+		if (has_who) {
+			/* a thread it waited for sat throttled (a wakeup chain) */
+			fprintf(f, " — %s waited for %s, runnable, throttled", crit,
+				task_role(a, sizeof(a), w));
+		} else {
+			fprintf(f, " — %s runnable, throttled", crit);
+		}
+		fputs(": its cgroup's CPU quota for the period was used up (cpu.max, cpu.cfs_quota_us)",
+		      f);
 		break;
 	}
 }
