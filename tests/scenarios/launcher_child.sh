@@ -76,6 +76,16 @@ elif nums != list(range(nums[0], nums[0] + len(nums))):
     print("FAIL launcher_child_steps: step numbers not consecutive: %s" % nums[:20])
 else:
     print("PASS launcher_child_steps (%d steps of the trainer, pid %d, under the shell %d)" % (len(steps), kid, sh))
+# the probes' cost is estimated on the marking child's events, as on a trainer
+# attached directly: a step of 8 launches, a loader hand-off and a GPU wait
+# switches a few times at least
+counted = [s for s in steps if s.get("tracer_events", 0) > 0 and s.get("tracer_ns", 0) > 0]
+if len(counted) < 0.9 * len(steps):
+    print("FAIL launcher_child_tracer: %d of %d steps have a tracer estimate (events %s)"
+          % (len(counted), len(steps), [s.get("tracer_events") for s in steps[:8]]))
+else:
+    print("PASS launcher_child_tracer (%d of %d steps; median %d events)" % (
+        len(counted), len(steps), sorted(s["tracer_events"] for s in steps)[len(steps) // 2]))
 # the shell's environment has no ids; the trainer's RANK and job are the capture's
 idn = d.get("identity", {})
 if (idn.get("rank"), idn.get("local_rank"), idn.get("job")) == ("3", "1", "job-a"):

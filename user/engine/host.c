@@ -1213,7 +1213,9 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 	if (e->gpu_started && !e->gap_open && key > e->busy_until)
 		gpu_gap_open(e, e->busy_until);
 	e->now = key;
-	if (e->current_step && h->pid == e->target_pid && h->type <= SB_EV_KERNEL_LAST)
+	/* the probes' cost on the process whose marks are the steps (a launcher's child) */
+	if (e->current_step && h->pid == (e->mark_pid ? e->mark_pid : e->target_pid) &&
+	    h->type <= SB_EV_KERNEL_LAST)
 		sb_cost_count(h, e->current_step->events_by_cost);
 	if (e->current_step && e->current_step->naudit && h->type <= SB_EV_KERNEL_LAST)
 		audit_count(e, h);
