@@ -19,6 +19,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "base/elfsafe.h"
 #include "base/timedread.h"
 #include "format/maps.h"
 #include "capture/probes_internal.h"
@@ -36,23 +37,14 @@ uint64_t elf_parse_count(void)
 }
 
 /*
- * An ELF handle on fd. Read with pread, not mapped: the target may truncate
- * a file it owns under us, which would be SIGBUS in a mapping; a read just
- * comes back short. libelf checks every section against the file's size.
+ * An ELF handle on fd, its headers checked (base/elfsafe.h). Read with pread,
+ * not mapped: the target may truncate a file it owns under us, which would be
+ * SIGBUS in a mapping; a read just comes back short.
  */
 static Elf *elf_open_fd(int fd)
 {
-	Elf *e;
-
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return NULL;
 	__atomic_add_fetch(&n_elf_parses, 1, __ATOMIC_RELAXED);
-	e = elf_begin(fd, ELF_C_READ, NULL);
-	if (e && elf_kind(e) != ELF_K_ELF) {
-		elf_end(e);
-		e = NULL;
-	}
-	return e;
+	return elf_read_fd(fd);
 }
 
 /* the section's data, if it is not unreasonably large */

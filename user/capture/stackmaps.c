@@ -18,10 +18,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <elfutils/libdwelf.h>
 #include <gelf.h>
 
 #include "base/clock.h"
+#include "base/elfsafe.h"
 #include "base/util.h"
 #include "capture/probes_internal.h"
 #include "capture/stackmaps.h"
@@ -38,6 +38,10 @@
 #define LIB_SETTLE_NS 1000000000ull
 #define JIT_ADDRS_MAX 4096   /* distinct stack addresses in anonymous code kept for the perf map */
 #define PERFMAP_MAX_BYTES (64u << 20)
+/* a perf map line longer than this is dropped */
+#define PERFMAP_LINE_MAX 4096u
+/* the time the perf map's read may take at the capture's end */
+#define PERFMAP_BUDGET_NS (500ull * 1000000)
 #define RESCAN_SPACING_NS 1000000000ull
 #define ATTACH_BUDGET_NS 2000000000ull /* the scans at attach, all processes */
 #define TICK_BUDGET_NS 100000000ull    /* the scans of one later call */
@@ -284,18 +288,13 @@ void stackmaps_saw(struct stackmaps *s, const struct sb_hdr *h)
  */
 static void build_id_hex(int fd, char *out, size_t len)
 {
-	Elf *elf;
-	const void *id = NULL;
-	ssize_t n;
+	/* its headers and notes within bounds: the file is the target's (base/elfsafe.h) */
+	Elf *elf = elf_read_fd(fd);
 
 	out[0] = 0;
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf)
 		return;
-	n = dwelf_elf_gnu_build_id(elf, &id);
-	for (ssize_t i = 0; i < n && (size_t)(2 * i + 2) < len; i++)
-		snprintf(out + 2 * i, 3, "%02x", ((const unsigned char *)id)[i]);
+	elf_build_id_hex(elf, out, len);
 	elf_end(elf);
 }
 
@@ -814,19 +813,51 @@ static bool jit_any_in(const struct stackmaps *s, uint64_t lo, uint64_t hi)
 	return false;
 }
 
+/* one "START SIZE name" line of the perf map (no newline): into buf when it names a JIT region */
+static void perfmap_line(struct stackmaps *s, const char *line, size_t n, char *buf, size_t bufcap,
+			 size_t *used, int *lines, stackmaps_put_fn put, void *ctx)
+{
+	char text[600];
+	unsigned long long start, size;
+	int k = 0;
+	size_t len;
+
+	/* the two numbers and a name cut to 512 bytes: what is kept of a line */
+	len = n < sizeof(text) - 1 ? n : sizeof(text) - 1;
+	memcpy(text, line, len);
+	text[len] = 0;
+	if (sscanf(text, "%llx %llx %n", &start, &size, &k) < 2 || !k || !size ||
+	    start + size < start || !jit_any_in(s, start, start + size))
+		return;
+	len = strlen(text + k);
+	if (len > 512)
+		len = 512;
+	if (*used + len + 64 > bufcap) {
+		put(ctx, SB_REC_PERFMAP, (uint32_t)s->pid, buf, *used);
+		*used = 0;
+	}
+	*used += (size_t)snprintf(buf + *used, bufcap - *used, "%llx %llx %.*s\n", start, size,
+				  (int)len, text + k);
+	(*lines)++;
+}
+
 /*
  * /tmp/perf-PID.map: "START SIZE name" a line, hex without 0x (the format
  * perf reads, written by Python's -X perf, the JVM and other JITs). Opened
  * without following links, only as a regular file owned by the target's user
- * or root (SECURITY.md): anyone can create a file in /tmp.
+ * or root (SECURITY.md): anyone can create a file in /tmp. Read through a
+ * fixed buffer, at most the size it had when opened and PERFMAP_MAX_BYTES,
+ * within PERFMAP_BUDGET_NS: the target may grow it, or make it a sparse hole
+ * of gigabytes with no line end, while it is read.
  */
 int stackmaps_perfmap(struct stackmaps *s, uid_t target_uid, stackmaps_put_fn put, void *ctx)
 {
-	char path[64], *line = NULL, *buf;
-	size_t cap = 0, used = 0, bufcap = 16384;
+	char path[64], *in, *buf;
+	size_t bufcap = 16384, used = 0, have = 0;
+	uint64_t left, t0 = mono_ns();
 	struct stat st;
 	int fd, lines = 0;
-	FILE *f;
+	bool skipping = false;
 
 	if (!s || !s->njit)
 		return 0;
@@ -838,39 +869,48 @@ int stackmaps_perfmap(struct stackmaps *s, uid_t target_uid, stackmaps_put_fn pu
 		close(fd);
 		return 0;
 	}
-	f = fdopen(fd, "re");
+	left = (uint64_t)st.st_size;
+	in = malloc(PERFMAP_LINE_MAX);
 	buf = malloc(bufcap);
-	if (!f || !buf) {
-		if (f)
-			fclose(f);
-		else
-			close(fd);
+	if (!in || !buf) {
+		close(fd);
+		free(in);
 		free(buf);
 		return -ENOMEM;
 	}
-	while (getline(&line, &cap, f) > 0) {
-		unsigned long long start, size;
-		int n = 0;
-		size_t len;
+	while (left && mono_ns() - t0 < PERFMAP_BUDGET_NS) {
+		size_t want = PERFMAP_LINE_MAX - have, off = 0;
+		ssize_t got;
+		char *nl;
 
-		if (sscanf(line, "%llx %llx %n", &start, &size, &n) < 2 || !n || !size ||
-		    start + size < start || !jit_any_in(s, start, start + size))
-			continue;
-		len = strcspn(line + n, "\n");
-		if (len > 512)
-			len = 512;
-		if (used + len + 64 > bufcap) {
-			put(ctx, SB_REC_PERFMAP, (uint32_t)s->pid, buf, used);
-			used = 0;
+		if (want > left)
+			want = (size_t)left;
+		got = read(fd, in + have, want);
+		if (got <= 0)
+			break;
+		left -= (uint64_t)got;
+		have += (size_t)got;
+		while ((nl = memchr(in + off, '\n', have - off))) {
+			if (!skipping)
+				perfmap_line(s, in + off, (size_t)(nl - (in + off)), buf, bufcap, &used,
+					     &lines, put, ctx);
+			skipping = false;
+			off = (size_t)(nl - in) + 1;
 		}
-		used += (size_t)snprintf(buf + used, bufcap - used, "%llx %llx %.*s\n", start, size,
-					 (int)len, line + n);
-		lines++;
+		memmove(in, in + off, have - off);
+		have -= off;
+		if (have == PERFMAP_LINE_MAX) {
+			/* a line longer than any a JIT writes: dropped to its end */
+			skipping = true;
+			have = 0;
+		}
 	}
+	if (have && !skipping)
+		perfmap_line(s, in, have, buf, bufcap, &used, &lines, put, ctx);
 	if (used)
 		put(ctx, SB_REC_PERFMAP, (uint32_t)s->pid, buf, used);
-	free(line);
+	free(in);
 	free(buf);
-	fclose(f);
+	close(fd);
 	return lines;
 }

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/elfsafe.h"
 #include "base/util.h"
 #include "capture/cficheck.h"
 #include "capture/probes_internal.h"
@@ -155,9 +156,7 @@ static struct ufile *file_of(struct unwinder *u, const struct umod *um)
 		return NULL;
 	/* read with pread from here on: no lease is needed, and none is held on the target's file */
 	drop_lease(fd);
-	if (elf_version(EV_CURRENT) == EV_NONE || !(elf = elf_begin(fd, ELF_C_READ, NULL)) ||
-	    elf_kind(elf) != ELF_K_ELF) {
-		elf_end(elf);
+	if (!(elf = elf_read_fd(fd))) {
 		close(fd);
 		return NULL;
 	}

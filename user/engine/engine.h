@@ -455,6 +455,7 @@ struct eng_mapping {
 	const char *path;
 	const char *build_id;    /* hex, "" if not known */
 	bool deleted;
+	uint64_t dev, ino;       /* the mapped file (dev_t; 0, 0: not recorded) */
 	uint32_t pid;            /* the process it is a mapping of */
 	/* the vDSO ("[vdso]" in path): its functions, "OFF+SIZE NAME,..." (schemas/trace.md); else NULL */
 	const char *funcs;

@@ -5,8 +5,10 @@
  * docs/ARCHITECTURE.md, "Stacks". Bounded: the last ENG_STACKS_MAX stacks,
  * MAPPINGS_MAX mappings and JITSYMS_MAX JIT symbols.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
 #include "engine/internal.h"
 #include "format/costs.h"
@@ -229,8 +231,15 @@ static void add_mapping(struct engine *e, struct stack_store *st, const struct s
 		.end = kv_u64(s, n, "end"),
 		.offset = kv_u64(s, n, "offset"),
 		.deleted = kv_get(s, n, "deleted", buf, sizeof(buf)) && buf[0] == '1',
+		.ino = kv_u64(s, n, "inode"),
 		.pid = h->pid,
 	};
+	if (kv_get(s, n, "dev", buf, sizeof(buf))) {
+		unsigned maj = 0, mnr = 0;
+
+		if (sscanf(buf, "%u:%u", &maj, &mnr) == 2)
+			m->dev = makedev(maj, mnr);
+	}
 	if (m->end <= m->start)
 		return;
 	m->path = heap_strndup(e, path, strlen(path));

@@ -4,19 +4,23 @@
  * and load address, opened on first use: mappings recorded at different
  * times may overlap (a library unloaded and another loaded in its place),
  * which one session could not hold. The trace names the files; they are
- * opened read-only, regular files only, and parsed by libelf (SECURITY.md).
+ * opened read-only, regular files only, and used only when they are the file
+ * the trace recorded (its device and inode, or its build id); read with
+ * pread, never mapped, and their symbol tables checked before libdwfl reads
+ * them (base/elfsafe.h; SECURITY.md, "Files the target maps").
  */
 #include <fcntl.h>
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 
+#include "base/elfsafe.h"
 #include "base/util.h"
 #include "format/trace.h"
 #include "report/symbols.h"
@@ -30,6 +34,8 @@ struct vfunc {
 struct module {
 	const struct eng_mapping *m;
 	bool tried;
+	int fd;                  /* the file, while dwfl is open */
+	Elf *elf;                /* its handle: libdwfl gets references to it (find_elf) */
 	Dwfl *dwfl;              /* NULL: the file could not be used */
 	Dwfl_Module *mod;
 	struct vfunc *vf;        /* the vDSO's functions (m->funcs), read at its first frame */
@@ -49,16 +55,77 @@ struct hit {
 	uint64_t off;
 };
 
+/* the symbol tables of all the files opened, at most (a target maps what it likes) */
+#define SYMBOLS_BYTES_MAX (1ull << 30)
+
 struct symbols {
 	const struct engine *e;
+	uint64_t bytes;          /* the symbol tables of the files opened so far */
 	uint32_t n;
 	struct module *mods;     /* one per mapping record */
 	struct hit *hits;        /* HITS of them, on first use */
 };
 
+/* libdwfl asks for a module's ELF: a new reference to the handle open_module() checked */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
+		    char **file_name, Elf **elfp)
+{
+	Elf *elf = *userdata;
+
+	(void)mod;
+	(void)name;
+	(void)base;
+	/* a name left here would be opened by libdwfl itself */
+	*file_name = NULL;
+	*elfp = elf ? elf_begin(-1, ELF_C_READ, elf) : NULL;
+	return -1;
+}
+
+/*
+ * Separate debugging symbols: only the distribution's, by build id
+ * (/usr/lib/debug/.build-id/NN/REST.debug, root's files). Never beside the
+ * file or where its .gnu_debuglink points: those are the target's names, and
+ * a FIFO or a device there would stall or flood the report.
+ */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+			  Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+			  GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	const unsigned char *id;
+	GElf_Addr vaddr;
+	int n = dwfl_module_build_id(mod, &id, &vaddr);
+	char path[64 + 2 * 64];
+	size_t len;
+	struct stat st;
+	int fd;
+
+	(void)userdata;
+	(void)modname;
+	(void)base;
+	(void)file_name;
+	(void)debuglink_file;
+	(void)debuglink_crc;
+	*debuginfo_file_name = NULL;
+	if (n < 2 || n > 64)
+		return -1;
+	len = (size_t)snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", id[0]);
+	for (int i = 1; i < n; i++)
+		len += (size_t)snprintf(path + len, sizeof(path) - len, "%02x", id[i]);
+	snprintf(path + len, sizeof(path) - len, ".debug");
+	fd = sb_open_regular(path, false, &st);
+	if (fd >= 0 && st.st_uid != 0) {
+		close(fd);
+		return -1;
+	}
+	if (fd >= 0)
+		*debuginfo_file_name = strdup(path);
+	return fd;
+}
+
 static const Dwfl_Callbacks callbacks = {
-	.find_elf = dwfl_linux_proc_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.find_elf = find_elf,
+	.find_debuginfo = find_debuginfo,
+	.section_address = dwfl_offline_section_address,
 };
 
 struct symbols *symbols_new(const struct engine *e)
@@ -88,6 +155,10 @@ void symbols_free(struct symbols *s)
 	for (uint32_t i = 0; i < s->n; i++) {
 		if (s->mods[i].dwfl)
 			dwfl_end(s->mods[i].dwfl);
+		if (s->mods[i].elf)
+			elf_end(s->mods[i].elf);
+		if (s->mods[i].dwfl || s->mods[i].elf)
+			close(s->mods[i].fd);
 		for (uint32_t k = 0; k < s->mods[i].nvf; k++)
 			free(s->mods[i].vf[k].name);
 		free(s->mods[i].vf);
@@ -111,19 +182,23 @@ const char *sym_base(const char *path)
 	return b ? b + 1 : path;
 }
 
-static bool same_build_id(Elf *elf, const char *want)
+/*
+ * The file open is the one the trace recorded: the same device and inode (a
+ * live capture's, or a report on the machine that recorded), or the same
+ * build id, which the recorder read from the mapped file itself. A name
+ * alone is not enough: the target may have put a link to another file there,
+ * or mapped it in a mount namespace of its own.
+ */
+static bool same_file(Elf *elf, const struct stat *st, const struct eng_mapping *m)
 {
-	const void *id = NULL;
-	ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
 	char hex[2 * 64 + 1];
 
-	if (!want[0])
+	if (m->ino && (uint64_t)st->st_ino == m->ino && (uint64_t)st->st_dev == m->dev)
 		return true;
-	if (n <= 0 || n > 64)
+	if (!m->build_id[0])
 		return false;
-	for (ssize_t i = 0; i < n; i++)
-		snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)id)[i]);
-	return !strcmp(hex, want);
+	elf_build_id_hex(elf, hex, sizeof(hex));
+	return !strcmp(hex, m->build_id);
 }
 
 /*
@@ -191,11 +266,39 @@ static void vdso_read(struct module *md)
 	}
 }
 
-static void open_module(struct module *md)
+/* the module's address range as mapped at bias: its loadable segments, pages whole */
+static bool module_span(Elf *elf, uint64_t bias, uint64_t *lo, uint64_t *hi)
+{
+	size_t nph;
+
+	*lo = UINT64_MAX;
+	*hi = 0;
+	if (elf_getphdrnum(elf, &nph))
+		return false;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		uint64_t align;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		align = ph.p_align > 1 ? ph.p_align : 1;
+		if ((ph.p_vaddr & ~(align - 1)) < *lo)
+			*lo = ph.p_vaddr & ~(align - 1);
+		if (ph.p_vaddr + ph.p_memsz > *hi)
+			*hi = ph.p_vaddr + ph.p_memsz;
+	}
+	if (*hi <= *lo)
+		return false;
+	*lo += bias;
+	*hi = (*hi + bias + 4095) & ~4095ull;
+	return *hi > *lo;
+}
+
+static void open_module(struct symbols *s, struct module *md)
 {
 	const struct eng_mapping *m = md->m;
 	struct stat st;
-	uint64_t bias;
+	uint64_t bias, lo, hi, bytes;
 	Elf *elf;
 	int fd;
 
@@ -208,31 +311,40 @@ static void open_module(struct module *md)
 	fd = sb_open_regular(m->path, false, &st);
 	if (fd < 0)
 		return;
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF || !same_build_id(elf, m->build_id) ||
-	    !load_bias(elf, m, &bias)) {
+	elf = elf_read_fd(fd);
+	if (!elf || !same_file(elf, &st, m) || !load_bias(elf, m, &bias) ||
+	    !module_span(elf, bias, &lo, &hi) ||
+	    elf_symbols_refusal(elf, (uint64_t)st.st_size, &bytes) ||
+	    s->bytes + bytes > SYMBOLS_BYTES_MAX) {
 		if (elf)
 			elf_end(elf);
 		close(fd);
 		return;
 	}
-	elf_end(elf);
+	s->bytes += bytes;
+	md->fd = fd;
+	md->elf = elf;
 	md->dwfl = dwfl_begin(&callbacks);
-	if (!md->dwfl) {
-		close(fd);
+	if (md->dwfl) {
+		dwfl_report_begin(md->dwfl);
+		md->mod = dwfl_report_module(md->dwfl, sym_base(m->path), lo, hi);
+		if (md->mod) {
+			void **arg = NULL;
+
+			/* the handle, not md: the modules' table moves as a live capture grows it */
+			dwfl_module_info(md->mod, &arg, NULL, NULL, NULL, NULL, NULL, NULL);
+			*arg = elf;
+		}
+		dwfl_report_end(md->dwfl, NULL, NULL);
+	}
+	if (md->mod)
 		return;
-	}
-	dwfl_report_begin(md->dwfl);
-	/* consumes fd on success */
-	md->mod = dwfl_report_elf(md->dwfl, sym_base(m->path), m->path, fd, bias, true);
-	if (!md->mod)
-		close(fd);
-	dwfl_report_end(md->dwfl, NULL, NULL);
-	if (!md->mod) {
+	if (md->dwfl)
 		dwfl_end(md->dwfl);
-		md->dwfl = NULL;
-	}
+	md->dwfl = NULL;
+	elf_end(elf);
+	md->elf = NULL;
+	close(fd);
 }
 
 /*
@@ -317,7 +429,7 @@ void symbols_frame(struct symbols *s, const struct eng_stack *st, uint32_t i,
 	f->module = md->m->path;
 	f->off = addr - md->m->start + md->m->offset;
 	if (!md->tried)
-		open_module(md);
+		open_module(s, md);
 	if (md->m->funcs) {
 		uint64_t o = look - md->m->start;
 
