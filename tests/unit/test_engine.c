@@ -742,6 +742,55 @@ static void t_wakeup_chain_throttled(void)
 	world_free(&w);
 }
 
+/*
+ * A crowd: 100 tasks, 100 us each, take the launcher's CPU while it is
+ * runnable; then it sleeps 20 ms until the loader wakes it
+ */
+static void inj_crowd_then_wait(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	uint64_t t = at;
+
+	(void)arg;
+	(void)len;
+	w_switch_out(w, t, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	for (uint32_t k = 0; k < 100; k++, t += 100 * US) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "crowd%u", k);
+		w_runslice(w, t, t + 100 * US, T_CPU, 2000 + k, 2000 + k, name);
+	}
+	w_switch_in(w, t, T_LAUNCHER, T_CPU);
+	w_switch_out(w, t + 10 * US, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	w_wakeup(w, t + 20 * MS, T_LAUNCHER, T_CPU, T_PID, T_LOADER, "loader");
+	w_switch_in(w, t + 20 * MS + 5 * US, T_LAUNCHER, T_CPU);
+}
+
+/* a step preempted by a crowd still names the thread it then waited for */
+static void t_crowd_keeps_names(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 31 * MS, .inj = inj_crowd_then_wait };
+	struct engine *e;
+	const struct eng_step *s;
+	uint64_t on_loader = 0;
+
+	world_init(&w);
+	run_steps(&w, 4, 1, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	REQUIRE(s, "step 1");
+	for (uint32_t i = 0; i < s->nblame; i++)
+		if (s->blame[i].cause == ENG_BLOCKED && s->blame[i].has_who &&
+		    s->blame[i].who.tid == T_LOADER)
+			on_loader += s->blame[i].ns;
+	CHECK(on_loader >= 20 * MS - 10 * US, "blocked on the loader %" PRIu64 " of 20 ms (blocked %" PRIu64 ")",
+	      on_loader, blame_of(s, ENG_BLOCKED, 0));
+	CHECK(blame_of(s, ENG_CPU_WAIT, 0) >= 10 * MS, "cpu_wait %" PRIu64, blame_of(s, ENG_CPU_WAIT, 0));
+	engine_free(e);
+	world_free(&w);
+}
+
 static void inj_fault_storm(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
 	uint64_t n = len / (3 * US);
@@ -2987,6 +3036,7 @@ int main(void)
 	RUN(t_vm_steal);
 	RUN(t_cpu_throttle);
 	RUN(t_wakeup_chain_throttled);
+	RUN(t_crowd_keeps_names);
 	RUN(t_incomplete_last_step);
 	RUN(t_step_sources);
 	RUN(t_bad_regex);

@@ -20,7 +20,8 @@
 
 #define BUCKET_SHIFT 20                     /* ~1.05 ms buckets */
 #define CANDIDATES_MAX 16
-#define CULPRITS_MAX 48
+/* culprits an accumulator names, at most (a busy machine preempts a long step with hundreds) */
+#define CULPRITS_MAX 256
 #define PENDING_MAX 8
 #define OVERLAYS_MAX 16
 #define BURSTS_MAX 4

@@ -586,7 +586,8 @@ static struct eng_step *result_slot(struct engine *e)
 static void step_finalize(struct engine *e, struct open_step *st)
 {
 	struct eng_step *r;
-	struct eng_blame tmp[CULPRITS_MAX + ENG_NCAUSE];
+	/* a step's own culprits and causes: on the stack unless a crowd preempted it */
+	struct eng_blame few[48 + ENG_NCAUSE], *tmp = few;
 	uint32_t n = 0;
 	uint64_t per_cause_named[ENG_NCAUSE] = { 0 };
 
@@ -623,6 +624,12 @@ static void step_finalize(struct engine *e, struct open_step *st)
 		r->crit_tid = st->marker_tid;
 	snprintf(r->crit_comm, sizeof(r->crit_comm), "%s", thread_name_of(e, r->crit_tid));
 
+	if (st->accum.nculprits > 48 &&
+	    !(tmp = malloc((st->accum.nculprits + ENG_NCAUSE) * sizeof(*tmp)))) {
+		/* no memory for the names: the causes alone */
+		tmp = few;
+		st->accum.nculprits = 0;
+	}
 	for (uint32_t i = 0; i < st->accum.nculprits; i++) {
 		const struct culprit *c = &st->accum.culprits[i];
 
@@ -676,6 +683,8 @@ static void step_finalize(struct engine *e, struct open_step *st)
 	r->blame = pool_store(e, &result_chunk_now(e)->pool[POOL_BLAME], tmp, n, sizeof(tmp[0]),
 			      pool_cap[POOL_BLAME]);
 	r->nblame = n;
+	if (tmp != few)
+		free(tmp);
 	step_io(e, r, &st->accum);
 	step_moves(e, r, &st->accum);
 	step_maps(e, r, &st->accum);
