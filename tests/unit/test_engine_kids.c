@@ -1162,6 +1162,62 @@ static void w_mark_of(struct world *w, uint64_t ts, uint32_t pid, uint32_t tid, 
 	st_put(&w->host, &r);
 }
 
+/* thread tid of process pid made by thread by at ts (a thread_new record) */
+static void k_thread_new(struct world *w, uint64_t ts, uint32_t pid, uint32_t tid, uint32_t by,
+			 const char *comm)
+{
+	struct sb_thread r = { 0 };
+
+	hdr(&r.h, SB_EV_THREAD_NEW, sizeof(r), ts, pid, tid, 0);
+	r.parent_tid = by;
+	r.parent_pid = pid;
+	w_comm(r.comm, comm);
+	st_put(&w->host, &r);
+}
+
+/*
+ * The launcher sleeps 40 ms; the worker (KID) sleeps 20 ms on a timer, then
+ * computes 10 ms, then makes a thread (KID + 7) that computes 10 ms more and
+ * wakes the launcher: the thread existed for the last 10 ms only.
+ */
+static void inj_kid_new_waker(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	(void)len;
+	k_switch_in(w, at - 1 * MS, KID, KID, 2);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_SLEEP);
+	k_switch_out(w, at + 1 * US, KID, KID, 2, SB_STATE_SLEEP);
+	k_wakeup(w, at + 20 * MS, KID, KID, 2, 0, 0, "swapper/2");
+	k_switch_in(w, at + 20 * MS, KID, KID, 2);
+	k_thread_new(w, at + 30 * MS, KID, KID + 7, KID, "feeder");
+	k_wakeup(w, at + 30 * MS, KID, KID + 7, 3, KID, KID, "worker");
+	k_switch_in(w, at + 30 * MS, KID, KID + 7, 3);
+	w_wakeup(w, at + 40 * MS - 5 * US, T_LAUNCHER, T_CPU, KID, KID + 7, "feeder");
+	w_switch_in(w, at + 40 * MS, T_LAUNCHER, T_CPU);
+}
+
+/* before its waker was made, what the waker's maker did: asleep 20 ms, on CPU 20 ms */
+static void t_chain_waker_made_meanwhile(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 40 * MS, .inj = inj_kid_new_waker };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+
+	e = kid_world(&w, &inj);
+	if (!(b = step1_waker(e, &w, KID + 7, &s)))
+		return;
+	CHECK(b->who.act.ns[ENG_ACT_BLOCKED] == 20 * MS - 1 * US, "asleep %" PRIu64 " (20 ms)",
+	      b->who.act.ns[ENG_ACT_BLOCKED]);
+	CHECK(b->who.act.ns[ENG_ACT_ON_CPU] == 20 * MS - 5 * US + 1 * US, "on CPU %" PRIu64 " (20 ms)",
+	      b->who.act.ns[ENG_ACT_ON_CPU]);
+	CHECK(blame_of(s, ENG_BLOCKED, KID) == 40 * MS - 5 * US, "blocked on the worker %" PRIu64,
+	      blame_of(s, ENG_BLOCKED, KID));
+	engine_free(e);
+	world_free(&w);
+}
+
 /*
  * Marks of two processes: the steps are the first marker's, never a mix;
  * the other's marks are counted and named. The trainer's marks (T_PID) come
@@ -1211,6 +1267,7 @@ static void t_marks_of_one_process(void)
 int main(void)
 {
 	RUN(t_chain_into_child);
+	RUN(t_chain_waker_made_meanwhile);
 	RUN(t_chain_child_untraced_switch_in);
 	RUN(t_chain_child_exits);
 	RUN(t_chain_child_exits_after_many);

@@ -919,6 +919,23 @@ static struct thread *followed_waker(struct engine *e, uint32_t pid, uint32_t ti
 	return w && !w->sink && w->pid == pid ? w : NULL;
 }
 
+/*
+ * The followed thread that made w, when w was made after s: before it
+ * existed, what its waker did was its maker's (a DataLoader worker starts the
+ * thread that hands over its first batch only once the batch is ready). Only
+ * a maker made before w: a trace cannot make the walk go round.
+ */
+static struct thread *maker_before(struct engine *e, const struct thread *w, uint64_t s,
+				   const struct thread *victim)
+{
+	struct thread *c;
+
+	if (!w->new_ns || w->new_ns <= s || w->new_by_tid == victim->tid)
+		return NULL;
+	c = followed_waker(e, w->new_by_pid, w->new_by_tid, w);
+	return c && c->new_ns < w->new_ns ? c : NULL;
+}
+
 /* a waker's activity, inside what else it did: the innermost wins (as overlay_priority) */
 static const uint8_t act_priority[ENG_NACT] = {
 	[ENG_ACT_RECLAIM] = 4, [ENG_ACT_FAULTING] = 3, [ENG_ACT_IO] = 2, [ENG_ACT_ALLOC] = 1,
@@ -1050,6 +1067,18 @@ static void act_walk(struct engine *e, const struct thread *w, uint64_t s, uint6
 {
 	uint64_t cur = s;
 
+	if (w->new_ns > s) {
+		/* before it was made: its maker's doing, or nothing known */
+		uint64_t b = min64(w->new_ns, end);
+		const struct thread *c = w->new_by_tid ? thread_find(e, w->new_by_tid) : NULL;
+
+		if (c && !c->sink && c->pid == w->new_by_pid && c->new_ns < w->new_ns)
+			act_walk(e, c, s, b, act);
+		if (b >= end)
+			return;
+		cur = s = b;
+	}
+
 	for (uint32_t i = episode_first(w, s); i <= w->nepisodes && cur < end; i++) {
 		struct episode ep;
 		uint64_t x, y;
@@ -1129,6 +1158,19 @@ static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t
 	if (!w || depth >= CHAIN_DEPTH) {
 		accum_add(e, a, ENG_BLOCKED, end - s, dflt);
 		return;
+	}
+	if (w->new_ns > s) {
+		/* w did not exist yet: its maker's doing (the same hop), else the waker's, no more known */
+		uint64_t b = min64(w->new_ns, end);
+		struct thread *c = maker_before(e, w, s, victim);
+
+		if (c)
+			wakeup_chain(e, a, s, b, c, dflt, victim, depth + 1, act);
+		else
+			accum_add(e, a, ENG_BLOCKED, b - s, dflt);
+		if (b >= end)
+			return;
+		cur = s = b;
 	}
 	/* episodes that all ended by s cover none of [s, end]: skip them */
 	hi = w->nepisodes;

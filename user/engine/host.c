@@ -1179,6 +1179,11 @@ static void ev_thread(struct engine *e, const struct sb_thread *r, bool exiting)
 	struct thread *t = thread_get(e, r->h.tid, r->h.pid);
 
 	comm_copy(t->comm, r->comm);
+	if (!exiting && r->parent_tid && r->parent_tid != r->h.tid) {
+		t->new_ns = r->h.ts;
+		t->new_by_pid = r->parent_pid ? r->parent_pid : r->h.pid;
+		t->new_by_tid = r->parent_tid;
+	}
 	/* a new process forked by a followed one */
 	if (!exiting && r->parent_pid && r->parent_pid != r->h.pid)
 		proc_note(e, r->h.pid, r->parent_pid, NULL, 0, r->h.ts);

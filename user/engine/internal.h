@@ -190,6 +190,9 @@ struct thread {
 	uint64_t chain_at;
 	uint16_t cpu;
 	uint64_t since;
+	/* made during the capture (a thread_new record): when, and by which thread */
+	uint64_t new_ns;
+	uint32_t new_by_pid, new_by_tid;
 	/* history of off-CPU episodes, a ring */
 	struct episode *episodes;
 	uint32_t episodes_head, nepisodes, episodes_cap;

@@ -664,12 +664,22 @@ static void step_finalize(struct engine *e, struct open_step *st)
 			break;
 		uint8_t cause = tmp[k].cause;
 		uint64_t ns = tmp[k].ns;
-		uint32_t j;
+		uint32_t via = tmp[k].who.via_pid, j;
 
 		memmove(&tmp[k], &tmp[k + 1], (n - k - 1) * sizeof(tmp[0]));
 		n--;
-		for (j = 0; j < n && (tmp[j].cause != cause || tmp[j].has_who); j++)
+		/*
+		 * a preemptor reached through a thread the step waited for goes
+		 * to the wait on that thread's process, where the step names one
+		 * (it is still time spent waiting for it); else to the cause's
+		 * unnamed entry, which the text reads as a sleep nobody traced ended
+		 */
+		for (j = 0; via && j < n && (tmp[j].cause != cause || !tmp[j].has_who ||
+					     tmp[j].who.via_tid || tmp[j].who.pid != via); j++)
 			;
+		if (!via || j == n)
+			for (j = 0; j < n && (tmp[j].cause != cause || tmp[j].has_who); j++)
+				;
 		if (j < n) {
 			tmp[j].ns += ns;
 		} else {
