@@ -312,6 +312,54 @@ static void t_text_tail_episodes(void)
 	world_free(&w);
 }
 
+/* preempted 60 ms: noisy takes 15 ms, then 9 tasks 5 ms each */
+static void inj_crowd(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	(void)len;
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice(w, at, at + 15 * MS, T_CPU, 900, 900, "noisy");
+	for (unsigned k = 0; k < 9; k++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "crowd%u", k);
+		w_runslice(w, at + 15 * MS + k * 5 * MS, at + 20 * MS + k * 5 * MS, T_CPU, 910 + k,
+			   910 + k, name);
+	}
+	w_switch_in(w, at + 60 * MS, T_LAUNCHER, T_CPU);
+}
+
+/* the step line names the largest preemptor with its share, not as the whole of the wait */
+static void t_text_culprit_share(void)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sopt crowd = { .pre = 5 * MS, .gpu = 80 * MS, .len = 60 * MS, .inj = inj_crowd };
+	struct sopt run10 = { .pre = 5 * MS, .gpu = 80 * MS, .len = 20 * MS, .inj = inj_preempt };
+	uint64_t S = 10 * SEC;
+	struct world w;
+	struct engine *e;
+	char *text, *l;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 40; k++)
+		S = std_step(&w, S, k, k == 20 ? &crowd : k == 30 ? &run10 : &plain);
+	w_step(&w, S, T_LAUNCHER, 40);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	text = render(e, report_text, NULL);
+	REQUIRE(text, "render");
+	l = strstr(text, "  step 20: ");
+	CHECK(l && strstr(l, "preempted by noisy[900] on CPU 0 (15.0 ms of it; 9 other tasks and the "
+			  "rest 45.0 ms)"), "step 20's line: %.300s", l ? l : "(absent)");
+	/* one task took it all: no share */
+	l = strstr(text, "  step 30: ");
+	CHECK(l && strstr(l, "preempted by noisy[900] on CPU 0  [tail]"), "step 30's line: %.300s",
+	      l ? l : "(absent)");
+	free(text);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_json_validates(void)
 {
 	struct world w;
@@ -1530,6 +1578,7 @@ int main(void)
 	RUN(t_json_validates);
 	RUN(t_text_escapes_names);
 	RUN(t_text_tail_episodes);
+	RUN(t_text_culprit_share);
 	RUN(t_waker_activity_io_faults);
 	RUN(t_schema_rejects);
 	RUN(t_window_json_validates);

@@ -178,8 +178,8 @@ static void map_phrase(FILE *f, const struct eng_map *m)
 
 	if (m->region) {
 		/* read from /proc/PID/maps (schemas/report.md, "Which mapping") */
-		fprintf(f, " %s faults (%s) in %s mapping %s", report_fmt_count(n1, sizeof(n1), m->faults),
-			fmt_ns(t, sizeof(t), m->ns), what[m->region < ENG_NREGION ? m->region : 0],
+		fprintf(f, " %s fault%s (%s) in %s mapping %s", report_fmt_count(n1, sizeof(n1), m->faults),
+			m->faults == 1 ? "" : "s", fmt_ns(t, sizeof(t), m->ns), what[m->region < ENG_NREGION ? m->region : 0],
 			fmt_size(sz, sizeof(sz), m->len));
 		if (m->path[0] && m->region != ENG_REGION_HEAP && m->region != ENG_REGION_STACK)
 			fprintf(f, " %s%s", m->anon ? "" : "of ", clean(p, sizeof(p), m->path));
@@ -189,8 +189,8 @@ static void map_phrase(FILE *f, const struct eng_map *m)
 					: " (found in the maps during the capture)", f);
 		return;
 	}
-	fprintf(f, " %s faults (%s) in %s mapping %s", report_fmt_count(n1, sizeof(n1), m->faults),
-		fmt_ns(t, sizeof(t), m->ns), m->anon ? "anon" : "file", fmt_size(sz, sizeof(sz), m->len));
+	fprintf(f, " %s fault%s (%s) in %s mapping %s", report_fmt_count(n1, sizeof(n1), m->faults),
+		m->faults == 1 ? "" : "s", fmt_ns(t, sizeof(t), m->ns), m->anon ? "anon" : "file", fmt_size(sz, sizeof(sz), m->len));
 	if (!m->anon && m->path[0])
 		fprintf(f, " of %s", clean(p, sizeof(p), m->path));
 	if (m->step_known)
@@ -527,6 +527,39 @@ const char *report_clean(char *buf, size_t len, const char *s)
 	return clean(buf, len, s);
 }
 
+/*
+ * After a step's culprit for a cause: how much of the cause was its, where
+ * others had a good part of it (a crowd of tasks preempting the thread), so
+ * that the one named is not read as the whole: " (224 ms of it; 9 other
+ * tasks 660 ms)"
+ */
+static void culprit_share(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w)
+{
+	uint64_t mine = 0, all = 0;
+	uint32_t others = 0;
+	char a[32], b[32];
+
+	for (uint32_t i = 0; i < s->nblame; i++) {
+		const struct eng_blame *x = &s->blame[i];
+
+		if (x->cause != cause)
+			continue;
+		all += x->ns;
+		if (x->has_who && eng_who_same(&x->who, w))
+			mine += x->ns;
+		else if (x->has_who)
+			others++;
+	}
+	if (!mine || mine * 10 >= all * 8)
+		return;
+	fprintf(f, " (%s of it; ", fmt_ns(a, sizeof(a), mine));
+	if (others)
+		fprintf(f, "%" PRIu32 " other task%s and the rest %s)", others, others == 1 ? "" : "s",
+			fmt_ns(b, sizeof(b), all - mine));
+	else
+		fprintf(f, "the rest %s)", fmt_ns(b, sizeof(b), all - mine));
+}
+
 void report_cause_phrase(const struct engine *e, const struct eng_step *s, int cause,
 			 const struct eng_who *w, bool has_who, FILE *f)
 {
@@ -571,6 +604,8 @@ int report_step_line(const struct engine *e, const struct eng_step *s, const str
 			fprintf(f, "%s%s +%s", shown ? "; " : ": ", eng_cause_name(ex[i].cause),
 				fmt_ns(x, sizeof(x), ex[i].ns));
 			cause_phrase(f, s, ex[i].cause, &ex[i].who, ex[i].has_who);
+			if (ex[i].has_who)
+				culprit_share(f, s, ex[i].cause, &ex[i].who);
 			shown++;
 		}
 		/* the marker stays last on the line (what a reader greps for) */
