@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A hostile trainer attacks root through the ELF files it maps, which the
-# recorder reads for build ids and the report for symbols (SECURITY.md, "Files
-# the target maps"). Each attack is a copy of tests/progs/sbstack (whose slow
+# recorder reads for build ids and the report for symbols (SECURITY.md, "The
+# target's files, names and credentials"). Each attack is a copy of tests/progs/sbstack (whose slow
 # calls come from functions with known names), changed, run and recorded:
 #  - debuglink: stripped, with a .gnu_debuglink naming a FIFO beside it; the
 #    report must not open it (libdwfl's standard lookup waited forever);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * ELF files the target controls (base/elfsafe.h; SECURITY.md, "Files the
- * target maps"): every size a header claims is checked against the file and
+ * ELF files the target controls (base/elfsafe.h; SECURITY.md, "The
+ * target's files, names and credentials"): every size a header claims is checked against the file and
  * a bound before libelf allocates for it.
  */
 #include <stdbool.h>

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * ELF files the target controls, read within bounds before libelf or libdw
- * is let at them (SECURITY.md, "Files the target maps").
+ * is let at them (SECURITY.md, "The target's files, names and
+ * credentials").
  */
 #ifndef SB_BASE_ELFSAFE_H
 #define SB_BASE_ELFSAFE_H

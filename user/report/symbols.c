@@ -7,11 +7,12 @@
  * opened read-only, regular files only, and used only when they are the file
  * the trace recorded (its device and inode, or its build id); read with
  * pread, never mapped, and their symbol tables checked before libdwfl reads
- * them (base/elfsafe.h; SECURITY.md, "Files the target maps").
+ * them (base/elfsafe.h; SECURITY.md, "The target's files, names and
+ * credentials").
  */
 #include <fcntl.h>
-#include <stdio.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
