@@ -923,14 +923,15 @@ static struct thread *followed_waker(struct engine *e, uint32_t pid, uint32_t ti
  * The followed thread that made w, when w was made after s: before it
  * existed, what its waker did was its maker's (a DataLoader worker starts the
  * thread that hands over its first batch only once the batch is ready). Only
- * a maker made before w: a trace cannot make the walk go round.
+ * a maker made before w: a trace cannot make the walk go round. victim: the
+ * sleeper, never its own waker's maker (NULL: no sleeper to leave out).
  */
 static struct thread *maker_before(struct engine *e, const struct thread *w, uint64_t s,
 				   const struct thread *victim)
 {
 	struct thread *c;
 
-	if (!w->new_ns || w->new_ns <= s || w->new_by_tid == victim->tid)
+	if (!w->new_ns || w->new_ns <= s || (victim && w->new_by_tid == victim->tid))
 		return NULL;
 	c = followed_waker(e, w->new_by_pid, w->new_by_tid, w);
 	return c && c->new_ns < w->new_ns ? c : NULL;
@@ -1070,9 +1071,9 @@ static void act_walk(struct engine *e, const struct thread *w, uint64_t s, uint6
 	if (w->new_ns > s) {
 		/* before it was made: its maker's doing, or nothing known */
 		uint64_t b = min64(w->new_ns, end);
-		const struct thread *c = w->new_by_tid ? thread_find(e, w->new_by_tid) : NULL;
+		const struct thread *c = maker_before(e, w, s, NULL);
 
-		if (c && !c->sink && c->pid == w->new_by_pid && c->new_ns < w->new_ns)
+		if (c)
 			act_walk(e, c, s, b, act);
 		if (b >= end)
 			return;

@@ -583,11 +583,14 @@ static struct eng_step *result_slot(struct engine *e)
 	return RESULT(e, e->nresults);
 }
 
+/* culprits a step's table holds on the stack (CULPRITS_MAX on the heap) */
+#define FEW_CULPRITS 48
+
 static void step_finalize(struct engine *e, struct open_step *st)
 {
 	struct eng_step *r;
 	/* a step's own culprits and causes: on the stack unless a crowd preempted it */
-	struct eng_blame few[48 + ENG_NCAUSE], *tmp = few;
+	struct eng_blame few[FEW_CULPRITS + ENG_NCAUSE], *tmp = few;
 	uint32_t n = 0;
 	uint64_t per_cause_named[ENG_NCAUSE] = { 0 };
 
@@ -624,7 +627,7 @@ static void step_finalize(struct engine *e, struct open_step *st)
 		r->crit_tid = st->marker_tid;
 	snprintf(r->crit_comm, sizeof(r->crit_comm), "%s", thread_name_of(e, r->crit_tid));
 
-	if (st->accum.nculprits > 48 &&
+	if (st->accum.nculprits > FEW_CULPRITS &&
 	    !(tmp = malloc((st->accum.nculprits + ENG_NCAUSE) * sizeof(*tmp)))) {
 		/* no memory for the names: the causes alone */
 		tmp = few;
