@@ -539,6 +539,40 @@ static void t_target_killed_during_load(void)
 	printf("# after %.2f s: %s\n", (mono_ns() - t0) / 1e9, err);
 }
 
+/*
+ * A hostile target whose mmap (the agent's first remote call) runs exec: the
+ * held thread becomes another program, which a setuid bit would make
+ * privileged since root traces it. The agent gives up and writes nothing into
+ * it: the new program runs to its end (registers of the old one put into it
+ * would crash it).
+ */
+static void t_hostile_exec_in_call(void)
+{
+	char prog[256];
+	const char *args[] = { "--exec-in-mmap", prog, "3000", NULL };
+	struct inject_opts o = { .memfd_name = "sbinject-test", .entry = "sbinject_entry" };
+	struct inject_result res;
+	struct target t = { 0 };
+	char lib[256], err[512], last[512], exe[PATH_MAX], link[64];
+	ssize_t n;
+	int rc;
+
+	path_of(prog, sizeof(prog), "tests/progs/sbstatic");
+	if (!prepare(&t, args, lib, sizeof(lib)))
+		return;
+	o.lib = lib;
+	rc = inject_library(t.pid, &o, &res, err, sizeof(err));
+	CHECK(rc < 0 && strstr(err, "ran exec while the collector was being loaded"),
+	      "rc %d: %s", rc, err);
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)t.pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	CHECK(strstr(exe, "sbstatic") != NULL, "the target runs %s, not the program it exec'd", exe);
+	rc = finish(&t, last, sizeof(last));
+	CHECK(rc == 0, "the exec'd program ended with %d (the agent wrote into it?)", rc);
+	printf("# %s\n", err);
+}
+
 /* a statically linked program has no loader to call */
 static void t_refuse_static(void)
 {
@@ -586,6 +620,7 @@ int main(void)
 	RUN(t_hostile_memfd_decoy);
 	RUN(t_hostile_memfd_decoy_unlinked);
 	RUN(t_target_killed_during_load);
+	RUN(t_hostile_exec_in_call);
 	RUN(t_refuse_static);
 	RUN(t_yama_scope);
 	return test_summary();

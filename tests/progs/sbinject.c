@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -312,12 +313,43 @@ static void memfd_decoy(const char *path, bool unlinked)
 	pthread_detach(th);
 }
 
+/* --exec-in-mmap: what the C library's mmap now does (the agent's first remote call) */
+static const char *exec_prog;
+
+static void exec_instead(void)
+{
+	execl(exec_prog, exec_prog, "1500", (char *)NULL);
+	_exit(126);
+}
+
+/*
+ * A hostile target: its mmap jumps to code that runs exec, so a remote call
+ * of the agent's makes the held thread another program (movabs rax, fn; jmp rax)
+ */
+static void mmap_execs(const char *prog)
+{
+	uint8_t *m = dlsym(RTLD_DEFAULT, "mmap");
+	uint64_t fn = (uint64_t)(uintptr_t)exec_instead;
+	uintptr_t page = (uintptr_t)m & ~(uintptr_t)4095;
+
+	exec_prog = prog;
+	if (!m || mprotect((void *)page, 8192, PROT_READ | PROT_WRITE | PROT_EXEC)) {
+		fprintf(stderr, "sbinject: mmap not patched: %s\n", strerror(errno));
+		exit(2);
+	}
+	m[0] = 0x48;
+	m[1] = 0xb8;
+	memcpy(m + 2, &fn, sizeof(fn));
+	m[10] = 0xff;
+	m[11] = 0xe0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *decoy = NULL;
 	bool decoy_unlinked = false, marks = false;
 	bool kill_memfd = false, docker = false, block_segv = false;
-	const char *late_lib = NULL;
+	const char *late_lib = NULL, *exec_in_mmap = NULL;
 	long ms = 3000;
 	pthread_t th[4];
 	sigset_t m0;
@@ -345,6 +377,8 @@ int main(int argc, char **argv)
 			decoy = argv[++i];
 		} else if (!strcmp(argv[i], "--late-lib") && i + 1 < argc) {
 			late_lib = argv[++i];
+		} else if (!strcmp(argv[i], "--exec-in-mmap") && i + 1 < argc) {
+			exec_in_mmap = argv[++i];
 		} else
 			ms = atol(argv[i]);
 	}
@@ -374,6 +408,8 @@ int main(int argc, char **argv)
 	pthread_create(&th[1], NULL, sleeper, NULL);
 	pthread_create(&th[2], NULL, futexer, NULL);
 	pthread_create(&th[3], NULL, epoller, NULL);
+	if (exec_in_mmap)
+		mmap_execs(exec_in_mmap);
 	printf("ready\n");
 	fflush(stdout);
 	for (uint64_t t0 = now_ns(); now_ns() - t0 < (uint64_t)ms * 1000000ull;) {

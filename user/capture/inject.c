@@ -550,6 +550,8 @@ static long thread_syscall(pid_t pid, pid_t tid)
 struct remote {
 	pid_t pid, tid;
 	bool seized;
+	bool execd;             /* the thread ran exec while seized: nothing of ours goes into it */
+	int mem;                /* /proc/PID/mem, opened while the thread was stopped (mem_open) */
 	bool have_state;        /* saved and xstate hold this thread's registers */
 	struct user_regs_struct saved;
 	void *xstate;
@@ -577,6 +579,15 @@ static int wait_stop(struct remote *r, int *status)
 			}
 			continue;
 		}
+		/*
+		 * A thread other than the main one that runs exec takes the
+		 * process's id, with no word of its old one (ptrace(2), "execve(2)
+		 * under ptrace"): its exec stop comes under the new id
+		 */
+		if (w < 0 && errno == ECHILD && r->tid != r->pid && r->seized) {
+			r->tid = r->pid;
+			continue;
+		}
 		if (w < 0 && errno != EINTR) {
 			r->seized = false;
 			return 0;
@@ -590,11 +601,25 @@ static int wait_stop(struct remote *r, int *status)
 	}
 }
 
+/*
+ * The thread ran exec (PTRACE_O_TRACEEXEC): it is another program now, maybe
+ * a setuid one, which the kernel let gain its privileges because root traces
+ * it. Nothing of ours may go into it, registers or memory (SECURITY.md,
+ * "Loading the collector late").
+ */
+static bool exec_stop(struct remote *r, int st)
+{
+	if ((st >> 16) != PTRACE_EVENT_EXEC)
+		return false;
+	r->execd = true;
+	return true;
+}
+
 static int seize(struct remote *r)
 {
 	int st, w;
 
-	if (ptrace(PTRACE_SEIZE, r->tid, NULL, NULL))
+	if (ptrace(PTRACE_SEIZE, r->tid, NULL, (void *)(long)PTRACE_O_TRACEEXEC))
 		return -errno;
 	r->seized = true;
 	if (ptrace(PTRACE_INTERRUPT, r->tid, NULL, NULL))
@@ -603,6 +628,8 @@ static int seize(struct remote *r)
 		w = wait_stop(r, &st);
 		if (w <= 0)
 			return w ? w : -ESRCH;
+		if (exec_stop(r, st))
+			return -EPERM;
 		if ((st >> 16) == PTRACE_EVENT_STOP)
 			return 0;
 		/* a signal on its way to the thread: let it go where it was going */
@@ -644,6 +671,12 @@ static bool release(struct remote *r)
 
 	if (!r->seized)
 		return true;
+	if (r->execd) {
+		/* its exec stop: let it go as it is (it stopped for us, so no signal is lost) */
+		ptrace(PTRACE_DETACH, r->tid, NULL, NULL);
+		r->seized = false;
+		return false;
+	}
 	if (!r->have_state) {
 		/* never changed: only let go (a tracee must be stopped to be detached) */
 		if (ptrace(PTRACE_DETACH, r->tid, NULL, NULL) &&
@@ -677,18 +710,39 @@ static bool release(struct remote *r)
 	return ok;
 }
 
+/*
+ * The target's memory through /proc/PID/mem opened while the seized thread
+ * was stopped: that file stays on the address space it was opened on, so
+ * after an exec (by any thread) a write lands in the old program's memory,
+ * never in the new one's (SECURITY.md, "Loading the collector late")
+ */
+static int mem_open(struct remote *r)
+{
+	char path[64];
+	struct user_regs_struct regs;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)r->pid);
+	r->mem = open(path, O_RDWR | O_CLOEXEC);
+	if (r->mem < 0)
+		return -errno;
+	/* still our stopped thread: no exec came between its stop and the open */
+	if (ptrace(PTRACE_GETREGS, r->tid, NULL, &regs))
+		return -ESRCH;
+	return 0;
+}
+
 static int poke(struct remote *r, uint64_t addr, const void *buf, size_t len)
 {
-	struct iovec l = { (void *)buf, len }, rm = { (void *)(uintptr_t)addr, len };
-
-	return process_vm_writev(r->pid, &l, 1, &rm, 1, 0) == (ssize_t)len ? 0 : -EFAULT;
+	if (r->execd || r->mem < 0 || addr > INT64_MAX - len)
+		return -EFAULT;
+	return pwrite(r->mem, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -EFAULT;
 }
 
 static int peek(struct remote *r, uint64_t addr, void *buf, size_t len)
 {
-	struct iovec l = { buf, len }, rm = { (void *)(uintptr_t)addr, len };
-
-	return process_vm_readv(r->pid, &l, 1, &rm, 1, 0) == (ssize_t)len ? 0 : -EFAULT;
+	if (r->execd || r->mem < 0 || addr > INT64_MAX - len)
+		return -EFAULT;
+	return pread(r->mem, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -EFAULT;
 }
 
 /*
@@ -702,6 +756,8 @@ static int rcall(struct remote *r, uint64_t fn, uint64_t sp, const uint64_t a[6]
 	int st, w;
 
 	sp = (sp & ~(uint64_t)15) - 8; /* as after a call: (rsp + 8) % 16 == 0 */
+	if (r->execd)
+		return -EPERM;
 	if (poke(r, sp, &zero, sizeof(zero)))
 		return -EFAULT;
 	regs.rip = fn;
@@ -721,11 +777,15 @@ static int rcall(struct remote *r, uint64_t fn, uint64_t sp, const uint64_t a[6]
 			/* stuck (a lock its own interrupted code holds?): take it back */
 			if (!ptrace(PTRACE_INTERRUPT, r->tid, NULL, NULL)) {
 				r->deadline = mono_ns() + 2000000000ull;
-				while ((w = wait_stop(r, &st)) > 0 && (st >> 16) != PTRACE_EVENT_STOP)
+				while ((w = wait_stop(r, &st)) > 0 && (st >> 16) != PTRACE_EVENT_STOP &&
+				       !exec_stop(r, st))
 					ptrace(PTRACE_CONT, r->tid, NULL, (void *)(long)WSTOPSIG(st));
 			}
-			return -ETIMEDOUT;
+			return r->execd ? -EPERM : -ETIMEDOUT;
 		}
+		/* the thread ran exec in our call (the target's own code at that address) */
+		if (exec_stop(r, st))
+			return -EPERM;
 		if ((st >> 16) == PTRACE_EVENT_STOP) {
 			/* a group stop (SIGSTOP to the process): keep running our call */
 			if (ptrace(PTRACE_CONT, r->tid, NULL, NULL))
@@ -990,7 +1050,7 @@ int inject_scan(pid_t pid, struct inject_maps *m)
 int inject_library(pid_t pid, const struct inject_opts *o, struct inject_result *res,
 		   char *err, size_t errlen)
 {
-	struct remote r = { .pid = pid, .err = err, .errlen = errlen };
+	struct remote r = { .pid = pid, .mem = -1, .err = err, .errlen = errlen };
 	struct sym_want s[S_N];
 	struct maps_facts mf;
 	const char *memfd = o->memfd_name ? o->memfd_name : INJECT_MEMFD_NAME;
@@ -1020,6 +1080,8 @@ int inject_library(pid_t pid, const struct inject_opts *o, struct inject_result 
 	r.deadline = mono_ns() + (uint64_t)(o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS) *
 				 1000000ull;
 	e = pick_thread(&r, o->tid);
+	if (!e && (e = mem_open(&r)))
+		fail(&r, e, "PID %d: its memory: %s", (int)pid, strerror(-e));
 	if (e)
 		goto out;
 	t0 = mono_ns();
@@ -1166,7 +1228,14 @@ out:
 			e = fail(&r, -EIO, "could not put thread %d of PID %d back as it was",
 				 (int)r.tid, (int)pid);
 	}
+	if (r.execd && !e)
+		e = -EPERM;
+	if (r.execd)
+		fail(&r, e, "PID %d ran exec while the collector was being loaded: left alone, "
+		     "nothing written into the new program", (int)pid);
 	free(r.xstate);
+	if (r.mem >= 0)
+		close(r.mem);
 	if (pidfd >= 0)
 		close(pidfd);
 	return e;
