@@ -145,6 +145,31 @@ static void inj_evil(struct world *w, uint64_t at, uint64_t len, void *arg)
 	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
 }
 
+/* what reaches a terminal from a name the target chose: no control, no reordering */
+static void t_printable(void)
+{
+	static const struct { const char *in, *out; } cases[] = {
+		{ "plain name", "plain name" },
+		{ "caf\xc3\xa9 \xe6\x97\xa5", "caf\xc3\xa9 \xe6\x97\xa5" },       /* é and a CJK character stay */
+		{ "\x1b[2J", "?[2J" },                                             /* ESC */
+		{ "a\xc2\x9b" "2Jb", "a??2Jb" },                                    /* CSI as C1 */
+		{ "\xc2\x9d" "0;PWN\xc2\x9c", "??0;PWN??" },                        /* OSC ... ST */
+		{ "exe.\xe2\x80\xae" "fdp", "exe.???fdp" },                         /* RIGHT-TO-LEFT OVERRIDE */
+		{ "x\xe2\x81\xa6y", "x???y" },                                     /* LEFT-TO-RIGHT ISOLATE */
+		{ "\xc0\xaf\xed\xa0\x80", "?????" },                              /* overlong, surrogate */
+		{ "tab\there\x7f", "tab?here?" },
+	};
+	char buf[64];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		sb_printable(buf, sizeof(buf), cases[i].in, strlen(cases[i].in));
+		CHECK(!strcmp(buf, cases[i].out), "case %zu: '%s', want '%s'", i, buf, cases[i].out);
+	}
+	/* cut at the buffer, never inside a character */
+	sb_printable(buf, 5, "ab\xc3\xa9\xc3\xa9", 6);
+	CHECK(!strcmp(buf, "ab\xc3\xa9"), "cut: '%s'", buf);
+}
+
 static void t_text_escapes_names(void)
 {
 	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
@@ -1576,6 +1601,7 @@ int main(void)
 		return 1;
 	}
 	RUN(t_json_validates);
+	RUN(t_printable);
 	RUN(t_text_escapes_names);
 	RUN(t_text_tail_episodes);
 	RUN(t_text_culprit_share);

@@ -269,6 +269,44 @@ size_t utf8_seq_len(const unsigned char *s, size_t n)
 	return len;
 }
 
+size_t utf8_printable(const unsigned char *s, size_t n)
+{
+	size_t k = utf8_seq_len(s, n);
+
+	if (!k || (k == 1 && (s[0] < 0x20 || s[0] == 0x7f)))
+		return 0;
+	if (k == 2 && s[0] == 0xc2 && s[1] < 0xa0)
+		return 0;
+	if (k == 3 && s[0] == 0xe2 && ((s[1] == 0x80 && s[2] >= 0xaa && s[2] <= 0xae) ||
+				       (s[1] == 0x81 && s[2] >= 0xa6 && s[2] <= 0xa9)))
+		return 0;
+	return k;
+}
+
+const char *sb_printable(char *buf, size_t len, const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t o = 0, i = 0, k;
+
+	if (!len)
+		return buf;
+	while (i < n && u[i] && o + 1 < len) {
+		k = utf8_printable(u + i, n - i);
+		if (!k) {
+			buf[o++] = '?';
+			i++;
+			continue;
+		}
+		if (o + k >= len)
+			break;
+		memcpy(buf + o, u + i, k);
+		o += k;
+		i += k;
+	}
+	buf[o] = 0;
+	return buf;
+}
+
 bool sb_is_file(const char *path)
 {
 	struct stat st;

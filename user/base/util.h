@@ -32,6 +32,19 @@ bool str_ends_with(const char *s, const char *suffix);
 
 /* the length of the valid UTF-8 character at s (at most n bytes there; 1 for ASCII), 0 if none */
 size_t utf8_seq_len(const unsigned char *s, size_t n);
+/*
+ * Bytes of the printable UTF-8 character at s (n bytes there), 0 if it is not
+ * one: a control (C0, DEL, C1 such as CSI U+009B), a bidirectional override
+ * or isolate (U+202A..U+202E, U+2066..U+2069: text shown in another order
+ * than it reads), or bytes that are not UTF-8
+ */
+size_t utf8_printable(const unsigned char *s, size_t n);
+/*
+ * The first n bytes of s (up to a NUL) made safe for a terminal into buf:
+ * controls (C0, DEL, C1), bidirectional overrides and bytes that are not
+ * UTF-8 become '?'. Returns buf.
+ */
+const char *sb_printable(char *buf, size_t len, const char *s, size_t n);
 
 /* the comm of a thread (/proc/PID/task/TID/comm), "" if gone */
 void thread_comm(pid_t pid, pid_t tid, char *buf, size_t len);

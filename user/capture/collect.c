@@ -516,22 +516,22 @@ static void note(struct capture *c, const char *fmt, ...) __attribute__((format(
 
 static void note(struct capture *c, const char *fmt, ...)
 {
-	char line[512];
+	char raw[512], line[512];
 	va_list ap;
 	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
+	n = vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
-	if (n >= (int)sizeof(line))
-		n = sizeof(line) - 1;
+	if (n >= (int)sizeof(raw))
+		n = sizeof(raw) - 1;
 	/*
-	 * Notes carry names the target chose (its comm, its files' paths): a
-	 * control character among them reaches the user's terminal as '?'
+	 * Notes carry names the target chose (its comm, its files' paths, what
+	 * its loader said): a control character or a C1 escape among them
+	 * reaches the user's terminal as '?' (SECURITY.md, "Output to the terminal")
 	 */
-	for (int i = 0; i < n; i++)
-		if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
-			line[i] = '?';
+	sb_printable(line, sizeof(line), raw, (size_t)(n > 0 ? n : 0));
+	n = (int)strlen(line);
 	put_text(c, SB_REC_NOTE, 0, c->o->probe.pid, 0, line, n);
 	if (!c->o->quiet)
 		fprintf(stderr, "stepblame: %s\n", line);

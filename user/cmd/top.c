@@ -137,11 +137,11 @@ static void put_line(FILE *f, unsigned cols, const char *str)
 	unsigned n = 0;
 
 	while (*s && *s != '\n' && ++n < cols) {
-		size_t l = *s >= 0x80 ? utf8_seq_len(s, (size_t)(end - s)) : 1;
+		size_t l = utf8_printable(s, (size_t)(end - s));
 
-		if (*s < 0x20 || *s == 0x7f || !l || (l == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
+		if (!l) {
 			fputc('?', f);
-			s += l ? l : 1;
+			s++;
 		} else {
 			fwrite(s, 1, l, f);
 			s += l;

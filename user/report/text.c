@@ -52,46 +52,15 @@ const char *report_fmt_count(char *buf, size_t len, uint64_t v)
 	return buf;
 }
 
-/* a thread or process name as printable text */
-/* bytes of the UTF-8 sequence at s that is printable, 0 if none (a control or invalid) */
-static size_t utf8_printable(const unsigned char *s)
-{
-	size_t n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 :
-		   s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
-
-	if (!n || (n == 1 && (s[0] < 0x20 || s[0] == 0x7f)))
-		return 0;
-	for (size_t i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	/* U+0080..U+009F: C1 controls (CSI is U+009B) */
-	return n == 2 && s[0] == 0xc2 && s[1] < 0xa0 ? 0 : n;
-}
-
 /*
  * A name another process chose (its comm), made safe for a terminal: control
- * characters (C0, DEL, C1) and bytes that are not UTF-8 become '?'.
+ * characters (C0, DEL, C1), bidirectional overrides and bytes that are not
+ * UTF-8 become '?'.
  */
 static const char *clean(char *buf, size_t len, const char *s)
 {
-	const unsigned char *u = (const unsigned char *)s;
-	size_t o = 0, n;
-
-	while (*u && o + 1 < len) {
-		n = utf8_printable(u);
-		if (!n) {
-			buf[o++] = '?';
-			u++;
-			continue;
-		}
-		if (o + n >= len)
-			break;
-		memcpy(buf + o, u, n);
-		o += n;
-		u += n;
-	}
-	buf[o] = 0;
-	if (!o)
+	sb_printable(buf, len, s, strlen(s));
+	if (!buf[0])
 		snprintf(buf, len, "?");
 	return buf;
 }
