@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * base/timedread: a read that another process holds up is abandoned, and
- * after that nothing more is read that way. A FIFO with no writer stands in
+ * base/timedread: a read that another process holds up is abandoned; with
+ * too many of them still held nothing more is read that way, until one returns. A FIFO with no writer stands in
  * for a /proc/PID/cmdline held up by its process: opening it waits forever.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/timedread.h"
 #include "test.h"
@@ -38,19 +39,36 @@ static void t_reads_a_file(void)
 
 static void t_held_read_abandoned(void)
 {
-	char path[256], buf[64] = "untouched";
+	char path[256], plain[256], buf[64] = "untouched";
 	ssize_t n;
+	int w;
 
 	snprintf(path, sizeof(path), "%s/fifo", dir);
+	snprintf(plain, sizeof(plain), "%s/plain", dir);
 	REQUIRE(mkfifo(path, 0600) == 0, "mkfifo: %s", strerror(errno));
 	n = read_small_file_timed(path, buf, sizeof(buf), 100);
 	CHECK(n == -ETIMEDOUT, "held read returned %zd", n);
 	CHECK(strcmp(buf, "untouched") == 0, "buffer written by an abandoned read");
-	CHECK(timed_read_stalled(), "not marked stalled");
-	/* from now on nothing is read this way, not even a plain file */
-	snprintf(path, sizeof(path), "%s/plain", dir);
-	n = read_small_file_timed(path, buf, sizeof(buf), 5000);
-	CHECK(n == -EDEADLK, "read after a stall returned %zd", n);
+	CHECK(!timed_read_stalled(), "one held read stops every later one");
+	n = read_small_file_timed(plain, buf, sizeof(buf), 5000);
+	CHECK(n == 55, "a plain read after one held read returned %zd", n);
+	/* up to the most left behind: then nothing is read this way */
+	for (int i = 1; i < TIMED_READ_STUCK_MAX; i++) {
+		n = read_small_file_timed(path, buf, sizeof(buf), 50);
+		CHECK(n == -ETIMEDOUT, "held read %d returned %zd", i, n);
+	}
+	CHECK(timed_read_stalled(), "not marked stalled with %d readers left behind",
+	      TIMED_READ_STUCK_MAX);
+	n = read_small_file_timed(plain, buf, sizeof(buf), 5000);
+	CHECK(n == -EDEADLK, "read with %d held returned %zd", TIMED_READ_STUCK_MAX, n);
+	/* the holder lets go (a writer comes and goes): reads go on */
+	w = open(path, O_WRONLY);
+	REQUIRE(w >= 0, "open the fifo for writing: %s", strerror(errno));
+	close(w);
+	for (int i = 0; i < 200 && timed_read_stalled(); i++)
+		usleep(10000);
+	n = read_small_file_timed(plain, buf, sizeof(buf), 5000);
+	CHECK(n == 55, "a plain read once the holder let go returned %zd", n);
 }
 
 int main(void)

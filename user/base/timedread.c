@@ -15,13 +15,15 @@ struct treq {
 	pthread_cond_t cv;
 	int refs;         /* the caller's and the reader's */
 	bool done;
+	bool abandoned;   /* the caller gave up on it: it counts in stuck until it returns */
 	ssize_t ret;
 	size_t len;
 	char path[4096];
 	char buf[];       /* len bytes */
 };
 
-static atomic_bool stalled;
+/* readers abandoned and still blocked: the threads left behind */
+static atomic_int stuck;
 
 static void treq_put(struct treq *r)
 {
@@ -45,6 +47,8 @@ static void *reader(void *arg)
 	pthread_mutex_lock(&r->mu);
 	r->ret = n;
 	r->done = true;
+	if (r->abandoned)
+		atomic_fetch_sub(&stuck, 1);
 	pthread_cond_signal(&r->cv);
 	pthread_mutex_unlock(&r->mu);
 	treq_put(r);
@@ -53,7 +57,7 @@ static void *reader(void *arg)
 
 bool timed_read_stalled(void)
 {
-	return atomic_load(&stalled);
+	return atomic_load(&stuck) >= TIMED_READ_STUCK_MAX;
 }
 
 ssize_t read_small_file_timed(const char *path, char *buf, size_t len, unsigned timeout_ms)
@@ -67,7 +71,7 @@ ssize_t read_small_file_timed(const char *path, char *buf, size_t len, unsigned 
 
 	if (!len)
 		return -EINVAL;
-	if (atomic_load(&stalled))
+	if (atomic_load(&stuck) >= TIMED_READ_STUCK_MAX)
 		return -EDEADLK;
 	if (strlen(path) >= sizeof(r->path))
 		return -ENAMETOOLONG;
@@ -109,7 +113,8 @@ ssize_t read_small_file_timed(const char *path, char *buf, size_t len, unsigned 
 			memcpy(buf, r->buf, (size_t)ret + 1);
 	} else {
 		/* the reader stays blocked; it frees the request if it ever returns */
-		atomic_store(&stalled, true);
+		r->abandoned = true;
+		atomic_fetch_add(&stuck, 1);
 		ret = -ETIMEDOUT;
 	}
 	pthread_mutex_unlock(&r->mu);

@@ -73,7 +73,7 @@ int cpu_node(int cpu);
 bool cpu_online(int cpu);
 /*
  * pid's /proc/PID/maps into *out (malloc'd, NUL-terminated): its length, or
- * -errno (-ETIMEDOUT: the read stalled, -EDEADLK: one did before; timedread.h).
+ * -errno (-ETIMEDOUT: the read stalled, -EDEADLK: too many did and are still blocked; timedread.h).
  * At most MAPS_TEXT_MAX bytes; the last line may be cut short. hint: its
  * size when last read (0: not known), to read it once. (capture/binfile.c)
  */
