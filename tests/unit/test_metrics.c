@@ -71,7 +71,7 @@ static double value_of(const char *text, const char *prefix)
 static void t_sums_and_labels(void)
 {
 	struct metrics_labels lb = { 0 };
-	struct eng_blame b[40];
+	struct eng_blame b[46];
 	struct metrics *m;
 	char *t, name[32];
 
@@ -80,14 +80,20 @@ static void t_sums_and_labels(void)
 	snprintf(lb.host, sizeof(lb.host), "h");
 	m = metrics_new(&lb, 42, "tr\"ai\\ner\n");
 	REQUIRE(m, "metrics_new");
-	/* 30 steps of 4 ms with 1 ms of cpu_wait, 10 of 40 ms with 30 ms; 12 names */
-	for (int i = 0; i < 40; i++) {
+	/*
+	 * 30 steps of 4 ms with 1 ms of cpu_wait, 10 of 40 ms with 30 ms; 12 names;
+	 * 6 more, of 4 ms with 1 ms, behind threads of the trainer (pid 42) that
+	 * it named after other programs: their own series, never the others'
+	 */
+	for (int i = 0; i < 46; i++) {
 		struct eng_step s;
 
-		snprintf(name, sizeof(name), i < 30 ? "hog%d" : "big", i % 12);
-		s = i < 30 ? step_of(i, 4000000, 1000000, name, &b[i])
-			   : step_of(i, 40000000, 30000000, "big", &b[i]);
-		s.tail = i >= 30;
+		snprintf(name, sizeof(name), i < 30 ? "hog%d" : i >= 40 ? "sshd%d" : "big", i % 12);
+		s = i < 30 || i >= 40 ? step_of(i, 4000000, 1000000, name, &b[i])
+				      : step_of(i, 40000000, 30000000, "big", &b[i]);
+		if (i >= 40)
+			b[i].who.pid = 42;
+		s.tail = i >= 30 && i < 40;
 		metrics_step(m, &s);
 	}
 	{
@@ -98,19 +104,19 @@ static void t_sums_and_labels(void)
 	metrics_drops(m, 7);
 	t = render(m);
 	REQUIRE(t, "render");
-	CHECK(value_of(t, "stepblame_steps_total{job=\"job-1\",rank=\"3\",host=\"h\"}") == 40,
+	CHECK(value_of(t, "stepblame_steps_total{job=\"job-1\",rank=\"3\",host=\"h\"}") == 46,
 	      "steps_total:\n%.400s", t);
 	CHECK(value_of(t, "stepblame_step_duration_seconds_bucket{job=\"job-1\",rank=\"3\",host=\"h\",le=\"0.002\"}") == 0 &&
-	      value_of(t, "stepblame_step_duration_seconds_bucket{job=\"job-1\",rank=\"3\",host=\"h\",le=\"0.005\"}") == 30 &&
-	      value_of(t, "stepblame_step_duration_seconds_bucket{job=\"job-1\",rank=\"3\",host=\"h\",le=\"0.05\"}") == 40 &&
-	      value_of(t, "stepblame_step_duration_seconds_bucket{job=\"job-1\",rank=\"3\",host=\"h\",le=\"+Inf\"}") == 40,
+	      value_of(t, "stepblame_step_duration_seconds_bucket{job=\"job-1\",rank=\"3\",host=\"h\",le=\"0.005\"}") == 36 &&
+	      value_of(t, "stepblame_step_duration_seconds_bucket{job=\"job-1\",rank=\"3\",host=\"h\",le=\"0.05\"}") == 46 &&
+	      value_of(t, "stepblame_step_duration_seconds_bucket{job=\"job-1\",rank=\"3\",host=\"h\",le=\"+Inf\"}") == 46,
 	      "buckets are not cumulative counts");
-	CHECK(value_of(t, "stepblame_step_duration_seconds_sum{") > 0.5199 &&
-	      value_of(t, "stepblame_step_duration_seconds_sum{") < 0.5201, "sum: %g",
+	CHECK(value_of(t, "stepblame_step_duration_seconds_sum{") > 0.5439 &&
+	      value_of(t, "stepblame_step_duration_seconds_sum{") < 0.5441, "sum: %g",
 	      value_of(t, "stepblame_step_duration_seconds_sum{"));
 	CHECK(value_of(t, "stepblame_tail_steps_total{") == 10, "tail");
-	CHECK(value_of(t, "stepblame_blame_seconds_total{job=\"job-1\",rank=\"3\",host=\"h\",cause=\"cpu_wait\"}") > 0.3299 &&
-	      value_of(t, "stepblame_blame_seconds_total{job=\"job-1\",rank=\"3\",host=\"h\",cause=\"cpu_wait\"}") < 0.3301,
+	CHECK(value_of(t, "stepblame_blame_seconds_total{job=\"job-1\",rank=\"3\",host=\"h\",cause=\"cpu_wait\"}") > 0.3359 &&
+	      value_of(t, "stepblame_blame_seconds_total{job=\"job-1\",rank=\"3\",host=\"h\",cause=\"cpu_wait\"}") < 0.3361,
 	      "cpu_wait blame");
 	CHECK(value_of(t, "stepblame_dropped_events_total{") == 7, "drops");
 	/* ten names keep their series, the rest is other: 2 hog names and nothing of big */
@@ -118,9 +124,15 @@ static void t_sums_and_labels(void)
 
 	for (const char *p = t; (p = strstr(p, "\nstepblame_interferer_seconds_total{")); p++)
 		series++;
-	CHECK(series == 11 && strstr(t, "comm=\"other\"}"), "%zu interferer series", series);
-	CHECK(fabs(value_of(t, "stepblame_interferer_seconds_total{job=\"job-1\",rank=\"3\",host=\"h\",comm=\"other\"}") - 0.304) < 1e-6,
+	CHECK(series == 16 && strstr(t, "comm=\"other\",own=\"false\"}"), "%zu interferer series",
+	      series);
+	CHECK(fabs(value_of(t, "stepblame_interferer_seconds_total{job=\"job-1\",rank=\"3\",host=\"h\",comm=\"other\",own=\"false\"}") - 0.304) < 1e-6,
 	      "other: the two later hog names (4 ms) and big (300 ms)");
+	/* the trainer's threads: own="true", four names and the rest, none among the others */
+	CHECK(fabs(value_of(t, "stepblame_interferer_seconds_total{job=\"job-1\",rank=\"3\",host=\"h\",comm=\"sshd4\",own=\"true\"}") - 0.001) < 1e-6 &&
+	      fabs(value_of(t, "stepblame_interferer_seconds_total{job=\"job-1\",rank=\"3\",host=\"h\",comm=\"other\",own=\"true\"}") - 0.002) < 1e-6 &&
+	      !strstr(t, "comm=\"sshd4\",own=\"false\""),
+	      "the trainer's own threads: %.300s", strstr(t, "own=\"true\"") ? strstr(t, "own=\"true\"") : t);
 	/* the target's name escaped in its label */
 	CHECK(strstr(t, "target_comm=\"tr\\\"ai\\\\ner\\n\"") != NULL, "target_comm not escaped: %s",
 	      strstr(t, "target_comm") ? strstr(t, "target_comm") : "(none)");

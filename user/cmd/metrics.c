@@ -27,8 +27,21 @@
 static const double bucket_s[] = { 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
 				   0.2,   0.5,   1,     2,    5,    10,   30 };
 #define NBUCKET ((int)ARRAY_SIZE(bucket_s))
-/* interferers by name: a bounded label set, the rest summed as "other" */
+/*
+ * Interferers by name: a bounded label set, the rest summed as "other"; the
+ * trainer's own threads apart (own="true"), in a smaller table, so that
+ * names it gives them neither pass for other programs nor crowd them out
+ */
 #define ITF_MAX 10
+#define ITF_OWN_MAX 4
+
+struct itf_table {
+	struct {
+		char comm[SB_COMM_LEN + 1];
+		uint64_t ns;
+	} v[ITF_MAX];
+	uint64_t other_ns;
+};
 
 struct metrics {
 	pthread_mutex_t mu;
@@ -41,11 +54,7 @@ struct metrics {
 	uint64_t dur_ns, idle_ns, tracer_ns;
 	bool timeline;                   /* a step had a GPU timeline */
 	uint64_t cause_ns[ENG_NCAUSE];
-	struct {
-		char comm[SB_COMM_LEN + 1];
-		uint64_t ns;
-	} itf[ITF_MAX];
-	uint64_t itf_other_ns;
+	struct itf_table itf, itf_own;
 	uint64_t drops;
 #ifndef STEPBLAME_NO_METRICS_SERVER
 	struct MHD_Daemon *daemon;
@@ -154,29 +163,29 @@ void metrics_identity(struct metrics *m, const struct eng_identity *id)
 
 /* ---- what the steps said ---- */
 
-static void add_interferer(struct metrics *m, const char *comm, uint64_t ns)
+static void add_interferer(struct itf_table *t, int max, const char *comm, uint64_t ns)
 {
 	int free_at = -1;
 
-	for (int i = 0; i < ITF_MAX; i++) {
-		if (!m->itf[i].comm[0]) {
+	for (int i = 0; i < max; i++) {
+		if (!t->v[i].comm[0]) {
 			if (free_at < 0)
 				free_at = i;
 			continue;
 		}
-		if (!strncmp(m->itf[i].comm, comm, SB_COMM_LEN)) {
-			m->itf[i].ns += ns;
+		if (!strncmp(t->v[i].comm, comm, SB_COMM_LEN)) {
+			t->v[i].ns += ns;
 			return;
 		}
 	}
 	if (free_at < 0) {
-		/* a full table: the first ten names seen keep their series (stable labels) */
-		m->itf_other_ns += ns;
+		/* a full table: the first names seen keep their series (stable labels) */
+		t->other_ns += ns;
 		return;
 	}
-	snprintf(m->itf[free_at].comm, sizeof(m->itf[free_at].comm), "%.*s", SB_COMM_LEN,
+	snprintf(t->v[free_at].comm, sizeof(t->v[free_at].comm), "%.*s", SB_COMM_LEN,
 		 comm[0] ? comm : "?");
-	m->itf[free_at].ns = ns;
+	t->v[free_at].ns = ns;
 }
 
 void metrics_step(struct metrics *m, const struct eng_step *s)
@@ -208,8 +217,12 @@ void metrics_step(struct metrics *m, const struct eng_step *s)
 	for (uint32_t i = 0; i < s->nblame; i++) {
 		const struct eng_blame *b = &s->blame[i];
 
-		if (b->cause == ENG_CPU_WAIT && b->has_who)
-			add_interferer(m, b->who.comm, b->ns);
+		if (b->cause != ENG_CPU_WAIT || !b->has_who)
+			continue;
+		if (m->target_pid && b->who.pid == m->target_pid)
+			add_interferer(&m->itf_own, ITF_OWN_MAX, b->who.comm, b->ns);
+		else
+			add_interferer(&m->itf, ITF_MAX, b->who.comm, b->ns);
 	}
 	pthread_mutex_unlock(&m->mu);
 }
@@ -270,21 +283,29 @@ int metrics_render(struct metrics *m, FILE *f)
 		sample(f, m, "stepblame_blame_seconds_total", extra, m->cause_ns[c] / 1e9);
 	}
 	head(f, "stepblame_interferer_seconds_total", "counter",
-	     "cpu_wait time behind each task, by name (the first ten names; the rest as other).");
-	for (int i = 0; i < ITF_MAX && m->itf[i].comm[0]; i++) {
-		FILE *e = fmemopen(extra, sizeof(extra), "w");
+	     "cpu_wait time behind each task, by name (the first ten names; the rest as other); "
+	     "own=\"true\": the trainer's own threads.");
+	for (int own = 0; own < 2; own++) {
+		const struct itf_table *t = own ? &m->itf_own : &m->itf;
+		int max = own ? ITF_OWN_MAX : ITF_MAX;
 
-		if (!e)
-			continue;
-		fputs("comm=\"", e);
-		label_value(e, m->itf[i].comm, SB_COMM_LEN);
-		fputc('"', e);
-		fclose(e);
-		sample(f, m, "stepblame_interferer_seconds_total", extra, m->itf[i].ns / 1e9);
+		for (int i = 0; i < max && t->v[i].comm[0]; i++) {
+			FILE *e = fmemopen(extra, sizeof(extra), "w");
+
+			if (!e)
+				continue;
+			fputs("comm=\"", e);
+			label_value(e, t->v[i].comm, SB_COMM_LEN);
+			fprintf(e, "\",own=\"%s\"", own ? "true" : "false");
+			fclose(e);
+			sample(f, m, "stepblame_interferer_seconds_total", extra, t->v[i].ns / 1e9);
+		}
+		if (t->other_ns) {
+			snprintf(extra, sizeof(extra), "comm=\"other\",own=\"%s\"",
+				 own ? "true" : "false");
+			sample(f, m, "stepblame_interferer_seconds_total", extra, t->other_ns / 1e9);
+		}
 	}
-	if (m->itf_other_ns)
-		sample(f, m, "stepblame_interferer_seconds_total", "comm=\"other\"",
-		       m->itf_other_ns / 1e9);
 	head(f, "stepblame_tracer_seconds_total", "counter",
 	     "The tracer's own estimated cost inside the steps.");
 	sample(f, m, "stepblame_tracer_seconds_total", NULL, m->tracer_ns / 1e9);
