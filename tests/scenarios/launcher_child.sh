@@ -4,8 +4,8 @@
 # the steps (their USDT note gets probes when the child's mappings are first
 # read), its GPU channel is the timeline, and its interference is blamed as in
 # a direct capture (scored against simtrainer's ground truth). Two trainers
-# under one launcher (two ranks): the steps are one process's, never a mix,
-# and the report says whose marks it left out. The shell's environment has no
+# under one launcher (two ranks): the report is the ranks' report, each rank
+# its own steps and GPU timeline, never a mix. The shell's environment has no
 # RANK: the trainer's is the capture's identity and the live metrics' label.
 set -u
 . "$(dirname "$0")/../lib.sh"
@@ -110,43 +110,71 @@ else
 fi
 python3 "$(dirname "$0")/blame_check.py" accuracy ${T}_blame "$tmp/1.json" "$tmp/truth.jsonl"
 
-# 2. two trainers under one launcher: the first to mark gives the steps; the other's
-#    marks are counted and left out, never mixed in
-bash -c "\"$SIMTRAINER\" --steps 1500 --kernels 8 --quiet & \"$SIMTRAINER\" --steps 1500 --kernels 8 --quiet; wait" \
+# 2. two trainers under one launcher, two ranks (RANK 1 started first): the
+#    report of the one trace is the ranks' report, each rank its own process's
+#    steps and GPU channel, never a mix; rank 1's loaders stall 20 ms in steps
+#    200-209, and there it is last, by the stall (with two ranks the median
+#    rank is the other), blocked on a loader. The per-step stream keeps the
+#    first marking process's steps.
+bash -c "RANK=1 \"$SIMTRAINER\" --steps 1500 --kernels 8 --start-delay-ms 1500 --inject stall@200-209:20 --quiet & RANK=0 \"$SIMTRAINER\" --steps 1500 --kernels 8 --start-delay-ms 1500 --quiet; wait" \
 	>"$tmp/sim2.out" 2>&1 &
 sh2=$!
 pids="$pids $sh2"
 sleep 0.5
 kids2=$(pgrep -P $sh2 | tr '\n' ' ')
-"$STEPBLAME" record -p $sh2 -d 2.5 -o "$tmp/2.sbtrace" >"$tmp/2.log" 2>&1
+"$STEPBLAME" record -p $sh2 -d 4 -o "$tmp/2.sbtrace" >"$tmp/2.log" 2>&1
 rc=$?
 wait $sh2
 "$STEPBLAME" report "$tmp/2.sbtrace" -f json -o "$tmp/2.json" 2>"$tmp/2.err" &&
-	"$STEPBLAME" report "$tmp/2.sbtrace" >"$tmp/2.txt" 2>&1 ||
+	"$STEPBLAME" report "$tmp/2.sbtrace" >"$tmp/2.txt" 2>&1 &&
+	"$STEPBLAME" report "$tmp/2.sbtrace" -f jsonl -o "$tmp/2.jsonl" 2>>"$tmp/2.err" ||
 	{ fail ${T}_two_ranks "record $rc, report: $(head -2 "$tmp/2.err")"; exit 0; }
-python3 - "$tmp/2.json" "$kids2" <<'EOF'
+python3 - "$tmp/2.json" "$kids2" "$tmp/2.jsonl" <<'EOF'
 import json, sys
+T = "launcher_child_two_ranks"
 d = json.load(open(sys.argv[1]))
 kids = {int(k) for k in sys.argv[2].split()}
-c, steps = d["capture"], [s for s in d["steps"] if not s.get("incomplete")]
-nums = [s["step"] for s in steps]
-ig = c.get("marks_ignored", {})
-other = set(ig.get("pids", []))
-if c.get("mark_pid") not in kids or other != kids - {c.get("mark_pid")}:
-    print("FAIL launcher_child_two_ranks: steps of %s, marks left out of %s; the trainers: %s"
-          % (c.get("mark_pid"), sorted(other), sorted(kids)))
-elif len(steps) < 100 or nums != list(range(nums[0], nums[0] + len(nums))):
-    print("FAIL launcher_child_two_ranks: %d steps, numbers %s" % (len(steps), nums[:20]))
-elif ig.get("marks", 0) < 100 or abs(ig["marks"] - len(steps)) > len(steps) // 3:
-    print("FAIL launcher_child_two_ranks: %s marks left out against %d steps" % (ig.get("marks"), len(steps)))
+if d.get("schema", {}).get("name") != "stepblame-ranks":
+    print("FAIL %s: not the ranks' report: %s" % (T, json.dumps(d)[:300])); sys.exit(0)
+ranks = d["ranks"]
+procs = [r.get("process", {}).get("pid") for r in ranks]
+ids = [r.get("identity", {}).get("rank") for r in ranks]
+both = [s for s in d["steps"] if None not in s["own_ns"]]
+nums = [s["step"] for s in both]
+if set(procs) != kids or ids != ["0", "1"]:
+    print("FAIL %s: ranks %s with RANK %s; the trainers %s" % (T, procs, ids, sorted(kids)))
+elif len(both) < 100 or nums != list(range(nums[0], nums[0] + len(nums))):
+    print("FAIL %s: %d steps both ranks have, numbers %s" % (T, len(both), nums[:20]))
+elif not all(r["collectives_seen"] for r in ranks):
+    print("FAIL %s: a rank without its GPU timeline (collectives seen: %s)"
+          % (T, [r["collectives_seen"] for r in ranks]))
 else:
-    print("PASS launcher_child_two_ranks (%d steps of pid %d; %d marks of pid %s left out)"
-          % (len(steps), c["mark_pid"], ig["marks"], sorted(other)))
+    print("PASS %s (%d steps aligned; ranks %s, each with its GPU timeline)" % (T, len(both), procs))
+# the stalled steps: rank 1 last by most of the 20 ms, blocked on a loader
+stalled = [s for s in both if 200 <= s["step"] <= 209]
+bad = [s["step"] for s in stalled if not (
+    s.get("last_rank") == 1 and s["straggle"] and s["behind_ns"] > 15e6 and
+    s["blame"] and s["blame"][0]["cause"] == "blocked" and
+    s["blame"][0].get("culprit", {}).get("comm", "").startswith("loader-"))]
+if len(stalled) != 10 or bad:
+    print("FAIL %s_stall: %d stalled steps aligned; wrong: %s" % (T, len(stalled),
+          "; ".join(json.dumps(s)[:250] for s in stalled if s["step"] in bad[:2])))
+else:
+    print("PASS %s_stall (rank 1 last in the 10 stalled steps, by %.1f-%.1f ms, blocked on a loader)"
+          % (T, min(s["behind_ns"] for s in stalled) / 1e6, max(s["behind_ns"] for s in stalled) / 1e6))
+# the per-step stream keeps one process's steps, never a mix
+lines = [json.loads(l) for l in open(sys.argv[3]) if l.strip()]
+steps = [l for l in lines if "step" in l and "duration_ns" in l and not l.get("incomplete")]
+sn = [s["step"] for s in steps]
+if len(steps) < 100 or sn != list(range(sn[0], sn[0] + len(sn))):
+    print("FAIL %s_jsonl: %d steps, numbers %s" % (T, len(steps), sn[:20]))
+else:
+    print("PASS %s_jsonl (%d steps of one process)" % (T, len(steps)))
 EOF
-if grep -q "^Marks .* marks of 1 other process (pid [0-9]*) left out" "$tmp/2.txt"; then
+if grep -q "^stepblame report: 2 ranks" "$tmp/2.txt" && grep -q "^  rank 1 (simtrainer\[" "$tmp/2.txt"; then
 	pass ${T}_two_ranks_text
 else
-	fail ${T}_two_ranks_text "no Marks line: $(head -3 "$tmp/2.txt" | tr '\n' ' ')"
+	fail ${T}_two_ranks_text "not the ranks' report: $(head -3 "$tmp/2.txt" | tr '\n' ' ')"
 fi
 
 # 3. stepblame run on a launcher: the collector reaches the trainer through the

@@ -1357,6 +1357,75 @@ static char *ranks_report(const char *fmt, const char *out, const char *f0, cons
 }
 
 
+/*
+ * Two ranks whose step numbers restart each epoch (0..9 twice): rank 1 is
+ * preempted 3 ms in the second epoch's step 5, and from the second epoch
+ * slower by 1 ms in each step when slow. The k-th step 5 of one rank aligns
+ * with the k-th of the other; with two ranks the median rank is the other,
+ * so the lead is the whole 3 ms, not half of it.
+ */
+static void ranks_epochs_world(struct world *w, bool hog, uint64_t pre_ns)
+{
+	struct sopt plain = { .pre = pre_ns, .gpu = 2 * MS };
+	struct sopt pre = { .pre = pre_ns, .gpu = 2 * MS, .len = 3 * MS, .inj = inj_preempt };
+	uint64_t S = 10 * SEC;
+
+	world_init(w);
+	for (unsigned k = 0; k < 20; k++)
+		S = std_step(w, S, k % 10, hog && k == 15 ? &pre : &plain);
+	w_step(w, S, T_LAUNCHER, 0);
+}
+
+static void t_ranks_epochs(void)
+{
+	struct world a, b, c;
+	char *js, *txt;
+	const char *p;
+
+	ranks_epochs_world(&a, false, 5 * MS);
+	ranks_epochs_world(&b, true, 5 * MS);
+	ranks_epochs_world(&c, false, 6 * MS);
+	REQUIRE(write_trace(&a, tpath("e0.sbt")) && write_trace(&b, tpath("e1.sbt")) &&
+		write_trace(&c, tpath("e2.sbt")), "writing the traces: %s", strerror(errno));
+	{
+		char *argv[] = { "report", (char *)tpath("e0.sbt"), (char *)tpath("e1.sbt"), "--format",
+				 "json", "-o", (char *)tpath("e01.json"), NULL };
+
+		fflush(stdout);
+		REQUIRE(cmd_report(7, argv) == 0, "report of two traces failed");
+	}
+	js = test_slurp(tpath("e01.json"), NULL);
+	REQUIRE(js, "no report");
+	/* 20 steps aligned, not 10; the second epoch's step 5 is rank 1's, by 3 ms */
+	p = strstr(js, "\"step\": 5,\n      \"repeat\": 1,");
+	CHECK(p && strstr(js, "\"step\": 9,\n      \"repeat\": 1,"), "steps of the second epoch not "
+	      "aligned: %.400s", strstr(js, "\"steps\"") ? strstr(js, "\"steps\"") : js);
+	if (p) {
+		const char *b = strstr(p, "\"behind_ns\": "), *st = strstr(p, "\"straggle\": ");
+		long long behind = b ? atoll(b + 13) : -1;
+
+		CHECK(st && !strncmp(st + 12, "true", 4) && behind > 2900000 && behind < 3100000,
+		      "the second step 5: %.300s", p);
+	}
+	free(js);
+	/* a rank slower in every step: not one straggle, yet said */
+	{
+		char *argv[] = { "report", (char *)tpath("e0.sbt"), (char *)tpath("e2.sbt"), "--format",
+				 "text", "-o", (char *)tpath("e02.txt"), NULL };
+
+		fflush(stdout);
+		REQUIRE(cmd_report(7, argv) == 0, "report of two traces failed");
+	}
+	txt = test_slurp(tpath("e02.txt"), NULL);
+	CHECK(txt && strstr(txt, "Slower      rank 1 (") && strstr(txt, "was last in 20 of 20 steps, by "
+	      "1.00 ms at the median: slower throughout") && strstr(txt, "20 that at least two have"),
+	      "text: %.900s", txt ? txt : "(none)");
+	free(txt);
+	world_free(&a);
+	world_free(&b);
+	world_free(&c);
+}
+
 static void t_ranks_report(void)
 {
 	struct world a, b, c;
@@ -1621,6 +1690,7 @@ int main(void)
 	RUN(t_perfetto_tracks);
 	RUN(t_html_page);
 	RUN(t_ranks_report);
+	RUN(t_ranks_epochs);
 	RUN(t_report_command);
 	RUN(t_report_cut_short);
 	RUN(t_report_errors);

@@ -51,6 +51,9 @@ void collect_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+/* the other marking processes whose GPU channels are read, at most */
+#define RANK_CHANS_MAX 63
+
 struct capture {
 	const struct collect_opts *o;
 	sink_fn sink;
@@ -64,6 +67,7 @@ struct capture {
 	uint32_t guard_records;      /* guard records written */
 	struct sb_costs costs;       /* what the costs record said */
 	struct sbc_reader *chan;
+	pid_t chan_pid;              /* whose it is */
 	uint64_t last_drops_total;
 	uint64_t copies_skipped;     /* stack copies not taken, the ring backed up (put_drops) */
 	int probes_written;          /* probe statuses already in the trace */
@@ -79,6 +83,21 @@ struct capture {
 	bool mark_ids_put;           /* that process's record again: an exec that kept its comm said nothing */
 	unsigned chan_tries;         /* try_channel calls */
 	bool chan_mark_tried;        /* the marking child's channel looked for as soon as it marked */
+	/*
+	 * Other processes that mark steps (ranks a launcher started): each one's
+	 * GPU channel is read too, its records carrying its pid, so that a report
+	 * gives each rank its own GPU timeline (schemas/report.md, "Ranks")
+	 */
+	struct rank_chan {
+		pid_t pid;
+		struct sbc_reader *chan;
+		uint64_t tried_ns;   /* the last look for its channel */
+		uint8_t tries;
+		bool done;           /* found, inert, or looked for long enough */
+		bool broken;
+	} ranks[RANK_CHANS_MAX];
+	int nranks;
+	uint64_t ranks_looked_ns;    /* the last look for their channel files */
 	int children_followed;       /* descendants found at attach and followed */
 	bool kids_full_said;         /* the note that the allocator probes' child table is full */
 	struct stackmaps *maps;      /* the mappings of the followed processes (fault regions, stacks) */
@@ -192,6 +211,18 @@ static void put_map_text(void *ctx, uint16_t type, uint32_t pid, const char *tex
 	put_text(c, type, 0, pid, 0, text, len);
 }
 
+static bool late_inject(const struct collect_opts *o, pid_t pid, char *msg, size_t len);
+
+/* another process marked a step: a rank, whose channel the next tick looks for */
+static void rank_seen(struct capture *c, pid_t pid)
+{
+	for (int i = 0; i < c->nranks; i++)
+		if (c->ranks[i].pid == pid)
+			return;
+	if (c->nranks < RANK_CHANS_MAX)
+		c->ranks[c->nranks++] = (struct rank_chan){ .pid = pid };
+}
+
 static int take_record(struct capture *c, void *data, size_t size)
 {
 	const struct sb_hdr *h = data;
@@ -242,6 +273,8 @@ static int take_record(struct capture *c, void *data, size_t size)
 		c->ring_ts = h->ts;
 	if (h->type == SB_EV_STEP && !c->mark_pid)
 		c->mark_pid = (pid_t)h->pid;
+	else if (h->type == SB_EV_STEP && h->pid != (uint32_t)c->mark_pid)
+		rank_seen(c, (pid_t)h->pid);
 	/* a descendant forked, or its main thread renamed (an exec): its command line */
 	if (h->type == SB_EV_THREAD_NEW && h->size >= sizeof(struct sb_thread)) {
 		const struct sb_thread *t = data;
@@ -393,6 +426,15 @@ static uint64_t put_drops(struct capture *c)
 	d->ring[SB_RING_STACK] = 0;
 	if (c->chan)
 		sbc_counters(c->chan, &ring, &strings, &source);
+	for (int i = 0; i < c->nranks; i++) {
+		uint64_t r = 0, st = 0, so = 0;
+
+		if (c->ranks[i].chan)
+			sbc_counters(c->ranks[i].chan, &r, &st, &so);
+		ring += r;
+		strings += st;
+		source += so;
+	}
 	d->gpu_channel = ring + strings;
 	d->gpu_source = source;
 	total = sb_drops_total(d);
@@ -601,6 +643,43 @@ static void watch_alloc_lib(struct capture *c, uint64_t now)
 }
 
 /*
+ * The followed processes other than the target with a channel file in SBC_DIR
+ * (its name carries the pid, in the agent's namespace), to cb until it
+ * returns false; at most 4096 names looked at
+ */
+static void channel_files(struct capture *c, bool (*cb)(struct capture *c, pid_t pid, void *arg),
+			  void *arg)
+{
+	size_t pl = strlen(SBC_NAME_PREFIX);
+	struct dirent *de;
+	int looked = 0;
+	DIR *d = opendir(SBC_DIR);
+
+	if (!d)
+		return;
+	while (looked < 4096 && (de = readdir(d))) {
+		char *end;
+		long pid;
+
+		looked++;
+		if (strncmp(de->d_name, SBC_NAME_PREFIX, pl))
+			continue;
+		pid = strtol(de->d_name + pl, &end, 10);
+		if (*end == '-' && pid > 0 && pid != c->o->probe.pid && pid <= INT32_MAX &&
+		    probes_followed(c->probes, (pid_t)pid, NULL) && !cb(c, (pid_t)pid, arg))
+			break;
+	}
+	closedir(d);
+}
+
+static bool first_found(struct capture *c, pid_t pid, void *arg)
+{
+	(void)c;
+	*(pid_t *)arg = pid;
+	return false;
+}
+
+/*
  * A followed descendant that may have a channel of its own (the trainer a
  * launcher or a shell script started): the process whose marks are the
  * steps; without marks, after a few tries, the first file in SBC_DIR whose
@@ -610,10 +689,7 @@ static void watch_alloc_lib(struct capture *c, uint64_t now)
  */
 static pid_t channel_child(struct capture *c)
 {
-	DIR *d;
-	struct dirent *de;
 	pid_t found = 0;
-	int looked = 0;
 
 	if (c->o->probe.no_children)
 		return 0;
@@ -621,22 +697,9 @@ static pid_t channel_child(struct capture *c)
 	if (c->mark_pid && c->mark_pid != c->o->probe.pid)
 		return probes_followed(c->probes, c->mark_pid, NULL) ? c->mark_pid : 0;
 	/* no marks (GPU-marked steps): a child's channel once marks had time to come */
-	if (c->mark_pid || c->chan_tries < 3 || !(d = opendir(SBC_DIR)))
+	if (c->mark_pid || c->chan_tries < 3)
 		return 0;
-	while (!found && looked < 4096 && (de = readdir(d))) {
-		size_t pl = strlen(SBC_NAME_PREFIX);
-		char *end;
-		long pid;
-
-		looked++;
-		if (strncmp(de->d_name, SBC_NAME_PREFIX, pl))
-			continue;
-		pid = strtol(de->d_name + pl, &end, 10);
-		if (*end == '-' && pid > 0 && pid != c->o->probe.pid && pid <= INT32_MAX &&
-		    probes_followed(c->probes, (pid_t)pid, NULL))
-			found = (pid_t)pid;
-	}
-	closedir(d);
+	channel_files(c, first_found, &found);
 	return found;
 }
 
@@ -659,6 +722,41 @@ static struct sbc_reader *channel_of(struct capture *c, pid_t pid, bool target, 
 	free(maps);
 	errno = e;
 	return r;
+}
+
+static const char *enable_why(int e)
+{
+	return e == -EBUSY ? "another live agent enabled it first" :
+	       e == -EIO ? "its owner cut the file short" : strerror(-e);
+}
+
+/*
+ * A channel found for pid, enabled for this agent: 0, *ch kept; a collector
+ * that could not start leaves a channel saying why: 0, *ch detached and
+ * *inert; the enable failed (another agent has it, the file broke): the
+ * error, *ch detached.
+ */
+static int channel_take(struct capture *c, struct sbc_reader **ch, pid_t pid, bool *inert)
+{
+	int e;
+
+	if (!strncmp(sbc_producer_name(*ch), "cupti-inert:", 12)) {
+		note(c, "GPU timeline unavailable: the collector in PID %d is inert (%s); host-only mode",
+		     (int)pid, sbc_producer_name(*ch) + 12);
+		sbc_detach(*ch);
+		*ch = NULL;
+		*inert = true;
+		return 0;
+	}
+	e = sbc_set_enabled(*ch, true);
+	if (e) {
+		sbc_detach(*ch);
+		*ch = NULL;
+		return e;
+	}
+	note(c, "GPU timeline: reading the %s channel of PID %d%s", sbc_producer_name(*ch),
+	     (int)pid, pid != c->o->probe.pid ? " (a descendant of the target)" : "");
+	return 0;
 }
 
 static void try_channel(struct capture *c, bool first)
@@ -688,31 +786,101 @@ static void try_channel(struct capture *c, bool first)
 			note(c, "GPU channel refused: %s", err);
 		return;
 	}
-	/* a collector that could not start leaves a channel saying why */
-	if (!strncmp(sbc_producer_name(c->chan), "cupti-inert:", 12)) {
-		note(c, "GPU timeline unavailable: the collector in PID %d is inert (%s); host-only mode",
-		     (int)pid, sbc_producer_name(c->chan) + 12);
-		sbc_detach(c->chan);
-		c->chan = NULL;
-		c->chan_inert = true;
-		return;
-	}
-	e = sbc_set_enabled(c->chan, true);
+	e = channel_take(c, &c->chan, pid, &c->chan_inert);
 	if (e) {
 		/* lost the enable to another agent (or the file broke): try again later */
 		if (first || enable_failed != pid)
 			note(c, "GPU channel of PID %d not enabled (%s): retrying every second",
-			     (int)pid, e == -EBUSY ? "another live agent enabled it first" :
-			     e == -EIO ? "its owner cut the file short" : strerror(-e));
+			     (int)pid, enable_why(e));
 		enable_failed = pid;
-		sbc_detach(c->chan);
-		c->chan = NULL;
 		return;
 	}
-	note(c, "GPU timeline: reading the %s channel of PID %d%s", sbc_producer_name(c->chan),
-	     (int)pid, pid != c->o->probe.pid ? " (a descendant of the target)" : "");
-	if (c->o->on_gpu)
+	if (c->chan)
+		c->chan_pid = pid;
+	if (c->chan && c->o->on_gpu)
 		c->o->on_gpu(c->o->on_second_ctx);
+}
+
+/*
+ * The ranks' channels (rank_seen): looked for at once, then once a second
+ * for 10 s (a collector loaded late makes its channel then); one that runs
+ * CUDA without the collector gets it, as the target does.
+ */
+static bool rank_file(struct capture *c, pid_t pid, void *arg)
+{
+	(void)arg;
+	if (pid != c->mark_pid && !(c->chan && pid == c->chan_pid))
+		rank_seen(c, pid);
+	return true;
+}
+
+static void rank_channels(struct capture *c, uint64_t now)
+{
+	char err[256], msg[1024];
+
+	if (c->o->no_gpu || c->o->probe.no_children)
+		return;
+	/*
+	 * Where steps are marked, every followed process with a channel is
+	 * another rank's GPU (one may wait for its GPU to be read before it
+	 * marks): once a second
+	 */
+	if (c->mark_pid && now - c->ranks_looked_ns >= 1000000000ull) {
+		c->ranks_looked_ns = now;
+		channel_files(c, rank_file, NULL);
+	}
+	for (int i = 0; i < c->nranks; i++) {
+		struct rank_chan *r = &c->ranks[i];
+		bool inert = false;
+		int e;
+
+		if (r->done || (r->tries && now - r->tried_ns < 1000000000ull))
+			continue;
+		/* the first channel found may be its (it is the target's) */
+		if (c->chan && c->chan_pid == r->pid) {
+			r->done = true;
+			continue;
+		}
+		r->tried_ns = now;
+		if (!probes_followed(c->probes, r->pid, NULL)) {
+			r->done = true;
+			continue;
+		}
+		r->chan = channel_of(c, r->pid, false, err, sizeof(err));
+		if (!r->chan && !r->tries) {
+			late_inject(c->o, r->pid, msg, sizeof(msg));
+			if (msg[0]) {
+				note(c, "%s", msg);
+				r->chan = channel_of(c, r->pid, false, err, sizeof(err));
+			}
+		}
+		r->done = ++r->tries >= 10;
+		if (!r->chan)
+			continue;
+		e = channel_take(c, &r->chan, r->pid, &inert);
+		r->done = r->done || r->chan || inert;
+		if (e && r->done)
+			note(c, "GPU channel of PID %d not enabled (%s): no GPU timeline for its steps",
+			     (int)r->pid, enable_why(e));
+	}
+}
+
+/* every rank's channel drained; false if the sink failed */
+static void rank_drain(struct capture *c, bool heartbeat)
+{
+	for (int i = 0; i < c->nranks && !c->sink_err; i++) {
+		struct rank_chan *r = &c->ranks[i];
+
+		if (!r->chan)
+			continue;
+		if (heartbeat)
+			sbc_heartbeat(r->chan);
+		if (sbc_drain(r->chan, chan_cb, c) == -EIO && !r->broken) {
+			r->broken = true;
+			note(c, "the GPU channel of PID %d was cut short by its owner while mapped: "
+			     "no GPU timeline for its steps from here on", (int)r->pid);
+		}
+	}
 }
 
 /*
@@ -1260,6 +1428,10 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 					     "while mapped: no GPU timeline from here on", (int)pid);
 				}
 			}
+			if (!c->sink_err) {
+				rank_channels(c, now);
+				rank_drain(c, true);
+			}
 			/*
 			 * How far the ring has been read (ring_watermark): every
 			 * record before it is in, and the channel was drained just
@@ -1347,6 +1519,7 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 	}
 	if (c->chan && !c->sink_err)
 		sbc_drain(c->chan, chan_cb, c);
+	rank_drain(c, false);
 	if (!c->sink_err) {
 		/* stopped in the kernel since the last tick: said, though it did not end the capture */
 		if (!c->target_stopped && probes_stopped(c->probes, &stop))
@@ -1383,6 +1556,9 @@ out:
 	free(early.buf);
 	if (c->chan)
 		sbc_detach(c->chan);
+	for (int i = 0; i < c->nranks; i++)
+		if (c->ranks[i].chan)
+			sbc_detach(c->ranks[i].chan);
 	ring_buffer__free(rb);
 	guard_free(c->guard);
 	free(c->exited);

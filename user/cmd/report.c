@@ -72,7 +72,10 @@ static const char usage_tail[] =
 "that finished its part last (the most time outside collective NCCL kernels), by\n"
 "how much, and why; then which ranks straggle most, and the causes. Perfetto shows\n"
 "a process per rank with its steps and straggles. The JSON is documented in\n"
-"schemas/report.md (\"Ranks\").\n"
+"schemas/report.md (\"Ranks\"). One trace in which several processes marked steps\n"
+"(the ranks torchrun started, recorded with -p on it or with run) is reported the\n"
+"same way, a rank per process, ordered by their RANK. Step numbers that restart\n"
+"each epoch align epoch by epoch.\n"
 "\n"
 "  stepblame report run.sbtrace\n"
 "  stepblame report run.sbtrace --format json -o report.json\n"
@@ -313,8 +316,46 @@ static uint64_t *collective_time(const struct engine *e, struct collectives *c)
 	return out;
 }
 
-int report_rank_files(char **paths, int n, enum report_fmt fmt, const char *outp,
-		      const struct engine_opts *opts)
+/* the most ranks one trace's report shows */
+#define RANKS_IN_TRACE_MAX 64
+
+static int rank_cmp(const void *a, const void *b)
+{
+	const struct rank_trace *x = a, *y = b;
+
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/*
+ * The ranks of one trace, in the order of their RANK where each has a
+ * different one (from its environment); else as they are (by first mark)
+ */
+static void rank_order(struct rank_trace *rt, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct eng_identity id;
+		char *end;
+		long v;
+
+		engine_identity(rt[i].e, &id);
+		errno = 0;
+		v = strtol(id.rank, &end, 10);
+		if (!id.rank[0] || *end || v < 0 || errno)
+			return;
+		for (int j = 0; j < i; j++)
+			if (rt[j].order == v)
+				return;
+		rt[i].order = v;
+	}
+	qsort(rt, (size_t)n, sizeof(*rt), rank_cmp);
+}
+
+/*
+ * The ranks' report: ranks i reads paths[i], and where pids[i] is set, the
+ * steps that process marked in it (several ranks in one trace).
+ */
+static int report_ranks(const char *const *paths, const uint32_t *pids, int n,
+			enum report_fmt fmt, const char *outp, const struct engine_opts *opts)
 {
 	struct rank_trace *rt = calloc((size_t)n, sizeof(*rt));
 	struct engine **eng = calloc((size_t)n, sizeof(*eng));
@@ -334,20 +375,25 @@ int report_rank_files(char **paths, int n, enum report_fmt fmt, const char *outp
 		bool bad_input;
 
 		eo.timeline = (struct eng_timeline_hooks){ .ctx = &c, .gpu_op = collective_op };
+		eo.rank_pid = pids ? pids[i] : 0;
 		eng[i] = report_engine_of_file(paths[i], &eo, &rd[i], &bad_input);
 		if (!eng[i]) {
 			free(c.iv);
 			goto done;
 		}
-		if (bad_input) {
+		/* one trace read again for each of its ranks: its damage said once */
+		if (bad_input && (!pids || !i)) {
 			sb_err("%s: %s; rank %d covers the records before it", paths[i],
 			       sbt_error(rd[i]), i);
 			bad = true;
 		}
 		coll[i] = c.oom ? NULL : collective_time(eng[i], &c);
 		free(c.iv);
-		rt[i] = (struct rank_trace){ .path = paths[i], .e = eng[i], .coll_ns = coll[i] };
+		rt[i] = (struct rank_trace){ .path = paths[i], .e = eng[i], .coll_ns = coll[i],
+					     .pid = eo.rank_pid };
 	}
+	if (pids)
+		rank_order(rt, n);
 	if (sb_stream_open(&out, outp))
 		goto done;
 	wr = fmt == FMT_JSON ? report_ranks_json(rt, n, out.f) :
@@ -373,6 +419,98 @@ done:
 	return rc;
 }
 
+int report_rank_files(char **paths, int n, enum report_fmt fmt, const char *outp,
+		      const struct engine_opts *opts)
+{
+	return report_ranks((const char *const *)paths, NULL, n, fmt, outp, opts);
+}
+
+/* a process that marked steps in a trace: when, and how often */
+struct marker {
+	uint32_t pid;
+	uint64_t first_ns, last_ns, marks;
+};
+
+/*
+ * The ranks in one trace (schemas/report.md, "Ranks"): the processes whose
+ * step marks overlap in time those of the first process that marked, each
+ * with at least a tenth of the most marks any of them made (a stray mark in a
+ * worker is no rank); a process that marked only before or after them (a
+ * trainer restarted) is none. In the order of their first marks; how many
+ * (0 or 1: not a trace of several ranks), the processes left out in
+ * *left_out.
+ */
+static int trace_ranks(const char *path, uint32_t *pids, int max, int *left_out)
+{
+	int cap = 4 * max, nm = 0, n = 0;
+	struct marker *m = calloc((size_t)cap, sizeof(*m));
+	uint64_t most = 0;
+	struct sbt_reader *r;
+	const struct sb_hdr *h;
+	char err[512];
+
+	*left_out = 0;
+	if (!m || !(r = sbt_open(path, err, sizeof(err)))) {
+		free(m);
+		return 0;
+	}
+	while (sbt_next(r, &h) == SBT_OK) {
+		int i;
+
+		if (h->type != SB_EV_STEP || h->size < sizeof(struct sb_step))
+			continue;
+		for (i = 0; i < nm && m[i].pid != h->pid; i++)
+			;
+		if (i == nm) {
+			if (nm == cap) {
+				(*left_out)++;
+				continue;
+			}
+			m[nm++] = (struct marker){ .pid = h->pid, .first_ns = h->ts, .last_ns = h->ts };
+		}
+		m[i].marks++;
+		if (h->ts > m[i].last_ns)
+			m[i].last_ns = h->ts;
+		if (h->ts < m[i].first_ns)
+			m[i].first_ns = h->ts;
+	}
+	sbt_close(r);
+	for (int i = 0; i < nm; i++)
+		if (m[i].marks > most)
+			most = m[i].marks;
+	for (int i = 0; i < nm; i++) {
+		bool overlaps = m[i].first_ns <= m[0].last_ns && m[0].first_ns <= m[i].last_ns;
+
+		if (overlaps && m[i].marks >= 2 && m[i].marks * 10 >= most && n < max)
+			pids[n++] = m[i].pid;
+		else
+			(*left_out)++;
+	}
+	free(m);
+	return n;
+}
+
+/* the ranks of one trace, if it has several: their report; -1 if it has not */
+static int report_trace_ranks(const char *path, enum report_fmt fmt, const char *outp,
+			      const struct engine_opts *opts)
+{
+	uint32_t pids[RANKS_IN_TRACE_MAX];
+	const char *paths[RANKS_IN_TRACE_MAX];
+	int left_out, n = trace_ranks(path, pids, RANKS_IN_TRACE_MAX, &left_out);
+
+	if (n < 2)
+		return -1;
+	for (int i = 0; i < n; i++)
+		paths[i] = path;
+	if (left_out)
+		sb_err("report: %s: %d process%s that marked steps left out (%s)", path, left_out,
+		       left_out == 1 ? "" : "es",
+		       n == RANKS_IN_TRACE_MAX ? "over the most ranks one trace's report shows, or "
+		       "too few marks, or all before or after the first rank's" :
+		       "too few marks, or all before or after the first rank's: a restart");
+	return report_ranks(paths, pids, n, fmt, outp, opts);
+}
+
 int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
 		      const struct engine_opts *opts)
 {
@@ -383,7 +521,13 @@ int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
 	struct sb_stream out = { 0 };
 	int rc = 1, wr;
 	bool bad_input = false;
+	struct eng_capture cap;
 
+	/* Perfetto is written as the engine sweeps: whether the trace has ranks, first */
+	if (fmt == FMT_PERFETTO && !opts->rank_pid && strcmp(path, "-") &&
+	    (rc = report_trace_ranks(path, fmt, outp, opts)) >= 0)
+		return rc;
+	rc = 1;
 	if (sb_stream_open(&out, outp))
 		goto done;
 	if (fmt == FMT_PERFETTO && !(pf = perfetto_stream_new(out.f, &eo.timeline))) {
@@ -393,6 +537,20 @@ int report_trace_file(const char *path, enum report_fmt fmt, const char *outp,
 	e = report_engine_of_file(path, &eo, &r, &bad_input);
 	if (!e)
 		goto done;
+	engine_capture(e, &cap);
+	/*
+	 * Several processes marked steps (ranks a launcher started): the ranks'
+	 * report, if they are ranks. Nothing is written yet: the file is theirs.
+	 */
+	if (cap.nmarks_other && !opts->rank_pid && fmt != FMT_PERFETTO && strcmp(path, "-") &&
+	    fmt != FMT_JSONL) {
+		sb_stream_close(&out, false, "the report");
+		if ((rc = report_trace_ranks(path, fmt, outp, opts)) >= 0)
+			goto done;
+		rc = 1;
+		if (sb_stream_open(&out, outp))
+			goto done;
+	}
 	switch (fmt) {
 	case FMT_TEXT: wr = report_text(e, out.f); break;
 	case FMT_JSON: wr = report_json(e, out.f); break;

@@ -223,6 +223,35 @@ static void watermark_to(struct engine *e, uint64_t w)
 	release_due(e);
 }
 
+/*
+ * A record of another rank than the steps': with engine_opts.rank_pid, any
+ * other process's; without, a process that marks steps of its own, once its
+ * first mark came (the steps are the first marking process's)
+ */
+static bool other_rank(struct engine *e, const struct sb_hdr *h)
+{
+	if (e->opts.rank_pid)
+		return h->pid != e->opts.rank_pid;
+	if (h->type == SB_EV_STEP) {
+		uint32_t i = 0;
+
+		if (!e->feed_marker)
+			e->feed_marker = h->pid;
+		if (h->pid == e->feed_marker)
+			return false;
+		while (i < e->nfeed_others && e->feed_others[i] != h->pid)
+			i++;
+		if (i == e->nfeed_others && i < ENG_MARK_OTHERS_MAX)
+			e->feed_others[e->nfeed_others++] = h->pid;
+		/* its marks are counted, not used, as they are swept */
+		return false;
+	}
+	for (uint32_t i = 0; i < e->nfeed_others; i++)
+		if (e->feed_others[i] == h->pid)
+			return true;
+	return false;
+}
+
 void engine_feed(struct engine *e, const struct sb_hdr *h)
 {
 	size_t len;
@@ -245,6 +274,10 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 		/* a step mark with its thread's allocator count keeps it (sb_step_alloc_of) */
 		if (h->type == SB_EV_STEP && h->size >= sizeof(struct sb_step_ext))
 			len = sizeof(struct sb_step_ext);
+		/* another rank's steps, CUDA calls and GPU: not this report's (engine_opts.rank_pid) */
+		if (h->type == SB_EV_STEP || h->type == SB_EV_CUDA || h->type == SB_REC_GPU)
+			if (other_rank(e, h))
+				return;
 		if (h->type == SB_REC_GPU) {
 			uint16_t k = h->flags;
 
@@ -557,21 +590,29 @@ bool engine_task_realtime(const struct engine *e, uint32_t tid, const char *comm
 	return false;
 }
 
+static void id_take(char *to, const char *from, size_t len, bool over)
+{
+	if (from[0] && (over || !to[0]))
+		memcpy(to, from, len);
+}
+
 void engine_identity(const struct engine *e, struct eng_identity *id)
 {
 	const struct proc *p = e->mark_pid ? proc_find(e, e->mark_pid) : NULL;
+	/* one rank of several: its own ids first (engine_opts.rank_pid) */
+	bool over = e->opts.rank_pid != 0;
 
 	*id = e->identity;
 	/*
 	 * The steps are a descendant's (the target a launcher or a shell): its
 	 * ids where the target's environment had none (schemas/trace.md, "thread")
 	 */
-	if (!p || !p->ids || id->job[0] || id->rank[0] || id->local_rank[0] || id->world_size[0])
+	if (!p || !p->ids)
 		return;
-	memcpy(id->job, p->ids->job, sizeof(id->job));
-	memcpy(id->rank, p->ids->rank, sizeof(id->rank));
-	memcpy(id->local_rank, p->ids->local_rank, sizeof(id->local_rank));
-	memcpy(id->world_size, p->ids->world_size, sizeof(id->world_size));
+	id_take(id->job, p->ids->job, sizeof(id->job), over);
+	id_take(id->rank, p->ids->rank, sizeof(id->rank), over);
+	id_take(id->local_rank, p->ids->local_rank, sizeof(id->local_rank), over);
+	id_take(id->world_size, p->ids->world_size, sizeof(id->world_size), over);
 }
 
 void engine_capture(const struct engine *e, struct eng_capture *c)

@@ -132,6 +132,14 @@ struct engine_opts {
 	 * ENG_EXACT_STEPS_MAX of them (then the last ENG_REPORT_KEEP_STEPS).
 	 */
 	uint64_t keep_steps;
+	/*
+	 * One rank of a trace in which several processes mark steps (the ranks
+	 * a launcher started): only this process's step marks, CUDA calls and
+	 * GPU records count; every process's threads are still watched, and may
+	 * be culprits (schemas/report.md, "Ranks"). 0: the first process that
+	 * marks.
+	 */
+	uint32_t rank_pid;
 };
 
 /* how far outside the capture a GPU record may lie */

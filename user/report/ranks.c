@@ -29,10 +29,16 @@
 
 struct aligned {
 	uint64_t step;
+	uint64_t repeat;         /* the number came this many times before (it restarts each epoch) */
 	int last;                /* -1: fewer than two ranks have it */
 	int nhave;
 	uint64_t behind_ns;      /* the last rank's own time over the median rank's */
 	bool straggle;
+};
+
+/* where an aligned step sits: by the time its number came, then by the number */
+struct step_key {
+	uint64_t repeat, step;
 };
 
 /* a culprit of one cause over a rank's straggles: the excess it was named for */
@@ -46,6 +52,10 @@ struct culprit_sum {
 
 struct rank_sum {
 	uint64_t last, straggles;
+	uint64_t *lead;          /* its leads in the steps it was last in (nlead = last) */
+	uint64_t last_cause_ns[ENG_NCAUSE]; /* its causes over the median rank's in those steps */
+	struct culprit_sum last_who[ENG_NCAUSE][CULPRITS];
+	bool slower;             /* slower throughout (rank_slower) */
 	uint64_t behind_total;   /* over the straggles: the time they cost the job */
 	uint64_t *behind;        /* of the straggles, for the median */
 	uint64_t cause_ns[ENG_NCAUSE];
@@ -114,6 +124,19 @@ static int u64_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/*
+ * The median rank's value among n ranks' (sorts v): the lower of the two
+ * middle ones for an even count, a rank's own value (with two ranks, the
+ * other's), never an average no rank had
+ */
+static uint64_t median_rank_of(uint64_t *v, size_t n)
+{
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), u64_cmp);
+	return v[(n - 1) / 2];
+}
+
 static uint64_t median_of(uint64_t *v, size_t n)
 {
 	if (!n)
@@ -129,9 +152,14 @@ static uint64_t own_time(const struct rank_trace *r, const struct eng_step *s, u
 	return s->duration_ns > coll ? s->duration_ns - coll : 0;
 }
 
-/* the complete steps of one rank, by step number; the first of a repeated number wins */
+/*
+ * The complete steps of one rank, by step number and, for a number that
+ * came more than once (numbers that restart each epoch), by how many times
+ * it came before: the k-th step numbered N of one rank aligns with the k-th
+ * of the others
+ */
 struct numbered {
-	uint64_t step, idx;
+	uint64_t step, idx, repeat;
 };
 
 static int numbered_cmp(const void *a, const void *b)
@@ -141,6 +169,23 @@ static int numbered_cmp(const void *a, const void *b)
 	if (x->step != y->step)
 		return x->step < y->step ? -1 : 1;
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	const struct step_key *x = a, *y = b;
+
+	if (x->repeat != y->repeat)
+		return x->repeat < y->repeat ? -1 : 1;
+	return x->step < y->step ? -1 : x->step > y->step;
+}
+
+static int numbered_key_cmp(const void *a, const void *b)
+{
+	const struct numbered *x = a, *y = b;
+	struct step_key kx = { x->repeat, x->step }, ky = { y->repeat, y->step };
+
+	return key_cmp(&kx, &ky);
 }
 
 static struct numbered *rank_steps(const struct engine *e, size_t *n)
@@ -158,13 +203,11 @@ static struct numbered *rank_steps(const struct engine *e, size_t *n)
 			v[k++] = (struct numbered){ s->step, i };
 	}
 	qsort(v, k, sizeof(*v), numbered_cmp);
-	/* keep the first of each number */
-	size_t o = 0;
-
-	for (size_t i = 0; i < k; i++)
-		if (!o || v[o - 1].step != v[i].step)
-			v[o++] = v[i];
-	*n = o;
+	for (size_t i = 1; i < k; i++)
+		if (v[i].step == v[i - 1].step)
+			v[i].repeat = v[i - 1].repeat + 1;
+	qsort(v, k, sizeof(*v), numbered_key_cmp);
+	*n = k;
 	return v;
 }
 
@@ -190,7 +233,7 @@ static int relative_excess(const struct ranks *R, size_t j, int last, struct eng
 		for (int i = 0; i < R->n; i++)
 			if (R->at[i][j])
 				v[m++] = R->at[i][j]->cause_ns[c];
-		uint64_t med = median_of(v, m);
+		uint64_t med = median_rank_of(v, m);
 
 		if (c == ENG_TRACER || s->cause_ns[c] <= med)
 			continue;
@@ -235,8 +278,10 @@ static void ranks_free(struct ranks *R)
 			free(R->at[i]);
 		if (R->own)
 			free(R->own[i]);
-		if (R->rs)
+		if (R->rs) {
 			free(R->rs[i].behind);
+			free(R->rs[i].lead);
+		}
 	}
 	free(R->at);
 	free(R->own);
@@ -245,11 +290,13 @@ static void ranks_free(struct ranks *R)
 	free(R->sum);
 }
 
+static void rank_slower(struct ranks *R);
+
 static int ranks_build(struct ranks *R, const struct rank_trace *r, int n)
 {
 	struct numbered **num = calloc((size_t)n, sizeof(*num));
 	size_t *nnum = calloc((size_t)n, sizeof(*nnum)), total = 0;
-	uint64_t *steps = NULL;
+	struct step_key *steps = NULL;
 	int rc = -ENOMEM;
 
 	memset(R, 0, sizeof(*R));
@@ -267,18 +314,18 @@ static int ranks_build(struct ranks *R, const struct rank_trace *r, int n)
 			goto out;
 		total += nnum[i];
 	}
-	/* every step number any rank has, once */
+	/* every step any rank has (number and repeat), once */
 	steps = malloc((total + 1) * sizeof(*steps));
 	if (!steps)
 		goto out;
 	for (int i = 0; i < n; i++)
 		for (size_t k = 0; k < nnum[i]; k++)
-			steps[R->nst++] = num[i][k].step;
-	qsort(steps, R->nst, sizeof(*steps), u64_cmp);
+			steps[R->nst++] = (struct step_key){ num[i][k].repeat, num[i][k].step };
+	qsort(steps, R->nst, sizeof(*steps), key_cmp);
 	size_t u = 0;
 
 	for (size_t k = 0; k < R->nst; k++)
-		if (!u || steps[u - 1] != steps[k])
+		if (!u || key_cmp(&steps[u - 1], &steps[k]))
 			steps[u++] = steps[k];
 	R->nst = u;
 	R->st = calloc(u + 1, sizeof(*R->st));
@@ -288,15 +335,20 @@ static int ranks_build(struct ranks *R, const struct rank_trace *r, int n)
 		R->at[i] = calloc(u + 1, sizeof(*R->at[i]));
 		R->own[i] = calloc(u + 1, sizeof(*R->own[i]));
 		R->rs[i].behind = calloc(u + 1, sizeof(uint64_t));
-		if (!R->at[i] || !R->own[i] || !R->rs[i].behind)
+		R->rs[i].lead = calloc(u + 1, sizeof(uint64_t));
+		if (!R->at[i] || !R->own[i] || !R->rs[i].behind || !R->rs[i].lead)
 			goto out;
-		/* both lists are sorted by number: one merge */
+		/* both lists are sorted the same way: one merge */
 		size_t k = 0;
 
 		for (size_t j = 0; j < u; j++) {
-			while (k < nnum[i] && num[i][k].step < steps[j])
+			struct step_key kk;
+
+			while (k < nnum[i] && (kk = (struct step_key){ num[i][k].repeat, num[i][k].step },
+					       key_cmp(&kk, &steps[j]) < 0))
 				k++;
-			if (k < nnum[i] && num[i][k].step == steps[j]) {
+			if (k < nnum[i] && num[i][k].repeat == steps[j].repeat &&
+			    num[i][k].step == steps[j].step) {
 				R->at[i][j] = engine_step(r[i].e, num[i][k].idx);
 				R->own[i][j] = own_time(&r[i], R->at[i][j], num[i][k].idx);
 			}
@@ -317,7 +369,8 @@ static int ranks_build(struct ranks *R, const struct rank_trace *r, int n)
 		struct aligned *a = &R->st[j];
 		size_t m = 0;
 
-		a->step = steps[j];
+		a->step = steps[j].step;
+		a->repeat = steps[j].repeat;
 		a->last = -1;
 		for (int i = 0; i < n; i++) {
 			if (!R->at[i][j])
@@ -331,7 +384,7 @@ static int ranks_build(struct ranks *R, const struct rank_trace *r, int n)
 			a->last = -1;
 			continue;
 		}
-		uint64_t med = median_of(v, m), mine = R->own[a->last][j];
+		uint64_t med = median_rank_of(v, m), mine = R->own[a->last][j];
 
 		a->behind_ns = mine > med ? mine - med : 0;
 		meds[nlead] = med;
@@ -353,11 +406,7 @@ static int ranks_build(struct ranks *R, const struct rank_trace *r, int n)
 		a->straggle = a->behind_ns > R->noise_ns;
 		struct rank_sum *rs = &R->rs[a->last];
 
-		rs->last++;
-		if (!a->straggle)
-			continue;
-		rs->behind[rs->straggles++] = a->behind_ns;
-		rs->behind_total += a->behind_ns;
+		rs->lead[rs->last++] = a->behind_ns;
 		/* why: its causes over the median rank's in the step */
 		struct eng_excess ex[RANK_EXCESS_MAX];
 		const struct eng_step *s = R->at[a->last][j];
@@ -366,11 +415,23 @@ static int ranks_build(struct ranks *R, const struct rank_trace *r, int n)
 		for (int k = 0; k < ne; k++) {
 			int c = ex[k].cause;
 
+			rs->last_cause_ns[c] += ex[k].ns;
+			if (ex[k].has_who)
+				culprit_add(rs->last_who[c], &ex[k].who, ex[k].ns, s);
+		}
+		if (!a->straggle)
+			continue;
+		rs->behind[rs->straggles++] = a->behind_ns;
+		rs->behind_total += a->behind_ns;
+		for (int k = 0; k < ne; k++) {
+			int c = ex[k].cause;
+
 			rs->cause_ns[c] += ex[k].ns;
 			if (ex[k].has_who)
 				culprit_add(rs->who[c], &ex[k].who, ex[k].ns, s);
 		}
 	}
+	rank_slower(R);
 	free(v);
 	rc = 0;
 out:
@@ -382,6 +443,45 @@ out:
 	if (rc)
 		ranks_free(R);
 	return rc;
+}
+
+/*
+ * A rank slower throughout: last in at least three quarters of the steps two
+ * or more ranks have (and in ten at least), by a median lead of at least 1%
+ * of the median rank's own time. Its lead is then the job's usual one, which
+ * the straggle rule measures against: a bad node no single step shows.
+ */
+static void rank_slower(struct ranks *R)
+{
+	size_t both = 0;
+	uint64_t *meds = malloc((R->nst + 1) * sizeof(*meds)), nm = 0;
+
+	if (!meds)
+		return;
+	for (size_t j = 0; j < R->nst; j++) {
+		uint64_t v[R->n];
+		size_t m = 0;
+
+		if (R->st[j].nhave < 2)
+			continue;
+		both++;
+		for (int i = 0; i < R->n; i++)
+			if (R->at[i][j])
+				v[m++] = R->own[i][j];
+		meds[nm++] = median_rank_of(v, m);
+	}
+	uint64_t usual = median_of(meds, nm);
+
+	free(meds);
+	for (int i = 0; i < R->n; i++) {
+		struct rank_sum *rs = &R->rs[i];
+		uint64_t lead;
+
+		if (rs->last < 10 || rs->last * 4 < both * 3)
+			continue;
+		lead = median_of(rs->lead, rs->last);
+		rs->slower = lead * 100 >= usual;
+	}
 }
 
 /* ranks by the time their straggles cost, most first, then by rank */
@@ -403,16 +503,16 @@ static int *rank_order(const struct ranks *R)
 	return o;
 }
 
-/* the causes of a rank's straggles, largest first (the tracer's own is never one) */
-static int top_causes(const struct rank_sum *rs, int *out)
+/* the causes of a rank's straggles (or of the steps it was last in), largest first (the tracer's own is never one) */
+static int top_causes(const uint64_t *cause_ns, int *out)
 {
 	int n = 0;
 
 	for (int c = 0; c < ENG_NCAUSE; c++)
-		if (rs->cause_ns[c] && c != ENG_TRACER)
+		if (cause_ns[c] && c != ENG_TRACER)
 			out[n++] = c;
 	for (int i = 1; i < n; i++)
-		for (int k = i; k > 0 && rs->cause_ns[out[k]] > rs->cause_ns[out[k - 1]]; k--) {
+		for (int k = i; k > 0 && cause_ns[out[k]] > cause_ns[out[k - 1]]; k--) {
 			int t = out[k];
 
 			out[k] = out[k - 1];
@@ -421,32 +521,84 @@ static int top_causes(const struct rank_sum *rs, int *out)
 	return n;
 }
 
-static uint64_t common_steps(const struct ranks *R)
+/* the aligned steps at least min ranks have */
+static uint64_t steps_had(const struct ranks *R, int min)
 {
 	uint64_t n = 0;
 
 	for (size_t j = 0; j < R->nst; j++)
-		n += R->st[j].nhave == R->n;
+		n += R->st[j].nhave >= min;
 	return n;
+}
+
+/* " (2nd time)": the step's number came before (it restarts each epoch) */
+static const char *repeat_note(char *buf, size_t len, uint64_t repeat)
+{
+	uint64_t k = repeat + 1;
+	const char *sfx = k % 100 >= 11 && k % 100 <= 13 ? "th" :
+			  k % 10 == 1 ? "st" : k % 10 == 2 ? "nd" : k % 10 == 3 ? "rd" : "th";
+
+	if (!repeat)
+		return "";
+	snprintf(buf, len, " (%" PRIu64 "%s time)", k, sfx);
+	return buf;
+}
+
+/* the process whose steps a rank's are: its trace's target, or the rank's own in a trace of several */
+static uint32_t rank_process(const struct rank_trace *r, char *comm, size_t len)
+{
+	struct eng_target t;
+	const char *nm;
+
+	if (r->pid) {
+		nm = engine_thread_name(r->e, r->pid);
+		snprintf(comm, len, "%s", nm && nm[0] ? nm : "?");
+		return r->pid;
+	}
+	engine_target(r->e, &t);
+	snprintf(comm, len, "%s", eng_target_name(&t)[0] ? eng_target_name(&t) : "?");
+	return t.pid;
 }
 
 static void rank_label(FILE *f, const struct ranks *R, int i)
 {
-	struct eng_target t;
 	struct eng_identity id;
-	char a[256], b[64];
+	char a[256], b[64], comm[SB_COMM_LEN + 1];
+	uint32_t pid = rank_process(&R->r[i], comm, sizeof(comm));
 
-	engine_target(R->r[i].e, &t);
 	engine_identity(R->r[i].e, &id);
-	fprintf(f, "rank %d (%s, %s[%" PRIu32 "]", i,
-		report_clean(a, sizeof(a), R->r[i].path),
-		report_clean(b, sizeof(b), eng_target_name(&t)[0] ? eng_target_name(&t) : "?"), t.pid);
+	/* the ranks of one trace: the file is the same for all */
+	fprintf(f, "rank %d (", i);
+	if (!R->r[i].pid)
+		fprintf(f, "%s, ", report_clean(a, sizeof(a), R->r[i].path));
+	fprintf(f, "%s[%" PRIu32 "]", report_clean(b, sizeof(b), comm), pid);
 	/* its host, and the RANK its launcher gave it (its place in the list may differ) */
 	if (id.host[0])
 		fprintf(f, " on %s", report_clean(a, sizeof(a), id.host));
 	if (id.rank[0])
 		fprintf(f, ", RANK=%s", report_clean(b, sizeof(b), id.rank));
 	fputc(')', f);
+}
+
+/* ": cause +X in all — culprit ...; ..." for a rank's causes over the median rank's, the three largest */
+static void print_causes(FILE *f, const struct engine *e, const uint64_t *cause_ns,
+			 const struct culprit_sum (*who)[CULPRITS])
+{
+	int causes[ENG_NCAUSE], nc = top_causes(cause_ns, causes);
+	char x[32];
+
+	for (int c = 0; c < nc && c < 3; c++) {
+		int cause = causes[c];
+
+		if (c && cause_ns[cause] * 20 < cause_ns[causes[0]])
+			break;
+		const struct culprit_sum *cs = top_culprit(who[cause]);
+
+		fprintf(f, "%s%s +%s in all", c ? "; " : ": ", eng_cause_name(cause),
+			report_fmt_ns(x, sizeof(x), cause_ns[cause]));
+		if (cs)
+			report_cause_phrase(e, cs->step, cause, &cs->who, true, f);
+	}
 }
 
 /* straggles (indexes into sort_base) by lead, longest first, then by step */
@@ -469,8 +621,8 @@ int report_ranks_text(const struct rank_trace *r, int n, FILE *f)
 
 	if (ranks_build(&R, r, n))
 		return -ENOMEM;
-	fprintf(f, "stepblame report: %d ranks, %" PRIu64 " steps that all have, %zu that at least "
-		"two have (aligned by step number)\n", n, common_steps(&R), R.nst);
+	fprintf(f, "stepblame report: %d ranks, %" PRIu64 " steps that all have, %" PRIu64 " that at "
+		"least two have (aligned by step number)\n", n, steps_had(&R, n), steps_had(&R, 2));
 	for (int i = 0; i < n; i++) {
 		struct eng_summary *s = &R.sum[i];
 
@@ -493,7 +645,10 @@ int report_ranks_text(const struct rank_trace *r, int n, FILE *f)
 
 	for (int i = 0; i < n; i++)
 		any += R.rs[i].straggles;
-	if (!any) {
+	if (!steps_had(&R, 2)) {
+		fputs("Stragglers  nothing to compare: no step number is in two ranks' traces (are "
+		      "they of one job?)\n", f);
+	} else if (!any) {
 		fprintf(f, "Stragglers  none: no rank was last by more than %s (3 times the usual lead) "
 			"in any step\n",
 			report_fmt_ns(x, sizeof(x), R.noise_ns));
@@ -503,29 +658,16 @@ int report_ranks_text(const struct rank_trace *r, int n, FILE *f)
 			"same steps\n", report_fmt_ns(x, sizeof(x), R.noise_ns));
 		for (int k = 0; k < n; k++) {
 			const struct rank_sum *rs = &R.rs[order[k]];
-			int causes[ENG_NCAUSE], nc;
 
 			if (!rs->straggles)
 				continue;
 			fputs("  ", f);
 			rank_label(f, &R, order[k]);
-			fprintf(f, " straggled in %" PRIu64 " of %zu steps, %s behind in all, %s at the "
-				"median", rs->straggles, R.nst,
+			fprintf(f, " straggled in %" PRIu64 " of %" PRIu64 " steps, %s behind in all, %s "
+				"at the median", rs->straggles, steps_had(&R, 2),
 				report_fmt_ns(y, sizeof(y), rs->behind_total),
 				report_fmt_ns(x, sizeof(x), median_of(rs->behind, rs->straggles)));
-			nc = top_causes(rs, causes);
-			for (int c = 0; c < nc && c < 3; c++) {
-				int cause = causes[c];
-
-				if (c && rs->cause_ns[cause] * 20 < rs->cause_ns[causes[0]])
-					break;
-				const struct culprit_sum *cs = top_culprit(rs->who[cause]);
-
-				fprintf(f, "%s%s +%s in all", c ? "; " : ": ", eng_cause_name(cause),
-					report_fmt_ns(x, sizeof(x), rs->cause_ns[cause]));
-				if (cs)
-					report_cause_phrase(r[order[k]].e, cs->step, cause, &cs->who, true, f);
-			}
+			print_causes(f, r[order[k]].e, rs->cause_ns, rs->who);
 			fputc('\n', f);
 		}
 		/* the longest straggles, each with the straggler's own blame */
@@ -552,8 +694,9 @@ int report_ranks_text(const struct rank_trace *r, int n, FILE *f)
 			struct eng_excess ex[RANK_EXCESS_MAX];
 			int ne = relative_excess(&R, idx[k], a->last, ex);
 
-			fprintf(f, "  step %" PRIu64 ": rank %d last, +%s over the median rank", a->step,
-				a->last, report_fmt_ns(x, sizeof(x), a->behind_ns));
+			fprintf(f, "  step %" PRIu64 "%s: rank %d last, +%s over the median rank", a->step,
+				repeat_note(y, sizeof(y), a->repeat), a->last,
+				report_fmt_ns(x, sizeof(x), a->behind_ns));
 			for (int c = 0, shown = 0; c < ne && shown < 2; c++) {
 				if (shown && ex[c].ns * 20 < a->behind_ns)
 					break;
@@ -567,6 +710,20 @@ int report_ranks_text(const struct rank_trace *r, int n, FILE *f)
 		if (m > STEPS_SHOWN)
 			fprintf(f, "  ... and %zu more\n", m - STEPS_SHOWN);
 		free(idx);
+	}
+	/* a rank behind in most steps by the same lead: never past the noise, which that lead sets */
+	for (int i = 0; i < n; i++) {
+		const struct rank_sum *rs = &R.rs[i];
+
+		if (!rs->slower)
+			continue;
+		fputs("Slower      ", f);
+		rank_label(f, &R, i);
+		fprintf(f, " was last in %" PRIu64 " of %" PRIu64 " steps, by %s at the median: slower "
+			"throughout, not in bursts", rs->last, steps_had(&R, 2),
+			report_fmt_ns(x, sizeof(x), median_of(rs->lead, rs->last)));
+		print_causes(f, r[i].e, rs->last_cause_ns, rs->last_who);
+		fputc('\n', f);
 	}
 	free(order);
 	ranks_free(&R);
@@ -613,6 +770,18 @@ int report_ranks_json(const struct rank_trace *r, int n, FILE *f)
 		jw_key(&w, "comm");
 		jw_strn(&w, t.comm, strnlen(t.comm, SB_COMM_LEN));
 		jw_obj_end(&w);
+		{
+			char comm[SB_COMM_LEN + 1];
+			uint32_t pid = rank_process(&r[i], comm, sizeof(comm));
+
+			jw_key(&w, "process");
+			jw_obj(&w);
+			jw_key(&w, "pid");
+			jw_u64(&w, pid);
+			jw_key(&w, "comm");
+			jw_str(&w, comm);
+			jw_obj_end(&w);
+		}
 		jw_key(&w, "identity");
 		report_json_identity(&w, r[i].e);
 		jw_key(&w, "complete_steps");
@@ -636,6 +805,10 @@ int report_ranks_json(const struct rank_trace *r, int n, FILE *f)
 		jw_obj(&w);
 		jw_key(&w, "step");
 		jw_u64(&w, a->step);
+		if (a->repeat) {
+			jw_key(&w, "repeat");
+			jw_u64(&w, a->repeat);
+		}
 		jw_key(&w, "own_ns");
 		jw_arr(&w);
 		for (int i = 0; i < n; i++) {
@@ -675,7 +848,7 @@ int report_ranks_json(const struct rank_trace *r, int n, FILE *f)
 	jw_arr(&w);
 	for (int k = 0; k < n; k++) {
 		const struct rank_sum *rs = &R.rs[order[k]];
-		int causes[ENG_NCAUSE], nc = top_causes(rs, causes);
+		int causes[ENG_NCAUSE], nc = top_causes(rs->cause_ns, causes);
 
 		jw_obj(&w);
 		jw_key(&w, "rank");
@@ -688,6 +861,10 @@ int report_ranks_json(const struct rank_trace *r, int n, FILE *f)
 		jw_u64(&w, rs->behind_total);
 		jw_key(&w, "median_behind_ns");
 		jw_u64(&w, median_of(rs->behind, rs->straggles));
+		jw_key(&w, "slower_throughout");
+		jw_bool(&w, rs->slower);
+		jw_key(&w, "median_lead_ns");
+		jw_u64(&w, median_of(rs->lead, rs->last));
 		jw_key(&w, "causes");
 		jw_arr(&w);
 		for (int c = 0; c < nc; c++) {
@@ -752,7 +929,6 @@ int report_ranks_perfetto(const struct rank_trace *r, int n, FILE *f)
 	fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
 	for (int i = 0; i < n; i++) {
 		uint64_t base = UINT64_MAX;
-		struct eng_target t;
 
 		for (size_t j = 0; j < R.nst; j++)
 			if (R.at[i][j] && R.at[i][j]->start_ns < base)
@@ -793,9 +969,12 @@ int report_ranks_perfetto(const struct rank_trace *r, int n, FILE *f)
 			pf_rank_slice(f, &first, i + 1, 2, name, "straggle", s->start_ns - base,
 				      s->duration_ns, args);
 		}
-		engine_target(r[i].e, &t);
-		snprintf(name, sizeof(name), "rank %d: %.16s[%" PRIu32 "]", i, t.comm[0] ? t.comm : "?",
-			 t.pid);
+		{
+			char comm[SB_COMM_LEN + 1];
+			uint32_t pid = rank_process(&r[i], comm, sizeof(comm));
+
+			snprintf(name, sizeof(name), "rank %d: %.16s[%" PRIu32 "]", i, comm, pid);
+		}
 		pf_rank_meta(f, &first, "process_name", i + 1, -1, name);
 		pf_rank_meta(f, &first, "thread_name", i + 1, 1, "steps");
 		pf_rank_meta(f, &first, "thread_name", i + 1, 2, "straggles");

@@ -139,6 +139,8 @@ struct rank_trace {
 	const char *path;
 	const struct engine *e;
 	const uint64_t *coll_ns;  /* by step index (engine_step), time in collective kernels */
+	uint32_t pid;             /* the process whose marks are its steps, in a trace of several ranks; 0: one rank a trace */
+	long order;               /* where it goes among the ranks (its RANK) */
 };
 int report_ranks_text(const struct rank_trace *r, int n, FILE *f);
 int report_ranks_json(const struct rank_trace *r, int n, FILE *f);

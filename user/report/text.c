@@ -1051,8 +1051,9 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 		for (uint32_t i = 0; i < c.nmarks_other; i++)
 			fprintf(f, "%s %" PRIu32, i ? "," : "", c.marks_other[i]);
 		fprintf(f, "%s) left out: the steps are those of the first process that marked "
-			"(pid %" PRIu32 "). For several ranks, record each one (-p PID) and report "
-			"the traces together\n", c.marks_other_more ? ", ..." : "", c.mark_pid);
+			"(pid %" PRIu32 "). `stepblame report FILE` of a recorded trace reports each "
+			"rank (schemas/report.md, \"Ranks\")\n", c.marks_other_more ? ", ..." : "",
+			c.mark_pid);
 	}
 	if (c.truncated)
 		fprintf(f, "Capture     CUT SHORT: %s; the report covers what was recorded\n",
