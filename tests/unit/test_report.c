@@ -1426,6 +1426,48 @@ static void t_ranks_epochs(void)
 	world_free(&c);
 }
 
+/*
+ * One trace whose step numbers restart (0..9 twice), rank 1's of the epochs
+ * test: its one slow step is named by number and index, and the Marks line
+ * says the numbers went back. Then every iteration marked twice (a second
+ * mark with the same number 1 ms into each step): the Marks line says so.
+ */
+static void t_step_numbers_repeat(void)
+{
+	struct world w, d;
+	char *txt;
+	uint64_t S = 10 * SEC;
+	struct sopt plain = { .pre = 5 * MS, .gpu = 2 * MS };
+
+	ranks_epochs_world(&w, true, 5 * MS);
+	REQUIRE(write_trace(&w, tpath("rep.sbt")), "writing the trace: %s", strerror(errno));
+	REQUIRE(report(tpath("rep.sbt"), "-o", tpath("rep.txt"), NULL, NULL, NULL) == 0,
+		"report failed");
+	txt = test_slurp(tpath("rep.txt"), NULL);
+	CHECK(txt && strstr(txt, "\nMarks       the step numbers went back 2 times (numbers that "
+			     "restart each epoch?)") && strstr(txt, "  step 5 (index 15): "),
+	      "text: %.1200s", txt ? txt : "(none)");
+	free(txt);
+	world_init(&d);
+	for (unsigned k = 0; k < 20; k++) {
+		uint64_t next = std_step(&d, S, k, &plain);
+
+		w_step(&d, S + 1 * MS, T_LAUNCHER, k);
+		S = next;
+	}
+	w_step(&d, S, T_LAUNCHER, 20);
+	REQUIRE(write_trace(&d, tpath("twice.sbt")), "writing the trace: %s", strerror(errno));
+	REQUIRE(report(tpath("twice.sbt"), "-o", tpath("twice.txt"), NULL, NULL, NULL) == 0,
+		"report failed");
+	txt = test_slurp(tpath("twice.txt"), NULL);
+	CHECK(txt && strstr(txt, "\nMarks       20 of 41 steps have the number of the step before: "
+			     "each iteration is marked twice"),
+	      "text: %.800s", txt ? txt : "(none)");
+	free(txt);
+	world_free(&w);
+	world_free(&d);
+}
+
 static void t_ranks_report(void)
 {
 	struct world a, b, c;
@@ -1691,6 +1733,7 @@ int main(void)
 	RUN(t_html_page);
 	RUN(t_ranks_report);
 	RUN(t_ranks_epochs);
+	RUN(t_step_numbers_repeat);
 	RUN(t_report_command);
 	RUN(t_report_cut_short);
 	RUN(t_report_errors);

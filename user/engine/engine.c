@@ -629,6 +629,8 @@ void engine_capture(const struct engine *e, struct eng_capture *c)
 	c->step_source = e->step_source;
 	c->mark_pid = e->mark_pid;
 	c->marks_ignored = e->marks_ignored;
+	c->numbers_back = e->numbers_back;
+	c->numbers_same = e->numbers_same;
 	c->marks_other = e->marks_other;
 	c->nmarks_other = e->nmarks_other;
 	c->marks_other_more = e->marks_other_more;

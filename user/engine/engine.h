@@ -638,6 +638,12 @@ struct eng_capture {
 	 */
 	uint32_t mark_pid;
 	uint64_t marks_ignored;
+	/*
+	 * Steps whose number was not above the step's before: numbers_back of
+	 * them (numbers that restart each epoch), numbers_same of those with the
+	 * very same number (marked twice in an iteration?)
+	 */
+	uint64_t numbers_back, numbers_same;
 	const uint32_t *marks_other;
 	uint32_t nmarks_other;
 	bool marks_other_more;

@@ -547,6 +547,8 @@ struct engine {
 	 * The same, as records are fed: the GPU and CUDA records of the other
 	 * marking processes are theirs, not the steps' (engine_feed)
 	 */
+	uint64_t last_number;                      /* the number of the last step begun */
+	uint64_t numbers_back, numbers_same;       /* eng_capture */
 	uint32_t feed_marker;
 	uint32_t feed_others[ENG_MARK_OTHERS_MAX];
 	uint32_t nfeed_others;

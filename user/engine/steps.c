@@ -773,6 +773,11 @@ static void step_begin(struct engine *e, uint64_t t, uint64_t number, uint32_t t
 	st = heap_calloc(e, 1, sizeof(*st));
 	st->seq = e->next_seq++;
 	st->number = number;
+	if (st->seq && number <= e->last_number) {
+		e->numbers_back++;
+		e->numbers_same += number == e->last_number;
+	}
+	e->last_number = number;
 	st->start = t;
 	st->marker_tid = tid;
 	st->fast_at_start_ok = e->mark_fast_ok && e->mark_fast_tid == tid;

@@ -537,16 +537,33 @@ void report_cause_phrase(const struct engine *e, const struct eng_step *s, int c
 	cause_phrase(f, s, cause, w, has_who);
 }
 
+/*
+ * "step 5", or where step numbers came again in the trace (numbers that
+ * restart each epoch) "step 5 (index 25)": the number alone would not say
+ * which step 5
+ */
+static const char *step_name(char *buf, size_t len, const struct engine *e, const struct eng_step *s)
+{
+	struct eng_capture c;
+
+	engine_capture(e, &c);
+	if (c.numbers_back)
+		snprintf(buf, len, "step %" PRIu64 " (index %" PRIu64 ")", s->step, s->index);
+	else
+		snprintf(buf, len, "step %" PRIu64, s->step);
+	return buf;
+}
+
 int report_step_line(const struct engine *e, const struct eng_step *s, const struct eng_summary *sum,
 		     const char *note, FILE *f)
 {
-	char d[32], x[32];
+	char d[32], x[32], nm[64];
 	struct eng_excess ex[ENG_NCAUSE];
 	int n;
 
 	set_home(e);
 
-	fprintf(f, "step %" PRIu64 ": %s", s->step, fmt_ns(d, sizeof(d), s->duration_ns));
+	fprintf(f, "%s: %s", step_name(nm, sizeof(nm), e, s), fmt_ns(d, sizeof(d), s->duration_ns));
 	/* next to the step time: how much of it the tracer may have taken */
 	if (s->tracer_events)
 		fprintf(f, " (tracer ≈ %s%s)", fmt_ns(x, sizeof(x), s->tracer_ns),
@@ -674,17 +691,24 @@ static bool phrase_has_figures(const struct eng_excess *x)
 
 void report_episode_line(const struct engine *e, const struct report_episode *p, FILE *f)
 {
-	char a[32], b[32];
+	char a[32], b[32], nm[64];
+	struct eng_capture c;
 
 	set_home(e);
-	fprintf(f, "steps %" PRIu64 "-%" PRIu64 " (%" PRIu64 " steps, +%s over median in all): "
-		"%s +%s in all", p->first->step, p->last->step, p->nsteps,
+	engine_capture(e, &c);
+	/* numbers that restart: "steps 9-1" would read as nothing; the indexes too */
+	if (c.numbers_back)
+		fprintf(f, "steps %" PRIu64 " to %" PRIu64 " (index %" PRIu64 "-%" PRIu64 ", ",
+			p->first->step, p->last->step, p->first->index, p->last->index);
+	else
+		fprintf(f, "steps %" PRIu64 "-%" PRIu64 " (", p->first->step, p->last->step);
+	fprintf(f, "%" PRIu64 " steps, +%s over median in all): %s +%s in all", p->nsteps,
 		fmt_ns(a, sizeof(a), p->over_ns), eng_cause_name(p->top.cause),
 		fmt_ns(b, sizeof(b), p->cause_ns));
 	cause_phrase(f, p->longest, p->top.cause, &p->top.who, p->top.has_who);
 	/* the phrase's figures (calls, faults, what the culprit did) are one step's */
 	if (p->nsteps > 1 && phrase_has_figures(&p->top))
-		fprintf(f, " (in step %" PRIu64 ", the longest)", p->longest->step);
+		fprintf(f, " (in %s, the longest)", step_name(nm, sizeof(nm), e, p->longest));
 	fputs("  [tail]\n", f);
 }
 
@@ -1055,6 +1079,16 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 			"rank (schemas/report.md, \"Ranks\")\n", c.marks_other_more ? ", ..." : "",
 			c.mark_pid);
 	}
+	if (c.numbers_same * 10 > nsteps && nsteps >= 10)
+		fprintf(f, "Marks       %s of %s steps have the number of the step before: each "
+			"iteration is marked twice (stepblame.step and mark_optimizer_steps both, or "
+			"two threads)? Then a step is half an iteration: mark in one place\n",
+			report_fmt_count(a, sizeof(a), c.numbers_same),
+			report_fmt_count(b, sizeof(b), nsteps));
+	else if (c.numbers_back)
+		fprintf(f, "Marks       the step numbers went back %s time%s (numbers that restart "
+			"each epoch?): steps are also named by their index in the trace\n",
+			report_fmt_count(a, sizeof(a), c.numbers_back), c.numbers_back == 1 ? "" : "s");
 	if (c.truncated)
 		fprintf(f, "Capture     CUT SHORT: %s; the report covers what was recorded\n",
 			c.truncated);
