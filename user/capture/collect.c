@@ -1091,7 +1091,8 @@ static int target_gone(pid_t pid, int pidfd, uint64_t start_ticks)
 	if (pidfd >= 0) {
 		struct pollfd p = { .fd = pidfd, .events = POLLIN };
 
-		if (poll(&p, 1, 0) == 1)
+		/* (a main thread that exited alone is no process's end: target_alive) */
+		if (poll(&p, 1, 0) == 1 && !target_alive(pid))
 			return TARGET_EXITED;
 	}
 	/* without pidfd: gone, a zombie, or the PID reused by another process */

@@ -103,8 +103,20 @@ int target_check(pid_t pid, char *err, size_t errlen)
 			 (int)pid);
 		return -EINVAL;
 	}
-	if (state == 'Z' || state == 'X') {
+	if ((state == 'Z' || state == 'X') && !target_alive(pid)) {
 		snprintf(err, errlen, "PID %d has already exited (zombie)", (int)pid);
+		return -ESRCH;
+	}
+	/*
+	 * Its main thread exited alone and other threads run on: the process's
+	 * mappings are not readable through it any more (/proc/PID/maps is the
+	 * main thread's), and the probes need them. One traced from its start
+	 * (stepblame run, or attached before) is followed to its end.
+	 */
+	if (state == 'Z' || state == 'X') {
+		snprintf(err, errlen, "PID %d: its main thread has exited while other threads run "
+			 "on, and its mappings cannot be read through it: attach before that, or "
+			 "start it with `stepblame run`", (int)pid);
 		return -ESRCH;
 	}
 	if (pid == getpid()) {
@@ -114,15 +126,43 @@ int target_check(pid_t pid, char *err, size_t errlen)
 	return 0;
 }
 
-bool target_alive(pid_t pid)
+/* the task's state in a /proc stat file: running, sleeping, stopped..., not a zombie or dead */
+static bool stat_alive(const char *path)
 {
-	char path[64], buf[512], *p;
+	char buf[512], *p;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	if (read_small_file(path, buf, sizeof(buf)) < 0)
 		return false;
 	p = strrchr(buf, ')');
 	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+struct any_alive {
+	pid_t pid;
+	bool alive;
+};
+
+static int task_alive(void *ctx, pid_t tid)
+{
+	struct any_alive *a = ctx;
+	char path[96];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)a->pid, (int)tid);
+	a->alive = stat_alive(path);
+	return a->alive;
+}
+
+bool target_alive(pid_t pid)
+{
+	char path[64];
+	struct any_alive a = { pid, false };
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (stat_alive(path))
+		return true;
+	/* its main thread exited (a zombie) while other threads run on: the process lives */
+	target_threads(pid, task_alive, &a);
+	return a.alive;
 }
 
 uint64_t target_start_time(pid_t pid)
