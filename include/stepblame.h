@@ -7,9 +7,12 @@
  *   #include <stepblame.h>
  *   for (uint64_t n = 0; ; n++) { stepblame_step(n); train_one_step(); }
  *
- * stepblame:step marks a step boundary. stepblame:step_begin / step_end are
- * optional finer marks (e.g. to exclude evaluation between steps); the agent
- * does not need them.
+ * stepblame:step marks a step boundary: a step runs from one mark to the
+ * next, whatever happens in between. The probes of stepblame_step_begin(n)
+ * and stepblame_step_end(n) are not read by the agent: a step does not end at
+ * step_end, so that the wait for the next batch after it (a data loader's
+ * stall) stays in a step and is blamed. Time spent between epochs (an
+ * evaluation) is in the step before it.
  *
  * Header-only. Python and other FFI users load libstepblame.so instead, which
  * exports the same names as real functions (define STEPBLAME_EXTERN before
