@@ -301,14 +301,16 @@ static int take_record(struct capture *c, void *data, size_t size)
 			probes_alloc_kid_gone(c->probes, (pid_t)h->pid);
 			unwinder_forget(c->unw, (pid_t)h->pid);
 		}
-	} else if (h->type == SB_EV_RENAME && h->tid == h->pid && h->pid != (uint32_t)c->o->probe.pid &&
-		   h->size >= sizeof(struct sb_rename)) {
+	} else if (h->type == SB_EV_RENAME && h->tid == h->pid && h->size >= sizeof(struct sb_rename)) {
 		const struct sb_rename *r = data;
-		pid_t ppid = parent_of((pid_t)h->pid);
+		pid_t ppid;
 
-		/* an exec: new mappings */
+		/* an exec (the target's own too): new mappings, read at the next tick */
 		stackmaps_exec(c->maps, (pid_t)h->pid);
 		unwinder_forget(c->unw, (pid_t)h->pid);
+		if (h->pid == (uint32_t)c->o->probe.pid)
+			return 0;
+		ppid = parent_of((pid_t)h->pid);
 		if (ppid)
 			return put_process(c, (pid_t)h->pid, ppid, r->newcomm) ? -ECANCELED : 0;
 	}
