@@ -548,6 +548,7 @@ struct engine {
 	 * marking processes are theirs, not the steps' (engine_feed)
 	 */
 	uint64_t last_number;                      /* the number of the last step begun */
+	bool number_seen;                          /* of this source (a better one starts anew) */
 	uint64_t numbers_back, numbers_same;       /* eng_capture */
 	uint32_t feed_marker;
 	uint32_t feed_others[ENG_MARK_OTHERS_MAX];

@@ -773,11 +773,12 @@ static void step_begin(struct engine *e, uint64_t t, uint64_t number, uint32_t t
 	st = heap_calloc(e, 1, sizeof(*st));
 	st->seq = e->next_seq++;
 	st->number = number;
-	if (st->seq && number <= e->last_number) {
+	if (e->number_seen && number <= e->last_number) {
 		e->numbers_back++;
 		e->numbers_same += number == e->last_number;
 	}
 	e->last_number = number;
+	e->number_seen = true;
 	st->start = t;
 	st->marker_tid = tid;
 	st->fast_at_start_ok = e->mark_fast_ok && e->mark_fast_tid == tid;
@@ -834,6 +835,8 @@ void step_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t,
 		/* a better source turned up: the step in progress was cut by the change */
 		if (e->current_step)
 			step_end(e, t, true);
+		/* its numbers start anew: no step went back */
+		e->number_seen = false;
 	}
 	e->step_source = src;
 	if (kind == MARK_END) {
