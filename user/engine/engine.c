@@ -224,32 +224,22 @@ static void watermark_to(struct engine *e, uint64_t w)
 }
 
 /*
- * A record of another rank than the steps': with engine_opts.rank_pid, any
- * other process's; without, a process that marks steps of its own, once its
- * first mark came (the steps are the first marking process's)
+ * A step mark, CUDA call or GPU record of another process than the one whose
+ * steps these are: with engine_opts.rank_pid, any other's; without, once the
+ * first mark came, any but the first marking process's (another rank's GPU,
+ * or a worker's, is not the steps' timeline; other marks are counted, not
+ * used, as they are swept)
  */
 static bool other_rank(struct engine *e, const struct sb_hdr *h)
 {
 	if (e->opts.rank_pid)
 		return h->pid != e->opts.rank_pid;
 	if (h->type == SB_EV_STEP) {
-		uint32_t i = 0;
-
 		if (!e->feed_marker)
 			e->feed_marker = h->pid;
-		if (h->pid == e->feed_marker)
-			return false;
-		while (i < e->nfeed_others && e->feed_others[i] != h->pid)
-			i++;
-		if (i == e->nfeed_others && i < ENG_MARK_OTHERS_MAX)
-			e->feed_others[e->nfeed_others++] = h->pid;
-		/* its marks are counted, not used, as they are swept */
 		return false;
 	}
-	for (uint32_t i = 0; i < e->nfeed_others; i++)
-		if (e->feed_others[i] == h->pid)
-			return true;
-	return false;
+	return e->feed_marker && h->pid != e->feed_marker;
 }
 
 void engine_feed(struct engine *e, const struct sb_hdr *h)

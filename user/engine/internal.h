@@ -543,16 +543,14 @@ struct engine {
 	uint32_t marks_other[ENG_MARK_OTHERS_MAX]; /* the first such processes */
 	uint32_t nmarks_other;
 	bool marks_other_more;                     /* and more than those */
-	/*
-	 * The same, as records are fed: the GPU and CUDA records of the other
-	 * marking processes are theirs, not the steps' (engine_feed)
-	 */
 	uint64_t last_number;                      /* the number of the last step begun */
 	bool number_seen;                          /* of this source (a better one starts anew) */
 	uint64_t numbers_back, numbers_same;       /* eng_capture */
+	/*
+	 * The first marking process, as records are fed: GPU and CUDA records of
+	 * others are not the steps' (engine_feed, other_rank)
+	 */
 	uint32_t feed_marker;
-	uint32_t feed_others[ENG_MARK_OTHERS_MAX];
-	uint32_t nfeed_others;
 	uint64_t marks_ignored;
 	bool mark_fast_ok;
 	/* the threads that launch work, alive, in the order they became such (hot-path audit) */
