@@ -116,13 +116,15 @@ python3 "$(dirname "$0")/blame_check.py" accuracy ${T}_blame "$tmp/1.json" "$tmp
 #    200-209, and there it is last, by the stall (with two ranks the median
 #    rank is the other), blocked on a loader. The per-step stream keeps the
 #    first marking process's steps.
-bash -c "RANK=1 \"$SIMTRAINER\" --steps 1500 --kernels 8 --start-delay-ms 1500 --inject stall@200-209:20 --quiet & RANK=0 \"$SIMTRAINER\" --steps 1500 --kernels 8 --start-delay-ms 1500 --quiet; wait" \
+#    (each waits for its GPU channel to be read before its first step: however
+#    long the attach takes on a loaded machine, the stalled steps are recorded)
+bash -c "RANK=1 \"$SIMTRAINER\" --steps 1500 --kernels 8 --wait-agent 30 --inject stall@200-209:20 --quiet & RANK=0 \"$SIMTRAINER\" --steps 1500 --kernels 8 --wait-agent 30 --quiet; wait" \
 	>"$tmp/sim2.out" 2>&1 &
 sh2=$!
 pids="$pids $sh2"
 sleep 0.5
 kids2=$(pgrep -P $sh2 | tr '\n' ' ')
-"$STEPBLAME" record -p $sh2 -d 4 -o "$tmp/2.sbtrace" >"$tmp/2.log" 2>&1
+"$STEPBLAME" record -p $sh2 -d 9 -o "$tmp/2.sbtrace" >"$tmp/2.log" 2>&1
 rc=$?
 wait $sh2
 "$STEPBLAME" report "$tmp/2.sbtrace" -f json -o "$tmp/2.json" 2>"$tmp/2.err" &&
