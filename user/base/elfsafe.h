@@ -41,4 +41,11 @@ void elf_build_id_hex(Elf *elf, char *out, size_t len);
  */
 const char *elf_symbols_refusal(Elf *elf, uint64_t fsize, uint64_t *bytes);
 
+/*
+ * The answer of a libdwfl find_elf callback: a new reference to shared, a
+ * handle already checked (NULL: none), and no file name, which libdwfl would
+ * open itself. Returns the callback's -1 (no descriptor).
+ */
+int elf_dwfl_answer(Elf *shared, char **file_name, Elf **elfp);
+
 #endif

@@ -183,23 +183,17 @@ static struct ufile *file_of(struct unwinder *u, const struct umod *um)
 	return f;
 }
 
-/* libdwfl asks for a module's ELF: a new reference to its file's shared handle */
+/* libdwfl asks for a module's ELF: its file's shared handle */
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
 		    char **file_name, Elf **elfp)
 {
 	struct umod *um = *userdata;
-	struct ufile *f;
+	struct ufile *f = um ? file_of(um->u, um) : NULL;
 
 	(void)mod;
 	(void)name;
 	(void)base;
-	/* a name left here would be opened by libdwfl itself */
-	*file_name = NULL;
-	*elfp = NULL;
-	f = um ? file_of(um->u, um) : NULL;
-	if (f)
-		*elfp = elf_begin(-1, ELF_C_READ, f->elf);
-	return -1;
+	return elf_dwfl_answer(f ? f->elf : NULL, file_name, elfp);
 }
 
 static int find_no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,

@@ -67,19 +67,14 @@ struct symbols {
 	struct hit *hits;        /* HITS of them, on first use */
 };
 
-/* libdwfl asks for a module's ELF: a new reference to the handle open_module() checked */
+/* libdwfl asks for a module's ELF: the handle open_module() checked */
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
 		    char **file_name, Elf **elfp)
 {
-	Elf *elf = *userdata;
-
 	(void)mod;
 	(void)name;
 	(void)base;
-	/* a name left here would be opened by libdwfl itself */
-	*file_name = NULL;
-	*elfp = elf ? elf_begin(-1, ELF_C_READ, elf) : NULL;
-	return -1;
+	return elf_dwfl_answer(*userdata, file_name, elfp);
 }
 
 /*
