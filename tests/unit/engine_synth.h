@@ -111,6 +111,19 @@ static inline void w_text(struct world *w, unsigned type, uint32_t id, uint32_t 
 	w_text_at(w, type, id, tid, 0, text);
 }
 
+/* a thread record of process pid (its thread tid), as the recorder writes one */
+static inline void w_thread_of(struct world *w, uint32_t pid, uint32_t tid, const char *text)
+{
+	uint8_t buf[512] = { 0 };
+	struct sb_text *t = (struct sb_text *)buf;
+	size_t len = strlen(text);
+
+	hdr(&t->h, SB_REC_THREAD, (sizeof(*t) + len + 7) & ~7ul, 0, pid, tid, 0);
+	t->len = (uint32_t)len;
+	memcpy(t->text, text, len);
+	st_put(&w->meta, t);
+}
+
 static inline void world_init(struct world *w)
 {
 	memset(w, 0, sizeof(*w));

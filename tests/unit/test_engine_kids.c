@@ -39,19 +39,6 @@ static struct engine *run_world(struct world *w)
 	return e;
 }
 
-/* a thread record of process pid (its thread tid), as the recorder writes one */
-static void w_thread_of(struct world *w, uint32_t pid, uint32_t tid, const char *text)
-{
-	uint8_t buf[512] = { 0 };
-	struct sb_text *t = (struct sb_text *)buf;
-	size_t len = strlen(text);
-
-	hdr(&t->h, SB_REC_THREAD, (sizeof(*t) + len + 7) & ~7ul, 0, pid, tid, 0);
-	t->len = (uint32_t)len;
-	memcpy(t->text, text, len);
-	st_put(&w->meta, t);
-}
-
 /* records of a thread of another process than the target */
 static void k_switch_out(struct world *w, uint64_t ts, uint32_t pid, uint32_t tid, unsigned cpu,
 			 unsigned state)

@@ -1198,12 +1198,12 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 	if (ni) {
 		fputs("Interferers time taken from the critical threads while the GPU idled:\n", f);
 		for (int i = 0; i < ni; i++) {
-			char pn[160], role[176] = "";
+			char pn[160], pc[160], role[176] = "";
 
 			who_str(nm, sizeof(nm), itf[i].comm, itf[i].pid);
 			/* a followed process: what it is (a DataLoader worker takes the CPU it feeds) */
 			if (!itf[i].own && !itf[i].tracer && engine_process_name(e, itf[i].pid, pn, sizeof(pn)))
-				snprintf(role, sizeof(role), "   (%s)", pn);
+				snprintf(role, sizeof(role), "   (%s)", clean(pc, sizeof(pc), pn));
 			fprintf(f, "  %-28s %10s%s%s\n", nm, fmt_ns(a, sizeof(a), itf[i].ns),
 				itf[i].own ? "   (a thread of the trainer itself)" :
 				itf[i].tracer ? "   (stepblame's own agent)" : role,
