@@ -23,6 +23,7 @@
 #include <zlib.h>
 
 #include "test.h"
+#include "base/json.h"
 #include "base/util.h"
 #include "cmd/cmds.h"
 #include "engine_synth.h"
@@ -168,6 +169,25 @@ static void t_printable(void)
 	/* cut at the buffer, never inside a character */
 	sb_printable(buf, 5, "ab\xc3\xa9\xc3\xa9", 6);
 	CHECK(!strcmp(buf, "ab\xc3\xa9"), "cut: '%s'", buf);
+
+	/* JSON keeps them, as escapes: the same string decoded, nothing raw that a terminal or a page acts on */
+	static const struct { const char *in, *out; } js[] = {
+		{ "caf\xc3\xa9\xe6\x97\xa5", "caf\xc3\xa9\xe6\x97\xa5" },
+		{ "a\xc2\x9b" "2J", "a\\u009b2J" },
+		{ "exe.\xe2\x80\xae" "fdp\xe2\x81\xa9", "exe.\\u202efdp\\u2069" },
+		{ "\xc2\xa0\xe2\x80\xaf", "\xc2\xa0\xe2\x80\xaf" },            /* no-break spaces stay */
+		{ "\xc0\xaf", "\\ufffd\\ufffd" },
+	};
+	for (size_t i = 0; i < sizeof(js) / sizeof(js[0]); i++) {
+		char *out = NULL;
+		size_t olen = 0;
+		FILE *f = open_memstream(&out, &olen);
+
+		json_escape(f, js[i].in, strlen(js[i].in));
+		fclose(f);
+		CHECK(out && !strcmp(out, js[i].out), "json case %zu: '%s', want '%s'", i, out, js[i].out);
+		free(out);
+	}
 }
 
 static void t_text_escapes_names(void)
@@ -181,6 +201,8 @@ static void t_text_escapes_names(void)
 	char *text;
 
 	world_init(&w);
+	/* the interferer a followed child: its role, named after it, is the target's text too */
+	w_thread_of(&w, 901, 901, "\x1b]0;pwn\x07\xc2\x9b" "2J\xff\nppid=100\ncmdline=x\n");
 	for (unsigned k = 0; k < 30; k++)
 		S = std_step(&w, S, k, k == 20 ? &evil : &plain);
 	w_step(&w, S, T_LAUNCHER, 30);
@@ -196,6 +218,8 @@ static void t_text_escapes_names(void)
 	CHECK(ctl == 0, "%zu control or non-UTF-8 bytes in the text report", ctl);
 	CHECK(strstr(text, "?]0;pwn???2J?[901]"), "the interferer is not named, escaped: %s",
 	      strstr(text, "[901]") ? strstr(text, "[901]") - 14 : "(absent)");
+	CHECK(strstr(text, "(?]0;pwn???2J?, child process 1 of "), "its role not given, escaped: %s",
+	      strstr(text, "Interferers") ? strstr(text, "Interferers") : "(absent)");
 	free(text);
 	engine_free(e);
 	world_free(&w);

@@ -146,8 +146,10 @@ void jw_key(struct jw *w, const char *k)
 
 /*
  * The one escaping policy of every JSON stepblame writes: '"' and '\' with a
- * backslash, \n \r \t as such, other controls and DEL as \u00XX, valid UTF-8 as
- * it is, a byte that is not part of valid UTF-8 as \ufffd (U+FFFD).
+ * backslash, \n \r \t as such, other controls and DEL as \u00XX, C1 controls and
+ * bidirectional overrides and isolates as \uXXXX (what utf8_printable() refuses:
+ * raw, they would drive a terminal or reorder a line where the JSON is shown),
+ * other valid UTF-8 as it is, a byte that is not part of valid UTF-8 as \ufffd.
  */
 size_t json_escape_one(char out[JSON_ESC_MAX], const char *str, size_t n, size_t *used)
 {
@@ -176,10 +178,22 @@ size_t json_escape_one(char out[JSON_ESC_MAX], const char *str, size_t n, size_t
 		out[0] = (char)c;
 		return 1;
 	}
-	if ((l = utf8_seq_len(s, n))) {
+	if ((l = utf8_seq_len(s, n)) && utf8_printable(s, n)) {
 		memcpy(out, s, l);
 		*used = l;
 		return l;
+	}
+	if (l == 2 || l == 3) {
+		/* a C1 control, a bidirectional override or isolate: as \uXXXX */
+		unsigned cp = l == 2 ? (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu) :
+				       (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+
+		out[0] = '\\';
+		out[1] = 'u';
+		for (int i = 0; i < 4; i++)
+			out[2 + i] = "0123456789abcdef"[(cp >> (12 - 4 * i)) & 15];
+		*used = l;
+		return 6;
 	}
 	memcpy(out, "\\ufffd", 6);
 	return 6;
