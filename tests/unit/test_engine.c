@@ -2227,6 +2227,43 @@ static void t_iosys_file(void)
 	world_free(&w);
 }
 
+/* a 2 ms fsync of the file named by arg, inode 403325 */
+static void inj_fsync_named(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)len;
+	w_iofile(w, at, at + 2 * MS, T_LAUNCHER, SB_IO_FSYNC, 0, 403325, SB_FILE_REGULAR, arg,
+		 64 << 20);
+}
+
+/* a file deleted, another created: the same inode again, under its own name */
+static void t_iosys_inode_reused(void)
+{
+	struct world w;
+	struct sopt first = { .pre = PRE, .gpu = GPU, .len = 2 * MS, .inj = inj_fsync_named,
+			      .arg = "/var/tmp/blob_15" };
+	struct sopt second = { .pre = PRE, .gpu = GPU, .len = 2 * MS, .inj = inj_fsync_named,
+			       .arg = "/var/tmp/blob_30" };
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	const struct eng_step *s;
+	struct engine *e;
+	uint64_t S = 10 * SEC;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 8; k++)
+		S = std_step(&w, S, k, k == 1 ? &first : k == 4 ? &second : &plain);
+	w_step(&w, S, T_LAUNCHER, 8);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	CHECK(s && s->nio == 1 && !strcmp(s->io[0].path, "/var/tmp/blob_15"), "step 1: %s",
+	      s && s->nio ? s->io[0].path : "(none)");
+	s = step_no(e, 4);
+	CHECK(s && s->nio == 1 && !strcmp(s->io[0].path, "/var/tmp/blob_30"), "step 4: %s",
+	      s && s->nio ? s->io[0].path : "(none)");
+	engine_free(e);
+	world_free(&w);
+}
+
 /* pulled off its CPU by the migration stopper, then waits on the new CPU */
 static void inj_migrate(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
@@ -3058,6 +3095,7 @@ int main(void)
 	RUN(t_alloc_burst_in_place);
 	RUN(t_iosys);
 	RUN(t_iosys_file);
+	RUN(t_iosys_inode_reused);
 	RUN(t_iosys_longest_kept);
 	RUN(t_moved_by);
 	RUN(t_moved_then_agent);

@@ -870,17 +870,24 @@ void ev_interval(struct engine *e, uint32_t tid, uint64_t s, uint64_t end, int e
 		a->count[count]++;
 }
 
-/* the file of an iosys record in e->io_files: 1 + its index (the least recently met is replaced) */
+/*
+ * The file of an iosys record in e->io_files: 1 + its index (the least
+ * recently met is replaced). Its inode and its path: a file deleted and
+ * another created gets the same inode back, and must not take the first's name.
+ */
 static uint32_t io_file_of(struct engine *e, const struct sb_iosys_file *f)
 {
+	char path[ENG_IO_PATH_MAX];
 	uint32_t k = 0;
 	struct io_file *x;
 
+	sb_iosys_file_path(f, path, sizeof(path));
 	if (!e->io_files)
 		e->io_files = heap_calloc(e, IO_FILES_MAX, sizeof(*e->io_files));
 	for (uint32_t i = 0; i < e->nio_files; i++) {
 		x = &e->io_files[i];
-		if (x->ino == f->ino && x->dev == f->dev && x->kind == f->kind) {
+		if (x->ino == f->ino && x->dev == f->dev && x->kind == f->kind &&
+		    (!path[0] || !strcmp(x->path, path))) {
 			x->used = e->io_seq;
 			return i + 1;
 		}
@@ -895,8 +902,9 @@ static uint32_t io_file_of(struct engine *e, const struct sb_iosys_file *f)
 	x->dev = f->dev;
 	x->kind = f->kind;
 	x->used = e->io_seq;
+	x->made = ++e->io_files_made;
 	x->step_seq = UINT64_MAX;
-	sb_iosys_file_path(f, x->path, sizeof(x->path));
+	memcpy(x->path, path, sizeof(x->path));
 	return k + 1;
 }
 

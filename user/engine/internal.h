@@ -62,6 +62,7 @@ struct io_file {
 	uint64_t base_written;   /* ...in its last record before step step_seq */
 	uint64_t step_seq;
 	uint64_t used;           /* when last met (e->io_seq): the least recent is replaced */
+	uint64_t made;           /* e->io_files_made when it took its slot: who names it checks */
 	char path[ENG_IO_PATH_MAX];
 	uint32_t act_path;       /* its engine_act_path() id, 0: not asked yet */
 };
@@ -661,6 +662,7 @@ struct engine {
 	/* the files of iosys records (allocated at the first that names one) */
 	struct io_file *io_files;
 	uint32_t nio_files;
+	uint64_t io_files_made;
 	/* the files the wakers' activities name (engine_act_path) */
 	char (*act_paths)[ENG_IO_PATH_MAX];
 	uint32_t nact_paths;

@@ -350,7 +350,7 @@ void act_io_name(struct engine *e, struct thread *t, uint64_t s, uint8_t call, u
 	a->io_call = call;
 	a->io_kind = f->kind;
 	a->ref = file;
-	a->key = f->ino;
+	a->key = f->made;
 	a->dev = f->dev;
 }
 
@@ -364,7 +364,7 @@ uint32_t act_name_of(struct engine *e, const struct act_iv *v)
 	if (v->kind == ENG_ACT_IO && v->ref && v->ref <= e->nio_files) {
 		struct io_file *f = &e->io_files[v->ref - 1];
 
-		if (f->ino != v->key || f->dev != v->dev || !f->path[0])
+		if (f->made != v->key || f->dev != v->dev || !f->path[0])
 			return 0;
 		if (!f->act_path)
 			f->act_path = act_path_id(e, f->path);
