@@ -817,6 +817,46 @@ static void t_frames_never_open_fifo(void)
 }
 
 /*
+ * A mapped file's name that the target replaced by a link into the kernel's
+ * own file systems: "regular" to stat, never opened (a read of /proc/kmsg
+ * takes the messages it returns from the system's logger)
+ */
+static void t_open_regular_not_kernel_fs(void)
+{
+	char dir[] = "/tmp/sb_kfs.XXXXXX", link[64], plain[64];
+	const char *kernel[] = { "/proc/kmsg", "/proc/self/status",
+				 "/sys/kernel/mm/transparent_hugepage/enabled" };
+	struct stat st;
+	int fd;
+
+	REQUIRE(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	snprintf(link, sizeof(link), "%s/libtrainer.so", dir);
+	snprintf(plain, sizeof(plain), "%s/plain", dir);
+	for (size_t i = 0; i < sizeof(kernel) / sizeof(kernel[0]); i++) {
+		if (stat(kernel[i], &st) || !S_ISREG(st.st_mode))
+			continue;
+		unlink(link);
+		REQUIRE(symlink(kernel[i], link) == 0, "symlink: %s", strerror(errno));
+		fd = sb_open_regular(link, false, &st);
+		CHECK(fd < 0, "a link to %s was opened", kernel[i]);
+		if (fd >= 0)
+			close(fd);
+	}
+	fd = open(plain, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	REQUIRE(fd >= 0, "create: %s", strerror(errno));
+	close(fd);
+	unlink(link);
+	REQUIRE(symlink(plain, link) == 0, "symlink: %s", strerror(errno));
+	fd = sb_open_regular(link, false, &st);
+	CHECK(fd >= 0, "a link to a plain file was not followed");
+	if (fd >= 0)
+		close(fd);
+	unlink(link);
+	unlink(plain);
+	rmdir(dir);
+}
+
+/*
  * A tail step of 40 ms of faults (a run, its stack at its first fault) with a
  * 10 ms wait off the CPU beside them, stacked too: the where-line under it
  * shows the fault's stack, the kind of event its largest cause is made of,
@@ -1746,6 +1786,7 @@ int main(void)
 	RUN(t_json_stacks);
 	RUN(t_vdso_frames);
 	RUN(t_frames_never_open_fifo);
+	RUN(t_open_regular_not_kernel_fs);
 	RUN(t_frames_end_in_data);
 	RUN(t_where_of_cause);
 	RUN(t_where_blocked_in_read);

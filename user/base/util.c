@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -314,6 +316,28 @@ bool sb_is_file(const char *path)
 	return !stat(path, &st) && S_ISREG(st.st_mode);
 }
 
+/*
+ * The kernel's own files: "regular" to stat, but a read of one can act
+ * (/proc/kmsg and tracefs's trace_pipe take what they return from their
+ * readers) or block
+ */
+static bool kernel_fs(int fd)
+{
+	static const unsigned long magic[] = {
+		PROC_SUPER_MAGIC, SYSFS_MAGIC, DEBUGFS_MAGIC, TRACEFS_MAGIC, SECURITYFS_MAGIC,
+		CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, BPF_FS_MAGIC, PSTOREFS_MAGIC,
+		EFIVARFS_MAGIC, 0x62656570 /* configfs */,
+	};
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf))
+		return true;
+	for (size_t i = 0; i < sizeof(magic) / sizeof(magic[0]); i++)
+		if ((unsigned long)sf.f_type == magic[i])
+			return true;
+	return false;
+}
+
 int sb_open_regular(const char *path, bool nofollow, struct stat *st)
 {
 	char self[64];
@@ -321,7 +345,7 @@ int sb_open_regular(const char *path, bool nofollow, struct stat *st)
 
 	if (pfd < 0)
 		return -1;
-	if (!fstat(pfd, st) && S_ISREG(st->st_mode)) {
+	if (!fstat(pfd, st) && S_ISREG(st->st_mode) && !kernel_fs(pfd)) {
 		snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
 		/* O_NONBLOCK: a write lease held on it fails the open, never stalls it */
 		fd = open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);

@@ -61,8 +61,9 @@ bool sb_is_file(const char *path);
  * The file at path opened for reading if it is a regular file (*st its
  * status), else -1; nofollow: not through a symlink at path. Looked at through
  * an O_PATH descriptor first, which opens nothing: a FIFO or a device there is
- * never opened, and a write lease on it fails the open rather than stall it
- * (SECURITY.md).
+ * never opened, nor a file of the kernel's own file systems (proc, sysfs,
+ * debugfs, tracefs, ...: a read of /proc/kmsg takes the message it returns),
+ * and a write lease on it fails the open rather than stall it (SECURITY.md).
  */
 int sb_open_regular(const char *path, bool nofollow, struct stat *st);
 /* the directory part of path ("." if none) */
