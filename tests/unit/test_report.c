@@ -170,6 +170,15 @@ static void t_printable(void)
 	sb_printable(buf, 5, "ab\xc3\xa9\xc3\xa9", 6);
 	CHECK(!strcmp(buf, "ab\xc3\xa9"), "cut: '%s'", buf);
 
+	/* a frame: a function name from the target's symbol table or perf map, its file's name */
+	{
+		struct sym_frame f = { .addr = 0x1000, .func = "wait\x1b]0;PWN\x07\xc2\x9b" "2J",
+				       .module = "/x/lib\xe2\x80\xae" "os.so", .off = 0x24 };
+		char fr[512];
+
+		sym_frame_text(&f, fr, sizeof(fr));
+		CHECK(!strcmp(fr, "wait?]0;PWN???2J+0x24 (lib???os.so)"), "frame: '%s'", fr);
+	}
 	/* JSON keeps them, as escapes: the same string decoded, nothing raw that a terminal or a page acts on */
 	static const struct { const char *in, *out; } js[] = {
 		{ "caf\xc3\xa9\xe6\x97\xa5", "caf\xc3\xa9\xe6\x97\xa5" },

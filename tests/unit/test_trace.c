@@ -1333,7 +1333,7 @@ static bool write_dump_file(const char *p)
 	struct sb_switch_in si = { .h = { SB_EV_SWITCH_IN, sizeof(si), 2, 0, 1234, 1240,
 					  BASE + 12400000000ull },
 				   .wait_ns = 54321, .prev_pid = 7, .prev_tid = 8,
-				   .prev_comm = "we\"ird \x01\xff", .wait_reason = SB_WAIT_PREEMPTED };
+				   .prev_comm = "we\"ird \x01\xff\xc2\x9b", .wait_reason = SB_WAIT_PREEMPTED };
 	struct sb_fault f = { .h = { SB_EV_FAULT, sizeof(f), 0, SB_FAULT_MAJOR, 1234, 1241,
 				     BASE + 13000000000ull },
 			      .addr = 0x7fffdeadb000ull, .ip = 0x401000, .error_code = 6,
@@ -1376,7 +1376,7 @@ static void t_dump_text(void)
 	CHECK(contains_line(out, "     12.345678901 cpu1 1234/1240 switch_out state=runnable "
 			    "prev_state=0x0 next=hog[4412/4412]"), "switch_out line");
 	CHECK(contains_line(out, "     12.400000000 cpu2 1234/1240 switch_in wait_ns=54321 "
-			    "wait_reason=preempted prev=we\\x22ird\\x20\\x01\\xff[7/8]"),
+			    "wait_reason=preempted prev=we\\x22ird\\x20\\x01\\xff\\xc2\\x9b[7/8]"),
 	      "switch_in line");
 	CHECK(contains_line(out, "     13.000000000 cpu0 1234/1241 fault addr=0x7fffdeadb000 "
 			    "ip=0x401000 error_code=0x6 maj_flt=3 min_flt=99 kind=major"),
@@ -1414,7 +1414,7 @@ static void t_dump_jsonl(void)
 			    "\"pid\":1234,\"tid\":1240,\"flags\":0,\"state\":\"runnable\","
 			    "\"prev_state\":\"0x0\",\"next_comm\":\"hog\",\"next_pid\":4412,"
 			    "\"next_tid\":4412}"), "switch_out object");
-	CHECK(contains(out, "\"prev_comm\":\"we\\\"ird \\u0001\\ufffd\""), "escaped comm");
+	CHECK(contains(out, "\"prev_comm\":\"we\\\"ird \\u0001\\ufffd\\u009b\""), "escaped comm");
 	if (system("python3 -c 'pass' 2>/dev/null"))
 		SKIP("python3 not found: JSON lines not parsed");
 	snprintf(cmd, sizeof(cmd),
@@ -1422,7 +1422,7 @@ static void t_dump_jsonl(void)
 		 "l=[json.loads(x) for x in sys.stdin]\n"
 		 "assert l[0][\"type\"]==\"header\" and l[-1][\"type\"]==\"trailer\", l\n"
 		 "s=[x for x in l if x[\"type\"]==\"switch_in\"][0]\n"
-		 "assert s[\"prev_comm\"]==\"we\\\"ird \\x01\\ufffd\", s\n"
+		 "assert s[\"prev_comm\"]==\"we\\\"ird \\x01\\ufffd\\x9b\", s\n"
 		 "g=[x for x in l if x[\"type\"]==\"gpu\"][0]\n"
 		 "assert g[\"name\"].endswith(\"\\\"q\\\"\") and g[\"grid\"]==[64,1,1], g\n"
 		 "assert l[-1][\"by_type\"][\"fault\"]==1\n' < %s 2>%s", out, err);

@@ -146,8 +146,9 @@ static void oxbyte(unsigned c)
 /*
  * A string of any bytes. BARE: a text-mode token (no spaces or quotes), QUOTED:
  * text-mode "...", JSON: a JSON string body (json_escape_one(), the policy of
- * every JSON stepblame writes). Valid UTF-8 passes through; any other byte
- * becomes \xNN in text.
+ * every JSON stepblame writes). Valid UTF-8 passes through, but for the C1
+ * controls and the bidirectional overrides and isolates (utf8_printable());
+ * any other byte becomes \xNN in text.
  */
 static void oesc(const void *p, size_t n, enum esc mode)
 {
@@ -165,7 +166,7 @@ static void oesc(const void *p, size_t n, enum esc mode)
 	for (i = 0; i < n; i++) {
 		c = s[i];
 		if (c >= 0x80) {
-			k = utf8_seq_len(s + i, n - i);
+			k = utf8_printable(s + i, n - i);
 			if (k) {
 				omem(s + i, k);
 				i += k - 1;

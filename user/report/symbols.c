@@ -463,7 +463,7 @@ void symbols_frame(struct symbols *s, const struct eng_stack *st, uint32_t i,
 	}
 }
 
-const char *sym_frame_text(const struct sym_frame *f, char *buf, size_t len)
+static void sym_frame_raw(const struct sym_frame *f, char *buf, size_t len)
 {
 	if (f->func && f->module)
 		snprintf(buf, len, "%s+0x%" PRIx64 " (%s)", f->func, f->off, sym_base(f->module));
@@ -474,7 +474,17 @@ const char *sym_frame_text(const struct sym_frame *f, char *buf, size_t len)
 		snprintf(buf, len, "[%s+0x%" PRIx64 "]", sym_base(f->module), f->off);
 	else
 		snprintf(buf, len, "0x%" PRIx64, f->addr);
-	return buf;
+}
+
+const char *sym_frame_text(const struct sym_frame *f, char *buf, size_t len)
+{
+	char raw[512];
+
+	/* names from the target's files and perf map: nothing in them may drive a terminal */
+	if (len > sizeof(raw))
+		len = sizeof(raw);
+	sym_frame_raw(f, raw, len);
+	return sb_printable(buf, len, raw, strlen(raw));
 }
 
 static uint64_t dur(const struct eng_stack *s)
