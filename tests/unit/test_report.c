@@ -632,6 +632,74 @@ static void stack_world(struct world *w, const char *prog, const struct elfinfo 
 	}
 }
 
+#define JITS_AT 0x7e4000000000ull
+#define JITS_WIDE 0x7e5000000000ull
+#define JITS_N 20000u
+
+/*
+ * A perf map of 20,000 functions, looked up by start (not one by one): the
+ * last one written wins where two cover an address, also one written before
+ * thousands of others that start after it
+ */
+static void t_jit_many(void)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sb_stack sm = { .ev_type = SB_EV_STACK, .nframes = 6 };
+	static const struct { uint64_t ip; const char *func; } want[] = {
+		{ JITS_AT + 100 * 0x40 + 8, "f100" },
+		{ JITS_AT + 200 * 0x40 + 8, "reused" },       /* written over f200 */
+		{ JITS_WIDE + 0x108, "inner" },               /* inside wide, written after it */
+		{ JITS_WIDE + 0x5000, "wide" },               /* 19,999 starts between them */
+		{ JITS_AT + (JITS_N - 1) * 0x40 + 0x3f, "f19999" },
+		{ JITS_AT + JITS_N * 0x40 + 8, NULL },        /* past them all */
+	};
+	struct world w;
+	struct engine *e;
+	struct symbols *sym;
+	struct eng_stack st[1];
+	struct sym_frame f;
+	uint64_t S = 10 * SEC;
+	char text[480];
+	size_t o = 0;
+
+	world_init(&w);
+	w_text(&w, SB_REC_PERFMAP, 0, 0, "7e5000000000 10000 wide\n");
+	for (uint32_t i = 0; i < JITS_N; i++) {
+		o += (size_t)snprintf(text + o, sizeof(text) - o, "%llx 40 f%u\n",
+				      (unsigned long long)(JITS_AT + i * 0x40ull), i);
+		if (o > sizeof(text) - 40 || i == JITS_N - 1) {
+			w_text(&w, SB_REC_PERFMAP, 0, 0, text);
+			o = 0;
+		}
+	}
+	snprintf(text, sizeof(text), "%llx 40 reused\n%llx 10 inner\n",
+		 (unsigned long long)(JITS_AT + 200 * 0x40), (unsigned long long)(JITS_WIDE + 0x100));
+	w_text(&w, SB_REC_PERFMAP, 0, 0, text);
+	for (unsigned k = 0; k < 4; k++)
+		S = std_step(&w, S, k, &plain);
+	w_step(&w, S, T_LAUNCHER, 4);
+	hdr(&sm.h, SB_EV_STACK, sizeof(sm), 10 * SEC + 2 * MS, T_PID, T_LAUNCHER, 0);
+	sm.ev_start_ns = sm.h.ts;
+	for (int i = 0; i < 6; i++)
+		sm.ip[i] = want[i].ip + 1; /* return addresses: looked up one byte back */
+	st_put(&w.host, &sm);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	REQUIRE(engine_njitsyms(e) == JITS_N + 3, "%u JIT symbols", engine_njitsyms(e));
+	REQUIRE(engine_stacks(e, T_LAUNCHER, 0, UINT64_MAX, st, 1) == 1, "no stack kept");
+	sym = symbols_new(e);
+	REQUIRE(sym, "symbols");
+	for (uint32_t i = 0; i < 6; i++) {
+		symbols_frame(sym, &st[0], i, &f);
+		CHECK(want[i].func ? f.func && !strcmp(f.func, want[i].func) : !f.func,
+		      "frame %u: %s, want %s", i, f.func ? f.func : "(none)",
+		      want[i].func ? want[i].func : "(none)");
+	}
+	symbols_free(sym);
+	engine_free(e);
+	world_free(&w);
+}
+
 #define VDSO_AT 0x7ffd00000000ull
 
 /*
@@ -1795,6 +1863,7 @@ int main(void)
 	RUN(t_json_stacks);
 	RUN(t_vdso_frames);
 	RUN(t_frames_never_open_fifo);
+	RUN(t_jit_many);
 	RUN(t_open_regular_not_kernel_fs);
 	RUN(t_frames_end_in_data);
 	RUN(t_where_of_cause);

@@ -65,6 +65,14 @@ struct symbols {
 	uint32_t n;
 	struct module *mods;     /* one per mapping record */
 	struct hit *hits;        /* HITS of them, on first use */
+	/*
+	 * The JIT symbols (a target's perf map: up to a million lines, a look
+	 * at each for every frame took minutes), by start: jit_idx[k] the
+	 * engine's index, jit_end[k] the largest end of those up to k
+	 */
+	uint32_t *jit_idx;
+	uint64_t *jit_end;
+	uint32_t njit_idx;       /* the engine's first njit_idx symbols are in it */
 };
 
 /* libdwfl asks for a module's ELF: the handle open_module() checked */
@@ -161,6 +169,8 @@ void symbols_free(struct symbols *s)
 	}
 	free(s->mods);
 	free(s->hits);
+	free(s->jit_idx);
+	free(s->jit_end);
 	free(s);
 }
 
@@ -373,19 +383,81 @@ static struct module *find_module(struct symbols *s, uint64_t addr, uint64_t ts,
 	return before[0] ? before[0] : after[0];
 }
 
-static const struct eng_jitsym *find_jit(const struct engine *e, uint64_t addr)
+/* symbols a live capture added since the index was built: looked at one by one up to this many */
+#define JIT_UNINDEXED_MAX 64
+/* symbols that start below an address and may cover it, looked at: a JIT's overlaps are few */
+#define JIT_OVERLAP_MAX 256
+
+static const struct engine *jit_sort_e;
+
+static int jit_cmp(const void *a, const void *b)
 {
-	const struct eng_jitsym *best = NULL;
-	uint32_t n = engine_njitsyms(e);
+	const struct eng_jitsym *x = engine_jitsym(jit_sort_e, *(const uint32_t *)a);
+	const struct eng_jitsym *y = engine_jitsym(jit_sort_e, *(const uint32_t *)b);
 
-	/* the last one written wins: a JIT may reuse its code memory */
-	for (uint32_t i = 0; i < n; i++) {
-		const struct eng_jitsym *j = engine_jitsym(e, i);
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
 
-		if (addr >= j->start && addr - j->start < j->size)
-			best = j;
+static void jit_index(struct symbols *s, uint32_t n)
+{
+	uint32_t *idx = realloc(s->jit_idx, (size_t)n * sizeof(*idx));
+	uint64_t *end;
+
+	if (idx)
+		s->jit_idx = idx;
+	end = idx ? realloc(s->jit_end, (size_t)n * sizeof(*end)) : NULL;
+	if (!end)
+		return;
+	s->jit_end = end;
+	for (uint32_t i = 0; i < n; i++)
+		idx[i] = i;
+	jit_sort_e = s->e;
+	qsort(idx, n, sizeof(*idx), jit_cmp);
+	for (uint32_t k = 0; k < n; k++) {
+		const struct eng_jitsym *j = engine_jitsym(s->e, idx[k]);
+		uint64_t e = j->start + j->size < j->start ? UINT64_MAX : j->start + j->size;
+
+		end[k] = k && end[k - 1] > e ? end[k - 1] : e;
 	}
-	return best;
+	s->njit_idx = n;
+}
+
+static bool jit_has(const struct eng_jitsym *j, uint64_t addr)
+{
+	return addr >= j->start && addr - j->start < j->size;
+}
+
+/* the JIT symbol over addr: of several, the last one written (a JIT may reuse its code memory) */
+static const struct eng_jitsym *find_jit(struct symbols *s, uint64_t addr)
+{
+	uint32_t n = engine_njitsyms(s->e), lo = 0, hi, best = UINT32_MAX;
+
+	/* built again as they grow by a quarter: a live capture's batches cost n log n in all */
+	if (n - s->njit_idx > JIT_UNINDEXED_MAX && n - s->njit_idx > s->njit_idx / 4)
+		jit_index(s, n);
+	for (uint32_t i = s->njit_idx; i < n; i++)
+		if (jit_has(engine_jitsym(s->e, i), addr))
+			best = i;
+	if (best != UINT32_MAX)
+		return engine_jitsym(s->e, best);
+	/* the last indexed symbol that starts at or below addr, then back while one may cover it */
+	hi = s->njit_idx;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (engine_jitsym(s->e, s->jit_idx[mid])->start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (uint32_t k = lo, seen = 0; k-- > 0 && s->jit_end[k] > addr && seen < JIT_OVERLAP_MAX;
+	     seen++)
+		if (jit_has(engine_jitsym(s->e, s->jit_idx[k]), addr) &&
+		    (best == UINT32_MAX || s->jit_idx[k] > best))
+			best = s->jit_idx[k];
+	return best == UINT32_MAX ? NULL : engine_jitsym(s->e, best);
 }
 
 void symbols_frame(struct symbols *s, const struct eng_stack *st, uint32_t i,
@@ -414,7 +486,7 @@ void symbols_frame(struct symbols *s, const struct eng_stack *st, uint32_t i,
 	}
 	md = s ? find_module(s, look, st->ts, st->pid) : NULL;
 	if (!md) {
-		j = s ? find_jit(s->e, look) : NULL;
+		j = s ? find_jit(s, look) : NULL;
 		if (j) {
 			f->module = "[jit]";
 			f->func = j->name;
