@@ -59,20 +59,38 @@ struct hit {
 /* the symbol tables of all the files opened, at most (a target maps what it likes) */
 #define SYMBOLS_BYTES_MAX (1ull << 30)
 
+/*
+ * Address ranges by start, for the look-up of every frame: a target may
+ * record 65,536 mappings and a million JIT symbols, and a look at each for
+ * each of a Perfetto file's million frames took minutes. The first n items
+ * are in it (a live capture adds more: looked at one by one until they are
+ * a quarter more, then all sorted again).
+ */
+struct span_index {
+	uint32_t n;
+	uint32_t *item;          /* by start */
+	uint64_t *start, *end;   /* item k's */
+	uint64_t *reach;         /* the largest end of items 0..k */
+};
+
+static void span_index_free(struct span_index *x)
+{
+	free(x->item);
+	free(x->start);
+	free(x->end);
+	free(x->reach);
+	memset(x, 0, sizeof(*x));
+}
+
 struct symbols {
 	const struct engine *e;
 	uint64_t bytes;          /* the symbol tables of the files opened so far */
 	uint32_t n;
 	struct module *mods;     /* one per mapping record */
 	struct hit *hits;        /* HITS of them, on first use */
-	/*
-	 * The JIT symbols (a target's perf map: up to a million lines, a look
-	 * at each for every frame took minutes), by start: jit_idx[k] the
-	 * engine's index, jit_end[k] the largest end of those up to k
-	 */
-	uint32_t *jit_idx;
-	uint64_t *jit_end;
-	uint32_t njit_idx;       /* the engine's first njit_idx symbols are in it */
+	struct span_index mod_ix, jit_ix;
+	uint32_t *mod_pids;      /* the processes of the indexed mappings, sorted */
+	uint32_t nmod_pids;
 };
 
 /* libdwfl asks for a module's ELF: the handle open_module() checked */
@@ -169,8 +187,9 @@ void symbols_free(struct symbols *s)
 	}
 	free(s->mods);
 	free(s->hits);
-	free(s->jit_idx);
-	free(s->jit_end);
+	span_index_free(&s->mod_ix);
+	span_index_free(&s->jit_ix);
+	free(s->mod_pids);
 	free(s);
 }
 
@@ -353,6 +372,122 @@ static void open_module(struct symbols *s, struct module *md)
 	close(fd);
 }
 
+/* items added since the index was built, looked at one by one: at most this many, or a quarter more */
+#define SPAN_UNINDEXED_MAX 64
+/* items that start below an address and may cover it, looked at: overlaps are few (a reused JIT region, a mapping read again) */
+#define SPAN_OVERLAP_MAX 1024
+/* ...and of those over it, at most this many are told */
+#define SPAN_FOUND_MAX 256
+
+struct span_sort {
+	uint64_t start;
+	uint32_t item;
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct span_sort *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->item < y->item ? -1 : x->item > y->item;
+}
+
+static bool span_index_stale(const struct span_index *x, uint32_t n)
+{
+	return n - x->n > SPAN_UNINDEXED_MAX && n - x->n > x->n / 4;
+}
+
+/* items [0, n), item i over [start[i], end[i]): false (the index as it was) when out of memory */
+static bool span_index_build(struct span_index *x, uint32_t n, const uint64_t *start,
+			     const uint64_t *end)
+{
+	struct span_sort *t = malloc((size_t)n * sizeof(*t));
+	struct span_index y = {
+		.n = n,
+		.item = malloc((size_t)n * sizeof(*y.item)),
+		.start = malloc((size_t)n * sizeof(*y.start)),
+		.end = malloc((size_t)n * sizeof(*y.end)),
+		.reach = malloc((size_t)n * sizeof(*y.reach)),
+	};
+
+	if (!t || !y.item || !y.start || !y.end || !y.reach) {
+		free(t);
+		span_index_free(&y);
+		return false;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		t[i] = (struct span_sort){ .start = start[i], .item = i };
+	qsort(t, n, sizeof(*t), span_cmp);
+	for (uint32_t k = 0; k < n; k++) {
+		y.item[k] = t[k].item;
+		y.start[k] = t[k].start;
+		y.end[k] = end[t[k].item];
+		y.reach[k] = k && y.reach[k - 1] > y.end[k] ? y.reach[k - 1] : y.end[k];
+	}
+	free(t);
+	span_index_free(x);
+	*x = y;
+	return true;
+}
+
+/*
+ * The indexed items over addr into out (at most max), the number found:
+ * the last to start at or below addr, then back while one may reach it
+ */
+static uint32_t span_index_at(const struct span_index *x, uint64_t addr, uint32_t *out,
+			      uint32_t max)
+{
+	uint32_t lo = 0, hi = x->n, n = 0;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (x->start[mid] <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (uint32_t k = lo, seen = 0; k-- > 0 && x->reach[k] > addr && seen < SPAN_OVERLAP_MAX &&
+	     n < max; seen++)
+		if (addr < x->end[k])
+			out[n++] = x->item[k];
+	return n;
+}
+
+static int pid_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* the mappings indexed again, with the processes they are of */
+static void mod_index(struct symbols *s)
+{
+	uint64_t *st = malloc((size_t)s->n * sizeof(*st)), *en = malloc((size_t)s->n * sizeof(*en));
+	uint32_t *pids = malloc((size_t)s->n * sizeof(*pids)), np = 0;
+
+	for (uint32_t i = 0; st && en && pids && i < s->n; i++) {
+		st[i] = s->mods[i].m->start;
+		en[i] = s->mods[i].m->end;
+		pids[i] = s->mods[i].m->pid;
+	}
+	if (st && en && pids && span_index_build(&s->mod_ix, s->n, st, en)) {
+		qsort(pids, s->n, sizeof(*pids), pid_cmp);
+		for (uint32_t i = 0; i < s->n; i++)
+			if (!np || pids[np - 1] != pids[i])
+				pids[np++] = pids[i];
+		free(s->mod_pids);
+		s->mod_pids = pids;
+		s->nmod_pids = np;
+		pids = NULL;
+	}
+	free(st);
+	free(en);
+	free(pids);
+}
+
 /*
  * The mapping of process pid covering addr: the latest recorded at or before
  * ts, else the first after. A process none of whose mappings the trace holds
@@ -361,67 +496,43 @@ static void open_module(struct symbols *s, struct module *md)
  */
 static struct module *find_module(struct symbols *s, uint64_t addr, uint64_t ts, uint32_t pid)
 {
-	struct module *before[2] = { NULL, NULL }, *after[2] = { NULL, NULL };
-	bool pid_seen = false;
+	uint32_t before[2] = { UINT32_MAX, UINT32_MAX }, after[2] = { UINT32_MAX, UINT32_MAX };
+	uint32_t cand[SPAN_FOUND_MAX], nc;
+	bool pid_seen;
 
-	for (uint32_t i = 0; i < s->n; i++) {
+	if (span_index_stale(&s->mod_ix, s->n))
+		mod_index(s);
+	pid_seen = s->nmod_pids &&
+		   bsearch(&pid, s->mod_pids, s->nmod_pids, sizeof(pid), pid_cmp) != NULL;
+	nc = span_index_at(&s->mod_ix, addr, cand, SPAN_FOUND_MAX);
+	for (uint32_t i = s->mod_ix.n; i < s->n; i++) {
+		const struct eng_mapping *m = s->mods[i].m;
+
+		pid_seen |= m->pid == pid;
+		if (addr >= m->start && addr < m->end && nc < SPAN_FOUND_MAX)
+			cand[nc++] = i;
+	}
+	for (uint32_t c = 0; c < nc; c++) {
+		uint32_t i = cand[c];
 		const struct eng_mapping *m = s->mods[i].m;
 		int own = m->pid == pid;
 
-		pid_seen |= own;
-		if (addr < m->start || addr >= m->end)
-			continue;
+		/* in record order: the last at or before ts, the first after */
 		for (int k = 0; k <= own; k++) {
-			if (m->ts <= ts)
-				before[k] = &s->mods[i];
-			else if (!after[k])
-				after[k] = &s->mods[i];
+			if (m->ts <= ts) {
+				if (before[k] == UINT32_MAX || i > before[k])
+					before[k] = i;
+			} else if (after[k] == UINT32_MAX || i < after[k]) {
+				after[k] = i;
+			}
 		}
 	}
-	if (pid_seen)
-		return before[1] ? before[1] : after[1];
-	return before[0] ? before[0] : after[0];
-}
+	{
+		int k = pid_seen ? 1 : 0;
+		uint32_t i = before[k] != UINT32_MAX ? before[k] : after[k];
 
-/* symbols a live capture added since the index was built: looked at one by one up to this many */
-#define JIT_UNINDEXED_MAX 64
-/* symbols that start below an address and may cover it, looked at: a JIT's overlaps are few */
-#define JIT_OVERLAP_MAX 256
-
-static const struct engine *jit_sort_e;
-
-static int jit_cmp(const void *a, const void *b)
-{
-	const struct eng_jitsym *x = engine_jitsym(jit_sort_e, *(const uint32_t *)a);
-	const struct eng_jitsym *y = engine_jitsym(jit_sort_e, *(const uint32_t *)b);
-
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
-}
-
-static void jit_index(struct symbols *s, uint32_t n)
-{
-	uint32_t *idx = realloc(s->jit_idx, (size_t)n * sizeof(*idx));
-	uint64_t *end;
-
-	if (idx)
-		s->jit_idx = idx;
-	end = idx ? realloc(s->jit_end, (size_t)n * sizeof(*end)) : NULL;
-	if (!end)
-		return;
-	s->jit_end = end;
-	for (uint32_t i = 0; i < n; i++)
-		idx[i] = i;
-	jit_sort_e = s->e;
-	qsort(idx, n, sizeof(*idx), jit_cmp);
-	for (uint32_t k = 0; k < n; k++) {
-		const struct eng_jitsym *j = engine_jitsym(s->e, idx[k]);
-		uint64_t e = j->start + j->size < j->start ? UINT64_MAX : j->start + j->size;
-
-		end[k] = k && end[k - 1] > e ? end[k - 1] : e;
+		return i == UINT32_MAX ? NULL : &s->mods[i];
 	}
-	s->njit_idx = n;
 }
 
 static bool jit_has(const struct eng_jitsym *j, uint64_t addr)
@@ -432,31 +543,32 @@ static bool jit_has(const struct eng_jitsym *j, uint64_t addr)
 /* the JIT symbol over addr: of several, the last one written (a JIT may reuse its code memory) */
 static const struct eng_jitsym *find_jit(struct symbols *s, uint64_t addr)
 {
-	uint32_t n = engine_njitsyms(s->e), lo = 0, hi, best = UINT32_MAX;
+	uint32_t n = engine_njitsyms(s->e), best = UINT32_MAX, cand[SPAN_FOUND_MAX], nc;
 
-	/* built again as they grow by a quarter: a live capture's batches cost n log n in all */
-	if (n - s->njit_idx > JIT_UNINDEXED_MAX && n - s->njit_idx > s->njit_idx / 4)
-		jit_index(s, n);
-	for (uint32_t i = s->njit_idx; i < n; i++)
+	if (span_index_stale(&s->jit_ix, n)) {
+		uint64_t *st = malloc((size_t)n * sizeof(*st)), *en = malloc((size_t)n * sizeof(*en));
+
+		if (st && en) {
+			for (uint32_t i = 0; i < n; i++) {
+				const struct eng_jitsym *j = engine_jitsym(s->e, i);
+
+				st[i] = j->start;
+				en[i] = j->start + j->size < j->start ? UINT64_MAX : j->start + j->size;
+			}
+			span_index_build(&s->jit_ix, n, st, en);
+		}
+		free(st);
+		free(en);
+	}
+	for (uint32_t i = s->jit_ix.n; i < n; i++)
 		if (jit_has(engine_jitsym(s->e, i), addr))
 			best = i;
 	if (best != UINT32_MAX)
 		return engine_jitsym(s->e, best);
-	/* the last indexed symbol that starts at or below addr, then back while one may cover it */
-	hi = s->njit_idx;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (engine_jitsym(s->e, s->jit_idx[mid])->start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (uint32_t k = lo, seen = 0; k-- > 0 && s->jit_end[k] > addr && seen < JIT_OVERLAP_MAX;
-	     seen++)
-		if (jit_has(engine_jitsym(s->e, s->jit_idx[k]), addr) &&
-		    (best == UINT32_MAX || s->jit_idx[k] > best))
-			best = s->jit_idx[k];
+	nc = span_index_at(&s->jit_ix, addr, cand, SPAN_FOUND_MAX);
+	for (uint32_t c = 0; c < nc; c++)
+		if (best == UINT32_MAX || cand[c] > best)
+			best = cand[c];
 	return best == UINT32_MAX ? NULL : engine_jitsym(s->e, best);
 }
 
