@@ -919,6 +919,16 @@ static void t_process_names(void)
 		   "/torch_4294967513_1");
 	w_mmap_map(&w, 7 * MS + 60 * US, 7 * MS + 70 * US, T_LAUNCHER, 0x7f0000203000ull, 4096,
 		   "/torch__217_1");
+	/*
+	 * a DataLoader with the forkserver context: its workers are the
+	 * forkserver's children, and the trainer maps their tensors
+	 */
+	w_thread_of(&w, 218, 218, "python3\nppid=201\ncmdline=python3 -c from multiprocessing."
+		    "forkserver import main; main(8, 9, ['__main__'])\n");
+	w_thread_of(&w, 219, 219, "python3\nppid=201\ncmdline=python3 -c from multiprocessing."
+		    "forkserver import main; main(8, 9, ['__main__'])\n");
+	w_mmap_map(&w, 8 * MS, 8 * MS + 10 * US, T_LAUNCHER, 0x7f0000300000ull, 192 << 10,
+		   "/dev/shm/torch_218_2887684879_56");
 	run_steps(&w, 3, 0, NULL);
 	e = run_world(&w);
 	REQUIRE(e, "engine");
@@ -946,6 +956,8 @@ static void t_process_names(void)
 			{ 215, "DataLoader worker 3 of trainer[100]" },
 			{ 216, "child process 2 of python3[203]" },
 			{ 217, "child process 3 of trainer[100]" },
+			{ 218, "DataLoader worker 4 of trainer[100]" },
+			{ 219, "multiprocessing child 2 of python3[201]" },
 		};
 
 		for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {

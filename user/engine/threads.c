@@ -655,6 +655,32 @@ void proc_ids_note(struct engine *e, uint32_t pid, const struct proc_ids *ids)
 	*p->ids = *ids;
 }
 
+static const char *proc_cmdline(const struct engine *e, uint32_t pid);
+static bool same_cmdline(const char *a, const char *b);
+
+/*
+ * A multiprocessing forkserver: what Python puts on its command line, which
+ * its forks keep (they are the children it starts, not forkservers)
+ */
+static bool is_forkserver(const struct engine *e, const struct proc *p)
+{
+	return p && p->cmdline && strstr(p->cmdline, "from multiprocessing.forkserver import main") &&
+	       !same_cmdline(proc_cmdline(e, p->ppid), p->cmdline);
+}
+
+/*
+ * The process a child works for: its parent, or for a child that a
+ * multiprocessing forkserver started, the forkserver's parent (a DataLoader
+ * with multiprocessing_context="forkserver": its workers are the
+ * forkserver's children, the trainer maps their tensors)
+ */
+static uint32_t proc_owner(const struct engine *e, const struct proc *p)
+{
+	const struct proc *q = proc_find(e, p->ppid);
+
+	return q && q->ppid && is_forkserver(e, q) ? q->ppid : p->ppid;
+}
+
 /*
  * PyTorch shares a tensor between processes through shared memory named
  * torch_<creator's pid>_... (/dev/shm): a parent that maps one its child made
@@ -675,7 +701,7 @@ void proc_shm_note(struct engine *e, uint32_t pid, const char *path)
 	if (*end != '_' || !creator || creator > UINT32_MAX || creator == pid)
 		return;
 	p = proc_find(e, (uint32_t)creator);
-	if (p && p->ppid == pid)
+	if (p && proc_owner(e, p) == pid)
 		p->torch_feeder = true;
 }
 
@@ -786,7 +812,7 @@ static enum proc_role proc_role(const struct engine *e, const struct proc *p)
 	if (strstr(cmd, "from multiprocessing.spawn import spawn_main") ||
 	    strstr(cmd, "--multiprocessing-fork"))
 		return ROLE_MP_CHILD;
-	if (strstr(cmd, "from multiprocessing.forkserver import main"))
+	if (is_forkserver(e, p))
 		return ROLE_FORKSERVER;
 	if (strstr(cmd, "from multiprocessing.resource_tracker import main"))
 		return ROLE_TRACKER;
@@ -823,19 +849,21 @@ bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t
 	 * when it came, in the order they were seen: a DataLoader's workers of
 	 * one epoch are 1 and 2 again when the last epoch's exited before them
 	 */
+	/* a DataLoader's workers are its, also where a forkserver started them */
+	uint32_t of = role == ROLE_LOADER ? proc_owner(e, p) : p->ppid;
+
 	for (uint32_t i = 0; i < e->nprocs; i++) {
 		const struct proc *q = &e->procs[i];
 
-		if (q->ppid == p->ppid && q->order < p->order &&
+		if ((role == ROLE_LOADER ? proc_owner(e, q) : q->ppid) == of && q->order < p->order &&
 		    !(q->gone_ns && q->gone_ns <= p->born_ns) && proc_role(e, q) == role)
 			n++;
 	}
 	if (role == ROLE_CHILD && own)
 		snprintf(buf, len, "%s, %s %u of %s[%u]", own, role_names[role], n,
-			 proc_comm(e, p->ppid), p->ppid);
+			 proc_comm(e, of), of);
 	else
-		snprintf(buf, len, "%s %u of %s[%u]", role_names[role], n, proc_comm(e, p->ppid),
-			 p->ppid);
+		snprintf(buf, len, "%s %u of %s[%u]", role_names[role], n, proc_comm(e, of), of);
 	return true;
 }
 
