@@ -407,8 +407,8 @@ static void t_text_culprit_share(void)
 	text = render(e, report_text, NULL);
 	REQUIRE(text, "render");
 	l = strstr(text, "  step 20: ");
-	CHECK(l && strstr(l, "preempted by noisy[900] on CPU 0 (15.0 ms of it; 9 other tasks and the "
-			  "rest 45.0 ms)"), "step 20's line: %.300s", l ? l : "(absent)");
+	CHECK(l && strstr(l, "preempted by noisy[900] on CPU 0 (15.0 ms of 60.0 ms in the step; 9 "
+			  "other tasks and the rest 45.0 ms)"), "step 20's line: %.300s", l ? l : "(absent)");
 	/* one task took it all: no share */
 	l = strstr(text, "  step 30: ");
 	CHECK(l && strstr(l, "preempted by noisy[900] on CPU 0  [tail]"), "step 30's line: %.300s",

@@ -499,14 +499,14 @@ const char *report_clean(char *buf, size_t len, const char *s)
 /*
  * After a step's culprit for a cause: how much of the cause was its, where
  * others had a good part of it (a crowd of tasks preempting the thread), so
- * that the one named is not read as the whole: " (224 ms of it; 9 other
- * tasks 660 ms)"
+ * that the one named is not read as the whole: " (224 ms of 884 ms in the
+ * step; 9 other tasks and the rest 660 ms)"
  */
 static void culprit_share(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w)
 {
 	uint64_t mine = 0, all = 0;
 	uint32_t others = 0;
-	char a[32], b[32];
+	char a[32], b[32], c[32];
 
 	for (uint32_t i = 0; i < s->nblame; i++) {
 		const struct eng_blame *x = &s->blame[i];
@@ -521,7 +521,8 @@ static void culprit_share(FILE *f, const struct eng_step *s, int cause, const st
 	}
 	if (!mine || mine * 10 >= all * 8)
 		return;
-	fprintf(f, " (%s of it; ", fmt_ns(a, sizeof(a), mine));
+	/* of the cause's whole time in the step: the figure before the dash is its excess over the median */
+	fprintf(f, " (%s of %s in the step; ", fmt_ns(a, sizeof(a), mine), fmt_ns(c, sizeof(c), all));
 	if (others)
 		fprintf(f, "%" PRIu32 " other task%s and the rest %s)", others, others == 1 ? "" : "s",
 			fmt_ns(b, sizeof(b), all - mine));
