@@ -51,6 +51,15 @@ if ! wait_line "$tmp/a.out" "^PID $pid1 exited" 60; then
 	fail ${T}_snippets "watch did not say that PID $pid1 exited: $(tail -3 "$tmp/a.out" "$tmp/a.err" | tr '\n' ' ')"
 	exit 0
 fi
+# a run that matches and ends within a second (a `--help`, a crash at start): it
+# ends while the watch attaches, or is watched to its end; the watch goes on
+"$SIMTRAINER" --steps 5 --kernels 1 --quiet --start-delay-ms 800 --ckpt-dir "$tmp/ckpt" \
+	>"$tmp/short.out" 2>&1 &
+sim=$!
+pid_short=$sim
+wait "$sim"; sim=
+wait_line "$tmp/a.out" "^PID $pid_short exited|^waiting for a process" 30 || true
+sleep 1
 # the restarted trainer: a new process with the same command line
 trainer 300 "$tmp/truth2.jsonl"
 pid2=$sim

@@ -630,6 +630,21 @@ static const char *end_text(enum sbt_end r)
 	return "?";
 }
 
+/*
+ * A process that matched and exited before it was watched (a short run, a
+ * `--help`): said, and the watch goes on to the next (0, as for an exit)
+ */
+static int watch_missed(struct watch *w, pid_t pid, struct collect_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->end_reason = SBT_END_TARGET_EXIT;
+	if (!w->out_closed) {
+		printf("PID %d exited before it could be watched\n", (int)pid);
+		out_flush(w);
+	}
+	return 0;
+}
+
 static int watch_one(struct watch *w, pid_t pid, int64_t duration_ns, struct collect_result *res)
 {
 	struct engine_opts eo = { .live = true, .keep_steps = WATCH_KEEP_STEPS };
@@ -638,6 +653,8 @@ static int watch_one(struct watch *w, pid_t pid, int64_t duration_ns, struct col
 	int rc;
 
 	if (target_check(pid, err, sizeof(err)) || probes_check_privileges(pid, err, sizeof(err))) {
+		if (!w->o->probe.pid && !target_alive(pid))
+			return watch_missed(w, pid, res);
 		sb_err("watch: %s", err);
 		return 1;
 	}
@@ -720,6 +737,9 @@ static int watch_one(struct watch *w, pid_t pid, int64_t duration_ns, struct col
 	w->eng = NULL;
 	flight_free(w->fl);
 	w->fl = NULL;
+	/* by name: one that ended while the probes were being attached is not the end of the watch */
+	if (rc && !w->o->probe.pid && !target_alive(pid))
+		return watch_missed(w, pid, res);
 	return rc;
 }
 
