@@ -1908,6 +1908,47 @@ static void t_faults_mmap_in_seed(void)
 	world_free(&w);
 }
 
+/*
+ * Step 2: 1 MiB mmap()ed (MAP_FIXED) inside 64 MiB read from the maps, then
+ * a fault in the 64 MiB outside it, then 100 faults in the 1 MiB: the copy
+ * of the 64 MiB found after the mmap must not take the next faults
+ */
+static void inj_seed_after_mmap(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	w_mmap_map(w, at, at + 10 * US, T_LAUNCHER, PRE_AT + (32u << 20), 1 << 20, "");
+	w->fault_addr = PRE_AT + (63u << 20);
+	w_fault(w, at + 20 * US, T_LAUNCHER, 0, 0);
+	for (int i = 0; i < 100; i++) {
+		w->fault_addr = PRE_AT + (32u << 20) + (uint64_t)i * 4096;
+		w_fault(w, at + 30 * US + (uint64_t)i * 10 * US, T_LAUNCHER, 0, 1 + (uint64_t)i);
+	}
+	w->fault_addr = 0;
+}
+
+static void t_faults_seed_after_mmap(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 8 * MS, .inj = inj_seed_after_mmap };
+	struct engine *e;
+	const struct eng_step *s;
+
+	world_init(&w);
+	w_mapping(&w, T_PID, PRE_AT, PRE_AT + (64ull << 20), "anon", "");
+	run_steps(&w, 8, 2, &inj, NULL);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 2);
+	REQUIRE(s && s->nmaps == 2, "step 2: %u maps, want 2", s ? s->nmaps : 0);
+	CHECK(s->maps[0].addr == PRE_AT + (32u << 20) && !s->maps[0].region &&
+	      s->maps[0].faults == 100, "maps[0]: at %" PRIx64 " region %u faults %u",
+	      s->maps[0].addr, s->maps[0].region, s->maps[0].faults);
+	CHECK(s->maps[1].addr == PRE_AT && s->maps[1].region == ENG_REGION_ANON &&
+	      s->maps[1].faults == 1, "maps[1]: at %" PRIx64 " region %u faults %u",
+	      s->maps[1].addr, s->maps[1].region, s->maps[1].faults);
+	engine_free(e);
+	world_free(&w);
+}
+
 /* step 2: one fault in each of five regions read from the maps, then 100 in a sixth */
 static void inj_in_passing(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
@@ -3105,6 +3146,7 @@ int main(void)
 	RUN(t_faults_mapping);
 	RUN(t_faults_premapped);
 	RUN(t_faults_mmap_in_seed);
+	RUN(t_faults_seed_after_mmap);
 	RUN(t_faults_in_passing);
 	RUN(t_faults_many_regions);
 	RUN(t_faults_heap_reread);

@@ -334,6 +334,19 @@ static void ev_migrate(struct engine *e, const struct sb_migrate *r)
 
 static uint32_t map_find(struct engine *e, uint32_t pid, uint64_t addr);
 
+/* whether a region mmap()ed during the capture, still there, lies (in part) inside the copy c */
+static bool region_inside(const struct engine *e, const struct map_region *c)
+{
+	for (uint32_t i = 0; i < e->nmaps; i++) {
+		const struct map_region *x = &e->maps[i];
+
+		if (!x->gone && !x->region && x->pid == c->pid && x->start < c->end &&
+		    x->end > c->start)
+			return true;
+	}
+	return false;
+}
+
 /*
  * The probes' cost of the open fault, n faults (a run: one record and n - 1
  * faults that only extended it), drawn as tracer out of its page_fault time
@@ -379,6 +392,15 @@ uint32_t map_at(struct engine *e, uint32_t pid, uint64_t addr, uint32_t *map, ui
 	    (m->region && *gen != e->map_gen)) {
 		*map = e->nmaps || e->nseeds ? map_find(e, pid, addr) : 0;
 		*gen = e->map_gen;
+		m = *map ? &e->maps[*map - 1] : NULL;
+		/*
+		 * a copy with a region mmap()ed inside it (MAP_FIXED over part of
+		 * it, or the kernel merging a new mapping into an old one): the
+		 * next fault is looked up again, which region holds it is not this
+		 * one's to say
+		 */
+		if (m && m->region && region_inside(e, m))
+			*gen = e->map_gen - 1;
 	} else if (m->region) {
 		/* a copy in use is not the one to replace */
 		e->maps[*map - 1].used = ++e->map_seq;
