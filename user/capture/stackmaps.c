@@ -626,9 +626,16 @@ static int scan_proc(struct scan_ctx *c, struct proc *pr)
 			l->flags = old->flags;
 		} else {
 			const struct range *o2 = find_in(pr->r, pr->n, l->end - 1);
+			/*
+			 * the heap grown by brk, the main stack grown down: still the
+			 * region the capture began with. Any other area grown is one
+			 * the kernel merged a new mapping into (an mmap placed just
+			 * below an old one): not "mapped before the capture"
+			 */
+			bool grows = !strcmp(l->kind, "heap") || !strcmp(l->kind, "stack");
 
-			if ((old && (old->flags & R_ATTACH) && old->start == l->start) ||
-			    (o2 && (o2->flags & R_ATTACH) && o2->end == l->end) ||
+			if ((grows && old && (old->flags & R_ATTACH) && old->start == l->start) ||
+			    (grows && o2 && (o2->flags & R_ATTACH) && o2->end == l->end) ||
 			    (first && pr->attach))
 				l->flags |= R_ATTACH;
 		}
