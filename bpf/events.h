@@ -344,7 +344,10 @@ struct sb_alloc_burst {
 
 enum sb_io_call { SB_IO_READ = 1, SB_IO_WRITE = 2, SB_IO_PREAD = 3, SB_IO_PWRITE = 4,
 		  SB_IO_READV = 5, SB_IO_WRITEV = 6, SB_IO_FSYNC = 7, SB_IO_FDATASYNC = 8,
-		  SB_IO_SYNC_FILE_RANGE = 9, SB_IO_UNLINK = 10, SB_IO_UNLINKAT = 11 };
+		  SB_IO_SYNC_FILE_RANGE = 9, SB_IO_UNLINK = 10, SB_IO_UNLINKAT = 11,
+		  SB_IO_SYNC = 12, SB_IO_SYNCFS = 13, SB_IO_SENDFILE = 14,
+		  SB_IO_COPY_FILE_RANGE = 15, SB_IO_SPLICE = 16, SB_IO_PREADV = 17,
+		  SB_IO_PWRITEV = 18, SB_IO_PREADV2 = 19, SB_IO_PWRITEV2 = 20 };
 
 struct sb_iosys {
 	struct sb_hdr h;       /* ts = return */

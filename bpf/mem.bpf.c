@@ -120,6 +120,15 @@ static __always_inline void mm_call_done(__u32 tid, struct mm_call *c)
 #define NR_SYNC_FILE_RANGE 84
 #define NR_UNLINKAT 35
 #define NR_SCHED_SETAFFINITY 122
+#define NR_SYNC 81
+#define NR_SYNCFS 267
+#define NR_SENDFILE 71
+#define NR_COPY_FILE_RANGE 285
+#define NR_SPLICE 76
+#define NR_PREADV 69
+#define NR_PWRITEV 70
+#define NR_PREADV2 286
+#define NR_PWRITEV2 287
 /* no unlink: arm64 has only unlinkat */
 #else /* x86_64 */
 #define NR_MMAP 9
@@ -140,6 +149,15 @@ static __always_inline void mm_call_done(__u32 tid, struct mm_call *c)
 #define NR_UNLINK 87
 #define NR_UNLINKAT 263
 #define NR_SCHED_SETAFFINITY 203
+#define NR_SYNC 162
+#define NR_SYNCFS 306
+#define NR_SENDFILE 40
+#define NR_COPY_FILE_RANGE 326
+#define NR_SPLICE 275
+#define NR_PREADV 295
+#define NR_PWRITEV 296
+#define NR_PREADV2 327
+#define NR_PWRITEV2 328
 #endif
 
 /* a fault this far from a run's addresses starts another run (it stays in one region in practice) */
@@ -390,13 +408,22 @@ static __always_inline __u32 mm_call_of(long id)
 	case NR_UNLINK: return IO_CALL | SB_IO_UNLINK;
 #endif
 	case NR_UNLINKAT: return IO_CALL | SB_IO_UNLINKAT;
+	case NR_SYNC: return IO_CALL | SB_IO_SYNC;
+	case NR_SYNCFS: return IO_CALL | SB_IO_SYNCFS;
+	case NR_SENDFILE: return IO_CALL | SB_IO_SENDFILE;
+	case NR_COPY_FILE_RANGE: return IO_CALL | SB_IO_COPY_FILE_RANGE;
+	case NR_SPLICE: return IO_CALL | SB_IO_SPLICE;
+	case NR_PREADV: return IO_CALL | SB_IO_PREADV;
+	case NR_PWRITEV: return IO_CALL | SB_IO_PWRITEV;
+	case NR_PREADV2: return IO_CALL | SB_IO_PREADV2;
+	case NR_PWRITEV2: return IO_CALL | SB_IO_PWRITEV2;
 	case NR_SCHED_SETAFFINITY: return AFF_CALL;
 	}
 	return 0;
 }
 
-/* the length argument of an I/O call: the third for those that have one */
-static __always_inline __u64 io_len(__u32 call, __u64 a3)
+/* the length argument of an I/O call, for those that have one */
+static __always_inline __u64 io_len(__u32 call, __u64 a3, __u64 a4, __u64 a5)
 {
 	switch (call) {
 	case IO_CALL | SB_IO_READ:
@@ -405,8 +432,28 @@ static __always_inline __u64 io_len(__u32 call, __u64 a3)
 	case IO_CALL | SB_IO_PWRITE:
 	case IO_CALL | SB_IO_SYNC_FILE_RANGE:
 		return a3;
+	case IO_CALL | SB_IO_SENDFILE:
+		return a4;
+	case IO_CALL | SB_IO_COPY_FILE_RANGE:
+	case IO_CALL | SB_IO_SPLICE:
+		return a5;
 	}
-	return 0; /* readv/writev (the iovec is not read), fsync, fdatasync, unlink(at) */
+	/* the vector calls (the iovec is not read), the syncs, unlink(at) */
+	return 0;
+}
+
+/*
+ * The descriptor whose file an I/O call names: its first argument, but for
+ * sendfile the file copied from (its second; copy_file_range and splice
+ * have theirs first); unlink has none, sync none
+ */
+static __always_inline __u64 io_fd(__u32 call, __u64 a1, __u64 a2)
+{
+	if (call == (IO_CALL | SB_IO_SENDFILE))
+		return a2;
+	if (call == (IO_CALL | SB_IO_UNLINK) || call == (IO_CALL | SB_IO_SYNC))
+		return (__u64)(__s64)-100; /* AT_FDCWD: unlink's first argument is the path */
+	return a1;
 }
 
 static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3, __u64 a4,
@@ -426,9 +473,8 @@ static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3, __
 	if (call == AFF_CALL) {
 		c.len = 0;
 	} else if (call & IO_CALL) {
-		c.len = io_len(call, a3);
-		if (call == (IO_CALL | SB_IO_UNLINK))
-			c.addr = (__u64)(__s64)-100; /* AT_FDCWD: its first argument is the path */
+		c.len = io_len(call, a3, a4, a5);
+		c.addr = io_fd(call, a1, a2);
 	} else {
 		c.len = call == SB_SYS_BRK ? 0 : a2;
 		c.arg = call == SB_SYS_MUNMAP || call == SB_SYS_BRK ? 0 : (__u32)a3;
@@ -450,7 +496,8 @@ static __always_inline int mm_enter(__u32 call, __u64 a1, __u64 a2, __u64 a3, __
 static __always_inline bool io_writes(__u32 call)
 {
 	return call == (IO_CALL | SB_IO_WRITE) || call == (IO_CALL | SB_IO_PWRITE) ||
-	       call == (IO_CALL | SB_IO_WRITEV);
+	       call == (IO_CALL | SB_IO_WRITEV) || call == (IO_CALL | SB_IO_PWRITEV) ||
+	       call == (IO_CALL | SB_IO_PWRITEV2);
 }
 
 /* a write of n bytes through f: its counter; returns the bytes written through f so far */
@@ -642,7 +689,8 @@ static __always_inline int mm_exit(void *ctx, long ret)
 	}
 	if (c->call & IO_CALL) {
 		bool named = c->call != (IO_CALL | SB_IO_UNLINK) &&
-			     c->call != (IO_CALL | SB_IO_UNLINKAT);
+			     c->call != (IO_CALL | SB_IO_UNLINKAT) &&
+			     c->call != (IO_CALL | SB_IO_SYNC);
 		struct file *f = named ? fd_file((__s32)c->addr) : NULL;
 		__u64 written = 0;
 
@@ -715,10 +763,12 @@ int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
 	call = mm_call_of(id);
 	if (!call)
 		return 0;
+	bool more = call == SB_SYS_MMAP || call == (IO_CALL | SB_IO_SENDFILE) ||
+		    call == (IO_CALL | SB_IO_COPY_FILE_RANGE) || call == (IO_CALL | SB_IO_SPLICE);
+
 	return mm_enter(call, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_PARM2_CORE_SYSCALL(regs),
-			PT_REGS_PARM3_CORE_SYSCALL(regs),
-			call == SB_SYS_MMAP ? PT_REGS_PARM4_CORE_SYSCALL(regs) : 0,
-			call == SB_SYS_MMAP ? PT_REGS_PARM5_CORE_SYSCALL(regs) : 0);
+			PT_REGS_PARM3_CORE_SYSCALL(regs), more ? PT_REGS_PARM4_CORE_SYSCALL(regs) : 0,
+			more ? PT_REGS_PARM5_CORE_SYSCALL(regs) : 0);
 }
 
 SEC("raw_tp/sys_exit")
@@ -734,7 +784,7 @@ int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
  * each of the call's arguments as an unsigned long from offset 16; that of
  * sys_exit_NAME: __syscall_nr, then long ret at offset 16. The kernel refuses
  * to attach a program that may read past its tracepoint's record, so there is
- * one entry program for each number of arguments read (at most five: mmap's
+ * one entry program for each number of arguments read (none for sync; at most five: mmap's
  * sixth, its offset, is not used), which names its call by the record's
  * number, and one exit program for all. One program for several tracepoints:
  * a verification each, not one for each call (user/capture/attach_mem.c
@@ -760,7 +810,7 @@ static __always_inline int tp_enter(struct sys_enter_rec *ctx, int nargs)
 
 	if (!call)
 		return 0;
-	return mm_enter(call, ctx->args[0], nargs > 1 ? ctx->args[1] : 0,
+	return mm_enter(call, nargs > 0 ? ctx->args[0] : 0, nargs > 1 ? ctx->args[1] : 0,
 			nargs > 2 ? ctx->args[2] : 0, nargs > 3 ? ctx->args[3] : 0,
 			nargs > 4 ? ctx->args[4] : 0);
 }
@@ -772,6 +822,7 @@ int tp_enter_##n(struct sys_enter_rec *ctx) \
 	return tp_enter(ctx, n); \
 }
 
+TP_ENTER(0)
 TP_ENTER(1)
 TP_ENTER(2)
 TP_ENTER(3)

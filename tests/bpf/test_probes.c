@@ -538,6 +538,54 @@ static void t_iosys(void)
 	free_cap(c);
 }
 
+/*
+ * the calls that copy or sync through the kernel are I/O calls too: a 4 MiB
+ * sendfile() names the file it copied from (fd 79), pwritev() its file
+ * (fd 80) and what it wrote, sync() no file
+ */
+static void t_iosys_copy(void)
+{
+	uint64_t alloc_min = 10000;
+	struct cap *c;
+	size_t sendfiles = 0, pwritevs = 0, syncs = 0;
+	uint64_t pwritten = 0;
+
+	TRACE_OR_SKIP(c, "copy", "4096");
+	uint32_t tid = tid_named(c, "sbw-main");
+
+	REQUIRE(tid, "no rename to sbw-main seen");
+	for (size_t i = 0; i < c->n; i++) {
+		const struct sb_iosys *e = (const void *)c->recs[i];
+		const struct sb_iosys_file *f = sb_iosys_file_of(&e->h);
+
+		if (e->h.type != SB_EV_IOSYS || e->h.tid != tid)
+			continue;
+		if (e->call == SB_IO_SENDFILE) {
+			CHECK(e->fd == 79 && e->len == 4096 << 10 && e->ret == 4096 << 10 && f &&
+			      f->kind == SB_FILE_REGULAR, "sendfile fd %d len %llu ret %lld",
+			      e->fd, e->len, e->ret);
+			sendfiles++;
+		} else if (e->call == SB_IO_PWRITEV) {
+			CHECK(e->fd == 80 && e->ret == 1 << 20 && f && f->written >= (1u << 20),
+			      "pwritev fd %d ret %lld written %llu", e->fd, e->ret,
+			      f ? (unsigned long long)f->written : 0ull);
+			pwritevs++;
+			pwritten = f ? f->written : 0;
+		} else if (e->call == SB_IO_SYNC) {
+			CHECK(e->fd == -100 && e->ret == 0 && f && f->kind == SB_FILE_NONE,
+			      "sync fd %d ret %lld", e->fd, e->ret);
+			syncs++;
+		}
+	}
+	CHECK(sendfiles == 1, "saw %zu sendfiles of 4 MiB from fd 79, want 1", sendfiles);
+	CHECK(pwritevs >= 1, "saw no pwritev of fd 80");
+	/* the counter of fd 80 holds the pwritev calls' bytes (sendfile is not a write) */
+	CHECK(pwritten <= 4096u << 10, "fd 80 written %llu", (unsigned long long)pwritten);
+	if (!var_tmp_on_tmpfs())
+		CHECK(syncs == 1, "saw %zu syncs, want 1", syncs);
+	free_cap(c);
+}
+
 /* a CPU-bound competitor pinned to the same CPU shows up as the task that ran */
 static void t_preemption_culprit(void)
 {
@@ -682,6 +730,7 @@ int main(void)
 	RUN(t_alloc_burst);
 	RUN(t_first_call_slow);
 	RUN(t_iosys);
+	RUN(t_iosys_copy);
 	RUN(t_sleep_steps_thread);
 	RUN(t_preemption_culprit);
 	RUN(t_without_tracefs);

@@ -43,6 +43,10 @@
  *                           the probes' own
  *   sbwork write KB         one write() of KB KiB to a new file in $SBWORK_DIR (else
  *                           /var/tmp) on fd 77, fsync(77), close, then unlink it
+ *   sbwork copy KB          KB KiB written to a file on fd 79, then copied by sendfile()
+ *                           from fd 79 to a second file on fd 80, KB KiB more written to
+ *                           fd 80 by one pwritev() of 4 KiB vectors, then sync(); both
+ *                           files in $SBWORK_DIR (else /var/tmp), unlinked
  *   sbwork ckpt KB          write KB KiB in 64 KiB write()s to $SBWORK_DIR (else /var/tmp)
  *                           /sbwork-ckpt.PID.bin on fd 78, fsync(78), close, unlink it
  *   sbwork bigfree KB       malloc(KB KiB) (mapped on its own), touch every page, free:
@@ -60,6 +64,8 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/sdt.h>
+#include <sys/sendfile.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -454,6 +460,47 @@ static void *work(void *arg)
 				exit(7);
 			close(77);
 			unlink(path);
+			free(buf);
+		} else if (!strcmp(what, "copy")) {
+			const char *dir = getenv("SBWORK_DIR");
+			char src[4096], dst[4096];
+			size_t len = (size_t)n << 10;
+			char *buf = malloc(len);
+			struct iovec iov[256];
+			off_t off = 0;
+			int a, b;
+
+			snprintf(src, sizeof(src), "%s/sbwork-src.XXXXXX", dir ? dir : "/var/tmp");
+			snprintf(dst, sizeof(dst), "%s/sbwork-dst.XXXXXX", dir ? dir : "/var/tmp");
+			a = mkstemp(src);
+			b = mkstemp(dst);
+			if (!buf || a < 0 || b < 0 || dup2(a, 79) != 79 || dup2(b, 80) != 80)
+				exit(6);
+			close(a);
+			close(b);
+			memset(buf, 'y', len);
+			if (write(79, buf, len) != (ssize_t)len)
+				exit(7);
+			if (sendfile(80, 79, &off, len) != (ssize_t)len)
+				exit(7);
+			for (size_t o = 0; o < len;) {
+				int k = 0;
+				size_t chunk = 0;
+
+				for (; k < 256 && o + chunk < len; k++) {
+					iov[k].iov_base = buf + o + chunk;
+					iov[k].iov_len = 4096;
+					chunk += 4096;
+				}
+				if (pwritev(80, iov, k, (off_t)(len + o)) != (ssize_t)chunk)
+					exit(7);
+				o += chunk;
+			}
+			sync();
+			close(79);
+			close(80);
+			unlink(src);
+			unlink(dst);
 			free(buf);
 		} else if (!strcmp(what, "ckpt")) {
 			const char *dir = getenv("SBWORK_DIR");

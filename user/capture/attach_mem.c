@@ -87,8 +87,9 @@ static void attach_raw_syscalls(struct probes *p)
 }
 
 /*
- * The calls the per-syscall tracepoints watch, and how many of their
- * arguments the entry program reads (bpf/mem.bpf.c, tp_enter_N; at most 5)
+ * The calls the per-syscall tracepoints watch (the names of the tracepoints:
+ * sendfile's is sendfile64), and how many of their arguments the entry
+ * program reads (bpf/mem.bpf.c, tp_enter_N; at most 5)
  */
 static const struct {
 	const char *call;
@@ -98,7 +99,9 @@ static const struct {
 	{ "mprotect", 3 }, { "mremap", 5 },   { "read", 3 },	  { "write", 3 },
 	{ "pread64", 4 },  { "pwrite64", 4 }, { "readv", 3 },	  { "writev", 3 },
 	{ "fsync", 1 },	   { "fdatasync", 1 }, { "sync_file_range", 4 }, { "unlinkat", 3 },
-	{ "sched_setaffinity", 3 }, { "unlink", 1 },
+	{ "sched_setaffinity", 3 }, { "unlink", 1 }, { "sync", 0 }, { "syncfs", 1 },
+	{ "sendfile64", 4 }, { "copy_file_range", 5 }, { "splice", 5 }, { "preadv", 3 },
+	{ "pwritev", 3 }, { "preadv2", 3 }, { "pwritev2", 3 },
 };
 
 /* has the kernel a tracepoint syscalls/EVENT (unlink has none on arm64) */
@@ -117,8 +120,9 @@ static bool syscall_tp_exists(const char *event)
 static bool attach_syscall_tps(struct probes *p)
 {
 	struct mem_bpf *m = p->mem;
-	struct bpf_program *enter[] = { NULL, m->progs.tp_enter_1, m->progs.tp_enter_2,
-					m->progs.tp_enter_3, m->progs.tp_enter_4, m->progs.tp_enter_5 };
+	struct bpf_program *enter[] = { m->progs.tp_enter_0, m->progs.tp_enter_1,
+					m->progs.tp_enter_2, m->progs.tp_enter_3,
+					m->progs.tp_enter_4, m->progs.tp_enter_5 };
 	int first = p->nlinks, st = p->nst;
 	char event[48], name[64];
 

@@ -945,7 +945,8 @@ static void ev_iosys(struct engine *e, const struct sb_hdr *h, uint64_t s)
 	uint32_t id;
 
 	ev_interval(e, h->tid, s, h->ts, SB_EV_IOSYS, ENG_IO_WAIT, ENG_N_IO);
-	if (!f || f->kind == SB_FILE_NONE)
+	/* a call with no file is told by its name only where it has none to have: sync */
+	if (!f || (f->kind == SB_FILE_NONE && r->call != SB_IO_SYNC))
 		return;
 	e->io_seq++;
 	id = io_file_of(e, f);

@@ -173,9 +173,10 @@ const char *sb_io_name(unsigned call)
 {
 	static const char *const n[] = { NULL, "read", "write", "pread64", "pwrite64", "readv",
 					 "writev", "fsync", "fdatasync", "sync_file_range", "unlink",
-					 "unlinkat" };
+					 "unlinkat", "sync", "syncfs", "sendfile", "copy_file_range",
+					 "splice", "preadv", "pwritev", "preadv2", "pwritev2" };
 
-	_Static_assert(ARRAY_SIZE(n) == SB_IO_UNLINKAT + 1, "io call names");
+	_Static_assert(ARRAY_SIZE(n) == SB_IO_PWRITEV2 + 1, "io call names");
 	return call && call < ARRAY_SIZE(n) ? n[call] : "unknown";
 }
 

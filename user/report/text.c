@@ -89,8 +89,10 @@ static void io_phrase(FILE *f, const struct eng_io *x)
 {
 	char n1[32], t[32], b[32];
 
-	fprintf(f, " %s %s", sb_io_name(x->call),
-		x->path[0] ? x->path : sb_file_kind_name(x->kind));
+	fprintf(f, " %s", sb_io_name(x->call));
+	/* sync names no file */
+	if (x->path[0] || x->kind != SB_FILE_NONE)
+		fprintf(f, " %s", x->path[0] ? x->path : sb_file_kind_name(x->kind));
 	if (x->path[0] && x->kind != SB_FILE_REGULAR)
 		fprintf(f, " (%s)", sb_file_kind_name(x->kind));
 	fprintf(f, " (%s call%s, %s", report_fmt_count(n1, sizeof(n1), x->calls), x->calls == 1 ? "" : "s",
@@ -267,8 +269,11 @@ static void act_parts(FILE *f, const struct eng_act *a, const uint64_t *vec, boo
 			const char *p = engine_act_path(cur_engine, a->io_path);
 			char pb[ENG_IO_PATH_MAX];
 
-			fprintf(f, " (%s %s)", sb_io_name(a->io_call),
-				clean(pb, sizeof(pb), p[0] ? p : sb_file_kind_name(a->io_kind)));
+			if (!p[0] && a->io_kind == SB_FILE_NONE)
+				fprintf(f, " (%s)", sb_io_name(a->io_call));
+			else
+				fprintf(f, " (%s %s)", sb_io_name(a->io_call),
+					clean(pb, sizeof(pb), p[0] ? p : sb_file_kind_name(a->io_kind)));
 		}
 		/* "faulting 40 ms (in anon mapping 384 MiB)" */
 		if (k == ENG_ACT_FAULTING && a->fault_region) {
