@@ -1609,6 +1609,67 @@ static void t_step_numbers_repeat(void)
 	world_free(&d);
 }
 
+/*
+ * Numbers that went up by one, then skip forward (14 never marked: a program
+ * exec'd and not yet probed): the step before the skip is incomplete, and
+ * the Marks line says so. A trainer that marks every tenth iteration skips
+ * nothing.
+ */
+static void t_step_numbers_skip(void)
+{
+	struct world w, d;
+	struct sopt plain = { .pre = 5 * MS, .gpu = 2 * MS };
+	struct eng_capture c;
+	const struct eng_step *st;
+	struct engine *e;
+	uint64_t S = 10 * SEC, n = 0;
+	char *txt;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 50; k++, n++) {
+		if (k == 30)
+			n += 14;
+		S = std_step(&w, S, n, &plain);
+	}
+	w_step(&w, S, T_LAUNCHER, n);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	engine_capture(e, &c);
+	CHECK(c.numbers_skips == 1 && c.numbers_missing == 14 && !c.numbers_back,
+	      "skips %" PRIu64 ", missing %" PRIu64 ", back %" PRIu64, c.numbers_skips,
+	      c.numbers_missing, c.numbers_back);
+	st = NULL;
+	for (uint64_t i = engine_first_step(e); i < engine_nsteps(e); i++)
+		if (engine_step(e, i)->step == 29)
+			st = engine_step(e, i);
+	CHECK(st && st->incomplete, "step 29, before the skip, is %s",
+	      st ? "complete" : "missing");
+	st = step_no(e, 44);
+	CHECK(st && !st->incomplete, "step 44, after the skip, is %s",
+	      st ? "incomplete" : "missing");
+	engine_free(e);
+	REQUIRE(write_trace(&w, tpath("skip.sbt")), "writing the trace: %s", strerror(errno));
+	REQUIRE(report(tpath("skip.sbt"), "-o", tpath("skip.txt"), NULL, NULL, NULL) == 0,
+		"report failed");
+	txt = test_slurp(tpath("skip.txt"), NULL);
+	CHECK(txt && strstr(txt, "\nMarks       the step numbers skipped forward 1 time, 14 numbers "
+			     "never marked"), "text: %.1200s", txt ? txt : "(none)");
+	free(txt);
+	world_free(&w);
+	/* every tenth iteration marked: no loss */
+	world_init(&d);
+	S = 10 * SEC;
+	for (unsigned k = 0; k < 30; k++)
+		S = std_step(&d, S, 10 * k, &plain);
+	w_step(&d, S, T_LAUNCHER, 300);
+	e = run(&d, NULL);
+	REQUIRE(e, "engine");
+	engine_capture(e, &c);
+	CHECK(!c.numbers_skips, "a stride of 10: %" PRIu64 " skips", c.numbers_skips);
+	engine_free(e);
+	world_free(&d);
+}
+
 static void t_ranks_report(void)
 {
 	struct world a, b, c;
@@ -1877,6 +1938,7 @@ int main(void)
 	RUN(t_ranks_report);
 	RUN(t_ranks_epochs);
 	RUN(t_step_numbers_repeat);
+	RUN(t_step_numbers_skip);
 	RUN(t_report_command);
 	RUN(t_report_cut_short);
 	RUN(t_report_errors);

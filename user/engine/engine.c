@@ -621,6 +621,8 @@ void engine_capture(const struct engine *e, struct eng_capture *c)
 	c->marks_ignored = e->marks_ignored;
 	c->numbers_back = e->numbers_back;
 	c->numbers_same = e->numbers_same;
+	c->numbers_skips = e->numbers_skips;
+	c->numbers_missing = e->numbers_missing;
 	c->marks_other = e->marks_other;
 	c->nmarks_other = e->nmarks_other;
 	c->marks_other_more = e->marks_other_more;

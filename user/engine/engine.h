@@ -644,6 +644,13 @@ struct eng_capture {
 	 * very same number (marked twice in an iteration?)
 	 */
 	uint64_t numbers_back, numbers_same;
+	/*
+	 * Marks whose number skipped forward where the numbers had gone up by
+	 * one (numbers_skips of them, numbers_missing numbers never marked: the
+	 * marks of a new program not yet probed after an exec, marks lost): the
+	 * step before each holds the unmarked steps' time and is incomplete
+	 */
+	uint64_t numbers_skips, numbers_missing;
 	const uint32_t *marks_other;
 	uint32_t nmarks_other;
 	bool marks_other_more;

@@ -547,6 +547,8 @@ struct engine {
 	uint64_t last_number;                      /* the number of the last step begun */
 	bool number_seen;                          /* of this source (a better one starts anew) */
 	uint64_t numbers_back, numbers_same;       /* eng_capture */
+	uint64_t numbers_skips, numbers_missing;   /* eng_capture */
+	uint32_t numbers_by_one;                   /* marks in a row one above the one before */
 	/*
 	 * The first marking process, as records are fed: GPU and CUDA records of
 	 * others are not the steps' (engine_feed, other_rank)

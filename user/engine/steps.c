@@ -763,20 +763,40 @@ void step_end(struct engine *e, uint64_t t, bool incomplete)
 	steps_finalize_ready(e);
 }
 
+/* marks one above the one before, in a row, after which a number skipped forward is a loss */
+#define NUMBERS_BY_ONE_MIN 4
+
 static void step_begin(struct engine *e, uint64_t t, uint64_t number, uint32_t tid)
 {
 	struct open_step *st;
+	bool skipped = false;
 
-	if (e->current_step)
-		step_end(e, t, false);
-	account_candidates(e, t);
-	st = heap_calloc(e, 1, sizeof(*st));
-	st->seq = e->next_seq++;
-	st->number = number;
 	if (e->number_seen && number <= e->last_number) {
 		e->numbers_back++;
 		e->numbers_same += number == e->last_number;
 	}
+	/*
+	 * numbers that went up by one, then more: marks were lost (a program
+	 * exec'd and not yet probed). The step that began at the last mark holds
+	 * the unmarked ones and is no step's time: incomplete. A trainer that
+	 * marks every tenth iteration never goes up by one.
+	 */
+	if (e->number_seen && number > e->last_number + 1 &&
+	    e->numbers_by_one >= NUMBERS_BY_ONE_MIN) {
+		skipped = true;
+		e->numbers_skips++;
+		e->numbers_missing += number - e->last_number - 1;
+	}
+	if (e->number_seen && number == e->last_number + 1)
+		e->numbers_by_one++;
+	else
+		e->numbers_by_one = 0;
+	if (e->current_step)
+		step_end(e, t, skipped);
+	account_candidates(e, t);
+	st = heap_calloc(e, 1, sizeof(*st));
+	st->seq = e->next_seq++;
+	st->number = number;
 	e->last_number = number;
 	e->number_seen = true;
 	st->start = t;

@@ -1095,6 +1095,13 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 		fprintf(f, "Marks       the step numbers went back %s time%s (numbers that restart "
 			"each epoch?): steps are also named by their index in the trace\n",
 			report_fmt_count(a, sizeof(a), c.numbers_back), c.numbers_back == 1 ? "" : "s");
+	if (c.numbers_skips)
+		fprintf(f, "Marks       the step numbers skipped forward %s time%s, %s number%s never "
+			"marked (marks lost: a program exec'd and not yet probed?): the step before "
+			"each holds the unmarked steps and is left out as incomplete\n",
+			report_fmt_count(a, sizeof(a), c.numbers_skips), c.numbers_skips == 1 ? "" : "s",
+			report_fmt_count(b, sizeof(b), c.numbers_missing),
+			c.numbers_missing == 1 ? "" : "s");
 	if (c.truncated)
 		fprintf(f, "Capture     CUT SHORT: %s; the report covers what was recorded\n",
 			c.truncated);
