@@ -173,6 +173,28 @@ static struct engine *two_kids_world(struct world *w, const struct sopt *inj)
 	return run_world(w);
 }
 
+/* a child is named after its parent as it was when it came: the parent exec'd another program since */
+static void t_child_of_renamed_parent(void)
+{
+	struct world w;
+	struct engine *e;
+	char name[128];
+
+	world_init(&w);
+	w_thread_of(&w, KID, KID, "helper\nppid=100\ncmdline=./helper\n");
+	run_steps(&w, 4, 1, NULL);
+	/* the trainer's main thread renamed (an exec into ./phase2) during the capture */
+	w_text_at(&w, SB_REC_THREAD, 0, T_PID, 10 * SEC + 200 * MS, "phase2");
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	CHECK(!strcmp(engine_thread_name(e, T_PID), "phase2"), "the trainer is '%s' at the end",
+	      engine_thread_name(e, T_PID));
+	CHECK(engine_process_name(e, KID, name, sizeof(name)) &&
+	      !strcmp(name, "helper, child process 1 of trainer[100]"), "the child named '%s'", name);
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_chain_into_child(void)
 {
 	struct world w;
@@ -1266,6 +1288,7 @@ static void t_marks_of_one_process(void)
 int main(void)
 {
 	RUN(t_chain_into_child);
+	RUN(t_child_of_renamed_parent);
 	RUN(t_chain_waker_made_meanwhile);
 	RUN(t_chain_child_untraced_switch_in);
 	RUN(t_chain_child_exits);

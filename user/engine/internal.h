@@ -271,6 +271,7 @@ struct proc {
 	struct proc_ids *ids;    /* its launcher's ids, where its record said them (NULL: none) */
 	bool torch_feeder;       /* its parent mapped a tensor it shared (proc_shm_note) */
 	char comm[SB_COMM_LEN];  /* its main thread's name, once that thread is forgotten */
+	char parent_comm[SB_COMM_LEN]; /* its parent's name when it came ("" not known) */
 };
 
 struct culprit {

@@ -612,10 +612,16 @@ void proc_note(struct engine *e, uint32_t pid, uint32_t ppid, const char *cmd, s
 		p->pid = pid;
 	}
 	if (!p->ppid) {
+		const char *pc = thread_name_of(e, ppid);
+
+		if (!pc[0] && ppid == e->target_pid)
+			pc = e->target_comm;
 		p->ppid = ppid;
 		p->order = ++e->procs_noted;
 		p->born_ns = ts;
 		p->gone_ns = 0;
+		/* named after its parent as it was then: a parent that exec'd since is another program */
+		snprintf(p->parent_comm, sizeof(p->parent_comm), "%.*s", SB_COMM_LEN - 1, pc);
 	}
 	if (cmd) {
 		if (p->cmdline) {
@@ -736,6 +742,12 @@ static const char *proc_comm(const struct engine *e, uint32_t pid)
 	return c[0] ? c : "process";
 }
 
+/* the name of p's parent as it was when p came (its program then), else as it is */
+static const char *parent_name(const struct engine *e, const struct proc *p)
+{
+	return p->parent_comm[0] ? p->parent_comm : proc_comm(e, p->ppid);
+}
+
 /*
  * What PyTorch (2.3 on) names a DataLoader worker process's main thread
  * (torch.multiprocessing._set_thread_name in the worker loop)
@@ -833,15 +845,15 @@ bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t
 	role = proc_role(e, p);
 	own = thread_name_of(e, pid);
 	/* a child that named itself, or whose program is not its parent's, says what it is: its name first */
-	if (!own[0] || !strcmp(own, proc_comm(e, p->ppid)))
+	if (!own[0] || !strcmp(own, parent_name(e, p)))
 		own = NULL;
 	if (role == ROLE_RANK) {
 		snprintf(buf, len, "%s%srank %s of %s[%u]", own ? own : "", own ? ", " : "",
-			 p->ids->rank, proc_comm(e, p->ppid), p->ppid);
+			 p->ids->rank, parent_name(e, p), p->ppid);
 		return true;
 	}
 	if (role == ROLE_FORKSERVER || role == ROLE_TRACKER) {
-		snprintf(buf, len, "%s of %s[%u]", role_names[role], proc_comm(e, p->ppid), p->ppid);
+		snprintf(buf, len, "%s of %s[%u]", role_names[role], parent_name(e, p), p->ppid);
 		return true;
 	}
 	/*
@@ -851,6 +863,7 @@ bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t
 	 */
 	/* a DataLoader's workers are its, also where a forkserver started them */
 	uint32_t of = role == ROLE_LOADER ? proc_owner(e, p) : p->ppid;
+	const char *of_name = of == p->ppid ? parent_name(e, p) : proc_comm(e, of);
 
 	for (uint32_t i = 0; i < e->nprocs; i++) {
 		const struct proc *q = &e->procs[i];
@@ -861,9 +874,9 @@ bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t
 	}
 	if (role == ROLE_CHILD && own)
 		snprintf(buf, len, "%s, %s %u of %s[%u]", own, role_names[role], n,
-			 proc_comm(e, of), of);
+			 of_name, of);
 	else
-		snprintf(buf, len, "%s %u of %s[%u]", role_names[role], n, proc_comm(e, of), of);
+		snprintf(buf, len, "%s %u of %s[%u]", role_names[role], n, of_name, of);
 	return true;
 }
 
