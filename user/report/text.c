@@ -316,6 +316,8 @@ static const char *task_role(char *buf, size_t len, const struct eng_who *w)
 	return buf;
 }
 
+static void culprit_share(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w);
+
 static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w,
 			 bool has_who)
 {
@@ -380,6 +382,8 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 			} else {
 				fprintf(f, " — %s waited for %s", crit, a);
 			}
+			/* its share before what it did: after that it would read as part of the last activity */
+			culprit_share(f, s, ENG_BLOCKED, w);
 			act_phrase(f, &w->act);
 		} else {
 			fprintf(f, " — %s asleep", crit);
@@ -596,7 +600,8 @@ int report_step_line(const struct engine *e, const struct eng_step *s, const str
 			fprintf(f, "%s%s +%s", shown ? "; " : ": ", eng_cause_name(ex[i].cause),
 				fmt_ns(x, sizeof(x), ex[i].ns));
 			cause_phrase(f, s, ex[i].cause, &ex[i].who, ex[i].has_who);
-			if (ex[i].has_who)
+			/* a waker's share is said inside its phrase, before what it did */
+			if (ex[i].has_who && !(ex[i].cause == ENG_BLOCKED && !ex[i].who.via_tid))
 				culprit_share(f, s, ex[i].cause, &ex[i].who);
 			shown++;
 		}
