@@ -868,8 +868,10 @@ bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t
 	for (uint32_t i = 0; i < e->nprocs; i++) {
 		const struct proc *q = &e->procs[i];
 
-		if ((role == ROLE_LOADER ? proc_owner(e, q) : q->ppid) == of && q->order < p->order &&
-		    !(q->gone_ns && q->gone_ns <= p->born_ns) && proc_role(e, q) == role)
+		/* the cheap tests first: a parent's and a role's look-ups go through every process */
+		if (q->order < p->order && !(q->gone_ns && q->gone_ns <= p->born_ns) &&
+		    (role == ROLE_LOADER ? proc_owner(e, q) : q->ppid) == of &&
+		    proc_role(e, q) == role)
 			n++;
 	}
 	if (role == ROLE_CHILD && own)
