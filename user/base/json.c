@@ -178,7 +178,7 @@ size_t json_escape_one(char out[JSON_ESC_MAX], const char *str, size_t n, size_t
 		out[0] = (char)c;
 		return 1;
 	}
-	if ((l = utf8_seq_len(s, n)) && utf8_printable(s, n)) {
+	if ((l = utf8_seq_len(s, n)) && !utf8_seq_refused(s, l)) {
 		memcpy(out, s, l);
 		*used = l;
 		return l;

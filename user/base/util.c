@@ -271,18 +271,21 @@ size_t utf8_seq_len(const unsigned char *s, size_t n)
 	return len;
 }
 
+bool utf8_seq_refused(const unsigned char *s, size_t k)
+{
+	if (k == 1 && (s[0] < 0x20 || s[0] == 0x7f))
+		return true;
+	if (k == 2 && s[0] == 0xc2 && s[1] < 0xa0)
+		return true;
+	return k == 3 && s[0] == 0xe2 && ((s[1] == 0x80 && s[2] >= 0xaa && s[2] <= 0xae) ||
+					  (s[1] == 0x81 && s[2] >= 0xa6 && s[2] <= 0xa9));
+}
+
 size_t utf8_printable(const unsigned char *s, size_t n)
 {
 	size_t k = utf8_seq_len(s, n);
 
-	if (!k || (k == 1 && (s[0] < 0x20 || s[0] == 0x7f)))
-		return 0;
-	if (k == 2 && s[0] == 0xc2 && s[1] < 0xa0)
-		return 0;
-	if (k == 3 && s[0] == 0xe2 && ((s[1] == 0x80 && s[2] >= 0xaa && s[2] <= 0xae) ||
-				       (s[1] == 0x81 && s[2] >= 0xa6 && s[2] <= 0xa9)))
-		return 0;
-	return k;
+	return k && !utf8_seq_refused(s, k) ? k : 0;
 }
 
 const char *sb_printable(char *buf, size_t len, const char *s, size_t n)

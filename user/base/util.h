@@ -39,6 +39,8 @@ size_t utf8_seq_len(const unsigned char *s, size_t n);
  * than it reads), or bytes that are not UTF-8
  */
 size_t utf8_printable(const unsigned char *s, size_t n);
+/* the valid UTF-8 character of k bytes at s is one that utf8_printable() refuses */
+bool utf8_seq_refused(const unsigned char *s, size_t k);
 /*
  * The first n bytes of s (up to a NUL) made safe for a terminal into buf:
  * controls (C0, DEL, C1), bidirectional overrides and bytes that are not
