@@ -1285,9 +1285,68 @@ static void t_marks_of_one_process(void)
 	world_free(&w);
 }
 
+/*
+ * A launcher (the target, marking nothing) whose trainer exits and is
+ * started again: KID marks steps 0..9 and exits, KID2 (forked after) marks
+ * 0..9. A third process marks alongside KID from the start and goes on after
+ * it exits: another rank, never the steps. The steps are KID's then KID2's,
+ * the one the exit cut short incomplete, the numbers anew.
+ */
+static void t_marks_restart(void)
+{
+	const uint32_t rank_b = KID + 50;
+	uint64_t S = 10 * SEC, S2 = 11 * SEC;
+	struct eng_capture c;
+	struct engine *e;
+	struct world w;
+	uint32_t incomplete = 0, n = 0;
+
+	world_init(&w);
+	k_fork(&w, S - 10 * MS, KID, T_PID, "trainer");
+	k_fork(&w, S - 9 * MS, rank_b, T_PID, "trainer");
+	for (unsigned k = 0; k < 13; k++) {
+		if (k < 10)
+			w_mark_of(&w, S + k * 40 * MS, KID, KID, k);
+		w_mark_of(&w, S + k * 40 * MS + 5 * MS, rank_b, rank_b, k);
+	}
+	k_exit(&w, S + 10 * 40 * MS, KID, "trainer");
+	k_fork(&w, S2 - 10 * MS, KID2, T_PID, "trainer");
+	for (unsigned k = 0; k < 10; k++)
+		w_mark_of(&w, S2 + k * 40 * MS + 1 * MS, KID2, KID2, k);
+	w_mark_of(&w, S2 + 10 * 40 * MS + 1 * MS, KID2, KID2, 10);
+	e = run_world(&w);
+	REQUIRE(e, "engine");
+	engine_capture(e, &c);
+	CHECK(c.mark_restarts == 1 && c.mark_pid == KID2 && !c.numbers_back,
+	      "restarts %u, mark_pid %u (%u), numbers back %" PRIu64, c.mark_restarts, c.mark_pid,
+	      KID2, c.numbers_back);
+	CHECK(c.marks_ignored == 13 && c.nmarks_other == 1 && c.marks_other[0] == rank_b,
+	      "%" PRIu64 " ignored of %u processes (first %u)", c.marks_ignored, c.nmarks_other,
+	      c.nmarks_other ? c.marks_other[0] : 0);
+	for (uint64_t i = engine_first_step(e); i < engine_nsteps(e); i++) {
+		const struct eng_step *st = engine_step(e, i);
+
+		n++;
+		incomplete += st->incomplete;
+		/* KID's last, ended by its exit; KID2's last, by the capture's end */
+		if (st->incomplete)
+			CHECK((st->step == 9 && st->start_ns == S + 9 * 40 * MS &&
+			       st->duration_ns == 40 * MS) ||
+			      (st->step == 10 && st->start_ns == S2 + 10 * 40 * MS + 1 * MS),
+			      "an incomplete step: %" PRIu64 " at %" PRIu64, st->step, st->start_ns);
+		else
+			CHECK(st->duration_ns == 40 * MS, "step %" PRIu64 ": %" PRIu64 " ns", st->step,
+			      st->duration_ns);
+	}
+	CHECK(n == 21 && incomplete == 2, "%u steps, %u incomplete (21, 2)", n, incomplete);
+	engine_free(e);
+	world_free(&w);
+}
+
 int main(void)
 {
 	RUN(t_chain_into_child);
+	RUN(t_marks_restart);
 	RUN(t_child_of_renamed_parent);
 	RUN(t_chain_waker_made_meanwhile);
 	RUN(t_chain_child_untraced_switch_in);

@@ -235,6 +235,14 @@ static bool other_rank(struct engine *e, const struct sb_hdr *h)
 	if (e->opts.rank_pid)
 		return h->pid != e->opts.rank_pid;
 	if (h->type == SB_EV_STEP) {
+		/* as host.c takes the marks: another's once the first is gone, a restart */
+		if (e->feed_marker && h->pid != e->feed_marker && e->feed_marker_gone &&
+		    !pid_list_may_hold(e->feed_others, e->nfeed_others, e->feed_others_more, h->pid)) {
+			e->feed_marker = h->pid;
+			e->feed_marker_gone = false;
+		} else if (e->feed_marker && h->pid != e->feed_marker) {
+			pid_list_note(e->feed_others, &e->nfeed_others, &e->feed_others_more, h->pid);
+		}
 		if (!e->feed_marker)
 			e->feed_marker = h->pid;
 		return false;
@@ -264,6 +272,8 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 		/* a step mark with its thread's allocator count keeps it (sb_step_alloc_of) */
 		if (h->type == SB_EV_STEP && h->size >= sizeof(struct sb_step_ext))
 			len = sizeof(struct sb_step_ext);
+		if (h->type == SB_EV_THREAD_EXIT && h->tid == h->pid && h->pid == e->feed_marker)
+			e->feed_marker_gone = true;
 		/* another rank's steps, CUDA calls and GPU: not this report's (engine_opts.rank_pid) */
 		if (h->type == SB_EV_STEP || h->type == SB_EV_CUDA || h->type == SB_REC_GPU)
 			if (other_rank(e, h))
@@ -619,6 +629,7 @@ void engine_capture(const struct engine *e, struct eng_capture *c)
 	c->step_source = e->step_source;
 	c->mark_pid = e->mark_pid;
 	c->marks_ignored = e->marks_ignored;
+	c->mark_restarts = e->mark_restarts;
 	c->numbers_back = e->numbers_back;
 	c->numbers_same = e->numbers_same;
 	c->numbers_skips = e->numbers_skips;

@@ -639,6 +639,12 @@ struct eng_capture {
 	uint32_t mark_pid;
 	uint64_t marks_ignored;
 	/*
+	 * Times the marking process exited and another, that had not marked
+	 * while it lived, began to (a restart under a launcher): mark_pid is
+	 * the last; each one's last step is incomplete
+	 */
+	uint32_t mark_restarts;
+	/*
 	 * Steps whose number was not above the step's before: numbers_back of
 	 * them (numbers that restart each epoch), numbers_same of those with the
 	 * very same number (marked twice in an iteration?)

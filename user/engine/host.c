@@ -1327,16 +1327,28 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 
 		own_event(e, t, key, SB_EV_STEP, 0);
 		if (e->mark_pid && h->pid != e->mark_pid) {
-			uint32_t k = 0;
+			const struct proc *mp = proc_find(e, e->mark_pid);
 
-			while (k < e->nmarks_other && e->marks_other[k] != h->pid)
-				k++;
-			if (k == e->nmarks_other && k < ENG_MARK_OTHERS_MAX)
-				e->marks_other[e->nmarks_other++] = h->pid;
-			else if (k == e->nmarks_other)
-				e->marks_other_more = true;
-			e->marks_ignored++;
-			break;
+			/*
+			 * The marking process is gone and this one did not mark
+			 * while it lived: a restart, whose steps go on from here
+			 * (its numbers anew). One that marked alongside is another
+			 * rank, counted, not used.
+			 */
+			if (mp && mp->gone_ns && mp->gone_ns <= h->ts &&
+			    !pid_list_may_hold(e->marks_other, e->nmarks_other, e->marks_other_more,
+					       h->pid)) {
+				if (e->current_step)
+					step_end(e, h->ts, true);
+				e->number_seen = false;
+				e->numbers_by_one = 0;
+				e->mark_restarts++;
+			} else {
+				pid_list_note(e->marks_other, &e->nmarks_other, &e->marks_other_more,
+					      h->pid);
+				e->marks_ignored++;
+				break;
+			}
 		}
 		e->mark_pid = h->pid;
 		e->mark_fast_ok = a != NULL;

@@ -545,6 +545,12 @@ struct engine {
 	uint32_t marks_other[ENG_MARK_OTHERS_MAX]; /* the first such processes */
 	uint32_t nmarks_other;
 	bool marks_other_more;                     /* and more than those */
+	/*
+	 * Times the marking process exited and one that had not marked while
+	 * it lived began to (a trainer restarted under its launcher): its
+	 * marks are the steps from then on (docs/ARCHITECTURE.md, "Step marks")
+	 */
+	uint32_t mark_restarts;
 	uint64_t last_number;                      /* the number of the last step begun */
 	bool number_seen;                          /* of this source (a better one starts anew) */
 	uint64_t numbers_back, numbers_same;       /* eng_capture */
@@ -555,6 +561,10 @@ struct engine {
 	 * others are not the steps' (engine_feed, other_rank)
 	 */
 	uint32_t feed_marker;
+	bool feed_marker_gone;                     /* its main thread's exit was fed */
+	uint32_t feed_others[ENG_MARK_OTHERS_MAX]; /* processes that marked while it lived */
+	uint32_t nfeed_others;
+	bool feed_others_more;
 	uint64_t marks_ignored;
 	bool mark_fast_ok;
 	/* the threads that launch work, alive, in the order they became such (hot-path audit) */
@@ -826,6 +836,10 @@ void pieces_commit_ended(struct engine *e, uint64_t older_than, bool all);
 void steps_finalize_ready(struct engine *e);
 void step_end(struct engine *e, uint64_t t, bool incomplete);
 void step_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, uint32_t tid);
+/* a list of up to ENG_MARK_OTHERS_MAX pids, more noted when full: pid put in it */
+void pid_list_note(uint32_t *v, uint32_t *n, bool *more, uint32_t pid);
+/* pid is in the list, or may be (it overflowed) */
+bool pid_list_may_hold(const uint32_t *v, uint32_t n, bool more, uint32_t pid);
 void candidate_add(struct engine *e, struct thread *t);
 
 /* ---- the GPU (gpu.c) */

@@ -844,6 +844,26 @@ static int source_preference(int src)
 	return 9;
 }
 
+void pid_list_note(uint32_t *v, uint32_t *n, bool *more, uint32_t pid)
+{
+	uint32_t k = 0;
+
+	while (k < *n && v[k] != pid)
+		k++;
+	if (k == *n && k < ENG_MARK_OTHERS_MAX)
+		v[(*n)++] = pid;
+	else if (k == *n)
+		*more = true;
+}
+
+bool pid_list_may_hold(const uint32_t *v, uint32_t n, bool more, uint32_t pid)
+{
+	for (uint32_t k = 0; k < n; k++)
+		if (v[k] == pid)
+			return true;
+	return more;
+}
+
 void step_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, uint32_t tid)
 {
 	e->source_marks[src]++;

@@ -960,6 +960,10 @@ int report_json(const struct engine *e, FILE *f)
 		jw_key(&w, "mark_pid");
 		jw_u64(&w, c.mark_pid);
 	}
+	if (c.mark_restarts) {
+		jw_key(&w, "mark_restarts");
+		jw_u64(&w, c.mark_restarts);
+	}
 	if (c.marks_ignored) {
 		jw_key(&w, "marks_ignored");
 		jw_obj(&w);

@@ -1090,6 +1090,11 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 			"rank (schemas/report.md, \"Ranks\")\n", c.marks_other_more ? ", ..." : "",
 			c.mark_pid);
 	}
+	if (c.mark_restarts)
+		fprintf(f, "Marks       the marking process exited and another began to mark %" PRIu32
+			" time%s (a restart under the launcher): the steps go on with its marks (pid %"
+			PRIu32 " last), the step each cut short incomplete\n", c.mark_restarts,
+			c.mark_restarts == 1 ? "" : "s", c.mark_pid);
 	if (c.numbers_same * 10 > nsteps && nsteps >= 10)
 		fprintf(f, "Marks       %s of %s steps have the number of the step before: each "
 			"iteration is marked twice (stepblame.step and mark_optimizer_steps both, or "
