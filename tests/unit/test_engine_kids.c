@@ -1286,6 +1286,53 @@ static void t_marks_of_one_process(void)
 }
 
 /*
+ * The launcher in uninterruptible sleep for len (a vfork parent until its
+ * child execs): the child KID, on CPU 2 throughout, ends it (vf_by_kid), or
+ * an interrupt does (no waker: disk I/O).
+ */
+static bool vf_by_kid;
+
+static void inj_vfork(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	k_switch_in(w, at - 1 * MS, KID, KID, 2);
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_DISK);
+	if (vf_by_kid)
+		w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, KID, KID, "sh");
+	else
+		w_wakeup(w, at + len - 5 * US, T_LAUNCHER, T_CPU, 0, 0, "swapper/0");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+/* a wait in D that a followed thread ended is a wait on it; one an interrupt ended, I/O */
+static void t_uninterruptible_wait_on_child(void)
+{
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_vfork };
+	const struct eng_blame *b;
+	const struct eng_step *s;
+	struct engine *e;
+	struct world w;
+
+	vf_by_kid = true;
+	e = kid_world(&w, &inj);
+	if (!(b = step1_waker(e, &w, KID, &s)))
+		return;
+	CHECK(b->ns >= 30 * MS - 10 * US && b->who.act.ns[ENG_ACT_ON_CPU] >= 30 * MS - 10 * US &&
+	      !blame_of(s, ENG_IO_WAIT, 0), "blocked on the child %" PRIu64 " (on CPU %" PRIu64
+	      "), io_wait %" PRIu64, b->ns, b->who.act.ns[ENG_ACT_ON_CPU], blame_of(s, ENG_IO_WAIT, 0));
+	engine_free(e);
+	world_free(&w);
+
+	vf_by_kid = false;
+	e = kid_world(&w, &inj);
+	REQUIRE(e && (s = step_no(e, 1)), "no step 1");
+	CHECK(blame_of(s, ENG_IO_WAIT, 0) >= 30 * MS - 10 * US && !waker_entry(s, KID),
+	      "io_wait %" PRIu64 " (30 ms)", blame_of(s, ENG_IO_WAIT, 0));
+	engine_free(e);
+	world_free(&w);
+}
+
+/*
  * A launcher (the target, marking nothing) whose trainer exits and is
  * started again: KID marks steps 0..9 and exits, KID2 (forked after) marks
  * 0..9. A third process marks alongside KID from the start and goes on after
@@ -1347,6 +1394,7 @@ int main(void)
 {
 	RUN(t_chain_into_child);
 	RUN(t_marks_restart);
+	RUN(t_uninterruptible_wait_on_child);
 	RUN(t_child_of_renamed_parent);
 	RUN(t_chain_waker_made_meanwhile);
 	RUN(t_chain_child_untraced_switch_in);

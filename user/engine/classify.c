@@ -1277,10 +1277,16 @@ void resolve_sleep_accum(struct engine *e, struct thread *t, struct accum *a,
 		named = wk->waker_pid != 0;
 		w = followed_waker(e, wk->waker_pid, wk->waker_tid, t);
 	}
+	/*
+	 * An uninterruptible sleep is I/O, unless a followed thread ended it
+	 * in task context (an interrupt's wakeup has no waker): a vfork
+	 * parent held until its child execs, a kernel lock a sibling held.
+	 * That is a wait on the waker, judged as an interruptible one is.
+	 */
 	if ((wk && is_stopper(dflt.comm)) || t->sleep_migrating)
 		cause = ENG_MIGRATION;
 	else
-		cause = a->pending_state == TS_SLEEP_D ? ENG_IO_WAIT : ENG_BLOCKED;
+		cause = a->pending_state == TS_SLEEP_D && !w ? ENG_IO_WAIT : ENG_BLOCKED;
 	for (uint32_t i = 0; i < a->npending; i++) {
 		uint64_t x = a->pending[i].a, y = a->pending[i].b;
 		int got = cause;
