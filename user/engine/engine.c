@@ -236,8 +236,10 @@ static bool other_rank(struct engine *e, const struct sb_hdr *h)
 		return h->pid != e->opts.rank_pid;
 	if (h->type == SB_EV_STEP) {
 		/* as host.c takes the marks: another's once the first is gone, a restart */
-		if (e->feed_marker && h->pid != e->feed_marker && e->feed_marker_gone &&
-		    !pid_list_may_hold(e->feed_others, e->nfeed_others, e->feed_others_more, h->pid)) {
+		if (e->feed_marker && h->pid != e->feed_marker &&
+		    ((e->feed_marker_gone && !pid_list_may_hold(e->feed_others, e->nfeed_others,
+								 e->feed_others_more, h->pid)) ||
+		     h->pid == e->target_pid)) {
 			e->feed_marker = h->pid;
 			e->feed_marker_gone = false;
 		} else if (e->feed_marker && h->pid != e->feed_marker) {

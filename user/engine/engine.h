@@ -630,9 +630,9 @@ struct eng_capture {
 	const char *truncated;   /* why it was cut short, NULL if not */
 	int step_source;         /* enum eng_step_src */
 	/*
-	 * The process whose USDT/uprobe marks are the steps (the first that
-	 * marked; 0 for none): the target, or a followed descendant (a
-	 * launcher's trainer). Marks of other processes are not steps:
+	 * The process whose USDT/uprobe marks are the steps (the target once
+	 * it marks, else the first that marked; 0 for none): the target, or a
+	 * followed descendant (a launcher's trainer). Marks of other processes are not steps:
 	 * marks_ignored of them, from marks_other (nmarks_other; more besides
 	 * when marks_other_more).
 	 */

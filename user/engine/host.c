@@ -1335,14 +1335,24 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 			 * (its numbers anew). One that marked alongside is another
 			 * rank, counted, not used.
 			 */
-			if (mp && mp->gone_ns && mp->gone_ns <= h->ts &&
-			    !pid_list_may_hold(e->marks_other, e->nmarks_other, e->marks_other_more,
-					       h->pid)) {
+			bool restart = mp && mp->gone_ns && mp->gone_ns <= h->ts &&
+				       !pid_list_may_hold(e->marks_other, e->nmarks_other,
+							  e->marks_other_more, h->pid);
+
+			/*
+			 * The target's own marks are the steps over a descendant's
+			 * that marked first (a worker that loads the marker library,
+			 * or a hostile one): that one's become the others'
+			 */
+			if (h->pid == e->target_pid && !restart)
+				pid_list_note(e->marks_other, &e->nmarks_other, &e->marks_other_more,
+					      e->mark_pid);
+			if (restart || h->pid == e->target_pid) {
 				if (e->current_step)
 					step_end(e, h->ts, true);
 				e->number_seen = false;
 				e->numbers_by_one = 0;
-				e->mark_restarts++;
+				e->mark_restarts += restart;
 			} else {
 				pid_list_note(e->marks_other, &e->nmarks_other, &e->marks_other_more,
 					      h->pid);

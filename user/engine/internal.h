@@ -537,8 +537,8 @@ struct engine {
 	uint64_t mark_fast;
 	uint32_t mark_fast_tid;
 	/*
-	 * The process whose marks (USDT, uprobe) are the steps: the first that
-	 * marked. Marks of other followed processes (ranks started by one
+	 * The process whose marks (USDT, uprobe) are the steps: the target once
+	 * it marks, else the first that marked. Marks of other followed processes (ranks started by one
 	 * launcher) are counted, not used.
 	 */
 	uint32_t mark_pid;

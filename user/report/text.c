@@ -1085,8 +1085,8 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 			c.nmarks_other == 1 && !c.marks_other_more ? "" : "es");
 		for (uint32_t i = 0; i < c.nmarks_other; i++)
 			fprintf(f, "%s %" PRIu32, i ? "," : "", c.marks_other[i]);
-		fprintf(f, "%s) left out: the steps are those of the first process that marked "
-			"(pid %" PRIu32 "). `stepblame report FILE` of a recorded trace reports each "
+		fprintf(f, "%s) left out: the steps are those of one process "
+			"(pid %" PRIu32 ": the target if it marks, else the first that marked). `stepblame report FILE` of a recorded trace reports each "
 			"rank (schemas/report.md, \"Ranks\")\n", c.marks_other_more ? ", ..." : "",
 			c.mark_pid);
 	}
