@@ -330,26 +330,31 @@ int probes_rescan(struct probes *p)
  * the permitted capabilities of pid, from /proc/PID/status (which lists
  * real, effective, saved, filesystem); false if they cannot be read.
  */
-static bool read_creds(pid_t pid, uint32_t ids[8], uint64_t *cap)
+/* 0, -ENOENT for a process gone (its status no longer readable), -EPERM for one not understood */
+static int read_creds(pid_t pid, uint32_t ids[8], uint64_t *cap)
 {
 	char path[64], buf[4096];
 	unsigned long u[4], g[4];
 	unsigned long long c;
 	const char *l;
+	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if (read_small_file(path, buf, sizeof(buf)) <= 0)
-		return false;
+	n = read_small_file(path, buf, sizeof(buf));
+	if (n == -ENOENT || n == -ESRCH)
+		return -ENOENT;
+	if (n <= 0)
+		return -EPERM;
 	if (!(l = strstr(buf, "\nUid:")) ||
 	    sscanf(l + 5, "%lu %lu %lu %lu", &u[0], &u[1], &u[2], &u[3]) != 4 ||
 	    !(l = strstr(buf, "\nGid:")) ||
 	    sscanf(l + 5, "%lu %lu %lu %lu", &g[0], &g[1], &g[2], &g[3]) != 4 ||
 	    !(l = strstr(buf, "\nCapPrm:")) || sscanf(l + 8, "%llx", &c) != 1)
-		return false;
+		return -EPERM;
 	ids[0] = u[0], ids[1] = g[0], ids[2] = u[2], ids[3] = g[2];
 	ids[4] = u[1], ids[5] = g[1], ids[6] = u[3], ids[7] = g[3];
 	*cap = c;
-	return true;
+	return 0;
 }
 
 static bool read_state(const struct probes *p, struct target_state_v *v)
@@ -385,7 +390,7 @@ static void check_creds_again(struct probes *p)
 	uint32_t ids[8];
 	uint64_t cap;
 
-	if (!p->creds_known || !read_creds(p->o.pid, ids, &cap) ||
+	if (!p->creds_known || read_creds(p->o.pid, ids, &cap) ||
 	    (!memcmp(ids, p->ids, sizeof(ids)) && !(cap & ~p->cap_prm)) || !read_state(p, &v) ||
 	    v.stopped)
 		return;
@@ -416,12 +421,17 @@ int probes_follow(struct probes *p, pid_t pid, pid_t ppid)
 	uint32_t ids[8];
 	uint64_t cap, one = 1;
 	__u32 key = (__u32)pid, zero = 0;
+	int err;
 
 	if (p->o.no_children)
 		return -ENOENT;
 	/* a descendant with other credentials than the target's is not followed (SECURITY.md) */
-	if (!p->creds_known || !read_creds(pid, ids, &cap) || memcmp(ids, p->ids, sizeof(ids)) ||
-	    (cap & ~p->cap_prm))
+	if (!p->creds_known)
+		return -EPERM;
+	/* one that exited since it was seen is no other credentials' */
+	if ((err = read_creds(pid, ids, &cap)))
+		return err;
+	if (memcmp(ids, p->ids, sizeof(ids)) || (cap & ~p->cap_prm))
 		return -EPERM;
 	if (bpf_map_update_elem(bpf_map__fd(p->sched->maps.followed), &key, &f, BPF_NOEXIST))
 		return errno == EEXIST ? 0 : -errno;
@@ -482,7 +492,7 @@ struct probes *probes_open(const struct probe_opts *o, char *err, size_t errlen)
 	p->o = *o;
 	p->alloc_fd = -1;
 	/* before anything is loaded: the credentials the target is recorded under */
-	p->creds_known = read_creds(o->pid, p->ids, &p->cap_prm);
+	p->creds_known = !read_creds(o->pid, p->ids, &p->cap_prm);
 	p->ncpus = libbpf_num_possible_cpus();
 	if (p->ncpus <= 0)
 		p->ncpus = 1;
