@@ -1170,6 +1170,7 @@ struct early {
 	char *buf;
 	size_t len, cap;
 	uint64_t lost;               /* read but not kept: out of memory */
+	uint64_t max;                /* bytes: collect_opts.early_max_bytes, at most EARLY_MAX */
 };
 
 /* one entry: its size as a u64, then the record, padded to 8 bytes */
@@ -1184,7 +1185,9 @@ static int early_cb(void *ctx, void *data, size_t size)
 
 		while (cap < e->len + need)
 			cap *= 2;
-		if (cap > EARLY_MAX || !(b = realloc(e->buf, cap))) {
+		if (cap > e->max && e->len + need <= e->max)
+			cap = e->max;
+		if (cap > e->max || !(b = realloc(e->buf, cap))) {
 			/* consumed already: counted, and the rest left in the ring */
 			e->lost++;
 			return -ENOSPC;
@@ -1251,7 +1254,7 @@ static void early_put(struct capture *c, struct early *e)
 	if (e->lost)
 		note(c, "%llu records written while the probes attached were lost: over %llu MiB "
 		     "of them in memory", (unsigned long long)e->lost,
-		     (unsigned long long)(EARLY_MAX >> 20));
+		     (unsigned long long)(e->max >> 20));
 	free(e->buf);
 	e->buf = NULL;
 	e->len = e->cap = 0;
@@ -1260,7 +1263,8 @@ static void early_put(struct capture *c, struct early *e)
 int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 		struct collect_result *res)
 {
-	struct early early = { 0 };
+	struct early early = { .max = o->early_max_bytes && o->early_max_bytes < EARLY_MAX ?
+					      o->early_max_bytes : EARLY_MAX };
 	char inject_msg[PATH_MAX + 1024];
 	struct capture *c = calloc(1, sizeof(*c));
 	struct ring_buffer *rb = NULL;

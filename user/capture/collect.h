@@ -38,6 +38,12 @@ struct collect_opts {
 	 */
 	uint64_t max_overhead_ppm;
 	/*
+	 * The most memory the records written while the probes attach may take
+	 * before the capture reads the ring (collect.c, "early"); 0: 512 MiB.
+	 * watch gives its --buffer-mb.
+	 */
+	uint64_t early_max_bytes;
+	/*
 	 * live: records are wanted soon after the fact (attach): the probes'
 	 * held fault runs are written every tick, not every second
 	 */

@@ -690,6 +690,8 @@ static int watch_one(struct watch *w, pid_t pid, int64_t duration_ns, struct col
 	engine_set_step_cb(w->eng, watch_step, w);
 	o.probe.pid = pid;
 	o.duration_ns = duration_ns;
+	/* what is read while the probes attach stays inside the memory it was given too */
+	o.early_max_bytes = w->la->buffer_bytes;
 	o.on_second = watch_second;
 	o.on_tick = watch_tick;
 	o.on_second_ctx = w;
