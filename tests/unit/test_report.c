@@ -370,6 +370,46 @@ static void t_text_tail_episodes(void)
 	world_free(&w);
 }
 
+/* preempted len: noisy takes 3/5 of it, another task the rest */
+static void inj_shared(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice(w, at, at + len * 3 / 5, T_CPU, 900, 900, "noisy");
+	w_runslice(w, at + len * 3 / 5, at + len, T_CPU, 902, 902, "other");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+/*
+ * An episode whose preemptor took 60% of its cpu_wait says so over the
+ * episode's steps, as a single step's line does: the name alone would read
+ * as the whole
+ */
+static void t_text_episode_share(void)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	struct sopt shared = { .pre = 5 * MS, .gpu = 80 * MS, .len = 20 * MS, .inj = inj_shared };
+	uint64_t S = 10 * SEC;
+	struct world w;
+	struct engine *e;
+	char *text, *ep;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 60; k++)
+		S = std_step(&w, S, k, k >= 20 && k < 25 ? &shared : &plain);
+	w_step(&w, S, T_LAUNCHER, 60);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	text = render(e, report_text, NULL);
+	REQUIRE(text, "render");
+	ep = strstr(text, "steps 20-24 (5 steps, +");
+	CHECK(ep && strstr(ep, "preempted by noisy[900] on CPU 0 (60.0 ms of 100 ms in these steps; "
+			   "other tasks and the rest 40.0 ms)"), "%.400s", ep ? ep : text);
+	free(text);
+	engine_free(e);
+	world_free(&w);
+}
+
 /* preempted 60 ms: noisy takes 15 ms, then 9 tasks 5 ms each */
 static void inj_crowd(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
@@ -1917,6 +1957,7 @@ int main(void)
 	RUN(t_printable);
 	RUN(t_text_escapes_names);
 	RUN(t_text_tail_episodes);
+	RUN(t_text_episode_share);
 	RUN(t_text_culprit_share);
 	RUN(t_waker_activity_io_faults);
 	RUN(t_schema_rejects);

@@ -511,32 +511,53 @@ const char *report_clean(char *buf, size_t len, const char *s)
  * that the one named is not read as the whole: " (224 ms of 884 ms in the
  * step; 9 other tasks and the rest 660 ms)"
  */
-static void culprit_share(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w)
+/* the cause's time in step s, of it w's, and how many other named tasks had some */
+static void share_add(const struct eng_step *s, int cause, const struct eng_who *w, uint64_t *mine,
+		      uint64_t *all, uint32_t *others)
 {
-	uint64_t mine = 0, all = 0;
-	uint32_t others = 0;
-	char a[32], b[32], c[32];
-
 	for (uint32_t i = 0; i < s->nblame; i++) {
 		const struct eng_blame *x = &s->blame[i];
 
 		if (x->cause != cause)
 			continue;
-		all += x->ns;
+		*all += x->ns;
 		if (x->has_who && eng_who_same(&x->who, w))
-			mine += x->ns;
+			*mine += x->ns;
 		else if (x->has_who)
-			others++;
+			(*others)++;
 	}
+}
+
+/*
+ * " (X of Y in the step; ...)" where the culprit had less than 80% of the
+ * cause's time: where (one step, or an episode's steps: others is then
+ * not a count of distinct tasks, and is not given)
+ */
+static void share_print(FILE *f, uint64_t mine, uint64_t all, uint32_t others, const char *where,
+			bool count_others)
+{
+	char a[32], b[32], c[32];
+
 	if (!mine || mine * 10 >= all * 8)
 		return;
-	/* of the cause's whole time in the step: the figure before the dash is its excess over the median */
-	fprintf(f, " (%s of %s in the step; ", fmt_ns(a, sizeof(a), mine), fmt_ns(c, sizeof(c), all));
-	if (others)
+	/* of the cause's whole time: the figure before the dash is its excess over the median */
+	fprintf(f, " (%s of %s in %s; ", fmt_ns(a, sizeof(a), mine), fmt_ns(c, sizeof(c), all), where);
+	if (others && count_others)
 		fprintf(f, "%" PRIu32 " other task%s and the rest %s)", others, others == 1 ? "" : "s",
 			fmt_ns(b, sizeof(b), all - mine));
+	else if (others)
+		fprintf(f, "other tasks and the rest %s)", fmt_ns(b, sizeof(b), all - mine));
 	else
 		fprintf(f, "the rest %s)", fmt_ns(b, sizeof(b), all - mine));
+}
+
+static void culprit_share(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w)
+{
+	uint64_t mine = 0, all = 0;
+	uint32_t others = 0;
+
+	share_add(s, cause, w, &mine, &all, &others);
+	share_print(f, mine, all, others, "the step", true);
 }
 
 void report_cause_phrase(const struct engine *e, const struct eng_step *s, int cause,
@@ -717,6 +738,20 @@ void report_episode_line(const struct engine *e, const struct report_episode *p,
 		fmt_ns(a, sizeof(a), p->over_ns), eng_cause_name(p->top.cause),
 		fmt_ns(b, sizeof(b), p->cause_ns));
 	cause_phrase(f, p->longest, p->top.cause, &p->top.who, p->top.has_who);
+	/* the culprit's share over the episode's steps (a waker's is said inside its phrase, of the longest) */
+	if (p->top.has_who && !(p->top.cause == ENG_BLOCKED && !p->top.who.via_tid)) {
+		uint64_t mine = 0, all = 0;
+		uint32_t others = 0;
+
+		for (uint64_t i = p->first->index; i <= p->last->index; i++) {
+			const struct eng_step *st = engine_step(e, i);
+
+			if (st)
+				share_add(st, p->top.cause, &p->top.who, &mine, &all, &others);
+		}
+		share_print(f, mine, all, others, p->nsteps > 1 ? "these steps" : "the step",
+			    p->nsteps == 1);
+	}
 	/* the phrase's figures (calls, faults, what the culprit did) are one step's */
 	if (p->nsteps > 1 && phrase_has_figures(&p->top))
 		fprintf(f, " (in %s, the longest)", step_name(nm, sizeof(nm), e, p->longest));
