@@ -2882,6 +2882,123 @@ static void t_incomplete_last_step(void)
 	world_free(&w);
 }
 
+/*
+ * A trace cut short at a record boundary: GPU records come a second late, so
+ * the cut leaves the last steps' kernels out. Those steps are incomplete (not
+ * 0% busy with host blame), the ones before report as in the whole trace.
+ */
+static struct engine *run_cut(struct world *w, uint64_t delay, uint64_t cut, bool truncated,
+			      const struct engine_opts *o, uint64_t *reach)
+{
+	struct engine *e = new_engine(o);
+	struct feed_item *it;
+	size_t n, off;
+
+	if (!e)
+		return NULL;
+	for (off = 0; off < w->meta.len;) {
+		const struct sb_hdr *h = (const void *)(w->meta.b + off);
+
+		engine_feed(e, h);
+		off += h->size;
+	}
+	it = world_order(w, delay, &n);
+	*reach = 0;
+	for (size_t i = 0; i < n && it[i].ts <= cut; i++) {
+		const struct sb_gpu *g = (const void *)it[i].h;
+
+		if (it[i].h->type == SB_REC_GPU && it[i].h->flags == SB_GPU_KERNEL)
+			*reach = max_u64(*reach, g->end_ns);
+		engine_feed(e, it[i].h);
+	}
+	free(it);
+	if (truncated)
+		engine_set_truncated(e, "cut short after N records at offset X (no trailer)");
+	engine_finish(e);
+	return e;
+}
+
+static void t_cut_short_gpu_late(void)
+{
+	struct world w;
+	struct engine_opts window = { .keep_steps = 1 };
+	struct eng_summary sa, sb;
+	struct eng_capture c;
+	struct engine *full, *cut, *win, *host;
+	uint64_t starts[41], reach, reach_win, reach_host, cut_at, ncut = 0, ninc = 0;
+	const uint64_t delay = 1 * SEC;
+
+	world_init(&w);
+	run_steps(&w, 40, 99, NULL, starts);
+	cut_at = starts[30] + 10 * MS;
+	full = run_world(&w, delay, NULL);
+	cut = run_cut(&w, delay, cut_at, true, NULL, &reach);
+	win = run_cut(&w, delay, cut_at, true, &window, &reach_win);
+	REQUIRE(full && cut && win, "engines");
+	REQUIRE(reach && reach < starts[30] - 900 * MS, "the cut leaves kernels out: reach %" PRIu64,
+		reach);
+	REQUIRE(engine_nsteps(cut) == 31, "%" PRIu64 " steps", engine_nsteps(cut));
+	for (uint64_t i = 0; i < engine_nsteps(cut); i++) {
+		const struct eng_step *s = engine_step(cut, i), *f = engine_step(full, i);
+
+		if (starts[i + 1] <= reach) {
+			CHECK(!s->incomplete && !s->gpu_cut, "step %" PRIu64 " before the cut incomplete", i);
+			CHECK(s->gpu_busy_ns == f->gpu_busy_ns && s->gpu_busy_ns == GPU,
+			      "step %" PRIu64 " busy %" PRIu64 ", whole trace %" PRIu64, i, s->gpu_busy_ns,
+			      f->gpu_busy_ns);
+			CHECK(!memcmp(s->cause_ns, f->cause_ns, sizeof(s->cause_ns)),
+			      "step %" PRIu64 " blamed otherwise than in the whole trace", i);
+		} else {
+			CHECK(s->incomplete && s->gpu_cut, "step %" PRIu64 " (ends %" PRIu64 " ns past the "
+			      "GPU records) complete, busy %" PRIu64, i, starts[i + 1] - reach, s->gpu_busy_ns);
+			ncut++;
+		}
+		ninc += s->incomplete;
+		CHECK(engine_step(win, i)->incomplete == s->incomplete, "window mode, step %" PRIu64, i);
+	}
+	CHECK(ncut >= 10, "%" PRIu64 " steps past the GPU records", ncut);
+	engine_capture(cut, &c);
+	CHECK(c.gpu_cut_steps == ncut && c.gpu_reached_ns == reach, "capture: %" PRIu64
+	      " steps cut at %" PRIu64, c.gpu_cut_steps, c.gpu_reached_ns);
+	engine_summarise(full, &sa);
+	engine_summarise(cut, &sb);
+	CHECK(sb.ncomplete == 31 - ninc && sb.p50 == sa.p50, "complete %" PRIu64 " P50 %" PRIu64
+	      " (whole %" PRIu64 ")", sb.ncomplete, sb.p50, sa.p50);
+	CHECK(sb.gpu_busy_share > sa.gpu_busy_share - 0.01 && sb.gpu_busy_share < sa.gpu_busy_share + 0.01,
+	      "GPU busy %.3f, whole trace %.3f", sb.gpu_busy_share, sa.gpu_busy_share);
+	CHECK(sb.cause_total[ENG_BLOCKED] <= sa.cause_total[ENG_BLOCKED] &&
+	      sb.cause_total[ENG_HOST_COMPUTE] <= sa.cause_total[ENG_HOST_COMPUTE],
+	      "blame the cut invented: blocked %" PRIu64 " host_compute %" PRIu64,
+	      sb.cause_total[ENG_BLOCKED], sb.cause_total[ENG_HOST_COMPUTE]);
+	engine_summarise(win, &sb);
+	CHECK(sb.ncomplete == 31 - ninc, "window mode: %" PRIu64 " complete", sb.ncomplete);
+	engine_free(full);
+	engine_free(cut);
+	engine_free(win);
+
+	/* the same cut of the whole trace, not said to be cut; and of a host-only one */
+	cut = run_cut(&w, delay, cut_at, false, NULL, &reach);
+	REQUIRE(cut, "engine");
+	engine_capture(cut, &c);
+	CHECK(c.gpu_cut_steps == 0 && c.gpu_reached_ns == 0, "not cut short: %" PRIu64 " steps cut",
+	      c.gpu_cut_steps);
+	engine_free(cut);
+	world_free(&w);
+	world_init(&w);
+	w.no_gpu = true;
+	run_steps(&w, 40, 99, NULL, starts);
+	host = run_cut(&w, delay, cut_at, true, NULL, &reach_host);
+	REQUIRE(host, "engine");
+	engine_capture(host, &c);
+	ninc = 0;
+	for (uint64_t i = 0; i < engine_nsteps(host); i++)
+		ninc += engine_step(host, i)->incomplete;
+	CHECK(c.gpu_cut_steps == 0 && ninc == 1, "host-only: %" PRIu64 " steps cut, %" PRIu64
+	      " incomplete", c.gpu_cut_steps, ninc);
+	engine_free(host);
+	world_free(&w);
+}
+
 static void check_steps_from(int mark, const char *nvtx, const char *kernel, const char *api,
 			     const char *what)
 {
@@ -3163,6 +3280,7 @@ int main(void)
 	RUN(t_crowd_keeps_names);
 	RUN(t_chain_crowd_folds_into_waker);
 	RUN(t_incomplete_last_step);
+	RUN(t_cut_short_gpu_late);
 	RUN(t_step_sources);
 	RUN(t_bad_regex);
 	RUN(t_same_input_same_bytes);

@@ -287,8 +287,11 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 				e->gpu_rejected++;
 				return;
 			}
-			if (k == SB_GPU_KERNEL || k == SB_GPU_MEMCPY || k == SB_GPU_MEMSET)
+			if (k == SB_GPU_KERNEL || k == SB_GPU_MEMCPY || k == SB_GPU_MEMSET) {
 				e->gpu_fed = true;
+				if (((const struct sb_gpu *)h)->end_ns > e->gpu_reach)
+					e->gpu_reach = ((const struct sb_gpu *)h)->end_ns;
+			}
 			e->lag = e->lag_gpu;
 		} else {
 			clock_saw(e, h->ts, true);
@@ -377,6 +380,7 @@ void engine_finish(struct engine *e)
 		pieces_commit_ended(e, 0, true);
 	}
 	steps_finalize_ready(e);
+	steps_gpu_cut(e);
 	for (int i = 0; i < e->ncandidates; i++)
 		timeline_thread_flush(e, e->candidates[i]);
 	summarise_all(e, &e->final_summary);
@@ -641,6 +645,9 @@ void engine_capture(const struct engine *e, struct eng_capture *c)
 	c->marks_other_more = e->marks_other_more;
 	c->gpu_timeline = e->gpu_fed;
 	c->records = e->records;
+	if (e->truncated && e->gpu_fed)
+		c->gpu_reached_ns = e->gpu_reach;
+	c->gpu_cut_steps = e->gpu_cut_steps;
 }
 
 void engine_loss(const struct engine *e, struct eng_loss *l)

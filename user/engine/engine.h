@@ -346,6 +346,12 @@ struct eng_step {
 	uint64_t gpu_busy_ns, gpu_idle_ns;
 	bool gpu_timeline;       /* false: host-only, blame covers the whole step */
 	bool incomplete;         /* the capture ended inside it */
+	/*
+	 * The trace was cut short before the GPU records of its end were in
+	 * (eng_capture.gpu_cut_steps): incomplete too; its GPU busy time and
+	 * blame are not known, and count in no total
+	 */
+	bool gpu_cut;
 	bool tail;               /* > median + 3 MAD (of the steps so far; after engine_finish: all) */
 	uint32_t crit_tid;       /* the thread that carried most of the blamed time */
 	char crit_comm[SB_COMM_LEN + 1];
@@ -662,6 +668,14 @@ struct eng_capture {
 	bool marks_other_more;
 	bool gpu_timeline;       /* any GPU operation seen */
 	uint64_t records;        /* records fed */
+	/*
+	 * A trace cut short (engine_set_truncated) with a GPU timeline: the
+	 * newest end of a GPU operation fed, how far its GPU records are known
+	 * to reach; the steps that end after it are gpu_cut_steps, incomplete
+	 * (eng_step.gpu_cut). 0 and 0 otherwise.
+	 */
+	uint64_t gpu_reached_ns;
+	uint64_t gpu_cut_steps;
 };
 void engine_capture(const struct engine *e, struct eng_capture *c);
 

@@ -635,6 +635,8 @@ struct engine {
 	uint32_t end_reason;
 	uint64_t trailer_ts, trailer_start;
 	char *truncated;
+	uint64_t gpu_reach;      /* the newest end of a GPU operation fed */
+	uint64_t gpu_cut_steps;  /* steps left incomplete for it (steps_gpu_cut) */
 	struct sb_drops drops;
 	bool have_drops;
 	uint64_t late, malformed;
@@ -835,6 +837,8 @@ void piece_pop(struct engine *e);
 void pieces_commit_ended(struct engine *e, uint64_t older_than, bool all);
 void steps_finalize_ready(struct engine *e);
 void step_end(struct engine *e, uint64_t t, bool incomplete);
+/* a trace cut short: the steps that end after the GPU records stop are incomplete */
+void steps_gpu_cut(struct engine *e);
 void step_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, uint32_t tid);
 /* a list of up to ENG_MARK_OTHERS_MAX pids, more noted when full: pid put in it */
 void pid_list_note(uint32_t *v, uint32_t *n, bool *more, uint32_t pid);
@@ -868,6 +872,8 @@ bool gpu_time_ok(struct engine *e, const struct sb_gpu *g);
 /* ---- summaries (summary.c) */
 
 void window_sums_add(struct window_sums *w, const struct eng_step *r);
+/* take back a step window_sums_add() added (before its figures change) */
+void window_sums_sub(struct window_sums *w, const struct eng_step *r);
 void window_begin(struct engine *e, uint64_t keep);
 void running_tail(struct engine *e, struct eng_step *r);
 void summarise_all(const struct engine *e, struct eng_summary *s);

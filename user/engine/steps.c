@@ -735,6 +735,37 @@ void steps_finalize_ready(struct engine *e)
 	}
 }
 
+/*
+ * A trace cut short (or damaged) with a GPU timeline: the agent drains the GPU
+ * channel in batches, so the GPU records of the capture's last moments come
+ * after the host records of the same time, and what a drops record vouches for
+ * is only what the channel held then (schemas/trace.md, "37 drops"). Past the
+ * newest GPU operation read, the GPU's busy time is not known: the steps that
+ * end after it are incomplete (their idle time, and the blame of it, would be
+ * made of the missing records), whatever the host records say.
+ */
+void steps_gpu_cut(struct engine *e)
+{
+	uint64_t i = e->nresults;
+
+	if (!e->truncated || !e->gpu_fed)
+		return;
+	/* steps end in order: the ones after the GPU records stop are the last */
+	while (i > first_kept(e) && RESULT(e, i - 1)->end_ns > e->gpu_reach)
+		i--;
+	for (; i < e->nresults; i++) {
+		struct eng_step *r = RESULT(e, i);
+
+		if (e->window_sums)
+			window_sums_sub(e->window_sums, r);
+		r->incomplete = true;
+		r->gpu_cut = true;
+		if (e->window_sums)
+			window_sums_add(e->window_sums, r);
+		e->gpu_cut_steps++;
+	}
+}
+
 void step_end(struct engine *e, uint64_t t, bool incomplete)
 {
 	struct open_step *st = e->current_step;

@@ -130,20 +130,71 @@ static uint64_t step_ppm(const struct eng_step *r)
 	return r->duration_ns ? r->tracer_ns * 1000000 / r->duration_ns : 0;
 }
 
-/* a step into the summaries over all steps (the same figures summarise_range() takes) */
-void window_sums_add(struct window_sums *w, const struct eng_step *r)
+static void hist_sub(struct hist *h, uint64_t v)
 {
-	w->nsteps++;
-	for (int c = 0; c < ENG_NCAUSE; c++)
-		w->cause_total[c] += r->cause_ns[c];
-	if (r->gpu_timeline) {
-		w->busy_total += r->gpu_busy_ns;
-		w->dur_total += r->duration_ns;
+	uint32_t i = hist_index(v);
+
+	if (h->b[i]) {
+		h->b[i]--;
+		h->n--;
 	}
-	w->tracer_total += r->tracer_ns;
-	w->sampled += r->alloc_sampled;
+}
+
+/* the lowest (hi false) or highest value bucket of h holds, as its middle */
+static uint64_t hist_edge(const struct hist *h, bool hi)
+{
+	for (uint32_t k = 0; k < HIST_N; k++) {
+		uint32_t i = hi ? HIST_N - 1 - k : k;
+
+		if (h->b[i])
+			return hist_middle(i);
+	}
+	return 0;
+}
+
+/*
+ * A step whose GPU records were cut from the trace (eng_step.gpu_cut) counts
+ * in no total: its GPU busy time and blame are not known
+ */
+static bool in_totals(const struct eng_step *r)
+{
+	return !r->gpu_cut;
+}
+
+/* a step into (d 1) or out of (d -1) the summaries over all steps (the figures summarise_range() takes) */
+static void window_sums_apply(struct window_sums *w, const struct eng_step *r, int d)
+{
+	uint64_t m = (uint64_t)(int64_t)d;
+
+	w->nsteps += m;
+	if (in_totals(r)) {
+		for (int c = 0; c < ENG_NCAUSE; c++)
+			w->cause_total[c] += m * r->cause_ns[c];
+		if (r->gpu_timeline) {
+			w->busy_total += m * r->gpu_busy_ns;
+			w->dur_total += m * r->duration_ns;
+		}
+	}
+	w->tracer_total += m * r->tracer_ns;
+	w->sampled += m * r->alloc_sampled;
 	if (r->incomplete)
 		return;
+	if (d < 0) {
+		/* the bounds as the histogram has them, where this step was one */
+		w->ncomplete--;
+		hist_sub(&w->dur, r->duration_ns);
+		hist_sub(&w->judged, judged_ns(r));
+		hist_sub(&w->idle, r->gpu_idle_ns);
+		hist_sub(&w->tracer, r->tracer_ns);
+		hist_sub(&w->tracer_ppm, step_ppm(r));
+		for (int c = 0; c < ENG_NCAUSE; c++)
+			hist_sub(&w->cause[c], r->cause_ns[c]);
+		if (r->duration_ns == w->min)
+			w->min = hist_edge(&w->dur, false);
+		if (r->duration_ns == w->max)
+			w->max = hist_edge(&w->dur, true);
+		return;
+	}
 	if (!w->ncomplete++ || r->duration_ns < w->min)
 		w->min = r->duration_ns;
 	w->max = max64(w->max, r->duration_ns);
@@ -155,6 +206,16 @@ void window_sums_add(struct window_sums *w, const struct eng_step *r)
 	w->tracer_ppm_max = max64(w->tracer_ppm_max, step_ppm(r));
 	for (int c = 0; c < ENG_NCAUSE; c++)
 		hist_add(&w->cause[c], r->cause_ns[c]);
+}
+
+void window_sums_add(struct window_sums *w, const struct eng_step *r)
+{
+	window_sums_apply(w, r, 1);
+}
+
+void window_sums_sub(struct window_sums *w, const struct eng_step *r)
+{
+	window_sums_apply(w, r, -1);
 }
 
 /* from now on keep the last `keep` steps in detail, summaries over all of them */
@@ -389,11 +450,13 @@ static void summarise_range(const struct engine *e, uint64_t first, uint64_t las
 	for (uint64_t i = first; i < last; i++) {
 		const struct eng_step *r = RESULT(e, i);
 
-		for (int c = 0; c < ENG_NCAUSE; c++)
-			s->cause_total[c] += r->cause_ns[c];
-		if (r->gpu_timeline) {
-			s->busy_total += r->gpu_busy_ns;
-			s->dur_total += r->duration_ns;
+		if (in_totals(r)) {
+			for (int c = 0; c < ENG_NCAUSE; c++)
+				s->cause_total[c] += r->cause_ns[c];
+			if (r->gpu_timeline) {
+				s->busy_total += r->gpu_busy_ns;
+				s->dur_total += r->duration_ns;
+			}
 		}
 		if (complete_step(r))
 			v[n++] = r->duration_ns;

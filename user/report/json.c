@@ -956,6 +956,12 @@ int report_json(const struct engine *e, FILE *f)
 	jw_bool(&w, c.gpu_timeline);
 	jw_key(&w, "records");
 	jw_u64(&w, c.records);
+	if (c.gpu_reached_ns) {
+		jw_key(&w, "gpu_reached_ns");
+		jw_u64(&w, c.gpu_reached_ns);
+		jw_key(&w, "gpu_cut_steps");
+		jw_u64(&w, c.gpu_cut_steps);
+	}
 	if (c.mark_pid) {
 		jw_key(&w, "mark_pid");
 		jw_u64(&w, c.mark_pid);

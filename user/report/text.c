@@ -600,7 +600,8 @@ int report_step_line(const struct engine *e, const struct eng_step *s, const str
 		fprintf(f, " (tracer ≈ %s%s)", fmt_ns(x, sizeof(x), s->tracer_ns),
 			s->alloc_sampled ? ", allocator sampled" : "");
 	if (s->incomplete) {
-		fputs(" (incomplete: the capture ended inside it)\n", f);
+		fputs(s->gpu_cut ? " (incomplete: the trace was cut short before its GPU records)\n" :
+			" (incomplete: the capture ended inside it)\n", f);
 		return ferror(f) ? -EIO : 0;
 	}
 	if (sum && sum->p50 && s->duration_ns > sum->p50)
@@ -1154,6 +1155,13 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 		fputs("Capture     CUT SHORT: no trailer; the report covers what was recorded\n", f);
 	else
 		fprintf(f, "Capture     complete (ended by %s)\n", c.end_reason);
+	if (c.gpu_cut_steps)
+		fprintf(f, "Capture     the GPU records stop %s before the last record (they come "
+			"late, in batches): the %s step%s ending after them %s left out as "
+			"incomplete\n", fmt_ns(a, sizeof(a), c.end_ns > c.gpu_reached_ns ?
+						c.end_ns - c.gpu_reached_ns : 0),
+			report_fmt_count(b, sizeof(b), c.gpu_cut_steps),
+			c.gpu_cut_steps == 1 ? "" : "s", c.gpu_cut_steps == 1 ? "is" : "are");
 	if (c.gpu_timeline)
 		fputs("GPU         timeline present: blame covers GPU-idle time, on the thread that "
 		      "issued the operation ending each idle gap\n", f);
