@@ -1800,6 +1800,57 @@ static void t_ranks_report(void)
 	world_free(&c);
 }
 
+/* a rank's trace with its launcher's ids: RANK, the job's id and the host's boot id */
+static bool write_rank_trace(struct world *w, const char *path, const char *rank,
+			     const char *job, const char *boot)
+{
+	char t[256], h[128];
+
+	snprintf(t, sizeof(t), "pid=100\ncomm=trainer\ncmdline=python train.py\nrank=%s\njob=%s\n",
+		 rank, job);
+	snprintf(h, sizeof(h), "hostname=node-%s\nboot_id=%s\n", rank, boot);
+	w_text(w, SB_REC_TARGET, 0, T_PID, t);
+	w_text(w, SB_REC_HOST, 0, 0, h);
+	return write_trace(w, path);
+}
+
+/* files given out of order are ranked by the RANK in their environment */
+static void t_ranks_by_rank(void)
+{
+	struct world a, b, c;
+	char *txt, *js, want[512];
+
+	ranks_world(&a, true, false);
+	ranks_world(&b, false, false);
+	ranks_world(&c, false, true);
+	REQUIRE(write_rank_trace(&a, tpath("k2.sbt"), "2", "j1", "boot-a") &&
+		write_rank_trace(&b, tpath("k0.sbt"), "0", "j1", "boot-b") &&
+		write_rank_trace(&c, tpath("k1.sbt"), "1", "j1", "boot-c"),
+		"writing the traces: %s", strerror(errno));
+	txt = ranks_report("text", tpath("k.txt"), tpath("k2.sbt"), tpath("k0.sbt"), tpath("k1.sbt"));
+	snprintf(want, sizeof(want), "  rank 0 (%s, trainer[100] on node-0, RANK=0)", tpath("k0.sbt"));
+	CHECK(txt && strstr(txt, want), "RANK=0 is not rank 0: %.600s", txt ? txt : "(none)");
+	snprintf(want, sizeof(want), "  rank 2 (%s, trainer[100] on node-2, RANK=2) straggled in 4",
+		 tpath("k2.sbt"));
+	CHECK(txt && strstr(txt, want), "the straggler is not rank 2: %.900s", txt ? txt : "(none)");
+	free(txt);
+	js = ranks_report("json", tpath("k.json"), tpath("k2.sbt"), tpath("k0.sbt"), tpath("k1.sbt"));
+	{
+		const char *g = js ? strstr(js, "\"stragglers\": [") : NULL;
+		const char *rk = g ? strstr(g, "\"rank\": ") : NULL;
+		const char *f0 = js ? strstr(js, "\"file\": \"") : NULL;
+
+		CHECK(rk && atoi(rk + 8) == 2, "json: the straggler is not rank 2: %.300s",
+		      g ? g : js ? js : "(none)");
+		CHECK(f0 && strstr(f0, "k0.sbt") && strstr(f0, "k0.sbt") < strstr(f0, "\n"),
+		      "json: ranks[0] is not RANK=0's file: %.200s", f0 ? f0 : "(none)");
+	}
+	free(js);
+	world_free(&a);
+	world_free(&b);
+	world_free(&c);
+}
+
 static void t_report_cut_short(void)
 {
 	char *full, *text;
@@ -1978,6 +2029,7 @@ int main(void)
 	RUN(t_html_page);
 	RUN(t_ranks_report);
 	RUN(t_ranks_epochs);
+	RUN(t_ranks_by_rank);
 	RUN(t_step_numbers_repeat);
 	RUN(t_step_numbers_skip);
 	RUN(t_report_command);

@@ -66,16 +66,17 @@ static const char usage_tail[] =
 "The JSON fields are documented in schemas/report.md. A trace cut short is\n"
 "reported as far as it goes, and the report says so.\n"
 "\n"
-"Several traces are the ranks of one job, rank N the N-th file (list them in rank\n"
-"order: a shell glob puts rank10 before rank2), from one host or many. Steps are\n"
-"aligned by their number, not by clock; for each step the report names the rank\n"
-"that finished its part last (the most time outside collective NCCL kernels), by\n"
-"how much, and why; then which ranks straggle most, and the causes. Perfetto shows\n"
-"a process per rank with its steps and straggles. The JSON is documented in\n"
-"schemas/report.md (\"Ranks\"). One trace in which several processes marked steps\n"
-"(the ranks torchrun started, recorded with -p on it or with run) is reported the\n"
-"same way, a rank per process, ordered by their RANK. Step numbers that restart\n"
-"each epoch align epoch by epoch.\n"
+"Several traces are the ranks of one job, from one host or many, ordered by the\n"
+"RANK their launcher gave each where each has a different one, else rank N is the\n"
+"N-th file (then list them in rank order: a shell glob puts rank10 before rank2).\n"
+"Steps are aligned by their number, not by clock; for each step the report names\n"
+"the rank that finished its part last (the most time outside collective NCCL\n"
+"kernels), by how much, and why; then which ranks straggle most, and the causes.\n"
+"Perfetto shows a process per rank with its steps and straggles. The JSON is\n"
+"documented in schemas/report.md (\"Ranks\"). One trace in which several processes\n"
+"marked steps (the ranks torchrun started, recorded with -p on it or with run) is\n"
+"reported the same way, a rank per process, ordered the same way. Step numbers\n"
+"that restart each epoch align epoch by epoch.\n"
 "\n"
 "  stepblame report run.sbtrace\n"
 "  stepblame report run.sbtrace --format json -o report.json\n"
@@ -327,8 +328,9 @@ static int rank_cmp(const void *a, const void *b)
 }
 
 /*
- * The ranks of one trace, in the order of their RANK where each has a
- * different one (from its environment); else as they are (by first mark)
+ * The ranks, files or processes of one trace, in the order of their RANK
+ * where each has a different one (from its environment); else as they are:
+ * by file, or by first mark (schemas/report.md, "Ranks")
  */
 static void rank_order(struct rank_trace *rt, int n)
 {
@@ -381,19 +383,21 @@ static int report_ranks(const char *const *paths, const uint32_t *pids, int n,
 			free(c.iv);
 			goto done;
 		}
-		/* one trace read again for each of its ranks: its damage said once */
-		if (bad_input && (!pids || !i)) {
-			sb_err("%s: %s; rank %d covers the records before it", paths[i],
-			       sbt_error(rd[i]), i);
-			bad = true;
-		}
 		coll[i] = c.oom ? NULL : collective_time(eng[i], &c);
 		free(c.iv);
 		rt[i] = (struct rank_trace){ .path = paths[i], .e = eng[i], .coll_ns = coll[i],
-					     .pid = eo.rank_pid };
+					     .pid = eo.rank_pid, .corrupt = bad_input,
+					     .error = bad_input ? sbt_error(rd[i]) : NULL };
 	}
-	if (pids)
-		rank_order(rt, n);
+	rank_order(rt, n);
+	for (int i = 0; i < n; i++) {
+		/* one trace read again for each of its ranks: its damage said once */
+		if (rt[i].corrupt && (!pids || !bad)) {
+			sb_err("%s: %s; rank %d covers the records before it", rt[i].path,
+			       rt[i].error, i);
+			bad = true;
+		}
+	}
 	if (sb_stream_open(&out, outp))
 		goto done;
 	wr = fmt == FMT_JSON ? report_ranks_json(rt, n, out.f) :

@@ -141,6 +141,8 @@ struct rank_trace {
 	const uint64_t *coll_ns;  /* by step index (engine_step), time in collective kernels */
 	uint32_t pid;             /* the process whose marks are its steps, in a trace of several ranks; 0: one rank a trace */
 	long order;               /* where it goes among the ranks (its RANK) */
+	bool corrupt;             /* its trace is damaged: it covers the records before (error says how) */
+	const char *error;
 };
 int report_ranks_text(const struct rank_trace *r, int n, FILE *f);
 int report_ranks_json(const struct rank_trace *r, int n, FILE *f);
