@@ -1851,6 +1851,99 @@ static void t_ranks_by_rank(void)
 	world_free(&c);
 }
 
+/* the report of ranks, its standard error into err */
+static char *ranks_report_err(const char *fmt, const char *out, const char *f0, const char *f1,
+			      const char *f2, const char *err, int *rc)
+{
+	char *argv[] = { "report", (char *)f0, (char *)f1, (char *)f2, "--format", (char *)fmt,
+			 "-o", (char *)out, NULL };
+	int saved = dup(2), fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	if (saved < 0 || fd < 0)
+		return NULL;
+	fflush(stdout);
+	fflush(stderr);
+	dup2(fd, 2);
+	*rc = cmd_report(8, argv);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(fd);
+	return *rc == 0 || *rc == 1 ? test_slurp(out, NULL) : NULL;
+}
+
+/* a rank whose trace was cut short, or damaged, says so wherever the rank is shown */
+static void t_ranks_cut_short(void)
+{
+	struct world a, b;
+	char *full, *txt, *js, *err, msg[512] = "";
+	size_t len;
+	char c0[256], cerr[256];
+	int rc = -1;
+
+	snprintf(c0, sizeof(c0), "%s", tpath("c0.sbt"));
+	snprintf(cerr, sizeof(cerr), "%s", tpath("c.err"));
+	ranks_world(&a, false, false);
+	ranks_world(&b, true, false);
+	REQUIRE(write_trace(&a, tpath("c0.sbt")) && write_trace(&b, tpath("c1.sbt")),
+		"writing the traces: %s", strerror(errno));
+	full = test_slurp(tpath("c1.sbt"), &len);
+	REQUIRE(full && len > 4096, "no trace");
+	REQUIRE(write_file(tpath("c1cut.sbt"), full, len * 2 / 3 + 5), "write");
+	txt = ranks_report_err("text", tpath("c.txt"), c0, tpath("c1cut.sbt"),
+			       c0, cerr, &rc);
+	err = test_slurp(cerr, NULL);
+	{
+		const char *l1 = txt ? strstr(txt, "  rank 1 (") : NULL;
+		const char *eol = l1 ? strchr(l1, '\n') : NULL;
+		const char *cut = l1 ? strstr(l1, "CUT SHORT") : NULL;
+
+		CHECK(rc == 0 && cut && cut < eol, "rank 1's line: exit %d: %.600s", rc,
+		      txt ? txt : "(none)");
+		CHECK(!strstr(txt ? txt : "", "  rank 0 (") ||
+		      !strstr(strstr(txt, "  rank 0 ("), "CUT SHORT") ||
+		      strstr(strstr(txt, "  rank 0 ("), "CUT SHORT") > strstr(txt, "  rank 1 ("),
+		      "rank 0 said cut short: %.600s", txt ? txt : "(none)");
+	}
+	CHECK(err && strstr(err, "c1cut.sbt: cut short") && strstr(err, "rank 1 covers"),
+	      "stderr: %.300s", err ? err : "(none)");
+	free(txt);
+	free(err);
+	js = ranks_report_err("json", tpath("c.json"), c0, tpath("c1cut.sbt"),
+			      c0, cerr, &rc);
+	CHECK(js && strstr(js, "\"cut_short\": true") && strstr(js, "\"cut_short\": false") &&
+	      !strstr(js, "\"corrupt\": true"), "json: %.300s", js ? js : "(none)");
+	if (js && have_python)
+		CHECK(pycheck("ranks", tpath("c.json"), NULL, msg, sizeof(msg)) == 0, "schema: %s",
+		      msg);
+	free(js);
+	js = ranks_report_err("perfetto", tpath("c.pf.json"), c0, tpath("c1cut.sbt"),
+			      c0, cerr, &rc);
+	CHECK(js && strstr(js, "trainer[100] (trace cut short)"), "perfetto: no word of the cut");
+	free(js);
+	/* damaged in the middle: said in the report too, and the exit says it failed */
+	memset(full + len / 2, 0xff, 64);
+	REQUIRE(write_file(tpath("c1bad.sbt"), full, len), "write");
+	js = ranks_report_err("json", tpath("cb.json"), c0, tpath("c1bad.sbt"),
+			      c0, cerr, &rc);
+	CHECK(rc == 1 && js && strstr(js, "\"corrupt\": true"), "json of a corrupt rank: exit %d",
+	      rc);
+	free(js);
+	txt = ranks_report_err("text", tpath("cb.txt"), c0, tpath("c1bad.sbt"),
+			       c0, cerr, &rc);
+	{
+		const char *l1 = txt ? strstr(txt, "  rank 1 (") : NULL;
+		const char *bad = l1 ? strstr(l1, "CORRUPT") : NULL;
+
+		CHECK(rc == 1 && bad && bad < strchr(l1, '\n'), "text of a corrupt rank: %.600s",
+		      txt ? txt : "(none)");
+	}
+	free(txt);
+	free(full);
+	world_free(&a);
+	world_free(&b);
+}
+
 static void t_report_cut_short(void)
 {
 	char *full, *text;
@@ -2030,6 +2123,7 @@ int main(void)
 	RUN(t_ranks_report);
 	RUN(t_ranks_epochs);
 	RUN(t_ranks_by_rank);
+	RUN(t_ranks_cut_short);
 	RUN(t_step_numbers_repeat);
 	RUN(t_step_numbers_skip);
 	RUN(t_report_command);

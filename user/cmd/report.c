@@ -391,12 +391,20 @@ static int report_ranks(const char *const *paths, const uint32_t *pids, int n,
 	}
 	rank_order(rt, n);
 	for (int i = 0; i < n; i++) {
+		struct eng_capture cap;
+		char who[32];
+
 		/* one trace read again for each of its ranks: its damage said once */
-		if (rt[i].corrupt && (!pids || !bad)) {
-			sb_err("%s: %s; rank %d covers the records before it", rt[i].path,
-			       rt[i].error, i);
-			bad = true;
-		}
+		if (pids && i)
+			break;
+		engine_capture(rt[i].e, &cap);
+		snprintf(who, sizeof(who), pids ? "each rank covers" : "rank %d covers", i);
+		if (rt[i].corrupt)
+			sb_err("%s: %s; %s the records before it", rt[i].path, rt[i].error, who);
+		else if (!cap.complete)
+			sb_err("%s: cut short (%s); %s the records before it", rt[i].path,
+			       cap.truncated ? cap.truncated : "no trailer", who);
+		bad |= rt[i].corrupt;
 	}
 	if (sb_stream_open(&out, outp))
 		goto done;

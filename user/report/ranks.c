@@ -580,6 +580,17 @@ static void rank_label(FILE *f, const struct ranks *R, int i)
 	fputc(')', f);
 }
 
+/* why a rank's trace ends early: cut short, or damaged (its reason); NULL if complete */
+static const char *rank_cut(const struct rank_trace *r)
+{
+	struct eng_capture c;
+
+	engine_capture(r->e, &c);
+	if (c.complete && !r->corrupt)
+		return NULL;
+	return r->corrupt && r->error ? r->error : c.truncated ? c.truncated : "no trailer";
+}
+
 /* ": cause +X in all — culprit ...; ..." for a rank's causes over the median rank's, the three largest */
 static void print_causes(FILE *f, const struct engine *e, const uint64_t *cause_ns,
 			 const struct culprit_sum (*who)[CULPRITS])
@@ -616,7 +627,7 @@ static int straggle_cmp(const void *a, const void *b)
 int report_ranks_text(const struct rank_trace *r, int n, FILE *f)
 {
 	struct ranks R;
-	char x[32], y[32];
+	char x[32], y[32], a[256];
 	int *order;
 
 	if (ranks_build(&R, r, n))
@@ -632,6 +643,10 @@ int report_ranks_text(const struct rank_trace *r, int n, FILE *f)
 			report_fmt_ns(x, sizeof(x), s->p50), report_fmt_ns(y, sizeof(y), s->p99));
 		if (!r[i].coll_ns)
 			fputs(", no collective kernels seen", f);
+		if (rank_cut(&r[i]))
+			fprintf(f, "; trace %s: %s, the rank covers the records before it",
+				r[i].corrupt ? "CORRUPT" : "CUT SHORT",
+				report_clean(a, sizeof(a), rank_cut(&r[i])));
 		fputc('\n', f);
 	}
 	fprintf(f, "Own time    a step's time less its collective (NCCL) kernels: the rank with the most "
@@ -792,6 +807,15 @@ int report_ranks_json(const struct rank_trace *r, int n, FILE *f)
 		jw_u64(&w, R.sum[i].p99);
 		jw_key(&w, "collectives_seen");
 		jw_bool(&w, r[i].coll_ns != NULL);
+		jw_key(&w, "cut_short");
+		jw_bool(&w, rank_cut(&r[i]) != NULL);
+		jw_key(&w, "cut_short_reason");
+		if (rank_cut(&r[i]))
+			jw_str(&w, rank_cut(&r[i]));
+		else
+			jw_null(&w);
+		jw_key(&w, "corrupt");
+		jw_bool(&w, r[i].corrupt);
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);
@@ -973,7 +997,9 @@ int report_ranks_perfetto(const struct rank_trace *r, int n, FILE *f)
 			char comm[SB_COMM_LEN + 1];
 			uint32_t pid = rank_process(&r[i], comm, sizeof(comm));
 
-			snprintf(name, sizeof(name), "rank %d: %.16s[%" PRIu32 "]", i, comm, pid);
+			snprintf(name, sizeof(name), "rank %d: %.16s[%" PRIu32 "]%s", i, comm, pid,
+				 !rank_cut(&r[i]) ? "" : r[i].corrupt ? " (trace corrupt)" :
+				 " (trace cut short)");
 		}
 		pf_rank_meta(f, &first, "process_name", i + 1, -1, name);
 		pf_rank_meta(f, &first, "thread_name", i + 1, 1, "steps");
