@@ -1759,6 +1759,20 @@ static void t_ranks_report(void)
 	      strstr(txt, "noisy[900]") && strstr(strstr(txt, "Stragglers"), "rank 1 ("),
 	      "text: %.600s", txt ? txt : "(none)");
 	free(txt);
+	/* with no collectives anywhere, own time is step time: said */
+	txt = ranks_report("text", tpath("ranks_h.txt"), tpath("r0.sbt"), tpath("r1.sbt"),
+			   tpath("r0.sbt"));
+	CHECK(txt && strstr(txt, "Host only   no rank had collective kernels"), "host only: %.600s",
+	      txt ? txt : "(none)");
+	free(txt);
+	js = ranks_report("json", tpath("ranks_h.json"), tpath("r0.sbt"), tpath("r1.sbt"),
+			  tpath("r0.sbt"));
+	CHECK(js && strstr(js, "\n  \"collectives_seen\": false"), "host only json");
+	free(js);
+	js = ranks_report("json", tpath("ranks_c.json"), tpath("r0.sbt"), tpath("r1.sbt"),
+			  tpath("r2.sbt"));
+	CHECK(js && strstr(js, "\n  \"collectives_seen\": true"), "collectives json");
+	free(js);
 	/* the straggler is the file, wherever it comes */
 	js = ranks_report("json", tpath("ranks2.json"), tpath("r1.sbt"), tpath("r0.sbt"),
 			  tpath("r2.sbt"));

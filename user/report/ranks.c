@@ -580,6 +580,15 @@ static void rank_label(FILE *f, const struct ranks *R, int i)
 	fputc(')', f);
 }
 
+/* whether any rank's collective kernels were seen (else own time is step time) */
+static bool ranks_collectives(const struct rank_trace *r, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (r[i].coll_ns)
+			return true;
+	return false;
+}
+
 /* why a rank's trace ends early: cut short, or damaged (its reason); NULL if complete */
 static const char *rank_cut(const struct rank_trace *r)
 {
@@ -651,6 +660,11 @@ int report_ranks_text(const struct rank_trace *r, int n, FILE *f)
 	}
 	fprintf(f, "Own time    a step's time less its collective (NCCL) kernels: the rank with the most "
 		"finished its part last,\n            and the others' collectives waited for it\n");
+	if (!ranks_collectives(r, n))
+		fputs("Host only   no rank had collective kernels: own time is the whole step, so a rank "
+		      "that waited for the others\n            in a host-side all-reduce cannot be told "
+		      "from the one it waited for; the straggle\n            verdicts are only about step "
+		      "time\n", f);
 	order = rank_order(&R);
 	if (!order) {
 		ranks_free(&R);
@@ -819,6 +833,8 @@ int report_ranks_json(const struct rank_trace *r, int n, FILE *f)
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);
+	jw_key(&w, "collectives_seen");
+	jw_bool(&w, ranks_collectives(r, n));
 	jw_key(&w, "noise_ns");
 	jw_u64(&w, R.noise_ns);
 	jw_key(&w, "steps");
