@@ -1427,6 +1427,14 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 				res->end_reason = SBT_END_CREDENTIALS;
 				break;
 			}
+			/*
+			 * A trainer started with the collector makes its channel at
+			 * CUDA init: looked for each tick until then (5 s at most),
+			 * not once a second, since the collector writes it only once
+			 * it is read and the steps before are not covered
+			 */
+			if (!c->chan && o->gpu_expected && c->chan_tries < 50)
+				try_channel(c, false);
 			if (c->chan) {
 				sbc_heartbeat(c->chan);
 				if (sbc_drain(c->chan, chan_cb, c) == -EIO && !c->chan_broken) {
