@@ -2999,6 +2999,70 @@ static void t_cut_short_gpu_late(void)
 	world_free(&w);
 }
 
+/*
+ * The GPU channel read from later than the steps began (its records start
+ * then): the GPU records of the first ten steps are not in the trace. Those
+ * steps are incomplete (not 100% idle with the idle blamed on the host), the
+ * ones after report as in the whole trace.
+ */
+static void t_gpu_records_begin_late(void)
+{
+	struct world w;
+	struct eng_summary sa, sb;
+	struct eng_capture c;
+	struct engine *full, *late;
+	struct feed_item *it;
+	uint64_t starts[41], from = 0;
+	size_t n;
+
+	world_init(&w);
+	run_steps(&w, 40, 99, NULL, starts);
+	full = run_world(&w, 1 * SEC, NULL);
+	late = new_engine(NULL);
+	REQUIRE(full && late, "engines");
+	for (size_t off = 0; off < w.meta.len;) {
+		const struct sb_hdr *h = (const void *)(w.meta.b + off);
+
+		engine_feed(late, h);
+		off += h->size;
+	}
+	it = world_order(&w, 1 * SEC, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (it[i].h->type == SB_REC_GPU && it[i].h->ts < starts[10])
+			continue;
+		if (it[i].h->type == SB_REC_GPU && it[i].h->flags == SB_GPU_KERNEL &&
+		    (!from || it[i].h->ts < from))
+			from = it[i].h->ts;
+		engine_feed(late, it[i].h);
+	}
+	free(it);
+	engine_finish(late);
+	engine_capture(late, &c);
+	CHECK(c.gpu_before_steps == 10 && c.gpu_from_ns == from, "%" PRIu64 " steps before %" PRIu64
+	      " (10 before %" PRIu64 ")", c.gpu_before_steps, c.gpu_from_ns, from);
+	for (uint64_t i = 0; i < engine_nsteps(late) && i < 39; i++) {
+		const struct eng_step *s = engine_step(late, i), *f = engine_step(full, i);
+
+		if (i < 10) {
+			CHECK(s->incomplete && s->gpu_before, "step %" PRIu64 " complete, busy %" PRIu64,
+			      i, s->gpu_busy_ns);
+		} else {
+			CHECK(!s->incomplete && !s->gpu_before && s->gpu_busy_ns == f->gpu_busy_ns &&
+			      !memcmp(s->cause_ns, f->cause_ns, sizeof(s->cause_ns)),
+			      "step %" PRIu64 " otherwise than in the whole trace", i);
+		}
+	}
+	engine_summarise(full, &sa);
+	engine_summarise(late, &sb);
+	CHECK(sb.ncomplete == sa.ncomplete - 10 && sb.p50 == sa.p50 &&
+	      sb.gpu_busy_share > sa.gpu_busy_share - 0.01 && sb.gpu_busy_share < sa.gpu_busy_share + 0.01,
+	      "complete %" PRIu64 " (%" PRIu64 "), P50 %" PRIu64 " (%" PRIu64 "), busy %.3f (%.3f)",
+	      sb.ncomplete, sa.ncomplete, sb.p50, sa.p50, sb.gpu_busy_share, sa.gpu_busy_share);
+	engine_free(full);
+	engine_free(late);
+	world_free(&w);
+}
+
 static void check_steps_from(int mark, const char *nvtx, const char *kernel, const char *api,
 			     const char *what)
 {
@@ -3281,6 +3345,7 @@ int main(void)
 	RUN(t_chain_crowd_folds_into_waker);
 	RUN(t_incomplete_last_step);
 	RUN(t_cut_short_gpu_late);
+	RUN(t_gpu_records_begin_late);
 	RUN(t_step_sources);
 	RUN(t_bad_regex);
 	RUN(t_same_input_same_bytes);

@@ -291,6 +291,8 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 				e->gpu_fed = true;
 				if (((const struct sb_gpu *)h)->end_ns > e->gpu_reach)
 					e->gpu_reach = ((const struct sb_gpu *)h)->end_ns;
+				if (!e->gpu_from || h->ts < e->gpu_from)
+					e->gpu_from = h->ts;
 			}
 			e->lag = e->lag_gpu;
 		} else {
@@ -648,6 +650,9 @@ void engine_capture(const struct engine *e, struct eng_capture *c)
 	if (e->truncated && e->gpu_fed)
 		c->gpu_reached_ns = e->gpu_reach;
 	c->gpu_cut_steps = e->gpu_cut_steps;
+	if (e->gpu_before_steps)
+		c->gpu_from_ns = e->gpu_from;
+	c->gpu_before_steps = e->gpu_before_steps;
 }
 
 void engine_loss(const struct engine *e, struct eng_loss *l)

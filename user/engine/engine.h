@@ -352,6 +352,11 @@ struct eng_step {
 	 * blame are not known, and count in no total
 	 */
 	bool gpu_cut;
+	/*
+	 * It ended before the first GPU operation read (eng_capture.gpu_before_steps):
+	 * incomplete too, counted in no total, as a gpu_cut step
+	 */
+	bool gpu_before;
 	bool tail;               /* > median + 3 MAD (of the steps so far; after engine_finish: all) */
 	uint32_t crit_tid;       /* the thread that carried most of the blamed time */
 	char crit_comm[SB_COMM_LEN + 1];
@@ -676,6 +681,13 @@ struct eng_capture {
 	 */
 	uint64_t gpu_reached_ns;
 	uint64_t gpu_cut_steps;
+	/*
+	 * With a GPU timeline: steps that ended before the oldest GPU operation
+	 * fed began (gpu_from_ns; the GPU channel was read from later on than
+	 * the steps were), incomplete (eng_step.gpu_before). 0 and 0 otherwise.
+	 */
+	uint64_t gpu_from_ns;
+	uint64_t gpu_before_steps;
 };
 void engine_capture(const struct engine *e, struct eng_capture *c);
 

@@ -637,6 +637,8 @@ struct engine {
 	char *truncated;
 	uint64_t gpu_reach;      /* the newest end of a GPU operation fed */
 	uint64_t gpu_cut_steps;  /* steps left incomplete for it (steps_gpu_cut) */
+	uint64_t gpu_from;       /* the oldest start of a GPU operation fed */
+	uint64_t gpu_before_steps; /* steps that ended before it, left incomplete (steps_gpu_cut) */
 	struct sb_drops drops;
 	bool have_drops;
 	uint64_t late, malformed;
@@ -837,7 +839,11 @@ void piece_pop(struct engine *e);
 void pieces_commit_ended(struct engine *e, uint64_t older_than, bool all);
 void steps_finalize_ready(struct engine *e);
 void step_end(struct engine *e, uint64_t t, bool incomplete);
-/* a trace cut short: the steps that end after the GPU records stop are incomplete */
+/*
+ * Steps the GPU records do not cover are incomplete: in a trace cut short,
+ * those that end after the GPU records stop; in any, those that ended before
+ * the first GPU operation read (the GPU channel read from later on)
+ */
 void steps_gpu_cut(struct engine *e);
 void step_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, uint32_t tid);
 /* a list of up to ENG_MARK_OTHERS_MAX pids, more noted when full: pid put in it */

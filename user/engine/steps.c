@@ -735,6 +735,20 @@ void steps_finalize_ready(struct engine *e)
 	}
 }
 
+/* step r (kept) out of every total: its GPU busy time is not known (before the GPU records, or after) */
+static void step_gpu_unknown(struct engine *e, struct eng_step *r, bool before)
+{
+	if (e->window_sums)
+		window_sums_sub(e->window_sums, r);
+	r->incomplete = true;
+	if (before)
+		r->gpu_before = true;
+	else
+		r->gpu_cut = true;
+	if (e->window_sums)
+		window_sums_add(e->window_sums, r);
+}
+
 /*
  * A trace cut short (or damaged) with a GPU timeline: the agent drains the GPU
  * channel in batches, so the GPU records of the capture's last moments come
@@ -748,7 +762,26 @@ void steps_gpu_cut(struct engine *e)
 {
 	uint64_t i = e->nresults;
 
-	if (!e->truncated || !e->gpu_fed)
+	if (!e->gpu_fed)
+		return;
+	/*
+	 * Before the GPU timeline: a channel read from later than the steps
+	 * began (the collector's records start when it is read; a collector
+	 * loaded into a running trainer). Steps that ended before the oldest
+	 * GPU operation read have no GPU busy time to go by; their idle time
+	 * and its blame would be made of the missing records.
+	 */
+	for (uint64_t k = first_kept(e); k < e->nresults; k++) {
+		struct eng_step *r = RESULT(e, k);
+
+		if (r->end_ns > e->gpu_from)
+			break;
+		if (r->incomplete)
+			continue;
+		step_gpu_unknown(e, r, true);
+		e->gpu_before_steps++;
+	}
+	if (!e->truncated)
 		return;
 	/* steps end in order: the ones after the GPU records stop are the last */
 	while (i > first_kept(e) && RESULT(e, i - 1)->end_ns > e->gpu_reach)
@@ -756,12 +789,7 @@ void steps_gpu_cut(struct engine *e)
 	for (; i < e->nresults; i++) {
 		struct eng_step *r = RESULT(e, i);
 
-		if (e->window_sums)
-			window_sums_sub(e->window_sums, r);
-		r->incomplete = true;
-		r->gpu_cut = true;
-		if (e->window_sums)
-			window_sums_add(e->window_sums, r);
+		step_gpu_unknown(e, r, false);
 		e->gpu_cut_steps++;
 	}
 }

@@ -153,12 +153,13 @@ static uint64_t hist_edge(const struct hist *h, bool hi)
 }
 
 /*
- * A step whose GPU records were cut from the trace (eng_step.gpu_cut) counts
- * in no total: its GPU busy time and blame are not known
+ * A step whose GPU records were cut from the trace (eng_step.gpu_cut), or that
+ * ended before the GPU records began (gpu_before), counts in no total: its GPU
+ * busy time and blame are not known
  */
 static bool in_totals(const struct eng_step *r)
 {
-	return !r->gpu_cut;
+	return !r->gpu_cut && !r->gpu_before;
 }
 
 /* a step into (d 1) or out of (d -1) the summaries over all steps (the figures summarise_range() takes) */

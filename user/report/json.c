@@ -962,6 +962,12 @@ int report_json(const struct engine *e, FILE *f)
 		jw_key(&w, "gpu_cut_steps");
 		jw_u64(&w, c.gpu_cut_steps);
 	}
+	if (c.gpu_before_steps) {
+		jw_key(&w, "gpu_from_ns");
+		jw_u64(&w, c.gpu_from_ns);
+		jw_key(&w, "gpu_before_steps");
+		jw_u64(&w, c.gpu_before_steps);
+	}
 	if (c.mark_pid) {
 		jw_key(&w, "mark_pid");
 		jw_u64(&w, c.mark_pid);

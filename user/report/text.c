@@ -601,7 +601,8 @@ int report_step_line(const struct engine *e, const struct eng_step *s, const str
 			s->alloc_sampled ? ", allocator sampled" : "");
 	if (s->incomplete) {
 		fputs(s->gpu_cut ? " (incomplete: the trace was cut short before its GPU records)\n" :
-			" (incomplete: the capture ended inside it)\n", f);
+		      s->gpu_before ? " (incomplete: it ended before the GPU records began)\n" :
+		      " (incomplete: the capture ended inside it)\n", f);
 		return ferror(f) ? -EIO : 0;
 	}
 	if (sum && sum->p50 && s->duration_ns > sum->p50)
@@ -1162,6 +1163,13 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 						c.end_ns - c.gpu_reached_ns : 0),
 			report_fmt_count(b, sizeof(b), c.gpu_cut_steps),
 			c.gpu_cut_steps == 1 ? "" : "s", c.gpu_cut_steps == 1 ? "is" : "are");
+	if (c.gpu_before_steps)
+		fprintf(f, "Capture     the GPU records begin %s after the capture (the GPU channel was "
+			"read from then on): the %s step%s that ended before them %s left out as "
+			"incomplete\n", fmt_ns(a, sizeof(a), c.gpu_from_ns > c.start_ns ?
+						c.gpu_from_ns - c.start_ns : 0),
+			report_fmt_count(b, sizeof(b), c.gpu_before_steps),
+			c.gpu_before_steps == 1 ? "" : "s", c.gpu_before_steps == 1 ? "is" : "are");
 	if (c.gpu_timeline)
 		fputs("GPU         timeline present: blame covers GPU-idle time, on the thread that "
 		      "issued the operation ending each idle gap\n", f);
