@@ -771,6 +771,18 @@ static const char *dip_name(int d)
 	return "unknown";
 }
 
+/* "Capture     the GPU records stop 61 ms before ...: the 7 steps ending after them are left out" */
+static void gpu_gap_line(FILE *f, const char *verb, uint64_t ns, const char *when, uint64_t steps,
+			 const char *which)
+{
+	char a[32], b[32];
+
+	fprintf(f, "Capture     the GPU records %s %s %s: the %s step%s %s %s left out as "
+		"incomplete\n", verb, fmt_ns(a, sizeof(a), ns), when,
+		report_fmt_count(b, sizeof(b), steps), steps == 1 ? "" : "s", which,
+		steps == 1 ? "is" : "are");
+}
+
 static void loss_line(const struct engine *e, FILE *f)
 {
 	struct eng_loss l;
@@ -1157,19 +1169,13 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 	else
 		fprintf(f, "Capture     complete (ended by %s)\n", c.end_reason);
 	if (c.gpu_cut_steps)
-		fprintf(f, "Capture     the GPU records stop %s before the last record (they come "
-			"late, in batches): the %s step%s ending after them %s left out as "
-			"incomplete\n", fmt_ns(a, sizeof(a), c.end_ns > c.gpu_reached_ns ?
-						c.end_ns - c.gpu_reached_ns : 0),
-			report_fmt_count(b, sizeof(b), c.gpu_cut_steps),
-			c.gpu_cut_steps == 1 ? "" : "s", c.gpu_cut_steps == 1 ? "is" : "are");
+		gpu_gap_line(f, "stop", c.end_ns > c.gpu_reached_ns ? c.end_ns - c.gpu_reached_ns : 0,
+			     "before the last record (they come late, in batches)", c.gpu_cut_steps,
+			     "ending after them");
 	if (c.gpu_before_steps)
-		fprintf(f, "Capture     the GPU records begin %s after the capture (the GPU channel was "
-			"read from then on): the %s step%s that ended before them %s left out as "
-			"incomplete\n", fmt_ns(a, sizeof(a), c.gpu_from_ns > c.start_ns ?
-						c.gpu_from_ns - c.start_ns : 0),
-			report_fmt_count(b, sizeof(b), c.gpu_before_steps),
-			c.gpu_before_steps == 1 ? "" : "s", c.gpu_before_steps == 1 ? "is" : "are");
+		gpu_gap_line(f, "begin", c.gpu_from_ns > c.start_ns ? c.gpu_from_ns - c.start_ns : 0,
+			     "after the capture (the GPU channel was read from then on)",
+			     c.gpu_before_steps, "that ended before them");
 	if (c.gpu_timeline)
 		fputs("GPU         timeline present: blame covers GPU-idle time, on the thread that "
 		      "issued the operation ending each idle gap\n", f);
