@@ -2646,6 +2646,36 @@ static void t_watermark_hold_bounded(void)
 	engine_free(e);
 }
 
+/* a drops record whose counters are all 2^64-1 (a crafted trace): the total is at most that, never wrapped below its parts */
+static void t_loss_total_saturates(void)
+{
+	char err[256];
+	struct engine *e = engine_new(NULL, err, sizeof(err));
+	struct sb_drops d = { .h = { .type = SB_REC_DROPS, .size = sizeof(d), .ts = 1000 * MS } };
+	struct eng_loss l;
+
+	REQUIRE(e, "engine: %s", err);
+	for (int i = 0; i <= SB_EV_KERNEL_MAX; i++)
+		d.ring[i] = UINT64_MAX;
+	d.gpu_channel = d.gpu_source = d.wait_overflow = UINT64_MAX;
+	engine_feed(e, &d.h);
+	engine_finish(e);
+	engine_loss(e, &l);
+	CHECK(l.total == UINT64_MAX && l.ring[0] == UINT64_MAX, "total %" PRIu64, l.total);
+	engine_free(e);
+	e = engine_new(NULL, err, sizeof(err));
+	REQUIRE(e, "engine: %s", err);
+	memset(&d.ring, 0, sizeof(d.ring));
+	d.ring[1] = 5;
+	d.gpu_channel = 7;
+	d.gpu_source = d.wait_overflow = 0;
+	engine_feed(e, &d.h);
+	engine_finish(e);
+	engine_loss(e, &l);
+	CHECK(l.total == 12, "total %" PRIu64 " (12)", l.total);
+	engine_free(e);
+}
+
 static int u64cmp(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -3334,6 +3364,7 @@ int main(void)
 	RUN(t_gpu_records_late);
 	RUN(t_records_past_the_window_are_counted);
 	RUN(t_watermark_hold_bounded);
+	RUN(t_loss_total_saturates);
 	RUN(t_tail_and_percentiles);
 	RUN(t_tracer_is_never_the_tail);
 	RUN(t_periodic_dips);

@@ -655,24 +655,35 @@ void engine_capture(const struct engine *e, struct eng_capture *c)
 	c->gpu_before_steps = e->gpu_before_steps;
 }
 
+/* a + b, at most UINT64_MAX: a trace's counters are the input's to set */
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 void engine_loss(const struct engine *e, struct eng_loss *l)
 {
 	memset(l, 0, sizeof(*l));
 	if (e->have_drops) {
 		for (int i = 0; i <= SB_EV_KERNEL_MAX; i++) {
 			l->ring[i] = e->drops.ring[i];
-			l->total += e->drops.ring[i];
+			l->total = sat_add(l->total, e->drops.ring[i]);
 		}
 		l->gpu_channel = e->drops.gpu_channel;
 		l->gpu_source = e->drops.gpu_source;
 		l->wait_overflow = e->drops.wait_overflow;
-		l->total += l->gpu_channel + l->gpu_source + l->wait_overflow;
+		l->total = sat_add(l->total, l->gpu_channel);
+		l->total = sat_add(l->total, l->gpu_source);
+		l->total = sat_add(l->total, l->wait_overflow);
 	}
 	l->late = e->late;
 	l->malformed = e->malformed;
 	l->inferred = e->switch_ins_inferred;
 	l->gpu_rejected = e->gpu_rejected;
-	l->total += l->late + l->malformed + l->inferred + l->gpu_rejected;
+	l->total = sat_add(l->total, l->late);
+	l->total = sat_add(l->total, l->malformed);
+	l->total = sat_add(l->total, l->inferred);
+	l->total = sat_add(l->total, l->gpu_rejected);
 	l->nprobes_missing = e->nprobes_missing;
 	l->probes_missing = (const char *const *)e->probes_missing;
 }

@@ -792,7 +792,8 @@ static void loss_line(const struct engine *e, FILE *f)
 	engine_loss(e, &l);
 	fputs("Loss        ", f);
 	/* switch-ins put in from runslices are not lost: said on a line of their own, below */
-	l.total -= l.inferred;
+	if (l.total != UINT64_MAX)
+		l.total -= l.inferred;
 	if (!l.total) {
 		fputs("none: 0 ring-buffer drops, 0 GPU channel drops, 0 GPU source (CUPTI) drops, "
 		      "0 late records\n", f);
