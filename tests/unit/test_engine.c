@@ -540,6 +540,132 @@ static void t_interferer_process(void)
 	world_free(&w);
 }
 
+/*
+ * The launcher is preempted in turn by ten short-lived processes of one name
+ * (pids 901-910, 3 ms each), by noisy[900] for 12 ms, and by one process that
+ * renamed itself (pid 950: 5 ms as hog-a, 8 ms as hog-b)
+ */
+static void inj_preempt_storm(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	uint64_t t = at;
+
+	(void)len;
+	(void)arg;
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	for (uint32_t i = 0; i < 10; i++, t += 3 * MS)
+		w_runslice(w, t, t + 3 * MS, T_CPU, 901 + i, 901 + i, "stormer");
+	w_runslice(w, t, t + 12 * MS, T_CPU, 900, 900, "noisy");
+	t += 12 * MS;
+	w_runslice(w, t, t + 5 * MS, T_CPU, 950, 950, "hog-a");
+	t += 5 * MS;
+	w_runslice(w, t, t + 8 * MS, T_CPU, 950, 950, "hog-b");
+	t += 8 * MS;
+	w_switch_in(w, t, T_LAUNCHER, T_CPU);
+}
+
+static void t_interferer_groups(void)
+{
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 55 * MS, .inj = inj_preempt_storm };
+	struct eng_interferer_group g[8];
+	struct eng_interferer itf[16];
+	struct world w;
+	struct engine *e;
+	const struct eng_step *s = injected_step(&w, &inj, &e);
+	char *txt, *js;
+	int ng;
+
+	REQUIRE(s, "step 1");
+	/* the entries are as the tasks were: one per process and name */
+	CHECK(engine_interferers(e, itf, 16) == 13, "%d interferers", engine_interferers(e, itf, 16));
+	ng = engine_interferer_groups(e, g, 8);
+	REQUIRE(ng == 3, "%d groups", ng);
+	CHECK(!strcmp(g[0].comm, "stormer") && g[0].processes == 10 && g[0].pid == 0 &&
+	      g[0].ns == 30 * MS && !g[0].nnames,
+	      "first group %s x%u pid %u ns %" PRIu64, g[0].comm, g[0].processes, g[0].pid, g[0].ns);
+	CHECK(!strcmp(g[1].comm, "hog-b") && g[1].processes == 1 && g[1].pid == 950 &&
+	      g[1].ns == 13 * MS && g[1].nnames == 1 && !strcmp(g[1].names[0], "hog-a"),
+	      "second group %s x%u pid %u ns %" PRIu64 " names %u", g[1].comm, g[1].processes,
+	      g[1].pid, g[1].ns, g[1].nnames);
+	CHECK(!strcmp(g[2].comm, "noisy") && g[2].pid == 900 && g[2].ns == 12 * MS,
+	      "third group %s pid %u", g[2].comm, g[2].pid);
+	txt = render(e, report_text);
+	js = render(e, report_json);
+	REQUIRE(txt && js, "render");
+	/* the step's blame: the process that renamed itself is one entry */
+	for (uint32_t i = 0, hogs = 0; i < s->nblame; i++)
+		if (s->blame[i].has_who && s->blame[i].who.pid == 950)
+			CHECK(++hogs == 1 && s->blame[i].ns == 13 * MS && !strcmp(s->blame[i].who.comm, "hog-b"),
+			      "pid 950's entry %u: %s %" PRIu64, hogs, s->blame[i].who.comm, s->blame[i].ns);
+	/* the step: the crowd is its culprit, over noisy alone */
+	CHECK(strstr(txt, "preempted by stormer (10 processes) on CPU 0 (30.0 ms of 55.0 ms"),
+	      "step line: %s", strstr(txt, "step 1:") ? strstr(txt, "step 1:") : txt);
+	/* on the blame entry, the step's excess and the tail's */
+	CHECK(count_of(js, "\"culprit_processes\": 10") == 3, "JSON culprit_processes: %d",
+	      count_of(js, "\"culprit_processes\": 10"));
+	CHECK(strstr(txt, "\n  stormer (10 processes) ") && strstr(txt, "hog-b[950]") &&
+	      strstr(txt, "(also named hog-a)"), "text: %s",
+	      strstr(txt, "Interferers") ? strstr(txt, "Interferers") : txt);
+	{
+		const char *gj = strstr(js, "\"interferer_groups\": [");
+		const char *st = gj ? strstr(gj, "\"comm\": \"stormer\"") : NULL;
+		const char *hb = gj ? strstr(gj, "\"comm\": \"hog-b\"") : NULL;
+
+		CHECK(st && hb && strstr(st, "\"processes\": 10") < hb &&
+		      strstr(st, "\"ns\": 30000000") < hb && strstr(st, "\"pid\"") > hb &&
+		      strstr(hb, "\"pid\": 950") && strstr(hb, "\"hog-a\"") &&
+		      strstr(hb, "\"names\": 2"),
+		      "JSON: %s", gj ? gj : js);
+	}
+	free(txt);
+	free(js);
+	engine_free(e);
+	world_free(&w);
+}
+
+/* two DataLoader workers of one name preempt the launcher: told apart, not a crowd */
+static void inj_preempt_by_workers(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	for (uint32_t pid = 901; pid <= 902; pid++) {
+		uint8_t buf[256] = { 0 };
+		struct sb_text *t = (struct sb_text *)buf;
+		const char *text = "pt_data_worker\nppid=100\n";
+
+		hdr(&t->h, SB_REC_THREAD, (sizeof(*t) + strlen(text) + 7) & ~7ul, 0, pid, pid, 0);
+		t->len = (uint32_t)strlen(text);
+		memcpy(t->text, text, t->len);
+		st_put(&w->meta, t);
+	}
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice(w, at, at + len / 2, T_CPU, 901, 901, "pt_data_worker");
+	w_runslice(w, at + len / 2, at + len, T_CPU, 902, 902, "pt_data_worker");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+static void t_workers_not_a_crowd(void)
+{
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 30 * MS, .inj = inj_preempt_by_workers };
+	struct eng_interferer_group g[8];
+	struct world w;
+	struct engine *e;
+	const struct eng_step *s = injected_step(&w, &inj, &e);
+	uint32_t named = 0;
+
+	REQUIRE(s, "step 1");
+	for (uint32_t i = 0; i < s->nblame; i++)
+		if (s->blame[i].cause == ENG_CPU_WAIT && s->blame[i].has_who) {
+			named++;
+			CHECK(s->blame[i].processes == 1 && s->blame[i].ns == 15 * MS,
+			      "worker %u: processes %u ns %" PRIu64, s->blame[i].who.pid,
+			      s->blame[i].processes, s->blame[i].ns);
+		}
+	CHECK(named == 2, "%u named cpu_wait entries", named);
+	CHECK(engine_interferer_groups(e, g, 8) == 2 && g[0].processes == 1 && g[1].processes == 1,
+	      "groups: %d", engine_interferer_groups(e, g, 8));
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_cpu_throttle(void)
 {
 	struct world w;
@@ -3324,6 +3450,8 @@ int main(void)
 	RUN(t_realtime_culprit);
 	RUN(t_realtime_runner_folded);
 	RUN(t_interferer_process);
+	RUN(t_interferer_groups);
+	RUN(t_workers_not_a_crowd);
 	RUN(t_preempt_while_busy_is_free);
 	RUN(t_wakeup_chain);
 	RUN(t_fault_storm);

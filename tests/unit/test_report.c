@@ -410,6 +410,48 @@ static void t_text_episode_share(void)
 	world_free(&w);
 }
 
+/* preempted len by one short-lived process of a storm, another each step (pid 920 + step) */
+static void inj_storm_step(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	uint32_t pid = 920 + (uint32_t)(uintptr_t)arg;
+
+	w_switch_out(w, at, T_LAUNCHER, T_CPU, SB_STATE_RUNNABLE);
+	w_runslice(w, at, at + len, T_CPU, pid, pid, "stormer");
+	w_switch_in(w, at + len, T_LAUNCHER, T_CPU);
+}
+
+/*
+ * Consecutive steps, each slowed by another process of one name: one
+ * episode of that name, not five single steps of five culprits
+ */
+static void t_text_episode_crowd(void)
+{
+	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
+	uint64_t S = 10 * SEC;
+	struct world w;
+	struct engine *e;
+	char *text, *ep;
+
+	world_init(&w);
+	for (unsigned k = 0; k < 60; k++) {
+		struct sopt storm = { .pre = 5 * MS, .gpu = 80 * MS, .len = 20 * MS,
+				      .inj = inj_storm_step, .arg = (void *)(uintptr_t)k };
+
+		S = std_step(&w, S, k, k >= 20 && k < 25 ? &storm : &plain);
+	}
+	w_step(&w, S, T_LAUNCHER, 60);
+	e = run(&w, NULL);
+	REQUIRE(e, "engine");
+	text = render(e, report_text, NULL);
+	REQUIRE(text, "render");
+	ep = strstr(text, "steps 20-24 (5 steps, +");
+	CHECK(ep && strstr(ep, "preempted by stormer (several processes) on CPU 0") &&
+	      !strstr(text, "  step 21: "), "%.400s", ep ? ep : text);
+	free(text);
+	engine_free(e);
+	world_free(&w);
+}
+
 /* preempted 60 ms: noisy takes 15 ms, then 9 tasks 5 ms each */
 static void inj_crowd(struct world *w, uint64_t at, uint64_t len, void *arg)
 {
@@ -2116,6 +2158,7 @@ int main(void)
 	RUN(t_text_escapes_names);
 	RUN(t_text_tail_episodes);
 	RUN(t_text_episode_share);
+	RUN(t_text_episode_crowd);
 	RUN(t_text_culprit_share);
 	RUN(t_waker_activity_io_faults);
 	RUN(t_schema_rejects);

@@ -153,10 +153,10 @@ static void put_line(FILE *f, unsigned cols, const char *str)
 int top_draw(struct top *t, const struct engine *e, uint64_t now, bool force, FILE *out)
 {
 	struct eng_summary sum;
-	struct eng_interferer itf[8];
+	struct eng_interferer_group itf[8];
 	struct eng_target tg;
 	struct eng_capture cap;
-	char line[1024], a[32], b[32], c[32], d[32];
+	char line[1024], a[32], b[32], c[32], d[32], nm[64];
 	unsigned cols, rows, used = 0, nshow;
 	int ni, k = 0, order[ENG_NCAUSE];
 	uint64_t total = 0;
@@ -228,15 +228,16 @@ int top_draw(struct top *t, const struct engine *e, uint64_t now, bool force, FI
 			snprintf(line, sizeof(line), "causes      none yet");
 		put_line(out, cols, line);
 	}
-	ni = engine_interferers(e, itf, (int)(sizeof(itf) / sizeof(itf[0])));
+	ni = engine_interferer_groups(e, itf, (int)(sizeof(itf) / sizeof(itf[0])));
 	{
 		int o = snprintf(line, sizeof(line), "took CPUs  "), shown = 0;
 
 		for (int i = 0; i < ni && shown < 4 && o > 0 && (size_t)o < sizeof(line); i++) {
 			if (itf[i].own)
 				continue;
-			o += snprintf(line + o, sizeof(line) - (size_t)o, " %s[%" PRIu32 "]%s %s",
-				      itf[i].comm, itf[i].pid, itf[i].tracer ? " (the tracer)" : "",
+			o += snprintf(line + o, sizeof(line) - (size_t)o, " %s%s %s",
+				      report_group_name(nm, sizeof(nm), &itf[i]),
+				      itf[i].tracer ? " (the tracer)" : "",
 				      report_fmt_ns(a, sizeof(a), itf[i].ns));
 			shown++;
 		}

@@ -655,12 +655,6 @@ void engine_capture(const struct engine *e, struct eng_capture *c)
 	c->gpu_before_steps = e->gpu_before_steps;
 }
 
-/* a + b, at most UINT64_MAX: a trace's counters are the input's to set */
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 void engine_loss(const struct engine *e, struct eng_loss *l)
 {
 	memset(l, 0, sizeof(*l));

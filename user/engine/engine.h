@@ -216,6 +216,11 @@ struct eng_blame {
 	bool has_who;
 	struct eng_who who;
 	uint64_t ns;
+	/*
+	 * >1: processes of one name that nothing else tells apart took the
+	 * time together (a fork storm: engine_who_grouped); who is the biggest
+	 */
+	uint32_t processes;
 };
 
 enum eng_count {
@@ -410,7 +415,9 @@ struct eng_excess {
 	uint64_t ns;
 	bool has_who;
 	struct eng_who who;      /* the step's biggest culprit for that cause */
+	uint32_t processes;      /* the culprit's eng_blame.processes */
 };
+
 
 /* a committed gap (eng_timeline_hooks.gap) */
 struct eng_gap {
@@ -581,11 +588,41 @@ struct eng_summary {
  * steps so far, their tail flags left as they are.
  */
 void engine_summarise(const struct engine *e, struct eng_summary *s);
+/*
+ * Are a and b, culprits of cause, the same task, or tasks of one name that
+ * nothing else tells apart (a fork storm)? The target's threads, the
+ * recorder's and the followed processes named by role stay apart; cpu_wait,
+ * and blocked through one waker, group (schemas/report.md,
+ * "interferer_groups").
+ */
+bool engine_who_grouped(const struct engine *e, int cause, const struct eng_who *a,
+			const struct eng_who *b);
 /* the step's causes over the medians in s, largest first; returns how many */
 int engine_step_excess(const struct engine *e, const struct eng_step *st,
 		       const struct eng_summary *s, struct eng_excess *out, int max);
 /* interferers by time stolen, largest first; returns how many (at most max) */
 int engine_interferers(const struct engine *e, struct eng_interferer *out, int max);
+
+/*
+ * The interferers as a user asks "who": the entries of one process (threads
+ * named apart, or a task that renamed itself) as one, and the processes of one
+ * name that nothing else tells apart (a fork storm: a short-lived process per
+ * command) as one. The target's threads, the recorder's and the followed
+ * processes whose role names them one by one (DataLoader workers, ranks) stay
+ * apart (schemas/report.md, "interferer_groups").
+ */
+#define ENG_GROUP_NAMES 3
+struct eng_interferer_group {
+	uint32_t pid;            /* its process; 0 where the group has several */
+	uint32_t processes;      /* processes in it, at least 1 */
+	char comm[SB_COMM_LEN + 1]; /* the name that took the most */
+	/* its other names, most time first: nnames in all, the first ENG_GROUP_NAMES here */
+	char names[ENG_GROUP_NAMES][SB_COMM_LEN + 1];
+	uint32_t nnames;
+	uint64_t ns;
+	bool own, tracer, realtime;
+};
+int engine_interferer_groups(const struct engine *e, struct eng_interferer_group *out, int max);
 
 struct eng_target {
 	uint32_t pid;

@@ -18,6 +18,12 @@
 #include "format/gpu.h"
 #include "format/trace.h"
 
+/* a + b, at most UINT64_MAX: a trace's counters and times are the input's to set */
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 #define BUCKET_SHIFT 20                     /* ~1.05 ms buckets */
 #define CANDIDATES_MAX 16
 /* culprits an accumulator names, at most (a busy machine preempts a long step with hundreds) */
@@ -787,6 +793,8 @@ void procs_free(struct engine *e);
 const char *thread_name_of(const struct engine *e, uint32_t tid);
 /* a followed process other than the target; NULL if pid is not one (threads.c) */
 struct proc *proc_find(const struct engine *e, uint32_t pid);
+/* a followed process whose role names it one by one (a DataLoader worker, a rank; threads.c) */
+bool proc_named_apart(const struct engine *e, uint32_t pid);
 /* what a followed thread did besides its own code (struct act_iv, threads.c) */
 void act_push(struct engine *e, struct thread *t, int kind, uint64_t s, uint64_t end);
 void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr);

@@ -586,6 +586,106 @@ static struct eng_step *result_slot(struct engine *e)
 /* culprits a step's table holds on the stack (CULPRITS_MAX on the heap) */
 #define FEW_CULPRITS 48
 
+static bool who_groups(const struct engine *e, int cause, const struct eng_who *w)
+{
+	return (cause == ENG_CPU_WAIT || (cause == ENG_BLOCKED && w->via_tid)) && w->pid &&
+	       w->pid != e->target_pid && w->pid != e->identity.agent_pid &&
+	       !proc_named_apart(e, w->pid);
+}
+
+bool engine_who_grouped(const struct engine *e, int cause, const struct eng_who *a,
+			const struct eng_who *b)
+{
+	if (eng_who_same(a, b))
+		return true;
+	return a->via_tid == b->via_tid && !strcmp(a->comm, b->comm) && who_groups(e, cause, a) &&
+	       who_groups(e, cause, b);
+}
+
+/* by cause and waker, then by process (by_pid) or by name, the biggest first */
+static int crowd_cmp(const struct eng_blame *a, const struct eng_blame *b, bool by_pid)
+{
+	int c;
+
+	if (a->cause != b->cause)
+		return a->cause < b->cause ? -1 : 1;
+	if (a->who.via_tid != b->who.via_tid)
+		return a->who.via_tid < b->who.via_tid ? -1 : 1;
+	if (by_pid && a->who.pid != b->who.pid)
+		return a->who.pid < b->who.pid ? -1 : 1;
+	if (!by_pid && (c = strcmp(a->who.comm, b->who.comm)))
+		return c;
+	if (a->ns != b->ns)
+		return a->ns > b->ns ? -1 : 1;
+	if (a->who.pid != b->who.pid)
+		return a->who.pid < b->who.pid ? -1 : 1;
+	return a->who.tid < b->who.tid ? -1 : a->who.tid > b->who.tid;
+}
+
+static int crowd_cmp_pid(const void *x, const void *y)
+{
+	return crowd_cmp(x, y, true);
+}
+
+static int crowd_cmp_name(const void *x, const void *y)
+{
+	return crowd_cmp(x, y, false);
+}
+
+/*
+ * One pass of crowds_merge: the entries that may group (who_groups) of one
+ * cause, waker and process (by_pid) or name as one, whose who is the
+ * biggest's (they are sorted so: the first of the run). Returns the entries
+ * left.
+ */
+static uint32_t crowds_pass(const struct engine *e, struct eng_blame *b, uint32_t n, bool by_pid)
+{
+	uint32_t m = 0;
+
+	qsort(b, n, sizeof(*b), by_pid ? crowd_cmp_pid : crowd_cmp_name);
+	for (uint32_t i = 0, j; i < n; i = j) {
+		int64_t g = -1;
+
+		for (j = i + 1; j < n && b[j].cause == b[i].cause &&
+				b[j].who.via_tid == b[i].who.via_tid &&
+				(by_pid ? b[j].who.pid == b[i].who.pid
+					: !strcmp(b[j].who.comm, b[i].who.comm));
+		     j++)
+			;
+		for (uint32_t k = i; k < j; k++) {
+			/* m <= k: what is written was read */
+			if (j - i == 1 || !who_groups(e, b[k].cause, &b[k].who)) {
+				b[m++] = b[k];
+			} else if (g < 0) {
+				g = m;
+				b[m++] = b[k];
+			} else {
+				b[g].ns = sat_add(b[g].ns, b[k].ns);
+				/* a process's names are one process; each process of a name, one more */
+				if (!by_pid)
+					b[g].processes += b[k].processes;
+			}
+		}
+	}
+	return m;
+}
+
+/*
+ * The step's named entries b[n], where they may group (who_groups): the
+ * entries of one process (one that exec'd or renamed itself took the time
+ * under each of its names) as one, then the processes of one name as one,
+ * with eng_blame.processes. A fork storm of short-lived processes would
+ * otherwise be as many small entries, folded away unnamed past
+ * ENG_MAX_BLAME. Returns the entries left, in no order.
+ */
+static uint32_t crowds_merge(const struct engine *e, struct eng_blame *b, uint32_t n)
+{
+	if (n < 2)
+		return n;
+	n = crowds_pass(e, b, n, true);
+	return crowds_pass(e, b, n, false);
+}
+
 static void step_finalize(struct engine *e, struct open_step *st)
 {
 	struct eng_step *r;
@@ -642,9 +742,11 @@ static void step_finalize(struct engine *e, struct open_step *st)
 		tmp[n].has_who = true;
 		tmp[n].who = c->who;
 		tmp[n].ns = c->ns;
+		tmp[n].processes = 1;
 		per_cause_named[c->cause] += c->ns;
 		n++;
 	}
+	n = crowds_merge(e, tmp, n);
 	for (int c = 0; c < ENG_NCAUSE; c++) {
 		if (r->cause_ns[c] > per_cause_named[c]) {
 			memset(&tmp[n], 0, sizeof(tmp[n]));

@@ -644,6 +644,18 @@ void engine_running_summary(const struct engine *e, struct eng_summary *s)
 	c->at = n;
 }
 
+/* x's culprit: the step's biggest for the cause (a crowd of one name is one entry: eng_blame.processes) */
+static void excess_culprit(const struct eng_step *st, struct eng_excess *x)
+{
+	for (uint32_t i = 0; i < st->nblame; i++)
+		if (st->blame[i].cause == x->cause && st->blame[i].has_who) {
+			x->has_who = true;
+			x->who = st->blame[i].who;
+			x->processes = st->blame[i].processes;
+			return;
+		}
+}
+
 int engine_step_excess(const struct engine *e, const struct eng_step *st,
 		       const struct eng_summary *s, struct eng_excess *out, int max)
 {
@@ -662,12 +674,7 @@ int engine_step_excess(const struct engine *e, const struct eng_step *st,
 		memset(&out[n], 0, sizeof(out[n]));
 		out[n].cause = (uint8_t)c;
 		out[n].ns = v - med;
-		for (uint32_t i = 0; i < st->nblame; i++)
-			if (st->blame[i].cause == c && st->blame[i].has_who) {
-				out[n].has_who = true;
-				out[n].who = st->blame[i].who;
-				break;
-			}
+		excess_culprit(st, &out[n]);
 		n++;
 	}
 	for (int i = 1; i < n; i++)
@@ -721,5 +728,119 @@ int engine_interferers(const struct engine *e, struct eng_interferer *out, int m
 	k = (int)n < max ? (int)n : max;
 	memcpy(out, all, k * sizeof(*all));
 	free(all);
+	return k;
+}
+
+static int itf_pid_cmp(const void *a, const void *b)
+{
+	const struct eng_interferer *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->ns != y->ns)
+		return x->ns > y->ns ? -1 : 1;
+	return strcmp(x->comm, y->comm);
+}
+
+static int group_name_cmp(const void *a, const void *b)
+{
+	const struct eng_interferer_group *x = a, *y = b;
+	int c = strcmp(x->comm, y->comm);
+
+	if (c)
+		return c;
+	if (x->ns != y->ns)
+		return x->ns > y->ns ? -1 : 1;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static int group_ns_cmp(const void *a, const void *b)
+{
+	const struct eng_interferer_group *x = a, *y = b;
+
+	if (x->ns != y->ns)
+		return x->ns > y->ns ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return strcmp(x->comm, y->comm);
+}
+
+/* name, one of g's other names (after its own), where not already one */
+static void group_name_add(struct eng_interferer_group *g, const char *name)
+{
+	if (!strcmp(g->comm, name))
+		return;
+	for (uint32_t k = 0; k < g->nnames && k < ENG_GROUP_NAMES; k++)
+		if (!strcmp(g->names[k], name))
+			return;
+	if (g->nnames < ENG_GROUP_NAMES)
+		memcpy(g->names[g->nnames], name, sizeof(g->names[0]));
+	g->nnames++;
+}
+
+/* may g be merged with the other processes of its name? */
+static bool group_by_name(const struct engine *e, const struct eng_interferer_group *g)
+{
+	return !g->own && !g->tracer && g->processes == 1 && g->pid && !proc_named_apart(e, g->pid);
+}
+
+int engine_interferer_groups(const struct engine *e, struct eng_interferer_group *out, int max)
+{
+	struct eng_interferer *all;
+	struct eng_interferer_group *g;
+	int n, ng = 0, m = 0, k;
+
+	if (!e->ninterferers || max <= 0)
+		return 0;
+	all = calloc(e->ninterferers, sizeof(*all));
+	g = calloc(e->ninterferers, sizeof(*g));
+	if (!all || !g) {
+		free(all);
+		free(g);
+		return 0;
+	}
+	n = engine_interferers(e, all, (int)e->ninterferers);
+	/* the entries of one process, its names most time first */
+	qsort(all, n, sizeof(*all), itf_pid_cmp);
+	for (int i = 0; i < n; i++) {
+		const struct eng_interferer *x = &all[i];
+		struct eng_interferer_group *last = ng ? &g[ng - 1] : NULL;
+
+		/* the target's threads and the recorder's stay as they are: which thread is the news */
+		if (last && x->pid && last->pid == x->pid && !x->own && !x->tracer && !last->own &&
+		    !last->tracer) {
+			last->ns = sat_add(last->ns, x->ns);
+			last->realtime = last->realtime || x->realtime;
+			group_name_add(last, x->comm);
+			continue;
+		}
+		g[ng] = (struct eng_interferer_group){ .pid = x->pid, .processes = 1, .ns = x->ns,
+						       .own = x->own, .tracer = x->tracer,
+						       .realtime = x->realtime };
+		memcpy(g[ng].comm, x->comm, sizeof(g[ng].comm));
+		ng++;
+	}
+	/* the processes of one name that nothing tells apart */
+	qsort(g, ng, sizeof(*g), group_name_cmp);
+	for (int i = 0; i < ng; i++) {
+		struct eng_interferer_group *last = m ? &g[m - 1] : NULL;
+
+		if (last && !strcmp(last->comm, g[i].comm) && group_by_name(e, &g[i]) &&
+		    (last->processes > 1 || group_by_name(e, last))) {
+			last->ns = sat_add(last->ns, g[i].ns);
+			last->realtime = last->realtime || g[i].realtime;
+			last->processes++;
+			last->pid = 0;
+			for (uint32_t j = 0; j < g[i].nnames && j < ENG_GROUP_NAMES; j++)
+				group_name_add(last, g[i].names[j]);
+			continue;
+		}
+		g[m++] = g[i];
+	}
+	qsort(g, m, sizeof(*g), group_ns_cmp);
+	k = m < max ? m : max;
+	memcpy(out, g, k * sizeof(*g));
+	free(all);
+	free(g);
 	return k;
 }

@@ -831,6 +831,23 @@ static enum proc_role proc_role(const struct engine *e, const struct proc *p)
 	return ROLE_CHILD;
 }
 
+bool proc_named_apart(const struct engine *e, uint32_t pid)
+{
+	const struct proc *p = pid != e->target_pid ? proc_find(e, pid) : NULL;
+
+	if (!p || !p->ppid)
+		return false;
+	switch (proc_role(e, p)) {
+	case ROLE_LOADER:
+	case ROLE_RANK:
+	case ROLE_FORKSERVER:
+	case ROLE_TRACKER:
+		return true;
+	default:
+		return false;
+	}
+}
+
 bool engine_process_name(const struct engine *e, uint32_t pid, char *buf, size_t len)
 {
 	const struct proc *p = pid != e->target_pid ? proc_find(e, pid) : NULL;

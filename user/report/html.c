@@ -224,7 +224,9 @@ static void who_label(const struct engine *e, const struct eng_blame *b, char *b
 	uint32_t id = w->tid ? w->tid : w->pid;
 
 	report_clean(c, sizeof(c), w->comm);
-	if (w->tid == w->pid && engine_process_name(e, w->pid, role, sizeof(role)))
+	if (b->processes > 1)
+		snprintf(buf, len, "%s (%" PRIu32 " processes)", c, b->processes);
+	else if (w->tid == w->pid && engine_process_name(e, w->pid, role, sizeof(role)))
 		snprintf(buf, len, "%s[%" PRIu32 "], %s", c, id, report_clean(rc, sizeof(rc), role));
 	else
 		snprintf(buf, len, "%s[%" PRIu32 "]", c, id);
@@ -428,7 +430,7 @@ static void run_data(struct jw *w, const struct engine *e, struct symbols *sym)
 	struct eng_summary s;
 	struct eng_target t;
 	struct eng_capture c;
-	struct eng_interferer itf[MAX_INTERFERERS];
+	struct eng_interferer_group itf[MAX_INTERFERERS];
 	struct report_episode *ep;
 	struct strtab names = { 0 };
 	struct step_text_ctx tc = { .e = e, .sym = sym };
@@ -648,17 +650,13 @@ static void run_data(struct jw *w, const struct engine *e, struct symbols *sym)
 	jw_arr_end(w);
 	free(ep);
 
-	ni = engine_interferers(e, itf, MAX_INTERFERERS);
+	ni = engine_interferer_groups(e, itf, MAX_INTERFERERS);
 	jw_key(w, "interferers");
 	jw_arr(w);
 	for (int i = 0; i < ni; i++) {
-		char cm[64];
-
 		jw_obj(w);
 		jw_key(w, "name");
-		snprintf(buf, sizeof(buf), "%s[%" PRIu32 "]", report_clean(cm, sizeof(cm), itf[i].comm),
-			 itf[i].pid);
-		jw_str(w, buf);
+		jw_str(w, report_group_name(buf, sizeof(buf), &itf[i]));
 		key_u64(w, "ns", itf[i].ns);
 		jw_key(w, "own");
 		jw_bool(w, itf[i].own);

@@ -171,6 +171,10 @@ void report_json_excess(struct jw *w, const struct engine *e, const struct eng_e
 		jw_u64(w, ex[i].ns);
 		if (ex[i].has_who)
 			report_json_culprit(w, e, &ex[i].who);
+		if (ex[i].has_who && ex[i].processes > 1) {
+			jw_key(w, "culprit_processes");
+			jw_u64(w, ex[i].processes);
+		}
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
@@ -400,6 +404,10 @@ static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_
 		jw_u64(w, s->blame[i].ns);
 		if (s->blame[i].has_who)
 			report_json_culprit(w, e, &s->blame[i].who);
+		if (s->blame[i].has_who && s->blame[i].processes > 1) {
+			jw_key(w, "culprit_processes");
+			jw_u64(w, s->blame[i].processes);
+		}
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
@@ -656,6 +664,51 @@ static void tracer(struct jw *w, const struct engine *e, const struct eng_summar
 	jw_obj_end(w);
 }
 
+/* the interferers by process, and by name where processes are not told apart (schemas/report.md) */
+static void interferer_groups(struct jw *w, const struct engine *e)
+{
+	struct eng_interferer_group *g = calloc(256, sizeof(*g));
+	int n = g ? engine_interferer_groups(e, g, 256) : 0;
+
+	jw_key(w, "interferer_groups");
+	jw_arr(w);
+	for (int i = 0; i < n; i++) {
+		jw_obj(w);
+		jw_key(w, "comm");
+		comm_val(w, g[i].comm);
+		jw_key(w, "processes");
+		jw_u64(w, g[i].processes);
+		if (g[i].processes == 1) {
+			jw_key(w, "pid");
+			jw_u64(w, g[i].pid);
+		}
+		jw_key(w, "ns");
+		jw_u64(w, g[i].ns);
+		jw_key(w, "own");
+		jw_bool(w, g[i].own);
+		if (g[i].nnames) {
+			jw_key(w, "also_named");
+			jw_arr(w);
+			for (uint32_t k = 0; k < g[i].nnames && k < ENG_GROUP_NAMES; k++)
+				comm_val(w, g[i].names[k]);
+			jw_arr_end(w);
+			jw_key(w, "names");
+			jw_u64(w, g[i].nnames + 1);
+		}
+		if (g[i].tracer) {
+			jw_key(w, "tracer");
+			jw_bool(w, true);
+		}
+		if (g[i].realtime) {
+			jw_key(w, "realtime");
+			jw_bool(w, true);
+		}
+		jw_obj_end(w);
+	}
+	free(g);
+	jw_arr_end(w);
+}
+
 static void summary(struct jw *w, const struct engine *e, const struct eng_summary *s)
 {
 	struct eng_capture c;
@@ -782,6 +835,7 @@ static void summary(struct jw *w, const struct engine *e, const struct eng_summa
 	}
 	free(itf);
 	jw_arr_end(w);
+	interferer_groups(w, e);
 
 	jw_key(w, "dip_pattern");
 	jw_obj(w);

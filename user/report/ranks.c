@@ -250,6 +250,7 @@ static int relative_excess(const struct ranks *R, size_t j, int last, struct eng
 			x->ns = left < s->blame[b].ns ? left : s->blame[b].ns;
 			x->has_who = true;
 			x->who = s->blame[b].who;
+			x->processes = s->blame[b].processes;
 			left -= x->ns;
 			k++;
 		}
@@ -617,7 +618,7 @@ static void print_causes(FILE *f, const struct engine *e, const uint64_t *cause_
 		fprintf(f, "%s%s +%s in all", c ? "; " : ": ", eng_cause_name(cause),
 			report_fmt_ns(x, sizeof(x), cause_ns[cause]));
 		if (cs)
-			report_cause_phrase(e, cs->step, cause, &cs->who, true, f);
+			report_cause_phrase(e, cs->step, cause, &cs->who, true, 1, f);
 	}
 }
 
@@ -731,7 +732,8 @@ int report_ranks_text(const struct rank_trace *r, int n, FILE *f)
 					break;
 				fprintf(f, "%s%s +%s", shown ? "; " : ": ", eng_cause_name(ex[c].cause),
 					report_fmt_ns(x, sizeof(x), ex[c].ns));
-				report_cause_phrase(r[a->last].e, s, ex[c].cause, &ex[c].who, ex[c].has_who, f);
+				report_cause_phrase(r[a->last].e, s, ex[c].cause, &ex[c].who, ex[c].has_who,
+						    ex[c].processes, f);
 				shown++;
 			}
 			fputc('\n', f);

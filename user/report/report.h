@@ -45,9 +45,13 @@ void report_json_culprit(struct jw *w, const struct engine *e, const struct eng_
 void report_json_excess(struct jw *w, const struct engine *e, const struct eng_excess *ex, int n);
 /* the trace's identity object (schemas/report.md, "Identity") */
 void report_json_identity(struct jw *w, const struct engine *e);
-/* " — launcher[12] preempted by stress-ng-cpu[99] on CPU 3": what follows a cause's time */
+/*
+ * " — launcher[12] preempted by stress-ng-cpu[99] on CPU 3": what follows a
+ * cause's time; procs > 1: w stands for that many processes of its name
+ * (eng_excess.processes)
+ */
 void report_cause_phrase(const struct engine *e, const struct eng_step *s, int cause,
-			 const struct eng_who *w, bool has_who, FILE *f);
+			 const struct eng_who *w, bool has_who, uint32_t procs, FILE *f);
 const char *report_fmt_ns(char *buf, size_t len, uint64_t ns);   /* "1.25 ms" */
 const char *report_fmt_count(char *buf, size_t len, uint64_t v);  /* "3,411" */
 
@@ -127,6 +131,8 @@ struct symbols;
 void report_step_stacks(const struct engine *e, struct symbols *sym, const struct eng_step *st,
 			FILE *f);
 const char *report_clean(char *buf, size_t len, const char *s); /* printable, for a terminal */
+/* an interferer group's name: "comm[pid]", or "comm (N processes)"; printable */
+const char *report_group_name(char *buf, size_t len, const struct eng_interferer_group *g);
 
 /*
  * Several traces as the ranks of one job (ranks.c, schemas/report.md "Ranks"):

@@ -318,8 +318,24 @@ static const char *task_role(char *buf, size_t len, const struct eng_who *w)
 
 static void culprit_share(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w);
 
+/*
+ * "stormer (10 processes)": a crowd of one name (eng_excess.processes);
+ * CROWD_UNCOUNTED: "stormer (several processes)", an episode's
+ */
+#define CROWD_UNCOUNTED UINT32_MAX
+static const char *crowd_str(char *buf, size_t len, const struct eng_who *w, uint32_t procs)
+{
+	char c[40];
+
+	if (procs == CROWD_UNCOUNTED)
+		snprintf(buf, len, "%s (several processes)", clean(c, sizeof(c), w->comm));
+	else
+		snprintf(buf, len, "%s (%" PRIu32 " processes)", clean(c, sizeof(c), w->comm), procs);
+	return buf;
+}
+
 static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const struct eng_who *w,
-			 bool has_who)
+			 bool has_who, uint32_t procs)
 {
 	char crit[64], a[160], b[160], n1[32], n2[32];
 
@@ -327,7 +343,10 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 	switch (cause) {
 	case ENG_CPU_WAIT:
 		if (has_who) {
-			task_role(a, sizeof(a), w);
+			if (procs > 1)
+				crowd_str(a, sizeof(a), w, procs);
+			else
+				task_role(a, sizeof(a), w);
 			fprintf(f, " — %s preempted by %s%s", crit, a, realtime_tag(w));
 			if (w->cpu >= 0)
 				fprintf(f, " on CPU %d", w->cpu);
@@ -344,7 +363,10 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 			    engine_process_name(cur_engine, w->via_pid, pn, sizeof(pn)))
 				snprintf(a, sizeof(a), "%s (pid %" PRIu32 ")", clean(c2, sizeof(c2), pn),
 					 w->via_pid);
-			who_str(b, sizeof(b), w->comm, w->pid == target_pid ? w->tid : w->pid);
+			if (procs > 1)
+				crowd_str(b, sizeof(b), w, procs);
+			else
+				who_str(b, sizeof(b), w->comm, w->pid == target_pid ? w->tid : w->pid);
 			fprintf(f, " — %s waited for %s, itself preempted by %s%s", crit, a, b,
 				realtime_tag(w));
 			if (w->cpu >= 0)
@@ -505,6 +527,18 @@ const char *report_clean(char *buf, size_t len, const char *s)
 	return clean(buf, len, s);
 }
 
+const char *report_group_name(char *buf, size_t len, const struct eng_interferer_group *g)
+{
+	char c[40];
+
+	if (g->processes > 1)
+		snprintf(buf, len, "%s (%" PRIu32 " processes)", clean(c, sizeof(c), g->comm),
+			 g->processes);
+	else
+		who_str(buf, len, g->comm, g->pid);
+	return buf;
+}
+
 /*
  * After a step's culprit for a cause: how much of the cause was its, where
  * others had a good part of it (a crowd of tasks preempting the thread), so
@@ -521,7 +555,8 @@ static void share_add(const struct eng_step *s, int cause, const struct eng_who 
 		if (x->cause != cause)
 			continue;
 		*all += x->ns;
-		if (x->has_who && eng_who_same(&x->who, w))
+		/* processes of one name (eng_blame.processes): their time together */
+		if (x->has_who && engine_who_grouped(cur_engine, cause, &x->who, w))
 			*mine += x->ns;
 		else if (x->has_who)
 			(*others)++;
@@ -561,11 +596,11 @@ static void culprit_share(FILE *f, const struct eng_step *s, int cause, const st
 }
 
 void report_cause_phrase(const struct engine *e, const struct eng_step *s, int cause,
-			 const struct eng_who *w, bool has_who, FILE *f)
+			 const struct eng_who *w, bool has_who, uint32_t procs, FILE *f)
 {
 
 	set_home(e);
-	cause_phrase(f, s, cause, w, has_who);
+	cause_phrase(f, s, cause, w, has_who, procs);
 }
 
 /*
@@ -622,7 +657,7 @@ int report_step_line(const struct engine *e, const struct eng_step *s, const str
 				break;
 			fprintf(f, "%s%s +%s", shown ? "; " : ": ", eng_cause_name(ex[i].cause),
 				fmt_ns(x, sizeof(x), ex[i].ns));
-			cause_phrase(f, s, ex[i].cause, &ex[i].who, ex[i].has_who);
+			cause_phrase(f, s, ex[i].cause, &ex[i].who, ex[i].has_who, ex[i].processes);
 			/* a waker's share is said inside its phrase, before what it did */
 			if (ex[i].has_who && !(ex[i].cause == ENG_BLOCKED && !ex[i].who.via_tid))
 				culprit_share(f, s, ex[i].cause, &ex[i].who);
@@ -641,10 +676,13 @@ int report_step_line(const struct engine *e, const struct eng_step *s, const str
 	return ferror(f) ? -EIO : 0;
 }
 
-static bool same_top(const struct eng_excess *a, const struct eng_excess *b)
+static bool same_top(const struct engine *e, const struct eng_excess *a, const struct eng_excess *b)
 {
 	if (a->cause != b->cause || a->has_who != b->has_who)
 		return false;
+	/* processes of one name are the same from step to step whichever of them led */
+	if (a->has_who && engine_who_grouped(e, a->cause, &a->who, &b->who))
+		return true;
 	return !a->has_who || (a->who.pid == b->who.pid && a->who.tid == b->who.tid &&
 			       a->who.via_tid == b->who.via_tid);
 }
@@ -679,7 +717,7 @@ uint64_t report_episodes(const struct engine *e, const struct eng_summary *s,
 		if (k <= 0)
 			ex[0] = (struct eng_excess){ .cause = ENG_UNKNOWN };
 		over = st->duration_ns > s->p50 ? st->duration_ns - s->p50 : 0;
-		if (n && prev + 1 == i && same_top(&ep[n - 1].top, &ex[0])) {
+		if (n && prev + 1 == i && same_top(e, &ep[n - 1].top, &ex[0])) {
 			struct report_episode *p = &ep[n - 1];
 
 			p->last = st;
@@ -723,6 +761,29 @@ static bool phrase_has_figures(const struct eng_excess *x)
 	return true;
 }
 
+/*
+ * An episode's culprit: its longest step's, or CROWD_UNCOUNTED where its
+ * steps' culprits were processes of one name (each step's counted apart, the
+ * same process in two steps or not)
+ */
+static uint32_t episode_crowd(const struct engine *e, const struct report_episode *p)
+{
+	if (!p->top.has_who || p->nsteps == 1)
+		return p->top.processes;
+	for (uint64_t i = p->first->index; i <= p->last->index; i++) {
+		const struct eng_step *st = engine_step(e, i);
+
+		for (uint32_t k = 0; st && k < st->nblame; k++) {
+			const struct eng_blame *x = &st->blame[k];
+
+			if (x->has_who && x->cause == p->top.cause && x->who.pid != p->top.who.pid &&
+			    engine_who_grouped(e, x->cause, &x->who, &p->top.who))
+				return CROWD_UNCOUNTED;
+		}
+	}
+	return p->top.processes;
+}
+
 void report_episode_line(const struct engine *e, const struct report_episode *p, FILE *f)
 {
 	char a[32], b[32], nm[64];
@@ -739,7 +800,7 @@ void report_episode_line(const struct engine *e, const struct report_episode *p,
 	fprintf(f, "%" PRIu64 " steps, +%s over median in all): %s +%s in all", p->nsteps,
 		fmt_ns(a, sizeof(a), p->over_ns), eng_cause_name(p->top.cause),
 		fmt_ns(b, sizeof(b), p->cause_ns));
-	cause_phrase(f, p->longest, p->top.cause, &p->top.who, p->top.has_who);
+	cause_phrase(f, p->longest, p->top.cause, &p->top.who, p->top.has_who, episode_crowd(e, p));
 	/* the culprit's share over the episode's steps (a waker's is said inside its phrase, of the longest) */
 	if (p->top.has_who && !(p->top.cause == ENG_BLOCKED && !p->top.who.via_tid)) {
 		uint64_t mine = 0, all = 0;
@@ -1093,13 +1154,35 @@ int report_text(const struct engine *e, FILE *f)
 	return ret;
 }
 
+/* "   (also named X, Y and 2 more)": a group's other names, "" if none */
+static void group_names(char *buf, size_t len, const struct eng_interferer_group *g)
+{
+	size_t o;
+
+	buf[0] = 0;
+	if (!g->nnames)
+		return;
+	o = (size_t)snprintf(buf, len, "   (also named ");
+	for (uint32_t k = 0; k < g->nnames && k < ENG_GROUP_NAMES && o < len; k++) {
+		char c[64];
+
+		o += (size_t)snprintf(buf + o, len - o, "%s%s", k ? ", " : "",
+				      clean(c, sizeof(c), g->names[k]));
+	}
+	if (g->nnames > ENG_GROUP_NAMES && o < len)
+		o += (size_t)snprintf(buf + o, len - o, " and %" PRIu32 " more",
+				      g->nnames - ENG_GROUP_NAMES);
+	if (o < len)
+		snprintf(buf + o, len - o, ")");
+}
+
 static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 {
 	struct eng_summary s;
 	struct eng_target t;
 	struct eng_capture c;
 	struct eng_fault_model fm;
-	struct eng_interferer itf[MAX_INTERFERERS];
+	struct eng_interferer_group itf[MAX_INTERFERERS];
 	char a[32], b[32], d[32], g[32], h[32], nm[64];
 	uint64_t nsteps;
 	int ni;
@@ -1275,19 +1358,21 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 				fmt_ns(b, sizeof(b), s.cause_median[order[i]]));
 	}
 
-	ni = engine_interferers(e, itf, MAX_INTERFERERS);
+	ni = engine_interferer_groups(e, itf, MAX_INTERFERERS);
 	if (ni) {
 		fputs("Interferers time taken from the critical threads while the GPU idled:\n", f);
 		for (int i = 0; i < ni; i++) {
-			char pn[160], pc[160], role[176] = "";
+			char pn[160], pc[160], role[176] = "", also[128] = "";
 
-			who_str(nm, sizeof(nm), itf[i].comm, itf[i].pid);
+			report_group_name(nm, sizeof(nm), &itf[i]);
 			/* a followed process: what it is (a DataLoader worker takes the CPU it feeds) */
-			if (!itf[i].own && !itf[i].tracer && engine_process_name(e, itf[i].pid, pn, sizeof(pn)))
+			if (itf[i].processes == 1 && !itf[i].own && !itf[i].tracer &&
+			    engine_process_name(e, itf[i].pid, pn, sizeof(pn)))
 				snprintf(role, sizeof(role), "   (%s)", clean(pc, sizeof(pc), pn));
-			fprintf(f, "  %-28s %10s%s%s\n", nm, fmt_ns(a, sizeof(a), itf[i].ns),
+			group_names(also, sizeof(also), &itf[i]);
+			fprintf(f, "  %-28s %10s%s%s%s\n", nm, fmt_ns(a, sizeof(a), itf[i].ns),
 				itf[i].own ? "   (a thread of the trainer itself)" :
-				itf[i].tracer ? "   (stepblame's own agent)" : role,
+				itf[i].tracer ? "   (stepblame's own agent)" : role, also,
 				itf[i].realtime ? "   (real-time: runs before any normal task)" : "");
 		}
 	} else {
