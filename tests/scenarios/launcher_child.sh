@@ -69,20 +69,23 @@ c, steps = d["capture"], [s for s in d["steps"] if not s.get("incomplete")]
 nums = [s["step"] for s in steps]
 # the steps that ended before the child's GPU channel was read (its first
 # records come up to a tick and the collector's 100 ms look after the first
-# mark) are left out, and only those: the first few
+# mark) are left out, and only those: the first few. How few is a time, not a
+# count (the steps are about 5 ms): the records begin within half a second of
+# the first step, where a look once a second would lose a second's steps
 before, nb = c.get("gpu_from_ns"), c.get("gpu_before_steps", 0)
 lead = [s for s in d["steps"] if before and s["end_ns"] <= before and not s.get("incomplete")]
+late_ms = (before - d["steps"][0]["start_ns"]) / 1e6 if before and d["steps"] else 0
 if d["target"]["pid"] != sh:
     print("FAIL launcher_child_steps: the report's target is %d, not the shell %d" % (d["target"]["pid"], sh))
-elif c.get("mark_pid") != kid or len(steps) + nb < 138 or nb > 15 or lead:
+elif c.get("mark_pid") != kid or len(steps) + nb < 138 or late_ms > 500 or lead:
     print("FAIL launcher_child_steps: %d complete steps marked by pid %s (the trainer is %d; 140 steps "
-          "run), %d before the GPU records, %d complete before them"
-          % (len(steps), c.get("mark_pid"), kid, nb, len(lead)))
+          "run), %d before the GPU records (which began %.0f ms after the first step), %d complete "
+          "before them" % (len(steps), c.get("mark_pid"), kid, nb, late_ms, len(lead)))
 elif nums != list(range(nums[0], nums[0] + len(nums))):
     print("FAIL launcher_child_steps: step numbers not consecutive: %s" % nums[:20])
 else:
     print("PASS launcher_child_steps (%d steps of the trainer, pid %d, under the shell %d; %d before "
-          "its GPU records)" % (len(steps), kid, sh, nb))
+          "its GPU records, which began %.0f ms after the first step)" % (len(steps), kid, sh, nb, late_ms))
 # the probes' cost is estimated on the marking child's events, as on a trainer
 # attached directly: a step of 8 launches, a loader hand-off and a GPU wait
 # switches a few times at least

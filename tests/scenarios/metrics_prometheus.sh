@@ -95,6 +95,13 @@ T = "metrics_prometheus"
 pw, tmp = sys.argv[1], sys.argv[2]
 
 def out(ok, name, why):
+    if not ok:
+        # a rank missing from a rate: were its scrapes failing, and what did its agent say?
+        why += "; scrapes up/taken in the last 20 s: %s; slowest scrape, s: %s; agents' last words: %s" % (
+            sorted((s["metric"].get("instance"), s["value"][1]) for s in q("sum_over_time(up[20s])") or []),
+            sorted((s["metric"].get("instance"), s["value"][1])
+                   for s in q("max_over_time(scrape_duration_seconds[20s])") or []),
+            [open(tmp + "/agent%d.err" % r).read()[-200:] for r in range(3)])
     print(("PASS " if ok else "FAIL ") + T + "_" + name + (": " + why if why else ""))
 
 def q(expr):
