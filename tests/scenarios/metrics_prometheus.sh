@@ -51,7 +51,7 @@ for r in 0 1 2; do
 	[ $r != 0 ] && agent=(watch -p "${sim[$r]}" --dir "$tmp/watch$r")
 	"$STEPBLAME" "${agent[@]}" -d 45 --metrics-addr "127.0.0.1:${ports[$r]}" \
 		>"$tmp/agent$r.out" 2>"$tmp/agent$r.err" &
-	pids+=($!)
+	pids+=($!); apid[$r]=$!
 done
 cat >"$tmp/prometheus.yml" <<EOF
 global:
@@ -89,10 +89,11 @@ else
 	fail ${T}_recipes "$nexpr recipes, $nalert alert blocks: $(tail -3 "$tmp/promtool.out" | tr '\n' ' ')"
 fi
 
-python3 - "$PW" "$tmp" <<'PY'
-import json, sys, time, urllib.parse, urllib.request
+python3 - "$PW" "$tmp" "${apid[1]}" "${apid[2]}" <<'PY'
+import json, os, sys, time, urllib.parse, urllib.request
 T = "metrics_prometheus"
 pw, tmp = sys.argv[1], sys.argv[2]
+watchers = [int(p) for p in sys.argv[3:5]]
 
 def out(ok, name, why):
     if not ok:
@@ -132,6 +133,22 @@ labels = sorted((s["metric"].get("rank"), s["metric"].get("local_rank"), s["metr
                 for s in steps)
 out(labels == [("0", "0", "sbjob"), ("1", "1", "sbjob"), ("2", "2", "sbjob")], "labels",
     "rank, local_rank and job from each trainer's environment: %s" % labels)
+
+# a watch agent yields to the trainer (nice 10) once attached, but for the thread
+# that answers the scrapes: behind the trainer's threads on a busy machine a
+# scrape times out (a second) and the rank drops out of the job's rates
+def nices(pid):
+    out = {}
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            st = open("/proc/%d/task/%s/stat" % (pid, t)).read()
+        except OSError:
+            continue
+        out[int(t)] = int(st[st.rindex(")") + 2:].split()[16])
+    return out
+ns = [nices(p) for p in watchers]
+out(all(n.get(p) == 10 and 0 in [v for t, v in n.items() if t != p] for p, n in zip(watchers, ns)),
+    "server_priority", "watch agents' threads, tid: nice (the main thread is the pid): %s" % ns)
 time.sleep(12)  # a window of steps for the rates
 
 top = q('topk(1, rate(stepblame_blame_seconds_total{cause="cpu_wait"}[10s]))') or []

@@ -1510,7 +1510,8 @@ int collect_run(const struct collect_opts *o, sink_fn sink, void *ctx,
 			res->end_reason = SBT_END_SIGNAL;
 			break;
 		}
-		if (o->duration_ns && now - start >= (uint64_t)o->duration_ns) {
+		if ((o->duration_ns && now - start >= (uint64_t)o->duration_ns) ||
+		    (o->deadline_ns && now >= o->deadline_ns)) {
 			res->end_reason = SBT_END_DURATION;
 			break;
 		}

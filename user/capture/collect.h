@@ -23,6 +23,13 @@ struct collect_result;
 struct collect_opts {
 	struct probe_opts probe;
 	int64_t duration_ns;         /* 0: until signal or target exit */
+	/*
+	 * An end on the agent's clock (mono_ns) whatever the attach took: a
+	 * command that runs for a time (watch -d) ends then, where duration_ns
+	 * counts from the end of the attach, which a starved machine can make
+	 * last minutes. 0: none.
+	 */
+	uint64_t deadline_ns;
 	int agent_cpu;               /* -1: choose; -2: do not pin */
 	bool no_gpu;                 /* do not look for the GPU channel */
 	bool gpu_expected;           /* the collector was injected: its channel appears at CUDA init */

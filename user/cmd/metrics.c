@@ -45,6 +45,7 @@ struct itf_table {
 
 struct metrics {
 	pthread_mutex_t mu;
+	pid_t server_tid;                /* the server's thread (metrics_server_tid), 0 not known */
 	struct metrics_labels lb;
 	char lbtext[512];                /* job="..",rank=".." as rendered */
 	uint32_t target_pid;
@@ -374,8 +375,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return ret;
 }
 
+#define TIDS_SEEN_MAX 64
+
+struct tids_seen {
+	pid_t tid[TIDS_SEEN_MAX];
+	int n;
+	pid_t fresh;             /* the second pass: a thread not in tid[] */
+	bool second;
+};
+
+static int tid_seen(void *ctx, pid_t tid)
+{
+	struct tids_seen *t = ctx;
+	int i;
+
+	if (!t->second) {
+		if (t->n < TIDS_SEEN_MAX)
+			t->tid[t->n++] = tid;
+		return 0;
+	}
+	for (i = 0; i < t->n && t->tid[i] != tid; i++)
+		;
+	if (i == t->n && !t->fresh)
+		t->fresh = tid;
+	return 0;
+}
+
 int metrics_serve(struct metrics *m, const char *addr, char *err, size_t errlen)
 {
+	struct tids_seen seen = { .n = 0 };
 	char host[256], port[16];
 	const char *colon = strrchr(addr, ':');
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai = NULL;
@@ -403,6 +431,8 @@ int metrics_serve(struct metrics *m, const char *addr, char *err, size_t errlen)
 		snprintf(err, errlen, "--metrics-addr %s: %s", addr, rc ? gai_strerror(rc) : "no address");
 		return -EINVAL;
 	}
+	/* the agent's threads before the server's: the one more after is its (metrics_server_tid) */
+	target_threads(getpid(), tid_seen, &seen);
 	m->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
 				     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 				     0, NULL, NULL, on_request, m,
@@ -417,6 +447,10 @@ int metrics_serve(struct metrics *m, const char *addr, char *err, size_t errlen)
 			 addr);
 		return -EADDRNOTAVAIL;
 	}
+	seen.second = true;
+	if (seen.n < TIDS_SEEN_MAX)
+		target_threads(getpid(), tid_seen, &seen);
+	m->server_tid = seen.fresh;
 	return 0;
 }
 #else
@@ -427,6 +461,11 @@ int metrics_serve(struct metrics *m, const char *addr, char *err, size_t errlen)
 	return -ENOTSUP;
 }
 #endif
+
+pid_t metrics_server_tid(const struct metrics *m)
+{
+	return m ? m->server_tid : 0;
+}
 
 void metrics_free(struct metrics *m)
 {

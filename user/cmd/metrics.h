@@ -42,6 +42,12 @@ struct metrics *metrics_new(const struct metrics_labels *lb, uint32_t target_pid
 /* serve it at HOST:PORT ("127.0.0.1:9464", "[::1]:9464", "0.0.0.0:9464"); 0 or -errno */
 int metrics_serve(struct metrics *m, const char *addr, char *err, size_t errlen);
 void metrics_free(struct metrics *m);
+/*
+ * The thread that answers the scrapes (0: not known, or no server): an agent
+ * that lowers its priority leaves this one as it was, so that a scrape is
+ * answered in time on a busy machine
+ */
+pid_t metrics_server_tid(const struct metrics *m);
 
 /* a finished step (attach's step callback); the capture's drops so far */
 void metrics_step(struct metrics *m, const struct eng_step *s);

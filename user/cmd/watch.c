@@ -580,26 +580,38 @@ static int watch_sink(void *ctx, const struct sb_hdr *rec)
  * on every line. Not before: under a loaded CPU, loading the probes at nice 10
  * took longer than a minute.
  */
-static void watch_ready(void *ctx)
+static void agent_nice(struct watch *w, int n)
 {
-	struct watch *w = ctx;
-	int n = w->nice0 > WATCH_NICE ? w->nice0 : WATCH_NICE, err = 0;
+	int err = 0;
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *de;
+	pid_t server = metrics_server_tid(w->metrics);
 
-	/* a nice value is a thread's: every thread of the agent, those the attach started too */
+	/*
+	 * a nice value is a thread's: every thread of the agent, those the attach
+	 * started too, but the metrics server's, which stays at the agent's first
+	 * value: a scrape that waits behind the trainer's threads times out (a
+	 * second), and the rank drops out of the job's rates
+	 */
 	if (setpriority(PRIO_PROCESS, 0, n))
 		err = errno;
 	while (d && (de = readdir(d)))
-		if (de->d_name[0] >= '1' && de->d_name[0] <= '9' &&
+		if (de->d_name[0] >= '1' && de->d_name[0] <= '9' && atoi(de->d_name) != server &&
 		    setpriority(PRIO_PROCESS, (id_t)atoi(de->d_name), n) && errno != ESRCH)
 			err = errno;
 	if (d)
 		closedir(d);
 	if (err && !w->nice_warned && !w->o->quiet) {
-		sb_warn("watch: cannot lower the agent's priority: %s", strerror(err));
+		sb_warn("watch: cannot set the agent's priority: %s", strerror(err));
 		w->nice_warned = true;
 	}
+}
+
+static void watch_ready(void *ctx)
+{
+	struct watch *w = ctx;
+
+	agent_nice(w, w->nice0 > WATCH_NICE ? w->nice0 : WATCH_NICE);
 }
 
 /* each tick, how far the ring has been read: every record before drained_to is in (steps finalise during silence) */
@@ -645,7 +657,8 @@ static int watch_missed(struct watch *w, pid_t pid, struct collect_result *res)
 	return 0;
 }
 
-static int watch_one(struct watch *w, pid_t pid, int64_t duration_ns, struct collect_result *res)
+/* one target watched until it exits, or until deadline (mono_ns; 0: none) */
+static int watch_one(struct watch *w, pid_t pid, uint64_t deadline, struct collect_result *res)
 {
 	struct engine_opts eo = { .live = true, .keep_steps = WATCH_KEEP_STEPS };
 	char err[PATH_MAX + 256];
@@ -689,7 +702,9 @@ static int watch_one(struct watch *w, pid_t pid, int64_t duration_ns, struct col
 	}
 	engine_set_step_cb(w->eng, watch_step, w);
 	o.probe.pid = pid;
-	o.duration_ns = duration_ns;
+	/* -d is the command's whole run: its attaches count (each can take seconds when starved) */
+	o.duration_ns = 0;
+	o.deadline_ns = deadline;
 	/* what is read while the probes attach stays inside the memory it was given too */
 	o.early_max_bytes = w->la->buffer_bytes;
 	o.on_second = watch_second;
@@ -698,7 +713,7 @@ static int watch_one(struct watch *w, pid_t pid, int64_t duration_ns, struct col
 	o.on_ready = watch_ready;
 	o.on_ready_ctx = w;
 	/* attach at the priority it was started with: loading the probes is CPU work */
-	setpriority(PRIO_PROCESS, 0, w->nice0);
+	agent_nice(w, w->nice0);
 	if (!w->out_closed) {
 		printf("watching PID %d: steps to %s/steps.jsonl, the detail around slow steps to "
 		       "%s/\n", (int)pid, w->dir, w->dir);
@@ -1061,7 +1076,7 @@ int cmd_watch(int argc, char **argv)
 			continue;
 		}
 		waiting_said = false;
-		rc = watch_one(&w, pid, deadline ? (int64_t)(deadline - now) : 0, &res);
+		rc = watch_one(&w, pid, deadline, &res);
 		sessions++;
 		last = pid;
 		if (rc || o.probe.pid || res.end_reason != SBT_END_TARGET_EXIT)
