@@ -234,22 +234,12 @@ static bool other_rank(struct engine *e, const struct sb_hdr *h)
 {
 	if (e->opts.rank_pid)
 		return h->pid != e->opts.rank_pid;
+	/* as host.c takes the marks (a restart, the target's own), on the records' order */
 	if (h->type == SB_EV_STEP) {
-		/* as host.c takes the marks: another's once the first is gone, a restart */
-		if (e->feed_marker && h->pid != e->feed_marker &&
-		    ((e->feed_marker_gone && !pid_list_may_hold(e->feed_others, e->nfeed_others,
-								 e->feed_others_more, h->pid)) ||
-		     h->pid == e->target_pid)) {
-			e->feed_marker = h->pid;
-			e->feed_marker_gone = false;
-		} else if (e->feed_marker && h->pid != e->feed_marker) {
-			pid_list_note(e->feed_others, &e->nfeed_others, &e->feed_others_more, h->pid);
-		}
-		if (!e->feed_marker)
-			e->feed_marker = h->pid;
+		marks_owner(&e->feed_marks, h->pid, e->target_pid);
 		return false;
 	}
-	return e->feed_marker && h->pid != e->feed_marker;
+	return e->feed_marks.pid && h->pid != e->feed_marks.pid;
 }
 
 void engine_feed(struct engine *e, const struct sb_hdr *h)
@@ -274,8 +264,8 @@ void engine_feed(struct engine *e, const struct sb_hdr *h)
 		/* a step mark with its thread's allocator count keeps it (sb_step_alloc_of) */
 		if (h->type == SB_EV_STEP && h->size >= sizeof(struct sb_step_ext))
 			len = sizeof(struct sb_step_ext);
-		if (h->type == SB_EV_THREAD_EXIT && h->tid == h->pid && h->pid == e->feed_marker)
-			e->feed_marker_gone = true;
+		if (h->type == SB_EV_THREAD_EXIT && h->tid == h->pid && h->pid == e->feed_marks.pid)
+			e->feed_marks.gone = true;
 		/* another rank's steps, CUDA calls and GPU: not this report's (engine_opts.rank_pid) */
 		if (h->type == SB_EV_STEP || h->type == SB_EV_CUDA || h->type == SB_REC_GPU)
 			if (other_rank(e, h))
@@ -606,7 +596,7 @@ static void id_take(char *to, const char *from, size_t len, bool over)
 
 void engine_identity(const struct engine *e, struct eng_identity *id)
 {
-	const struct proc *p = e->mark_pid ? proc_find(e, e->mark_pid) : NULL;
+	const struct proc *p = e->marks.pid ? proc_find(e, e->marks.pid) : NULL;
 	/* one rank of several: its own ids first (engine_opts.rank_pid) */
 	bool over = e->opts.rank_pid != 0;
 
@@ -635,16 +625,16 @@ void engine_capture(const struct engine *e, struct eng_capture *c)
 	else
 		c->end_reason = "cut_short";
 	c->step_source = e->step_source;
-	c->mark_pid = e->mark_pid;
+	c->mark_pid = e->marks.pid;
 	c->marks_ignored = e->marks_ignored;
 	c->mark_restarts = e->mark_restarts;
 	c->numbers_back = e->numbers_back;
 	c->numbers_same = e->numbers_same;
 	c->numbers_skips = e->numbers_skips;
 	c->numbers_missing = e->numbers_missing;
-	c->marks_other = e->marks_other;
-	c->nmarks_other = e->nmarks_other;
-	c->marks_other_more = e->marks_other_more;
+	c->marks_other = e->marks.others;
+	c->nmarks_other = e->marks.nothers;
+	c->marks_other_more = e->marks.others_more;
 	c->gpu_timeline = e->gpu_fed;
 	c->records = e->records;
 	if (e->truncated && e->gpu_fed)

@@ -1250,7 +1250,7 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		gpu_gap_open(e, e->busy_until);
 	e->now = key;
 	/* the probes' cost on the process whose marks are the steps (a launcher's child) */
-	if (e->current_step && h->pid == (e->mark_pid ? e->mark_pid : e->target_pid) &&
+	if (e->current_step && h->pid == (e->marks.pid ? e->marks.pid : e->target_pid) &&
 	    h->type <= SB_EV_KERNEL_LAST)
 		sb_cost_count(h, e->current_step->events_by_cost);
 	if (e->current_step && e->current_step->naudit && h->type <= SB_EV_KERNEL_LAST)
@@ -1326,41 +1326,26 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		const struct sb_step_alloc *a = sb_step_alloc_of(h);
 
 		own_event(e, t, key, SB_EV_STEP, 0);
-		if (e->mark_pid && h->pid != e->mark_pid) {
-			const struct proc *mp = proc_find(e, e->mark_pid);
+		if (e->marks.pid && h->pid != e->marks.pid) {
+			const struct proc *mp = proc_find(e, e->marks.pid);
 
-			/*
-			 * The marking process is gone and this one did not mark
-			 * while it lived: a restart, whose steps go on from here
-			 * (its numbers anew). One that marked alongside is another
-			 * rank, counted, not used.
-			 */
-			bool restart = mp && mp->gone_ns && mp->gone_ns <= h->ts &&
-				       !pid_list_may_hold(e->marks_other, e->nmarks_other,
-							  e->marks_other_more, h->pid);
-
-			/*
-			 * The target's own marks are the steps over a descendant's
-			 * that marked first (a worker that loads the marker library,
-			 * or a hostile one): that one's become the others'
-			 */
-			if (h->pid == e->target_pid && !restart)
-				pid_list_note(e->marks_other, &e->nmarks_other, &e->marks_other_more,
-					      e->mark_pid);
-			if (restart || h->pid == e->target_pid) {
-				if (e->current_step)
-					step_end(e, h->ts, true);
-				e->number_seen = false;
-				e->numbers_by_one = 0;
-				e->mark_restarts += restart;
-			} else {
-				pid_list_note(e->marks_other, &e->nmarks_other, &e->marks_other_more,
-					      h->pid);
-				e->marks_ignored++;
-				break;
-			}
+			/* gone by this mark's time (the records are in time order here) */
+			e->marks.gone = mp && mp->gone_ns && mp->gone_ns <= h->ts;
 		}
-		e->mark_pid = h->pid;
+		int owner = marks_owner(&e->marks, h->pid, e->target_pid);
+
+		if (owner == MARK_OTHER) {
+			e->marks_ignored++;
+			break;
+		}
+		/* a restart's or the target's steps go on from here, their numbers anew */
+		if (owner == MARK_RESTART || owner == MARK_TAKEN) {
+			if (e->current_step)
+				step_end(e, h->ts, true);
+			e->number_seen = false;
+			e->numbers_by_one = 0;
+			e->mark_restarts += owner == MARK_RESTART;
+		}
 		e->mark_fast_ok = a != NULL;
 		e->mark_fast = a ? a->fast_calls : 0;
 		e->mark_fast_tid = h->tid;

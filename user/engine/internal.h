@@ -268,6 +268,15 @@ struct proc_ids {
 	char local_rank[ENG_ID_MAX + 1], world_size[ENG_ID_MAX + 1];
 };
 
+/* whose step marks are the steps, as they come (marks_owner) */
+struct mark_owner {
+	uint32_t pid;            /* the marking process; 0 before the first mark */
+	bool gone;               /* its main thread has exited (as its user knows it) */
+	uint32_t others[ENG_MARK_OTHERS_MAX]; /* processes that marked while it lived, the first */
+	uint32_t nothers;
+	bool others_more;        /* and more than those */
+};
+
 struct proc {
 	uint32_t pid, ppid;
 	uint32_t order;          /* its place among the processes noted (proc_note), from 1 */
@@ -543,14 +552,12 @@ struct engine {
 	uint64_t mark_fast;
 	uint32_t mark_fast_tid;
 	/*
-	 * The process whose marks (USDT, uprobe) are the steps: the target once
-	 * it marks, else the first that marked. Marks of other followed processes (ranks started by one
-	 * launcher) are counted, not used.
+	 * The process whose marks (USDT, uprobe) are the steps (marks_owner): the
+	 * target once it marks, else the first that marked, else one that began
+	 * after it exited. Marks of other followed processes (ranks started by
+	 * one launcher) are counted, not used.
 	 */
-	uint32_t mark_pid;
-	uint32_t marks_other[ENG_MARK_OTHERS_MAX]; /* the first such processes */
-	uint32_t nmarks_other;
-	bool marks_other_more;                     /* and more than those */
+	struct mark_owner marks;
 	/*
 	 * Times the marking process exited and one that had not marked while
 	 * it lived began to (a trainer restarted under its launcher): its
@@ -563,14 +570,11 @@ struct engine {
 	uint64_t numbers_skips, numbers_missing;   /* eng_capture */
 	uint32_t numbers_by_one;                   /* marks in a row one above the one before */
 	/*
-	 * The first marking process, as records are fed: GPU and CUDA records of
-	 * others are not the steps' (engine_feed, other_rank)
+	 * The same, as records are fed (gone: its main thread's exit was fed):
+	 * GPU and CUDA records of others are not the steps' (engine_feed,
+	 * other_rank)
 	 */
-	uint32_t feed_marker;
-	bool feed_marker_gone;                     /* its main thread's exit was fed */
-	uint32_t feed_others[ENG_MARK_OTHERS_MAX]; /* processes that marked while it lived */
-	uint32_t nfeed_others;
-	bool feed_others_more;
+	struct mark_owner feed_marks;
 	uint64_t marks_ignored;
 	bool mark_fast_ok;
 	/* the threads that launch work, alive, in the order they became such (hot-path audit) */
@@ -858,6 +862,16 @@ void step_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t,
 void pid_list_note(uint32_t *v, uint32_t *n, bool *more, uint32_t pid);
 /* pid is in the list, or may be (it overflowed) */
 bool pid_list_may_hold(const uint32_t *v, uint32_t n, bool more, uint32_t pid);
+enum { MARK_OWN, MARK_OTHER, MARK_RESTART, MARK_TAKEN };
+/*
+ * A step mark of pid comes (m->gone says whether m's marker has exited by
+ * then): MARK_OWN, the marker's, or the first; MARK_OTHER, another's that
+ * marked alongside (another rank: counted, not used); MARK_RESTART, the
+ * marker is gone and pid did not mark while it lived; MARK_TAKEN, the
+ * target's own over a descendant's that marked first. The last two make pid
+ * the marker (docs/ARCHITECTURE.md, "Step marks").
+ */
+int marks_owner(struct mark_owner *m, uint32_t pid, uint32_t target_pid);
 void candidate_add(struct engine *e, struct thread *t);
 
 /* ---- the GPU (gpu.c) */

@@ -1025,6 +1025,27 @@ bool pid_list_may_hold(const uint32_t *v, uint32_t n, bool more, uint32_t pid)
 	return more;
 }
 
+int marks_owner(struct mark_owner *m, uint32_t pid, uint32_t target_pid)
+{
+	bool restart;
+
+	if (!m->pid || pid == m->pid) {
+		m->pid = pid;
+		return MARK_OWN;
+	}
+	restart = m->gone && !pid_list_may_hold(m->others, m->nothers, m->others_more, pid);
+	if (!restart && pid != target_pid) {
+		pid_list_note(m->others, &m->nothers, &m->others_more, pid);
+		return MARK_OTHER;
+	}
+	/* the target's own marks over a descendant's: that one's become the others' */
+	if (!restart)
+		pid_list_note(m->others, &m->nothers, &m->others_more, m->pid);
+	m->pid = pid;
+	m->gone = false;
+	return restart ? MARK_RESTART : MARK_TAKEN;
+}
+
 void step_mark(struct engine *e, int src, int kind, uint64_t number, uint64_t t, uint32_t tid)
 {
 	e->source_marks[src]++;
