@@ -385,23 +385,34 @@ static void inj_shared(struct world *w, uint64_t at, uint64_t len, void *arg)
  * episode's steps, as a single step's line does: the name alone would read
  * as the whole
  */
-static void t_text_episode_share(void)
+/*
+ * 60 standard steps, 20-24 injected len by inj (its arg the step's number):
+ * the text report (NULL if it failed), the engine and world to free
+ */
+static char *five_slow_steps(inject_fn inj, struct world *w, struct engine **e)
 {
 	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
-	struct sopt shared = { .pre = 5 * MS, .gpu = 80 * MS, .len = 20 * MS, .inj = inj_shared };
 	uint64_t S = 10 * SEC;
+
+	world_init(w);
+	for (unsigned k = 0; k < 60; k++) {
+		struct sopt slow = { .pre = 5 * MS, .gpu = 80 * MS, .len = 20 * MS, .inj = inj,
+				     .arg = (void *)(uintptr_t)k };
+
+		S = std_step(w, S, k, k >= 20 && k < 25 ? &slow : &plain);
+	}
+	w_step(w, S, T_LAUNCHER, 60);
+	*e = run(w, NULL);
+	return *e ? render(*e, report_text, NULL) : NULL;
+}
+
+static void t_text_episode_share(void)
+{
 	struct world w;
 	struct engine *e;
-	char *text, *ep;
+	char *text = five_slow_steps(inj_shared, &w, &e), *ep;
 
-	world_init(&w);
-	for (unsigned k = 0; k < 60; k++)
-		S = std_step(&w, S, k, k >= 20 && k < 25 ? &shared : &plain);
-	w_step(&w, S, T_LAUNCHER, 60);
-	e = run(&w, NULL);
-	REQUIRE(e, "engine");
-	text = render(e, report_text, NULL);
-	REQUIRE(text, "render");
+	REQUIRE(text, "engine or render");
 	ep = strstr(text, "steps 20-24 (5 steps, +");
 	CHECK(ep && strstr(ep, "preempted by noisy[900] on CPU 0 (60.0 ms of 100 ms in these steps; "
 			   "other tasks and the rest 40.0 ms)"), "%.400s", ep ? ep : text);
@@ -426,24 +437,11 @@ static void inj_storm_step(struct world *w, uint64_t at, uint64_t len, void *arg
  */
 static void t_text_episode_crowd(void)
 {
-	struct sopt plain = { .pre = 5 * MS, .gpu = 80 * MS };
-	uint64_t S = 10 * SEC;
 	struct world w;
 	struct engine *e;
-	char *text, *ep;
+	char *text = five_slow_steps(inj_storm_step, &w, &e), *ep;
 
-	world_init(&w);
-	for (unsigned k = 0; k < 60; k++) {
-		struct sopt storm = { .pre = 5 * MS, .gpu = 80 * MS, .len = 20 * MS,
-				      .inj = inj_storm_step, .arg = (void *)(uintptr_t)k };
-
-		S = std_step(&w, S, k, k >= 20 && k < 25 ? &storm : &plain);
-	}
-	w_step(&w, S, T_LAUNCHER, 60);
-	e = run(&w, NULL);
-	REQUIRE(e, "engine");
-	text = render(e, report_text, NULL);
-	REQUIRE(text, "render");
+	REQUIRE(text, "engine or render");
 	ep = strstr(text, "steps 20-24 (5 steps, +");
 	CHECK(ep && strstr(ep, "preempted by stormer (several processes) on CPU 0") &&
 	      !strstr(text, "  step 21: "), "%.400s", ep ? ep : text);

@@ -664,6 +664,19 @@ static void tracer(struct jw *w, const struct engine *e, const struct eng_summar
 	jw_obj_end(w);
 }
 
+/* an interferer's keys present only when true: the recorder itself, a real-time task */
+static void task_flags(struct jw *w, bool tracer, bool realtime)
+{
+	if (tracer) {
+		jw_key(w, "tracer");
+		jw_bool(w, true);
+	}
+	if (realtime) {
+		jw_key(w, "realtime");
+		jw_bool(w, true);
+	}
+}
+
 /* the interferers by process, and by name where processes are not told apart (schemas/report.md) */
 static void interferer_groups(struct jw *w, const struct engine *e)
 {
@@ -695,14 +708,7 @@ static void interferer_groups(struct jw *w, const struct engine *e)
 			jw_key(w, "names");
 			jw_u64(w, g[i].nnames + 1);
 		}
-		if (g[i].tracer) {
-			jw_key(w, "tracer");
-			jw_bool(w, true);
-		}
-		if (g[i].realtime) {
-			jw_key(w, "realtime");
-			jw_bool(w, true);
-		}
+		task_flags(w, g[i].tracer, g[i].realtime);
 		jw_obj_end(w);
 	}
 	free(g);
@@ -823,14 +829,7 @@ static void summary(struct jw *w, const struct engine *e, const struct eng_summa
 		jw_key(w, "own");
 		jw_bool(w, itf[i].own);
 		process_keys(w, e, itf[i].pid);
-		if (itf[i].tracer) {
-			jw_key(w, "tracer");
-			jw_bool(w, true);
-		}
-		if (itf[i].realtime) {
-			jw_key(w, "realtime");
-			jw_bool(w, true);
-		}
+		task_flags(w, itf[i].tracer, itf[i].realtime);
 		jw_obj_end(w);
 	}
 	free(itf);
