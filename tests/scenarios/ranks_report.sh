@@ -178,3 +178,22 @@ part = txt[txt.find("Stragglers"):]
 first = part.split("\n")[2] if part.count("\n") > 2 else ""
 out(first.startswith("  rank 1 (") and "blocked" in first and "loader-" in first, "text", first[:300])
 PY
+
+# traces that are not one job's ranks: one file twice is refused (a rank
+# compared with itself), a copy of one is named, and the report still made
+"$STEPBLAME" report "$tmp/rank0.sbt" "$tmp/rank1.sbt" "$tmp/rank0.sbt" -o "$tmp/twice.txt" 2>"$tmp/twice.err"
+rc=$?
+if [ $rc = 2 ] && grep -q "are one file" "$tmp/twice.err" && [ ! -s "$tmp/twice.txt" ]; then
+	pass ${T}_same_file
+else
+	fail ${T}_same_file "exit $rc: $(head -2 "$tmp/twice.err" | tr '\n' ' ')"
+fi
+cp "$tmp/rank0.sbt" "$tmp/copy0.sbt"
+"$STEPBLAME" report "$tmp/rank0.sbt" "$tmp/rank1.sbt" "$tmp/copy0.sbt" -o "$tmp/copy.txt" 2>"$tmp/copy.err"
+rc=$?
+if [ $rc = 0 ] && grep -q "rank0.sbt and .*copy0.sbt are copies of one capture" "$tmp/copy.err" &&
+	[ -s "$tmp/copy.txt" ] && ! grep -q "copies of one capture" "$tmp/err"; then
+	pass ${T}_copy
+else
+	fail ${T}_copy "exit $rc: $(head -2 "$tmp/copy.err" | tr '\n' ' ')"
+fi

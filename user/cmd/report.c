@@ -353,6 +353,43 @@ static void rank_order(struct rank_trace *rt, int n)
 }
 
 /*
+ * Traces given as the ranks of one job that say otherwise: copies of one
+ * capture, other jobs' ids, one RANK twice. Said on stderr; the report is
+ * still made (the ids are the launcher's to set, and may be missing)
+ */
+static void ranks_of_one_job(const struct rank_trace *rt, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct eng_identity a;
+		struct eng_capture ca;
+
+		engine_identity(rt[i].e, &a);
+		engine_capture(rt[i].e, &ca);
+		for (int j = 0; j < i; j++) {
+			struct eng_identity b;
+			struct eng_capture cb;
+			char ja[3 * ENG_ID_MAX + 1], jb[3 * ENG_ID_MAX + 1];
+
+			engine_identity(rt[j].e, &b);
+			engine_capture(rt[j].e, &cb);
+			if (a.boot_id[0] && !strcmp(a.boot_id, b.boot_id) && a.agent_pid &&
+			    a.agent_pid == b.agent_pid && ca.start_ns == cb.start_ns)
+				sb_warn("report: %s and %s are copies of one capture: that rank is "
+					"compared with itself", rt[j].path, rt[i].path);
+			else if (a.job[0] && b.job[0] && strcmp(a.job, b.job))
+				sb_warn("report: %s is of job %s, %s of job %s: their steps are "
+					"compared by number as if of one job", rt[j].path,
+					report_clean(jb, sizeof(jb), b.job), rt[i].path,
+					report_clean(ja, sizeof(ja), a.job));
+			else if (a.rank[0] && !strcmp(a.rank, b.rank))
+				sb_warn("report: %s and %s both say RANK=%s: two captures of one "
+					"rank?", rt[j].path, rt[i].path,
+					report_clean(ja, sizeof(ja), a.rank));
+		}
+	}
+}
+
+/*
  * The ranks' report: ranks i reads paths[i], and where pids[i] is set, the
  * steps that process marked in it (several ranks in one trace).
  */
@@ -390,6 +427,8 @@ static int report_ranks(const char *const *paths, const uint32_t *pids, int n,
 					     .error = bad_input ? sbt_error(rd[i]) : NULL };
 	}
 	rank_order(rt, n);
+	if (!pids)
+		ranks_of_one_job(rt, n);
 	for (int i = 0; i < n; i++) {
 		struct eng_capture cap;
 		char who[32];
@@ -434,6 +473,25 @@ done:
 int report_rank_files(char **paths, int n, enum report_fmt fmt, const char *outp,
 		      const struct engine_opts *opts)
 {
+	struct stat *st = calloc((size_t)n, sizeof(*st));
+
+	if (!st) {
+		sb_err("report: out of memory");
+		return 1;
+	}
+	/* a file given twice would be a rank compared with itself */
+	for (int i = 0; i < n; i++) {
+		if (stat(paths[i], &st[i]))
+			continue;       /* said when it is opened */
+		for (int j = 0; j < i; j++)
+			if (st[j].st_dev == st[i].st_dev && st[j].st_ino == st[i].st_ino) {
+				sb_err("report: %s and %s are one file: give each rank's trace once",
+				       paths[j], paths[i]);
+				free(st);
+				return 2;
+			}
+	}
+	free(st);
 	return report_ranks((const char *const *)paths, NULL, n, fmt, outp, opts);
 }
 
