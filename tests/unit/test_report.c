@@ -1760,8 +1760,10 @@ static void t_ranks_report(void)
 	ranks_world(&a, false, false);
 	ranks_world(&b, true, false);
 	ranks_world(&c, false, true);
+	/* r0b.sbt: rank 0's again, as a third rank (one file given twice is refused) */
 	REQUIRE(write_trace(&a, tpath("r0.sbt")) && write_trace(&b, tpath("r1.sbt")) &&
-		write_trace(&c, tpath("r2.sbt")), "writing the traces: %s", strerror(errno));
+		write_trace(&c, tpath("r2.sbt")) && write_trace(&a, tpath("r0b.sbt")),
+		"writing the traces: %s", strerror(errno));
 	js = ranks_report("json", tpath("ranks.json"), tpath("r0.sbt"), tpath("r1.sbt"),
 			  tpath("r2.sbt"));
 	REQUIRE(js, "report of three traces failed");
@@ -1801,12 +1803,12 @@ static void t_ranks_report(void)
 	free(txt);
 	/* with no collectives anywhere, own time is step time: said */
 	txt = ranks_report("text", tpath("ranks_h.txt"), tpath("r0.sbt"), tpath("r1.sbt"),
-			   tpath("r0.sbt"));
+			   tpath("r0b.sbt"));
 	CHECK(txt && strstr(txt, "Host only   no rank had collective kernels"), "host only: %.600s",
 	      txt ? txt : "(none)");
 	free(txt);
 	js = ranks_report("json", tpath("ranks_h.json"), tpath("r0.sbt"), tpath("r1.sbt"),
-			  tpath("r0.sbt"));
+			  tpath("r0b.sbt"));
 	CHECK(js && strstr(js, "\n  \"collectives_seen\": false"), "host only json");
 	free(js);
 	js = ranks_report("json", tpath("ranks_c.json"), tpath("r0.sbt"), tpath("r1.sbt"),
@@ -1932,20 +1934,22 @@ static void t_ranks_cut_short(void)
 	struct world a, b;
 	char *full, *txt, *js, *err, msg[512] = "";
 	size_t len;
-	char c0[256], cerr[256];
+	char c0[256], c0b[256], cerr[256];
 	int rc = -1;
 
 	snprintf(c0, sizeof(c0), "%s", tpath("c0.sbt"));
+	snprintf(c0b, sizeof(c0b), "%s", tpath("c0b.sbt"));
 	snprintf(cerr, sizeof(cerr), "%s", tpath("c.err"));
 	ranks_world(&a, false, false);
 	ranks_world(&b, true, false);
-	REQUIRE(write_trace(&a, tpath("c0.sbt")) && write_trace(&b, tpath("c1.sbt")),
-		"writing the traces: %s", strerror(errno));
+	/* c0b.sbt: rank 0's again, as a third rank (one file given twice is refused) */
+	REQUIRE(write_trace(&a, tpath("c0.sbt")) && write_trace(&b, tpath("c1.sbt")) &&
+		write_trace(&a, tpath("c0b.sbt")), "writing the traces: %s", strerror(errno));
 	full = test_slurp(tpath("c1.sbt"), &len);
 	REQUIRE(full && len > 4096, "no trace");
 	REQUIRE(write_file(tpath("c1cut.sbt"), full, len * 2 / 3 + 5), "write");
 	txt = ranks_report_err("text", tpath("c.txt"), c0, tpath("c1cut.sbt"),
-			       c0, cerr, &rc);
+			       c0b, cerr, &rc);
 	err = test_slurp(cerr, NULL);
 	{
 		const char *l1 = txt ? strstr(txt, "  rank 1 (") : NULL;
@@ -1964,7 +1968,7 @@ static void t_ranks_cut_short(void)
 	free(txt);
 	free(err);
 	js = ranks_report_err("json", tpath("c.json"), c0, tpath("c1cut.sbt"),
-			      c0, cerr, &rc);
+			      c0b, cerr, &rc);
 	CHECK(js && strstr(js, "\"cut_short\": true") && strstr(js, "\"cut_short\": false") &&
 	      !strstr(js, "\"corrupt\": true"), "json: %.300s", js ? js : "(none)");
 	if (js && have_python)
@@ -1972,19 +1976,19 @@ static void t_ranks_cut_short(void)
 		      msg);
 	free(js);
 	js = ranks_report_err("perfetto", tpath("c.pf.json"), c0, tpath("c1cut.sbt"),
-			      c0, cerr, &rc);
+			      c0b, cerr, &rc);
 	CHECK(js && strstr(js, "trainer[100] (trace cut short)"), "perfetto: no word of the cut");
 	free(js);
 	/* damaged in the middle: said in the report too, and the exit says it failed */
 	memset(full + len / 2, 0xff, 64);
 	REQUIRE(write_file(tpath("c1bad.sbt"), full, len), "write");
 	js = ranks_report_err("json", tpath("cb.json"), c0, tpath("c1bad.sbt"),
-			      c0, cerr, &rc);
+			      c0b, cerr, &rc);
 	CHECK(rc == 1 && js && strstr(js, "\"corrupt\": true"), "json of a corrupt rank: exit %d",
 	      rc);
 	free(js);
 	txt = ranks_report_err("text", tpath("cb.txt"), c0, tpath("c1bad.sbt"),
-			       c0, cerr, &rc);
+			       c0b, cerr, &rc);
 	{
 		const char *l1 = txt ? strstr(txt, "  rank 1 (") : NULL;
 		const char *bad = l1 ? strstr(l1, "CORRUPT") : NULL;
