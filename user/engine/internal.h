@@ -799,6 +799,11 @@ const char *thread_name_of(const struct engine *e, uint32_t tid);
 struct proc *proc_find(const struct engine *e, uint32_t pid);
 /* a followed process whose role names it one by one (a DataLoader worker, a rank; threads.c) */
 bool proc_named_apart(const struct engine *e, uint32_t pid);
+/*
+ * may process pid be one of a crowd of its name (not the target, the
+ * recorder, or one named apart; steps.c, schemas/report.md "interferer_groups")
+ */
+bool proc_groups_by_name(const struct engine *e, uint32_t pid);
 /* what a followed thread did besides its own code (struct act_iv, threads.c) */
 void act_push(struct engine *e, struct thread *t, int kind, uint64_t s, uint64_t end);
 void act_fault(struct engine *e, struct thread *t, uint64_t at, uint64_t addr);

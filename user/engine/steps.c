@@ -586,11 +586,16 @@ static struct eng_step *result_slot(struct engine *e)
 /* culprits a step's table holds on the stack (CULPRITS_MAX on the heap) */
 #define FEW_CULPRITS 48
 
+bool proc_groups_by_name(const struct engine *e, uint32_t pid)
+{
+	return pid && pid != e->target_pid && pid != e->identity.agent_pid &&
+	       !proc_named_apart(e, pid);
+}
+
 static bool who_groups(const struct engine *e, int cause, const struct eng_who *w)
 {
-	return (cause == ENG_CPU_WAIT || (cause == ENG_BLOCKED && w->via_tid)) && w->pid &&
-	       w->pid != e->target_pid && w->pid != e->identity.agent_pid &&
-	       !proc_named_apart(e, w->pid);
+	return (cause == ENG_CPU_WAIT || (cause == ENG_BLOCKED && w->via_tid)) &&
+	       proc_groups_by_name(e, w->pid);
 }
 
 bool engine_who_grouped(const struct engine *e, int cause, const struct eng_who *a,

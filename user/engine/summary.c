@@ -781,7 +781,7 @@ static void group_name_add(struct eng_interferer_group *g, const char *name)
 /* may g be merged with the other processes of its name? */
 static bool group_by_name(const struct engine *e, const struct eng_interferer_group *g)
 {
-	return !g->own && !g->tracer && g->processes == 1 && g->pid && !proc_named_apart(e, g->pid);
+	return g->processes == 1 && proc_groups_by_name(e, g->pid);
 }
 
 int engine_interferer_groups(const struct engine *e, struct eng_interferer_group *out, int max)

@@ -323,14 +323,14 @@ static void culprit_share(FILE *f, const struct eng_step *s, int cause, const st
  * CROWD_UNCOUNTED: "stormer (several processes)", an episode's
  */
 #define CROWD_UNCOUNTED UINT32_MAX
-static const char *crowd_str(char *buf, size_t len, const struct eng_who *w, uint32_t procs)
+static const char *crowd_str(char *buf, size_t len, const char *comm, uint32_t procs)
 {
 	char c[40];
 
 	if (procs == CROWD_UNCOUNTED)
-		snprintf(buf, len, "%s (several processes)", clean(c, sizeof(c), w->comm));
+		snprintf(buf, len, "%s (several processes)", clean(c, sizeof(c), comm));
 	else
-		snprintf(buf, len, "%s (%" PRIu32 " processes)", clean(c, sizeof(c), w->comm), procs);
+		snprintf(buf, len, "%s (%" PRIu32 " processes)", clean(c, sizeof(c), comm), procs);
 	return buf;
 }
 
@@ -344,7 +344,7 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 	case ENG_CPU_WAIT:
 		if (has_who) {
 			if (procs > 1)
-				crowd_str(a, sizeof(a), w, procs);
+				crowd_str(a, sizeof(a), w->comm, procs);
 			else
 				task_role(a, sizeof(a), w);
 			fprintf(f, " — %s preempted by %s%s", crit, a, realtime_tag(w));
@@ -364,7 +364,7 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 				snprintf(a, sizeof(a), "%s (pid %" PRIu32 ")", clean(c2, sizeof(c2), pn),
 					 w->via_pid);
 			if (procs > 1)
-				crowd_str(b, sizeof(b), w, procs);
+				crowd_str(b, sizeof(b), w->comm, procs);
 			else
 				who_str(b, sizeof(b), w->comm, w->pid == target_pid ? w->tid : w->pid);
 			fprintf(f, " — %s waited for %s, itself preempted by %s%s", crit, a, b,
@@ -529,13 +529,9 @@ const char *report_clean(char *buf, size_t len, const char *s)
 
 const char *report_group_name(char *buf, size_t len, const struct eng_interferer_group *g)
 {
-	char c[40];
-
 	if (g->processes > 1)
-		snprintf(buf, len, "%s (%" PRIu32 " processes)", clean(c, sizeof(c), g->comm),
-			 g->processes);
-	else
-		who_str(buf, len, g->comm, g->pid);
+		return crowd_str(buf, len, g->comm, g->processes);
+	who_str(buf, len, g->comm, g->pid);
 	return buf;
 }
 
