@@ -534,6 +534,9 @@ struct tstate {
 	struct sb_sched_run run;   /* the run so far; run.start_ns 0: none */
 	struct sleep_stash ss;     /* its sleep stack (the sleep_stacks map's entry, here) */
 	struct mm_call mm;         /* its system call in progress (mem.bpf.c, mm_in_task) */
+	struct sb_irq_run irq;     /* its interrupt run so far (sched.bpf.c); irq.start_ns 0: none */
+	__u64 irq_busy;            /* the interrupt run is being changed or written (exchanged) */
+	__u64 irq_hard_max;        /* the longest hard interrupt of the run, whose name irq holds */
 };
 
 struct {

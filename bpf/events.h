@@ -63,6 +63,7 @@
 	X(SB_EV_STACK,        18, "stack",       sb_stack,       none,     STACK,      KERNEL)  /* user stack of the thread at one event of it (ts = that event's) */ \
 	X(SB_EV_FAULT_RUN,    19, "fault_run",   sb_fault_run,   start_ns, FAULT,      KERNEL)  /* back-to-back user page faults of a target thread (ts = the last) */ \
 	X(SB_EV_SCHED_RUN,    20, "sched_run",   sb_sched_run,   start_ns, SCHED_FOLD, KERNEL)  /* short trips off the CPU of a target thread, summed (ts = the last one's end) */ \
+	X(SB_EV_IRQ_RUN,      21, "irq_run",     sb_irq_run,     start_ns, IRQ,        KERNEL)  /* interrupts that ran on a target thread's time, summed (ts = the last one's end) */ \
 	/* written by the agent into trace files */ \
 	X(SB_REC_HOST,        32, "host",        sb_text,        none,     NONE,       TEXT)    /* host facts */ \
 	X(SB_REC_CPU,         33, "cpu",         sb_cpu,         none,     NONE,       META)    /* one CPU: number and NUMA node */ \
@@ -95,7 +96,7 @@ enum sb_rec_kind {
 enum sb_type {
 	SB_EV_NONE = 0,
 	SB_RECORD_TYPES(SB_TYPE_ENUM_)
-	SB_EV_KERNEL_LAST = SB_EV_SCHED_RUN, /* the highest kernel type defined */
+	SB_EV_KERNEL_LAST = SB_EV_IRQ_RUN, /* the highest kernel type defined */
 	SB_EV_KERNEL_MAX = 31,
 	SB_REC_FIRST = SB_REC_HOST,         /* the agent's types: SB_REC_FIRST..SB_REC_LAST, */
 	SB_REC_LAST = SB_REC_PERFMAP,        /* and the trailer */
@@ -284,6 +285,34 @@ struct sb_sched_run {
 	__u32 runner_pid;      /* who had the CPU before each switch-in from a task (0: none) */
 	__u32 runner_tid;
 	char runner_comm[SB_COMM_LEN];
+};
+
+/*
+ * Interrupt handlers that ran on a target thread's CPU time: hard interrupts
+ * and the softirqs run on their way out, with the thread as the current task
+ * (docs/ARCHITECTURE.md, "Interrupts"). Summed per thread in the kernel: each
+ * interrupt entered within SB_IRQ_RUN_GAP_NS of the last one's end, on the
+ * same CPU, and the run under SB_IRQ_RUN_SPAN_NS old. Softirqs run by
+ * ksoftirqd are a task of their own, seen as any other preemptor.
+ */
+#define SB_IRQ_RUN_GAP_NS 1000000ull
+#define SB_IRQ_RUN_SPAN_NS 10000000ull
+#define SB_NSOFTIRQ 10 /* the kernel's softirq vectors: HI, TIMER, ... RCU */
+/* the system interrupts timed (x86's irq_vectors tracepoints) */
+enum sb_sysirq { SB_SYSIRQ_TIMER, SB_SYSIRQ_CALL, SB_SYSIRQ_RESCHED, SB_SYSIRQ_WORK, SB_NSYSIRQ };
+
+struct sb_irq_run {
+	struct sb_hdr h;       /* the thread; ts = the exit of the last interrupt; cpu = theirs */
+	__u64 start_ns;        /* entry of the first */
+	__u64 hard_ns;         /* in hard interrupt handlers */
+	__u64 soft_ns;         /* in softirqs, less the hard interrupts inside them */
+	__u32 hard_count;      /* hard interrupt handlers run */
+	__u32 soft_count;      /* softirq vectors run */
+	__u32 vec_ns[SB_NSOFTIRQ]; /* soft_ns by vector (saturating) */
+	__u32 hard_irq;        /* the longest hard interrupt's number */
+	__u32 sys_count;       /* system interrupts run: the local timer, IPIs, irq work */
+	char hard_name[SB_COMM_LEN]; /* its handler's name ("" if none ran) */
+	__u32 sys_ns[SB_NSYSIRQ]; /* in system interrupts, by enum sb_sysirq (saturating) */
 };
 
 enum sb_reclaim_kind { SB_RECLAIM_DIRECT = 1, SB_RECLAIM_MEMCG = 2, SB_RECLAIM_COMPACT = 3 };

@@ -1113,6 +1113,256 @@ int BPF_PROG(btf_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm
 	return on_exec(p);
 }
 
+/*
+ * Interrupts on a target thread's time (docs/ARCHITECTURE.md, "Interrupts").
+ * A hard interrupt's handler, and the softirqs the kernel runs on its way out
+ * of one, run on whatever task was on the CPU, and the scheduler sees none of
+ * it: to the thread's switches it is time on its CPU, its own code. The entry
+ * and exit of each are timed where the interrupted task is a target thread,
+ * and summed into the thread's interrupt run (struct sb_irq_run), written
+ * when the next interrupt does not extend it, or by the agent's tick once it
+ * is SB_IRQ_RUN_GAP_NS old. Only tp_btf variants: they keep the run in task
+ * storage. A hard interrupt inside a softirq is the hard interrupt's time,
+ * not the softirq's.
+ */
+struct irq_nest {
+	__u64 soft_start;    /* the softirq running on this CPU began (0: none timed) */
+	__u64 hard_start;    /* the hard interrupt handler running began (0: none timed) */
+	__u64 hard_in_soft;  /* hard interrupt time inside the softirq running */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct irq_nest);
+} irq_nest SEC(".maps");
+
+#define SB_IRQ_SRC_HARD SB_NSOFTIRQ
+#define SB_IRQ_SRC_SYS (SB_NSOFTIRQ + 1) /* + enum sb_sysirq */
+
+/* write ts's interrupt run (the caller holds irq_busy) */
+static __always_inline void irq_emit(struct tstate *ts)
+{
+	if (ts->irq.start_ns && is_target_tgid(ts->irq.h.pid))
+		emit_copy(&ts->irq, sizeof(ts->irq), SB_EV_IRQ_RUN);
+	ts->irq.start_ns = 0;
+	ts->irq_hard_max = 0;
+}
+
+static __always_inline void irq_add(struct task_struct *t, __u64 from, __u64 now, __u64 d,
+				    __u32 src, __u32 irq, struct irqaction *action)
+{
+	struct tstate *ts = tstate_of(t, true);
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct sb_irq_run *r;
+
+	if (!ts || __sync_val_compare_and_swap(&ts->irq_busy, 0, 1))
+		return;
+	r = &ts->irq;
+	if (r->start_ns && (from > r->h.ts + SB_IRQ_RUN_GAP_NS || now > r->start_ns + SB_IRQ_RUN_SPAN_NS ||
+			    r->h.cpu != cpu))
+		irq_emit(ts);
+	if (!r->start_ns) {
+		r->h.type = SB_EV_IRQ_RUN;
+		r->h.size = sizeof(*r);
+		r->h.cpu = cpu;
+		r->h.flags = 0;
+		r->h.pid = t->tgid;
+		r->h.tid = t->pid;
+		r->start_ns = from;
+		r->hard_ns = 0;
+		r->soft_ns = 0;
+		r->hard_count = 0;
+		r->soft_count = 0;
+		for (int i = 0; i < SB_NSOFTIRQ; i++)
+			r->vec_ns[i] = 0;
+		r->hard_irq = 0;
+		r->sys_count = 0;
+		r->hard_name[0] = 0;
+		for (int i = 0; i < SB_NSYSIRQ; i++)
+			r->sys_ns[i] = 0;
+	}
+	r->h.ts = now;
+	if (src == SB_IRQ_SRC_HARD) {
+		r->hard_ns += d;
+		r->hard_count++;
+		if (d > ts->irq_hard_max && action) {
+			ts->irq_hard_max = d;
+			r->hard_irq = irq;
+			if (bpf_probe_read_kernel_str(r->hard_name, sizeof(r->hard_name), action->name) < 0)
+				r->hard_name[0] = 0;
+		}
+	} else if (src >= SB_IRQ_SRC_SYS) {
+		__u32 k = src - SB_IRQ_SRC_SYS;
+		__u64 v;
+
+		r->sys_count++;
+		if (k < SB_NSYSIRQ) {
+			v = r->sys_ns[k] + d;
+			r->sys_ns[k] = v > 0xffffffffull ? 0xffffffffu : (__u32)v;
+		}
+	} else {
+		__u64 v;
+
+		r->soft_ns += d;
+		r->soft_count++;
+		if (src < SB_NSOFTIRQ) {
+			v = r->vec_ns[src] + d;
+			r->vec_ns[src] = v > 0xffffffffull ? 0xffffffffu : (__u32)v;
+		}
+	}
+	asm volatile("" ::: "memory");
+	ts->irq_busy = 0;
+}
+
+static __always_inline bool irq_on_target(void)
+{
+	return is_target_tgid(bpf_get_current_pid_tgid() >> 32);
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(btf_softirq_entry, unsigned int vec)
+{
+	__u32 zero = 0;
+	struct irq_nest *n;
+
+	if (!irq_on_target() || !(n = bpf_map_lookup_elem(&irq_nest, &zero)))
+		return 0;
+	n->soft_start = bpf_ktime_get_ns();
+	n->hard_in_soft = 0;
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(btf_softirq_exit, unsigned int vec)
+{
+	__u32 zero = 0;
+	struct irq_nest *n;
+	__u64 now, start, d;
+
+	if (!irq_on_target() || !(n = bpf_map_lookup_elem(&irq_nest, &zero)) || !n->soft_start)
+		return 0;
+	now = bpf_ktime_get_ns();
+	start = n->soft_start;
+	n->soft_start = 0;
+	if (now <= start)
+		return 0;
+	d = now - start;
+	d = d > n->hard_in_soft ? d - n->hard_in_soft : 0;
+	irq_add(bpf_get_current_task_btf(), start, now, d, vec, 0, NULL);
+	return 0;
+}
+
+/* a hard interrupt (a device's handler, or a system vector) begins on this CPU */
+static __always_inline int hard_entry(void)
+{
+	__u32 zero = 0;
+	struct irq_nest *n;
+
+	if (!irq_on_target() || !(n = bpf_map_lookup_elem(&irq_nest, &zero)))
+		return 0;
+	n->hard_start = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* ... and ends: its time is src's, not that of a softirq it interrupted */
+static __always_inline int hard_exit(__u32 src, __u32 irq, struct irqaction *action)
+{
+	__u32 zero = 0;
+	struct irq_nest *n;
+	__u64 now, start;
+
+	if (!irq_on_target() || !(n = bpf_map_lookup_elem(&irq_nest, &zero)) || !n->hard_start)
+		return 0;
+	now = bpf_ktime_get_ns();
+	start = n->hard_start;
+	n->hard_start = 0;
+	if (now <= start)
+		return 0;
+	if (n->soft_start)
+		n->hard_in_soft += now - start;
+	irq_add(bpf_get_current_task_btf(), start, now, now - start, src, irq, action);
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(btf_irq_entry, int irq, struct irqaction *action)
+{
+	return hard_entry();
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(btf_irq_exit, int irq, struct irqaction *action, int ret)
+{
+	return hard_exit(SB_IRQ_SRC_HARD, (__u32)irq, action);
+}
+
+/*
+ * The system interrupts that bypass the handlers above (x86's irq_vectors
+ * tracepoints, absent elsewhere): the local timer, the function-call and
+ * reschedule IPIs (RPS's kicks, TLB shootdowns, remote wakeups), irq work
+ */
+SEC("tp_btf/local_timer_entry")
+int BPF_PROG(btf_timer_entry, int vector)
+{
+	return hard_entry();
+}
+
+SEC("tp_btf/local_timer_exit")
+int BPF_PROG(btf_timer_exit, int vector)
+{
+	return hard_exit(SB_IRQ_SRC_SYS + SB_SYSIRQ_TIMER, 0, NULL);
+}
+
+SEC("tp_btf/call_function_entry")
+int BPF_PROG(btf_call_entry, int vector)
+{
+	return hard_entry();
+}
+
+SEC("tp_btf/call_function_exit")
+int BPF_PROG(btf_call_exit, int vector)
+{
+	return hard_exit(SB_IRQ_SRC_SYS + SB_SYSIRQ_CALL, 0, NULL);
+}
+
+SEC("tp_btf/call_function_single_entry")
+int BPF_PROG(btf_call1_entry, int vector)
+{
+	return hard_entry();
+}
+
+SEC("tp_btf/call_function_single_exit")
+int BPF_PROG(btf_call1_exit, int vector)
+{
+	return hard_exit(SB_IRQ_SRC_SYS + SB_SYSIRQ_CALL, 0, NULL);
+}
+
+SEC("tp_btf/reschedule_entry")
+int BPF_PROG(btf_resched_entry, int vector)
+{
+	return hard_entry();
+}
+
+SEC("tp_btf/reschedule_exit")
+int BPF_PROG(btf_resched_exit, int vector)
+{
+	return hard_exit(SB_IRQ_SRC_SYS + SB_SYSIRQ_RESCHED, 0, NULL);
+}
+
+SEC("tp_btf/irq_work_entry")
+int BPF_PROG(btf_work_entry, int vector)
+{
+	return hard_entry();
+}
+
+SEC("tp_btf/irq_work_exit")
+int BPF_PROG(btf_work_exit, int vector)
+{
+	return hard_exit(SB_IRQ_SRC_SYS + SB_SYSIRQ_WORK, 0, NULL);
+}
+
 /* raw_tp variants: same bodies, loaded where tp_btf does not */
 SEC("raw_tp/sched_switch")
 int BPF_PROG(raw_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
@@ -1203,12 +1453,22 @@ int flush_sched(struct bpf_iter__task *ctx)
 	struct tstate *ts;
 	__u64 now, h;
 
-	if (!t || !sched_fold_ns || !is_target_tgid(t->tgid))
+	if (!t || !is_target_tgid(t->tgid))
 		return 0;
 	ts = bpf_task_storage_get(&tstate, t, 0, 0);
 	if (!ts)
 		return 0;
 	now = bpf_ktime_get_ns();
+	/* its interrupt run, once no interrupt can extend it */
+	if (ts->irq.start_ns && (flush_all || now > ts->irq.h.ts + SB_IRQ_RUN_GAP_NS) &&
+	    !__sync_val_compare_and_swap(&ts->irq_busy, 0, 1)) {
+		if (flush_all || now > ts->irq.h.ts + SB_IRQ_RUN_GAP_NS)
+			irq_emit(ts);
+		asm volatile("" ::: "memory");
+		ts->irq_busy = 0;
+	}
+	if (!sched_fold_ns)
+		return 0;
 	h = ts->held;
 	if (h && (flush_all || now - h >= sched_fold_ns) && __sync_lock_test_and_set(&ts->held, 0)) {
 		if (ts->out.state == SB_STATE_RUNNABLE && now - h >= STALE_HELD_NS &&

@@ -441,6 +441,32 @@ static inline void w_burst(struct world *w, uint64_t s, uint64_t end, uint32_t t
 	st_put(&w->host, &r);
 }
 
+/*
+ * interrupt handlers on tid's time over [s, end]: soft_ns of NET_RX softirqs
+ * (soft_count of them), hard_ns of hard interrupt 11 ("virtio0-input.0"),
+ * call_ns of function-call IPIs
+ */
+static inline void w_irq_run(struct world *w, uint64_t s, uint64_t end, uint32_t tid,
+			     uint64_t soft_ns, uint32_t soft_count, uint64_t hard_ns, uint32_t hard_count,
+			     uint64_t call_ns, uint32_t call_count)
+{
+	struct sb_irq_run r = { 0 };
+
+	hdr(&r.h, SB_EV_IRQ_RUN, sizeof(r), end, T_PID, tid, T_CPU);
+	r.start_ns = s;
+	r.soft_ns = soft_ns;
+	r.soft_count = soft_count;
+	r.vec_ns[3] = (uint32_t)soft_ns;
+	r.hard_ns = hard_ns;
+	r.hard_count = hard_count;
+	r.hard_irq = hard_count ? 11 : 0;
+	if (hard_count)
+		memcpy(r.hard_name, "virtio0-input.0", 16);
+	r.sys_ns[SB_SYSIRQ_CALL] = (uint32_t)call_ns;
+	r.sys_count = call_count;
+	st_put(&w->host, &r);
+}
+
 static inline void w_step(struct world *w, uint64_t ts, uint32_t tid, uint64_t n)
 {
 	struct sb_step_ext r = { 0 };

@@ -729,6 +729,65 @@ static void t_vm_steal(void)
 	world_free(&w);
 }
 
+/*
+ * 4 ms of NET_RX softirqs (8 of them), 1 ms of a hard interrupt (2) and 0.5
+ * ms of function-call IPIs (3) on the launcher's time while it computed: irq,
+ * less their probes' cost (1 us a handler: half of it inside the timed time,
+ * all of it tracer), out of its own code; the sources named, the larger first
+ */
+static void inj_irq(struct world *w, uint64_t at, uint64_t len, void *arg)
+{
+	(void)arg;
+	w_irq_run(w, at + len / 4, at + 3 * len / 4, T_LAUNCHER, 4 * MS, 8, 1 * MS, 2, 500 * US, 3);
+}
+
+static void t_irq(void)
+{
+	struct world w;
+	struct sopt inj = { .pre = PRE, .gpu = GPU, .len = 20 * MS, .inj = inj_irq };
+	struct sopt plain = { .pre = PRE, .gpu = GPU };
+	struct engine *e;
+	const struct eng_step *s, *s0;
+	uint64_t S = 10 * SEC;
+
+	world_init(&w);
+	w_text(&w, SB_REC_COSTS, 0, T_PID, "irq_ns=1000\n");
+	S = std_step(&w, S, 0, &plain);
+	S = std_step(&w, S, 1, &inj);
+	S = std_step(&w, S, 2, &plain);
+	w_step(&w, S, T_LAUNCHER, 3);
+	e = run_world(&w, 0, NULL);
+	REQUIRE(e, "engine");
+	s = step_no(e, 1);
+	s0 = step_no(e, 0);
+	REQUIRE(s && s0, "steps");
+	CHECK(blame_of(s, ENG_IRQ, 0) == 5500 * US - 6500, "irq %" PRIu64 ", want 5493500",
+	      blame_of(s, ENG_IRQ, 0));
+	CHECK(blame_of(s, ENG_TRACER, 0) == 13 * US, "tracer %" PRIu64 ", want 13000",
+	      blame_of(s, ENG_TRACER, 0));
+	CHECK(blame_of(s, ENG_HOST_COMPUTE, 0) + 5500 * US + 6500 ==
+	      blame_of(s0, ENG_HOST_COMPUTE, 0) + 20 * MS,
+	      "host_compute %" PRIu64 " (plain step %" PRIu64 ")", blame_of(s, ENG_HOST_COMPUTE, 0),
+	      blame_of(s0, ENG_HOST_COMPUTE, 0));
+	CHECK(sum_blame(s, false) == s->gpu_idle_ns, "blame %" PRIu64 " != idle %" PRIu64,
+	      sum_blame(s, false), s->gpu_idle_ns);
+	REQUIRE(s->nirqs == 3, "%u irq sources", s->nirqs);
+	CHECK(s->irqs[0].kind == ENG_IRQ_SOFTIRQ && !strcmp(s->irqs[0].name, "NET_RX") &&
+	      s->irqs[0].cpu == T_CPU && s->irqs[0].ns == 4 * MS - 4 * US, "first: %s %s %" PRIu64,
+	      eng_irq_kind_name(s->irqs[0].kind), s->irqs[0].name, s->irqs[0].ns);
+	CHECK(s->irqs[1].kind == ENG_IRQ_HARD && s->irqs[1].irq == 11 &&
+	      !strcmp(s->irqs[1].name, "virtio0-input.0") && s->irqs[1].ns == 1 * MS - 1 * US,
+	      "second: %s %s %" PRIu64, eng_irq_kind_name(s->irqs[1].kind), s->irqs[1].name,
+	      s->irqs[1].ns);
+	CHECK(s->irqs[2].kind == ENG_IRQ_SYSTEM && !strcmp(s->irqs[2].name, "call_function") &&
+	      s->irqs[2].ns == 500 * US - 1500, "third: %s %s %" PRIu64,
+	      eng_irq_kind_name(s->irqs[2].kind), s->irqs[2].name, s->irqs[2].ns);
+	CHECK(!strcmp(eng_cause_name(ENG_IRQ), "irq"), "name %s", eng_cause_name(ENG_IRQ));
+	CHECK(blame_of(s0, ENG_IRQ, 0) == 0 && !s0->nirqs, "step 0 has irq");
+	engine_free(e);
+	world_free(&w);
+}
+
 static void t_preempt_while_busy_is_free(void)
 {
 	struct world w;
@@ -3498,6 +3557,7 @@ int main(void)
 	RUN(t_periodic_dips);
 	RUN(t_gpu_slow);
 	RUN(t_vm_steal);
+	RUN(t_irq);
 	RUN(t_cpu_throttle);
 	RUN(t_wakeup_chain_throttled);
 	RUN(t_crowd_keeps_names);

@@ -61,6 +61,8 @@ static const struct want {
 	  offsetof(struct sb_fault_run, start_ns), SB_KIND_KERNEL, SB_COST_FAULT },
 	{ SB_EV_SCHED_RUN, "sched_run", sizeof(struct sb_sched_run),
 	  offsetof(struct sb_sched_run, start_ns), SB_KIND_KERNEL, SB_COST_SCHED_FOLD },
+	{ SB_EV_IRQ_RUN, "irq_run", sizeof(struct sb_irq_run),
+	  offsetof(struct sb_irq_run, start_ns), SB_KIND_KERNEL, SB_COST_IRQ },
 	{ SB_REC_HOST, "host", sizeof(struct sb_text), NO_START, SB_KIND_TEXT, SB_COST_NONE },
 	{ SB_REC_CPU, "cpu", sizeof(struct sb_cpu), NO_START, SB_KIND_META, SB_COST_NONE },
 	{ SB_REC_TARGET, "target", sizeof(struct sb_text), NO_START, SB_KIND_TEXT, SB_COST_NONE },
@@ -212,6 +214,11 @@ static void t_cost_of(void)
 			((struct sb_sched_run *)h)->sleeps = 5;
 			((struct sb_sched_run *)h)->preempts = 4;
 		}
+		if (t == SB_EV_IRQ_RUN) {
+			((struct sb_irq_run *)h)->hard_count = 3;
+			((struct sb_irq_run *)h)->soft_count = 8;
+			((struct sb_irq_run *)h)->sys_count = 5;
+		}
 		n = sb_cost_of(h, &cls);
 		if (!w || w->cost == SB_COST_NONE) {
 			CHECK(n == 0 && cls == -7, "type %u: %" PRIu64 " of class %d", t, n, cls);
@@ -219,7 +226,9 @@ static void t_cost_of(void)
 		}
 		CHECK(cls == w->cost, "%s: class %d, not %d", w->name, cls, w->cost);
 		/* a run: a switch each way per trip, and a wakeup per sleep */
-		CHECK(n == (t == SB_EV_ALLOC_BURST ? 37 : t == SB_EV_SCHED_RUN ? 3 * 5 + 2 * 4 : 1),
+		/* an interrupt run: each handler's pair of probes */
+		CHECK(n == (t == SB_EV_ALLOC_BURST ? 37 : t == SB_EV_SCHED_RUN ? 3 * 5 + 2 * 4 :
+			    t == SB_EV_IRQ_RUN ? 3 + 8 + 5 : 1),
 		      "%s: %" PRIu64 " events", w->name, n);
 	}
 }

@@ -663,7 +663,7 @@ static void t_corrupt_records(void)
 		{ "size not multiple of 8", 3, 1, 60, SBT_CORRUPT, "not a multiple of 8" },
 		{ "size over max", 3, 1, 65535, SBT_CORRUPT, "exceeds the maximum" },
 		{ "size under struct", 0, 1, 48, SBT_CORRUPT, "smaller than its 56-byte struct" },
-		{ "unknown type < max", 5, 0, 21, SBT_CORRUPT, "unknown record type 21" },
+		{ "unknown type < max", 5, 0, 22, SBT_CORRUPT, "unknown record type 22" },
 		{ "unknown type 0", 5, 0, 0, SBT_CORRUPT, "unknown record type 0" },
 		{ "type >= max", 5, 0, 64, SBT_CORRUPT, "unknown record type 64" },
 		{ "text len too big", 14, 2, 9999, SBT_CORRUPT, "text length 9999" },
@@ -820,7 +820,7 @@ static void t_check_record(void)
 	CHECK(sbt_check_record(h, 48) != NULL, "text len 1 padded to 48 accepted");
 	CHECK(!strcmp(sb_type_name(SB_EV_SWITCH_OUT), "switch_out") &&
 	      !strcmp(sb_type_name(SB_REC_TRAILER), "trailer") &&
-	      !strcmp(sb_type_name(21), "unknown") &&
+	      !strcmp(sb_type_name(22), "unknown") &&
 	      !strcmp(sb_state_name(SB_STATE_RUNNABLE), "runnable") &&
 	      !strcmp(sb_alloc_fn_name(SB_FN_POSIX_MEMALIGN), "posix_memalign") &&
 	      !strcmp(sb_mmsys_name(SB_SYS_MADVISE), "madvise") &&

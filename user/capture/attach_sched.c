@@ -25,10 +25,30 @@ bool tp_exists(const struct btf *vmlinux, const char *tp)
 	return btf__find_by_name_kind(vmlinux, name, BTF_KIND_TYPEDEF) > 0;
 }
 
+/* the interrupt probes (docs/ARCHITECTURE.md, "Interrupts"): tp_btf only */
+static bool is_irq_prog(const struct sched_bpf *s, const struct bpf_program *prog)
+{
+	const struct bpf_program *irq[] = {
+		s->progs.btf_softirq_entry, s->progs.btf_softirq_exit, s->progs.btf_irq_entry,
+		s->progs.btf_irq_exit,      s->progs.btf_timer_entry,  s->progs.btf_timer_exit,
+		s->progs.btf_call_entry,    s->progs.btf_call_exit,    s->progs.btf_call1_entry,
+		s->progs.btf_call1_exit,    s->progs.btf_resched_entry, s->progs.btf_resched_exit,
+		s->progs.btf_work_entry,    s->progs.btf_work_exit,
+	};
+
+	for (size_t i = 0; i < sizeof(irq) / sizeof(irq[0]); i++)
+		if (prog == irq[i])
+			return true;
+	return false;
+}
+
 int open_sched(struct probes *p, bool use_btf, const struct btf *vmlinux)
 {
 	struct bpf_program *prog;
 	struct sched_bpf *s = sched_bpf__open();
+	/* they keep their runs in task storage */
+	bool irq_on = use_btf && !p->o.no_irq &&
+		      libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) > 0;
 	int err;
 
 	if (!s)
@@ -65,7 +85,9 @@ int open_sched(struct probes *p, bool use_btf, const struct btf *vmlinux)
 		bool btf = !strncmp(sec, "tp_btf/", 7);
 
 		if (prog == s->progs.flush_sched)
-			bpf_program__set_autoload(prog, p->fold_ns != 0);
+			bpf_program__set_autoload(prog, p->fold_ns != 0 || irq_on);
+		else if (is_irq_prog(s, prog))
+			bpf_program__set_autoload(prog, irq_on && tp_exists(vmlinux, tp + 1));
 		else
 			bpf_program__set_autoload(prog, btf == use_btf && tp && tp_exists(vmlinux, tp + 1));
 	}
@@ -82,8 +104,11 @@ int attach_sched(struct probes *p)
 {
 	struct bpf_program *prog;
 
-	if (p->fold_ns) {
-		/* the tick's flush of held trips and idle runs: without it nothing may be held */
+	if (bpf_program__autoload(p->sched->progs.flush_sched)) {
+		/*
+		 * the tick's flush of held trips and idle scheduler and
+		 * interrupt runs: without it nothing may be held
+		 */
 		p->flush_sched = bpf_program__attach_iter(p->sched->progs.flush_sched, NULL);
 		if (!p->flush_sched)
 			return -errno;
@@ -95,7 +120,7 @@ int attach_sched(struct probes *p)
 		char name[48];
 		int err;
 
-		snprintf(name, sizeof(name), "sched:%s", tp);
+		snprintf(name, sizeof(name), "%s:%s", is_irq_prog(p->sched, prog) ? "irq" : "sched", tp);
 		if (prog == p->sched->progs.flush_sched)
 			continue;
 		if (!bpf_program__autoload(prog)) {

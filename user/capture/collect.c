@@ -1591,7 +1591,7 @@ out:
 
 enum { OPT_ALLOC_LIB = 256, OPT_ALLOC_MIN, OPT_NO_ALLOC, OPT_STEP_UPROBE, OPT_AGENT_CPU,
        OPT_RING, OPT_NO_GPU, OPT_JSON, OPT_NO_CUDA, OPT_NO_TRACEFS, OPT_MAX_OVERHEAD,
-       OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_FP_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK,
+       OPT_NO_CHILDREN, OPT_NO_STACKS, OPT_NO_IRQ, OPT_FP_STACKS, OPT_METRICS_ADDR, OPT_JOB, OPT_RANK, OPT_LOCAL_RANK,
        OPT_TAIL_ONLY, OPT_LINES, OPT_HTML, OPT_CGROUP, OPT_DIR, OPT_AROUND, OPT_BUFFER, OPT_MAX_SNIPPETS,
        OPT_MAX_DISK, OPT_ROTATE, OPT_IDLE, OPT_TAIL_K, OPT_FOLD, OPT_COMPRESS_LEVEL,
        OPT_NO_INJECT };
@@ -1711,6 +1711,11 @@ const struct opt collect_options[] = {
 	  "1000; 0: every switch is recorded, as perf would)", COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
 	{ "no-stacks", OPT_NO_STACKS, NULL,
 	  "no user stacks at slow I/O, mmap-family and allocator calls and faults", COLLECT_RECORD },
+	{ "no-irq", OPT_NO_IRQ, NULL,
+	  "do not time the interrupt handlers that run on the target's threads\n"
+	  "(the cause irq: probes on every CPU's interrupts, which return at\n"
+	  "once where the task interrupted is not the target's)",
+	  COLLECT_RECORD | COLLECT_ATTACH | COLLECT_WATCH },
 	{ "fp-stacks", OPT_FP_STACKS, NULL,
 	  "user stacks from frame pointers only. By default (x86-64) the probes\n"
 	  "also copy the top of the stack, at every event of 1 ms or more and\n"
@@ -1915,6 +1920,9 @@ int collect_parse_common(int argc, char **argv, struct collect_opts *o, const ch
 			break;
 		case OPT_NO_STACKS:
 			o->probe.no_stacks = true;
+			break;
+		case OPT_NO_IRQ:
+			o->probe.no_irq = true;
 			break;
 		case OPT_FP_STACKS:
 			o->probe.fp_stacks = true;

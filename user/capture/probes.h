@@ -32,6 +32,7 @@ struct probe_opts {
 	bool no_cuda;               /* do not probe the CUDA driver */
 	bool no_tracefs;            /* never use (or mount) tracefs: raw tracepoints only */
 	bool no_stacks;             /* --no-stacks: no user stacks at events */
+	bool no_irq;                /* --no-irq: interrupt handlers on the target's time not timed */
 	bool fp_stacks;             /* --fp-stacks: no stack copies, frame pointers only */
 	bool verbose;               /* libbpf's own messages */
 	bool no_children;           /* --no-children: the target process alone, not its descendants */

@@ -4,6 +4,7 @@
  * JSON lines. Output goes through one large buffer and hand-rolled number
  * formatting: a capture can hold tens of millions of records.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -638,6 +639,35 @@ static void print_sb_sched_run(const struct sb_hdr *h)
 	f_u("max_ns", e->max_ns);
 	f_task("waker", e->waker_comm, e->waker_pid, e->waker_tid);
 	f_task("runner", e->runner_comm, e->runner_pid, e->runner_tid);
+}
+
+static void print_sb_irq_run(const struct sb_hdr *h)
+{
+	const struct sb_irq_run *e = (const void *)h;
+	char k[32], k_[32];
+
+	f_span(e->start_ns, h->ts);
+	f_u("hard_ns", e->hard_ns);
+	f_u("hard_count", e->hard_count);
+	f_u("soft_ns", e->soft_ns);
+	f_u("soft_count", e->soft_count);
+	for (unsigned v = 0; v < SB_NSOFTIRQ; v++)
+		if (e->vec_ns[v]) {
+			snprintf(k, sizeof(k), "%s_ns", sb_softirq_name(v));
+			for (char *c = k; *c; c++)
+				*c = (char)tolower((unsigned char)*c);
+			f_u(k, e->vec_ns[v]);
+		}
+	if (e->hard_count) {
+		f_u("hard_irq", e->hard_irq);
+		f_comm("hard_name", e->hard_name);
+	}
+	f_u("sys_count", e->sys_count);
+	for (unsigned k = 0; k < SB_NSYSIRQ; k++)
+		if (e->sys_ns[k]) {
+			snprintf(k_, sizeof(k_), "%s_ns", sb_sysirq_name(k));
+			f_u(k_, e->sys_ns[k]);
+		}
 }
 
 static void print_sb_reclaim(const struct sb_hdr *h)

@@ -28,6 +28,7 @@ void accum_reset(struct accum *a)
 	a->nio = 0;
 	a->nmoves = 0;
 	a->nmaps = 0;
+	a->nirqs = 0;
 }
 
 void accum_free(struct engine *e, struct accum *a)
@@ -260,6 +261,39 @@ static void moves_merge(struct accum *dst, const struct accum *src)
 	}
 }
 
+/* irq time ns of source b (an interrupt run's part) in a */
+static void accum_irq(struct accum *a, const struct irq_burst *b, uint64_t ns)
+{
+	struct irq_use *u = NULL;
+
+	for (uint32_t i = 0; i < a->nirqs && !u; i++)
+		if (a->irqs[i].src == b->src &&
+		    (b->src != SB_NSOFTIRQ || !strncmp(a->irqs[i].name, b->name, SB_COMM_LEN)))
+			u = &a->irqs[i];
+	if (!u && a->nirqs < IRQ_USES_MAX) {
+		u = &a->irqs[a->nirqs++];
+		u->src = b->src;
+		u->irq = b->irq;
+		memcpy(u->name, b->name, SB_COMM_LEN);
+		u->ns = 0;
+	}
+	if (u) {
+		u->ns += ns;
+		u->cpu = b->cpu;
+	}
+}
+
+static void irqs_merge(struct accum *dst, const struct accum *src)
+{
+	for (uint32_t k = 0; k < src->nirqs; k++) {
+		struct irq_burst b = { .src = src->irqs[k].src, .irq = src->irqs[k].irq,
+				       .cpu = src->irqs[k].cpu };
+
+		memcpy(b.name, src->irqs[k].name, SB_COMM_LEN);
+		accum_irq(dst, &b, src->irqs[k].ns);
+	}
+}
+
 static void io_merge(struct accum *dst, const struct accum *src)
 {
 	for (uint32_t k = 0; k < src->nio; k++) {
@@ -291,6 +325,7 @@ void accum_merge(struct engine *e, struct accum *dst, const struct accum *src)
 {
 	io_merge(dst, src);
 	moves_merge(dst, src);
+	irqs_merge(dst, src);
 	maps_merge(e, dst, src);
 	for (int c = 0; c < ENG_NCAUSE; c++)
 		dst->ns[c] += src->ns[c];
@@ -497,6 +532,38 @@ static uint64_t burst_take(struct thread *t, uint64_t x, uint64_t y, uint64_t *t
 	return got;
 }
 
+/*
+ * Of t's unexplained on-CPU time [x, y], how much its interrupt runs' sources
+ * claim as irq (used up), by source into a (NULL: outside a gap); *tracer:
+ * how much of that is the interrupt probes' own cost, as burst_take.
+ */
+static uint64_t irq_take(struct engine *e, struct thread *t, struct accum *a, uint64_t x, uint64_t y,
+			 uint64_t *tracer)
+{
+	uint64_t got = 0;
+
+	*tracer = 0;
+	if (t->candidate < 0)
+		return 0;
+	for (uint32_t i = 0; i < t->nirqb && got < y - x; i++) {
+		struct irq_burst *b = &e->irqb[t->candidate][i];
+		uint64_t lo = max64(x, b->s), hi = min64(y, b->e), take, tr;
+
+		if (hi <= lo || !b->left)
+			continue;
+		take = min64(min64(hi - lo, b->left), y - x - got);
+		tr = take == b->left ? b->tracer :
+		     min64(b->tracer, share(b->tracer_all, take, b->calls_ns ? b->calls_ns : take));
+		b->tracer -= tr;
+		b->left -= take;
+		got += take;
+		*tracer += tr;
+		if (a && take > tr)
+			accum_irq(a, b, take - tr);
+	}
+	return got;
+}
+
 /* the cut points of a piece of time, in order (a few dozen: insertion sort) */
 static void sort_points(uint64_t *pts, int np)
 {
@@ -517,7 +584,7 @@ static void sort_points(uint64_t *pts, int np)
 static void classify_overlays(struct engine *e, struct thread *t, struct accum *a, uint64_t s,
 			      uint64_t end, bool asleep)
 {
-	uint64_t pts[2 * OVERLAYS_MAX + 2 * BURSTS_MAX + 6];
+	uint64_t pts[2 * OVERLAYS_MAX + 2 * BURSTS_MAX + 2 * IRQ_BURSTS_MAX + 6];
 	struct overlay ov[OVERLAYS_MAX + 1];
 	int nov = 0, np = 0;
 
@@ -544,6 +611,14 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 			pts[np++] = t->bursts[i].s;
 		if (t->bursts[i].e > s && t->bursts[i].e < end)
 			pts[np++] = t->bursts[i].e;
+	}
+	for (uint32_t i = 0; !asleep && t->candidate >= 0 && i < t->nirqb; i++) {
+		const struct irq_burst *q = &e->irqb[t->candidate][i];
+
+		if (q->s > s && q->s < end)
+			pts[np++] = q->s;
+		if (q->e > s && q->e < end)
+			pts[np++] = q->e;
 	}
 	sort_points(pts, np);
 	for (int i = 0; i + 1 < np; i++) {
@@ -587,8 +662,11 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 		if (asleep && best == ENG_IO_WAIT && t->state == TS_SLEEP_S)
 			best = -1;
 		if (!a) {
-			if (best < 0 && !asleep)
-				burst_take(t, x, y, &tr);
+			if (best < 0 && !asleep) {
+				uint64_t iq = irq_take(e, t, NULL, x, y, &tr);
+
+				burst_take(t, x + iq, y, &tr);
+			}
 			continue;
 		}
 		if (best == ENG_PAGE_FAULT && !asleep && t->fault_tracer) {
@@ -618,20 +696,29 @@ static void classify_overlays(struct engine *e, struct thread *t, struct accum *
 			timeline_thread(e, t, eng_cause_name(best), x, y);
 		} else if (!asleep) {
 			/*
-			 * In a burst of fast allocator calls: as much as its calls
-			 * took is alloc, less the probes' own cost, which is tracer.
+			 * Interrupt handlers on its time (an interrupt run): irq,
+			 * less their probes' own cost. In a burst of fast
+			 * allocator calls: as much as its calls took is alloc,
+			 * less the probes' own cost, which is tracer.
 			 */
-			uint64_t al = burst_take(t, x, y, &tr);
+			uint64_t itr, iq = irq_take(e, t, a, x, y, &itr);
+			uint64_t al = burst_take(t, x + iq, y, &tr), u = x;
 
-			accum_add(e, a, ENG_TRACER, tr, NULL);
+			accum_add(e, a, ENG_TRACER, itr + tr, NULL);
+			accum_add(e, a, ENG_IRQ, iq - itr, NULL);
 			accum_add(e, a, ENG_ALLOC, al - tr, NULL);
-			accum_add(e, a, ENG_HOST_COMPUTE, y - x - al, NULL);
-			if (tr)
-				timeline_thread(e, t, eng_cause_name(ENG_TRACER), x, x + tr);
+			accum_add(e, a, ENG_HOST_COMPUTE, y - x - iq - al, NULL);
+			if (itr + tr)
+				timeline_thread(e, t, eng_cause_name(ENG_TRACER), u, u + itr + tr);
+			u += itr + tr;
+			if (iq > itr)
+				timeline_thread(e, t, eng_cause_name(ENG_IRQ), u, u + iq - itr);
+			u += iq - itr;
 			if (al > tr)
-				timeline_thread(e, t, eng_cause_name(ENG_ALLOC), x + tr, x + al);
-			if (x + al < y)
-				timeline_thread(e, t, eng_cause_name(ENG_HOST_COMPUTE), x + al, y);
+				timeline_thread(e, t, eng_cause_name(ENG_ALLOC), u, u + al - tr);
+			u += al - tr;
+			if (u < y)
+				timeline_thread(e, t, eng_cause_name(ENG_HOST_COMPUTE), u, y);
 		} else {
 			/* a plain sleep: why is known at the wakeup */
 			timeline_thread(e, t, state_name(t->state), x, y);
@@ -656,12 +743,6 @@ static struct thread *followed_waker(struct engine *e, uint32_t pid, uint32_t ti
 static void wakeup_chain(struct engine *e, struct accum *a, uint64_t s, uint64_t end,
 			 struct thread *w, const struct eng_who *dflt, const struct thread *victim,
 			 int depth, struct eng_act *act);
-
-/* part * num / den, without overflow */
-static uint64_t share(uint64_t part, uint64_t num, uint64_t den)
-{
-	return den ? (uint64_t)((unsigned __int128)part * num / den) : part;
-}
 
 /*
  * [x, y] inside t's scheduler run (host.c, ev_sched_run): its share of what
@@ -712,7 +793,7 @@ static void account_srun(struct engine *e, struct thread *t, struct piece *p, ui
 		t->srun_preempts -= c;
 	}
 	if (!a) {
-		if (t->nbursts)
+		if (t->nbursts || t->nirqb)
 			classify_overlays(e, t, NULL, x, x + on, false);
 		timeline_thread(e, t, state_name(TS_RUNNING), x, y);
 		return;
@@ -802,6 +883,14 @@ void thread_account(struct engine *e, struct thread *t, uint64_t to)
 		else
 			i++;
 	}
+	for (uint32_t i = 0; t->candidate >= 0 && i < t->nirqb;) {
+		struct irq_burst *q = e->irqb[t->candidate];
+
+		if (q[i].e <= s || !q[i].left)
+			q[i] = q[--t->nirqb];
+		else
+			i++;
+	}
 	if (t->srun_e > s && t->srun_s < to && t->state == TS_RUNNING) {
 		/* a scheduler run: its span takes its share of the run's off-CPU time */
 		uint64_t x = max64(s, t->srun_s), y = min64(to, t->srun_e);
@@ -824,13 +913,13 @@ static void account_range(struct engine *e, struct thread *t, struct piece *p, u
 	struct accum *a;
 
 	if (!p) {
-		if (t->state == TS_RUNNING && t->nbursts)
+		if (t->state == TS_RUNNING && (t->nbursts || t->nirqb))
 			classify_overlays(e, t, NULL, s, to, false);
 		timeline_thread(e, t, state_name(t->state), s, to);
 		return;
 	}
 	if (s < p->start) {
-		if (t->state == TS_RUNNING && t->nbursts)
+		if (t->state == TS_RUNNING && (t->nbursts || t->nirqb))
 			classify_overlays(e, t, NULL, s, min64(p->start, to), false);
 		s = p->start;
 	}

@@ -77,8 +77,13 @@ static const char *const cause_names[ENG_NCAUSE] = {
 	[ENG_CUDA_API] = "cuda_api", [ENG_HOST_COMPUTE] = "host_compute",
 	[ENG_GPU_SLOW] = "gpu_slow", [ENG_UNKNOWN] = "unknown",
 	[ENG_TRACER] = "tracer", [ENG_VM_STEAL] = "vm_steal",
-	[ENG_CPU_THROTTLE] = "cpu_throttle",
+	[ENG_CPU_THROTTLE] = "cpu_throttle", [ENG_IRQ] = "irq",
 };
+
+const char *eng_irq_kind_name(int kind)
+{
+	return kind == ENG_IRQ_HARD ? "hard" : kind == ENG_IRQ_SYSTEM ? "system" : "softirq";
+}
 
 static const char *const count_names[ENG_NCOUNT] = {
 	[ENG_N_FAULTS] = "faults", [ENG_N_MAJOR_FAULTS] = "major_faults",

@@ -52,6 +52,12 @@ enum eng_cause {
 	 * ran on its CPU meanwhile.
 	 */
 	ENG_CPU_THROTTLE,
+	/*
+	 * On its CPU, but in interrupt handlers run on its time: hard
+	 * interrupts and the softirqs run on their way out (docs/ARCHITECTURE.md,
+	 * "Interrupts"); the source is the step's irqs.
+	 */
+	ENG_IRQ,
 	ENG_NCAUSE,
 };
 
@@ -280,6 +286,25 @@ struct eng_move {
 };
 
 /*
+ * The interrupts behind a step's irq time: a softirq vector ("NET_RX",
+ * "TIMER", ...) or a hard interrupt's handler, on the critical thread's time.
+ */
+#define ENG_MAX_IRQS 3
+enum eng_irq_kind { ENG_IRQ_SOFTIRQ, ENG_IRQ_HARD, ENG_IRQ_SYSTEM };
+const char *eng_irq_kind_name(int kind); /* "softirq", "hard", "system" */
+struct eng_irq {
+	uint8_t kind;            /* enum eng_irq_kind */
+	uint32_t irq;            /* hard: its number */
+	/*
+	 * softirq: the vector's name ("NET_RX"); hard: the handler's ("" unknown);
+	 * system: "local_timer", "call_function", "reschedule", "irq_work"
+	 */
+	char name[SB_COMM_LEN + 1];
+	uint16_t cpu;            /* the CPU it ran on (the last, where several) */
+	uint64_t ns;             /* irq time blamed to it */
+};
+
+/*
  * The mapping behind a step's page_fault time: one mmap()ed region of the
  * capture (mmsys records that say what they mapped), by the critical thread's
  * faults in it. Faults elsewhere (memory mapped before the capture, brk) have none.
@@ -342,7 +367,7 @@ struct eng_audit {
 };
 
 /* room for every cause without a culprit, and a few culprits */
-#define ENG_MAX_BLAME 16
+#define ENG_MAX_BLAME 24
 
 struct eng_step {
 	uint64_t index;          /* 0, 1, 2 ... in order */
@@ -385,6 +410,8 @@ struct eng_step {
 	struct eng_move moves[ENG_MAX_MOVES]; /* by ns, descending */
 	uint32_t nmaps;
 	const struct eng_map *maps; /* nmaps (<= ENG_MAX_MAPS), by ns, descending */
+	uint32_t nirqs;
+	const struct eng_irq *irqs; /* nirqs (<= ENG_MAX_IRQS), by ns, descending */
 	/* the launching threads alive in the step, in the order they became such */
 	uint32_t naudit;
 	const struct eng_audit *audit; /* naudit (<= ENG_MAX_AUDIT) */

@@ -1100,6 +1100,75 @@ static void ev_alloc_burst(struct engine *e, const struct sb_alloc_burst *r, uin
 							      UINT32_MAX - a->count[ENG_N_BURST_ALLOCS]);
 }
 
+/* a source of an interrupt run: budget ns of t's on-CPU time in [s, end] is irq */
+static void add_irq_burst(struct engine *e, struct thread *t, uint64_t s, uint64_t end, uint64_t ns, uint64_t tracer,
+			  uint16_t cpu, uint8_t src, uint32_t irq, const char *name)
+{
+	struct irq_burst *q = e->irqb[t->candidate], *b;
+
+	if (end <= s || !ns)
+		return;
+	if (t->nirqb == IRQ_BURSTS_MAX) {
+		uint32_t k = 0;
+
+		for (uint32_t i = 1; i < t->nirqb; i++)
+			if (q[i].e < q[k].e)
+				k = i;
+		q[k] = q[--t->nirqb];
+	}
+	b = &q[t->nirqb++];
+	memset(b, 0, sizeof(*b));
+	b->s = s;
+	b->e = end;
+	/*
+	 * Of a probe pair's time, the part after the entry's clock reading and
+	 * before the exit's is inside the timed handler; the rest, about as
+	 * much, is on the thread's time around it (docs/ARCHITECTURE.md,
+	 * "Interrupts"): the budget takes that half too, the tracer all of it
+	 */
+	b->left = min64(ns + tracer / 2, end - s);
+	b->tracer = b->tracer_all = min64(tracer, b->left);
+	b->calls_ns = b->left;
+	b->src = src;
+	b->cpu = cpu;
+	b->irq = irq;
+	if (name)
+		memcpy(b->name, name, SB_COMM_LEN);
+}
+
+/*
+ * Interrupt handlers on a thread's time, [s, ts] (docs/ARCHITECTURE.md,
+ * "Interrupts"): each source's time there is irq, out of what would be its
+ * own code
+ */
+static void ev_irq_run(struct engine *e, const struct sb_irq_run *r, uint64_t s)
+{
+	struct thread *t = thread_find(e, r->h.tid);
+	uint64_t c = e->costs.ns[SB_COST_IRQ], soft = 0, sys = 0;
+	char name[SB_COMM_LEN];
+
+	if (!t || t->candidate < 0 || r->h.ts <= s)
+		return;
+	for (unsigned v = 0; v < SB_NSOFTIRQ; v++)
+		soft += r->vec_ns[v];
+	for (unsigned v = 0; v < SB_NSOFTIRQ; v++)
+		if (r->vec_ns[v])
+			add_irq_burst(e, t, s, r->h.ts, r->vec_ns[v],
+				      share(r->soft_count * c, r->vec_ns[v], soft), r->h.cpu, (uint8_t)v,
+				      0, NULL);
+	for (unsigned k = 0; k < SB_NSYSIRQ; k++)
+		sys += r->sys_ns[k];
+	for (unsigned k = 0; k < SB_NSYSIRQ; k++)
+		if (r->sys_ns[k])
+			add_irq_burst(e, t, s, r->h.ts, r->sys_ns[k],
+				      share(r->sys_count * c, r->sys_ns[k], sys), r->h.cpu,
+				      (uint8_t)(SB_NSOFTIRQ + 1 + k), 0, NULL);
+	memcpy(name, r->hard_name, SB_COMM_LEN);
+	name[SB_COMM_LEN - 1] = 0;
+	add_irq_burst(e, t, s, r->h.ts, r->hard_ns, r->hard_count * c, r->h.cpu, SB_NSOFTIRQ,
+		      r->hard_irq, name);
+}
+
 /* a task seen running in a real-time class: the first ENG_RT_MAX kept (engine_task_realtime) */
 static void realtime_seen(struct engine *e, uint32_t tid, const char *comm)
 {
@@ -1297,6 +1366,9 @@ void sweep_record(struct engine *e, uint64_t key, const struct sb_hdr *h)
 		break;
 	case SB_EV_ALLOC_BURST:
 		ev_alloc_burst(e, (const struct sb_alloc_burst *)h, key);
+		break;
+	case SB_EV_IRQ_RUN:
+		ev_irq_run(e, (const struct sb_irq_run *)h, key);
 		break;
 	case SB_EV_IOSYS:
 		ev_iosys(e, h, key);

@@ -18,6 +18,12 @@
 #include "format/gpu.h"
 #include "format/trace.h"
 
+/* part * num / den, without overflow; part where den is 0 */
+static inline uint64_t share(uint64_t part, uint64_t num, uint64_t den)
+{
+	return den ? (uint64_t)((unsigned __int128)part * num / den) : part;
+}
+
 /* a + b, at most UINT64_MAX: a trace's counters and times are the input's to set */
 static inline uint64_t sat_add(uint64_t a, uint64_t b)
 {
@@ -31,6 +37,7 @@ static inline uint64_t sat_add(uint64_t a, uint64_t b)
 #define PENDING_MAX 8
 #define OVERLAYS_MAX 16
 #define BURSTS_MAX 4
+#define IRQ_BURSTS_MAX 8 /* an interrupt run's sources (sb_irq_run) */
 #define FAULT_CALIB_MIN 64
 #define FAULT_HIST_PER_OCTAVE 16
 #define FAULT_HIST_OCTAVES 21
@@ -150,6 +157,31 @@ struct burst {
 };
 
 /*
+ * A source of an interrupt run (sb_irq_run, docs/ARCHITECTURE.md,
+ * "Interrupts"): of the thread's on-CPU time in [s, e] that nothing else
+ * explains, up to `left` ns is irq, taken as a burst's (before the bursts)
+ */
+struct irq_burst {
+	uint64_t s, e, left;
+	uint64_t tracer, tracer_all, calls_ns; /* as struct burst; calls_ns: left at first */
+	/* softirq vector; SB_NSOFTIRQ: a device's hard interrupt; SB_NSOFTIRQ + 1 + enum sb_sysirq */
+	uint8_t src;
+	uint16_t cpu;
+	uint32_t irq;            /* hard: the longest one's number */
+	char name[SB_COMM_LEN];  /* hard: its handler's name */
+};
+
+/* irq time by interrupt source, in an accumulator */
+#define IRQ_USES_MAX 4
+struct irq_use {
+	uint8_t src;             /* as struct irq_burst */
+	uint16_t cpu;
+	uint32_t irq;
+	char name[SB_COMM_LEN];
+	uint64_t ns;
+};
+
+/*
  * What a followed thread did on a CPU (or asleep inside) besides its own code,
  * kept for the wakeup chains (waker_act_*, classify.c): a ring of the last
  * ACTS_MAX such intervals of every followed thread, back-to-back faults
@@ -221,6 +253,7 @@ struct thread {
 	uint32_t nbursts;
 	/* the page fault it is in: entered at fault_at, ends at fault_end once decided */
 	bool fault_open, fault_decided, fault_blocked;
+	uint8_t nirqb;           /* its interrupt runs' sources, in e->irqb[candidate] */
 	uint64_t fault_at, fault_end;
 	uint64_t last_major_faults; /* the thread's major fault counter at its last fault */
 	bool major_faults_known;
@@ -315,6 +348,8 @@ struct accum {
 	uint32_t nmoves;
 	struct map_use maps[MAP_USES_MAX];
 	uint32_t nmaps;
+	struct irq_use irqs[IRQ_USES_MAX];
+	uint32_t nirqs;
 };
 
 struct piece {
@@ -431,7 +466,7 @@ struct interferer {
  * a step has that detail; a step's detail is one run inside one block
  * (pool_store).
  */
-enum { POOL_BLAME, POOL_IO, POOL_MAP, POOL_AUDIT, POOL_KINDS };
+enum { POOL_BLAME, POOL_IO, POOL_MAP, POOL_AUDIT, POOL_IRQ, POOL_KINDS };
 
 struct pool_block {
 	struct pool_block *next;
@@ -532,6 +567,8 @@ struct engine {
 	uint32_t threads_new_since; /* new threads since the last pass past THREADS_SOFT */
 	uint64_t threads_forgotten, thread_records_lost;
 	struct thread *candidates[CANDIDATES_MAX]; /* the threads that can be critical */
+	/* each candidate's interrupt runs' sources (its thread's nirqb of them) */
+	struct irq_burst irqb[CANDIDATES_MAX][IRQ_BURSTS_MAX];
 	int ncandidates;
 	uint64_t episodes, episodes_peak;
 

@@ -52,7 +52,7 @@ static struct result_chunk *result_chunk_now(struct engine *e)
 
 /* the pools' blocks, by kind: elements each */
 static const uint32_t pool_cap[POOL_KINDS] = {
-	[POOL_BLAME] = BLAME_CHUNK, [POOL_IO] = 64, [POOL_MAP] = 64, [POOL_AUDIT] = 256,
+	[POOL_BLAME] = BLAME_CHUNK, [POOL_IO] = 64, [POOL_MAP] = 64, [POOL_AUDIT] = 256, [POOL_IRQ] = 64,
 };
 
 /* the step's I/O detail: its accumulator's files, the largest first */
@@ -115,6 +115,47 @@ static void step_moves(struct engine *e, struct eng_step *r, const struct accum 
 				r->nmoves++;
 		}
 	}
+}
+
+/* the interrupts on the step's critical thread's time, the largest first */
+static void step_irqs(struct engine *e, struct eng_step *r, const struct accum *a)
+{
+	struct eng_irq tmp[IRQ_USES_MAX];
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < a->nirqs; i++) {
+		const struct irq_use *u = &a->irqs[i];
+
+		if (!u->ns)
+			continue;
+		memset(&tmp[n], 0, sizeof(tmp[n]));
+		tmp[n].kind = u->src < SB_NSOFTIRQ ? ENG_IRQ_SOFTIRQ :
+			      u->src == SB_NSOFTIRQ ? ENG_IRQ_HARD : ENG_IRQ_SYSTEM;
+		tmp[n].irq = u->irq;
+		tmp[n].cpu = u->cpu;
+		if (tmp[n].kind == ENG_IRQ_HARD)
+			comm_copy(tmp[n].name, u->name);
+		else if (tmp[n].kind == ENG_IRQ_SYSTEM)
+			snprintf(tmp[n].name, sizeof(tmp[n].name), "%s",
+				 sb_sysirq_name(u->src - SB_NSOFTIRQ - 1));
+		else
+			snprintf(tmp[n].name, sizeof(tmp[n].name), "%s", sb_softirq_name(u->src));
+		tmp[n].ns = u->ns;
+		for (uint32_t j = n; j > 0 && tmp[j - 1].ns < tmp[j].ns; j--) {
+			struct eng_irq t = tmp[j];
+
+			tmp[j] = tmp[j - 1];
+			tmp[j - 1] = t;
+		}
+		n++;
+	}
+	if (n > ENG_MAX_IRQS)
+		n = ENG_MAX_IRQS;
+	if (!n)
+		return;
+	r->irqs = pool_store(e, &result_chunk_now(e)->pool[POOL_IRQ], tmp, n, sizeof(tmp[0]),
+			     pool_cap[POOL_IRQ]);
+	r->nirqs = n;
 }
 
 /* the regions the step's faults were in, the largest first */
@@ -808,6 +849,7 @@ static void step_finalize(struct engine *e, struct open_step *st)
 	step_io(e, r, &st->accum);
 	step_moves(e, r, &st->accum);
 	step_maps(e, r, &st->accum);
+	step_irqs(e, r, &st->accum);
 	step_audit(e, r, st);
 	e->nresults++;
 	if (e->window_sums)
@@ -1088,5 +1130,6 @@ void candidate_add(struct engine *e, struct thread *t)
 		t->last_cut = max64(e->current_piece->start, min64(t->since, e->now));
 	t->noverlays = 0;
 	t->nbursts = 0;
+	t->nirqb = 0;
 	t->fault_open = false;
 }

@@ -14,6 +14,7 @@ const char *const sb_cost_key[SB_NCOST] = {
 	[SB_COST_UPROBE] = "uprobe_ns", [SB_COST_CUDA_CALL] = "cuda_call_ns",
 	[SB_COST_STACK] = "stack_ns", [SB_COST_FAULT_EXT] = "fault_ext_ns",
 	[SB_COST_SCHED_FOLD] = "sched_fold_ns", [SB_COST_STACK_COPY] = "stack_copy_ns",
+	[SB_COST_IRQ] = "irq_ns",
 };
 
 const char *const sb_cost_name[SB_NCOST] = {
@@ -21,7 +22,7 @@ const char *const sb_cost_name[SB_NCOST] = {
 	[SB_COST_ALLOC_CALL] = "alloc_call", [SB_COST_UPROBE] = "uprobe",
 	[SB_COST_CUDA_CALL] = "cuda_call", [SB_COST_STACK] = "stack",
 	[SB_COST_FAULT_EXT] = "fault_ext", [SB_COST_SCHED_FOLD] = "sched_fold",
-	[SB_COST_STACK_COPY] = "stack_copy",
+	[SB_COST_STACK_COPY] = "stack_copy", [SB_COST_IRQ] = "irq",
 };
 
 /*
@@ -62,6 +63,12 @@ void sb_costs_default(struct sb_costs *c)
 	 * stack, where the bytes moved put it
 	 */
 	c->ns[SB_COST_STACK_COPY] = 5800;
+	/*
+	 * bench/RESULTS.md, section 61: an interrupt's entry and exit probes on a
+	 * target thread (kernel BPF statistics, plus the two hooks' floor of
+	 * section 46)
+	 */
+	c->ns[SB_COST_IRQ] = 600;
 }
 
 size_t sb_costs_format(const struct sb_costs *c, char *buf, size_t cap)
@@ -130,6 +137,12 @@ uint64_t sb_cost_of(const struct sb_hdr *h, int *cls)
 		const struct sb_sched_run *r = (const void *)h;
 
 		return 3ull * r->sleeps + 2ull * r->preempts;
+	}
+	/* an interrupt run for its handlers */
+	if (h->type == SB_EV_IRQ_RUN && h->size >= sizeof(struct sb_irq_run)) {
+		const struct sb_irq_run *r = (const void *)h;
+
+		return (uint64_t)r->hard_count + r->soft_count + r->sys_count;
 	}
 	/* a stack whose probe copied the top of the stack too */
 	if (h->type == SB_EV_STACK && (h->flags & SB_STACK_COPIED))

@@ -30,6 +30,7 @@ enum sb_cost {
 	SB_COST_SCHED_FOLD, /* a scheduler event of a trip folded into a sched_run record (no record) */
 	SB_COST_STACK_COPY, /* a user stack with a copy of the stack's top (SB_STACK_COPIED), in place
 			       of SB_COST_STACK */
+	SB_COST_IRQ,        /* an interrupt handler run on a target thread's time: its two probes */
 	SB_NCOST,
 };
 
@@ -43,7 +44,7 @@ struct sb_costs {
 extern const char *const sb_cost_key[SB_NCOST];
 /*
  * "sched", "fault", "syscall", "alloc_call", "uprobe", "cuda_call", "stack", "fault_ext",
- * "sched_fold", "stack_copy" (report names)
+ * "sched_fold", "stack_copy", "irq" (report names)
  */
 extern const char *const sb_cost_name[SB_NCOST];
 

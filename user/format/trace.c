@@ -180,6 +180,24 @@ const char *sb_io_name(unsigned call)
 	return call && call < ARRAY_SIZE(n) ? n[call] : "unknown";
 }
 
+const char *sb_softirq_name(unsigned vec)
+{
+	/* include/linux/interrupt.h, enum { HI_SOFTIRQ = 0, ... } */
+	static const char *const n[] = { "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL",
+					 "TASKLET", "SCHED", "HRTIMER", "RCU" };
+
+	_Static_assert(ARRAY_SIZE(n) == SB_NSOFTIRQ, "softirq names");
+	return vec < ARRAY_SIZE(n) ? n[vec] : "unknown";
+}
+
+const char *sb_sysirq_name(unsigned k)
+{
+	static const char *const n[] = { "local_timer", "call_function", "reschedule", "irq_work" };
+
+	_Static_assert(ARRAY_SIZE(n) == SB_NSYSIRQ, "system interrupt names");
+	return k < ARRAY_SIZE(n) ? n[k] : "unknown";
+}
+
 const char *sb_file_kind_name(unsigned kind)
 {
 	static const char *const n[] = { "none", "regular", "socket", "pipe", "char", "block",

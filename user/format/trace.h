@@ -264,6 +264,10 @@ const char *sb_alloc_fn_name(unsigned fn);
 const char *sb_mmsys_name(unsigned call);
 /* enum sb_io_call: "read", "write", ...; "unknown" */
 const char *sb_io_name(unsigned call);
+/* a softirq vector (the kernel's order): "HI", "TIMER", "NET_TX", "NET_RX", ...; "unknown" */
+const char *sb_softirq_name(unsigned vec);
+/* enum sb_sysirq: "local_timer", "call_function", "reschedule", "irq_work"; "unknown" */
+const char *sb_sysirq_name(unsigned k);
 /* enum sb_file_kind: "none", "regular", "socket", "pipe", "char", "block", "dir", "other" */
 const char *sb_file_kind_name(unsigned kind);
 /* the mapping tail of an mmap record, NULL if the record (an older trace's, or not mmap) has none */

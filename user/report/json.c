@@ -497,6 +497,30 @@ static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_
 		}
 		jw_arr_end(w);
 	}
+	if (s->nirqs) {
+		/* the interrupts on the critical thread's time, for its irq time */
+		jw_key(w, "irqs");
+		jw_arr(w);
+		for (uint32_t i = 0; i < s->nirqs; i++) {
+			const struct eng_irq *q = &s->irqs[i];
+
+			jw_obj(w);
+			jw_key(w, "kind");
+			jw_str(w, eng_irq_kind_name(q->kind));
+			jw_key(w, "name");
+			comm_val(w, q->name);
+			if (q->kind == ENG_IRQ_HARD) {
+				jw_key(w, "irq");
+				jw_u64(w, q->irq);
+			}
+			jw_key(w, "cpu");
+			jw_u64(w, q->cpu);
+			jw_key(w, "ns");
+			jw_u64(w, q->ns);
+			jw_obj_end(w);
+		}
+		jw_arr_end(w);
+	}
 	if (s->nmoves) {
 		/* who moved the critical thread, for its migration time */
 		jw_key(w, "moves");

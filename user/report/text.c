@@ -141,6 +141,24 @@ static void set_home(const struct engine *e)
 	cur_engine = e;
 }
 
+/*
+ * " softirq NET_RX 20.1 ms on CPU 1", " hard interrupt 45 (virtio0-input.0) 1.20 ms on CPU 3",
+ * " call_function interrupt 310 µs on CPU 1"
+ */
+static void irq_phrase(FILE *f, const struct eng_irq *x)
+{
+	char b[32], n[64];
+
+	if (x->kind == ENG_IRQ_HARD)
+		fprintf(f, " hard interrupt %u%s%s%s", x->irq, x->name[0] ? " (" : "",
+			x->name[0] ? clean(n, sizeof(n), x->name) : "", x->name[0] ? ")" : "");
+	else if (x->kind == ENG_IRQ_SYSTEM)
+		fprintf(f, " %s interrupt", x->name);
+	else
+		fprintf(f, " softirq %s", x->name);
+	fprintf(f, " %s on CPU %u", fmt_ns(b, sizeof(b), x->ns), (unsigned)x->cpu);
+}
+
 static void map_phrase(FILE *f, const struct eng_map *m)
 {
 	static const char *const what[ENG_NREGION] = { "", "file", "shared memory", "anon",
@@ -493,6 +511,16 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 		break;
 	case ENG_HOST_COMPUTE:
 		fprintf(f, " — %s on CPU in its own code", crit);
+		break;
+	case ENG_IRQ:
+		fprintf(f, " — interrupt handlers on %s's time:", crit);
+		for (uint32_t i = 0; i < s->nirqs; i++) {
+			if (i)
+				fputs(";", f);
+			irq_phrase(f, &s->irqs[i]);
+		}
+		if (!s->nirqs)
+			fputs(" (sources not kept)", f);
 		break;
 	case ENG_GPU_SLOW:
 		fputs(" — kernels slower than their median", f);
