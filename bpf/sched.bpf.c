@@ -444,6 +444,43 @@ static __always_inline void runslice_write(struct task_struct *t, bool direct, _
  * read: tp_btf reads them directly, raw_tp through bpf_probe_read (direct:
  * prev and next are trusted pointers, read with plain loads).
  */
+/*
+ * Interrupts on a target thread's time (docs/ARCHITECTURE.md, "Interrupts").
+ * A hard interrupt's handler, and the softirqs the kernel runs on its way out
+ * of one, run on whatever task was on the CPU, and the scheduler sees none of
+ * it: to the thread's switches it is time on its CPU, its own code. The entry
+ * and exit of each are timed where the interrupted task is a target thread,
+ * and summed into the thread's interrupt run (struct sb_irq_run), written
+ * when the next interrupt does not extend it, or by the agent's tick once it
+ * is SB_IRQ_RUN_GAP_NS old. Only tp_btf variants: they keep the run in task
+ * storage. A hard interrupt inside a softirq is the hard interrupt's time,
+ * not the softirq's.
+ */
+struct irq_nest {
+	__u64 soft_start;    /* the softirq running on this CPU began (0: none timed) */
+	__u64 hard_start;    /* the hard interrupt handler running began (0: none timed) */
+	__u64 hard_in_soft;  /* hard interrupt time inside the softirq running */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct irq_nest);
+} irq_nest SEC(".maps");
+
+#define SB_IRQ_SRC_HARD SB_NSOFTIRQ
+#define SB_IRQ_SRC_SYS (SB_NSOFTIRQ + 1) /* + enum sb_sysirq */
+
+/* write ts's interrupt run (the caller holds irq_busy) */
+static __always_inline void irq_emit(struct tstate *ts)
+{
+	if (ts->irq.start_ns && is_target_tgid(ts->irq.h.pid))
+		emit_copy(&ts->irq, sizeof(ts->irq), SB_EV_IRQ_RUN);
+	ts->irq.start_ns = 0;
+	ts->irq_hard_max = 0;
+}
+
 static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 				     struct task_struct *prev, struct task_struct *next,
 				     __u32 prev_tgid, __u32 prev_tid, __u32 next_tgid, __u32 next_tid)
@@ -515,6 +552,13 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 		 * switch wrote none (docs/ARCHITECTURE.md, "Scheduler runs").
 		 */
 		bool was_waiting = end_waiting(pts, prev_tid, &stale);
+
+		/* its interrupt run: none can extend it while it is off its CPU */
+		if (pts && pts->irq.start_ns && !__sync_val_compare_and_swap(&pts->irq_busy, 0, 1)) {
+			irq_emit(pts);
+			asm volatile("" ::: "memory");
+			pts->irq_busy = 0;
+		}
 
 		if (pts && __sync_lock_test_and_set(&pts->held, 0)) {
 			if (pts->out.state == SB_STATE_SLEEP) {
@@ -1111,43 +1155,6 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(btf_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	return on_exec(p);
-}
-
-/*
- * Interrupts on a target thread's time (docs/ARCHITECTURE.md, "Interrupts").
- * A hard interrupt's handler, and the softirqs the kernel runs on its way out
- * of one, run on whatever task was on the CPU, and the scheduler sees none of
- * it: to the thread's switches it is time on its CPU, its own code. The entry
- * and exit of each are timed where the interrupted task is a target thread,
- * and summed into the thread's interrupt run (struct sb_irq_run), written
- * when the next interrupt does not extend it, or by the agent's tick once it
- * is SB_IRQ_RUN_GAP_NS old. Only tp_btf variants: they keep the run in task
- * storage. A hard interrupt inside a softirq is the hard interrupt's time,
- * not the softirq's.
- */
-struct irq_nest {
-	__u64 soft_start;    /* the softirq running on this CPU began (0: none timed) */
-	__u64 hard_start;    /* the hard interrupt handler running began (0: none timed) */
-	__u64 hard_in_soft;  /* hard interrupt time inside the softirq running */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct irq_nest);
-} irq_nest SEC(".maps");
-
-#define SB_IRQ_SRC_HARD SB_NSOFTIRQ
-#define SB_IRQ_SRC_SYS (SB_NSOFTIRQ + 1) /* + enum sb_sysirq */
-
-/* write ts's interrupt run (the caller holds irq_busy) */
-static __always_inline void irq_emit(struct tstate *ts)
-{
-	if (ts->irq.start_ns && is_target_tgid(ts->irq.h.pid))
-		emit_copy(&ts->irq, sizeof(ts->irq), SB_EV_IRQ_RUN);
-	ts->irq.start_ns = 0;
-	ts->irq_hard_max = 0;
 }
 
 static __always_inline void irq_add(struct task_struct *t, __u64 from, __u64 now, __u64 d,
