@@ -225,7 +225,7 @@ static void who_label(const struct engine *e, const struct eng_blame *b, char *b
 
 	report_clean(c, sizeof(c), w->comm);
 	if (b->processes > 1)
-		snprintf(buf, len, "%s (%" PRIu32 " processes)", c, b->processes);
+		report_crowd_name(buf, len, w->comm, b->processes);
 	else if (w->tid == w->pid && engine_process_name(e, w->pid, role, sizeof(role)))
 		snprintf(buf, len, "%s[%" PRIu32 "], %s", c, id, report_clean(rc, sizeof(rc), role));
 	else

@@ -133,6 +133,8 @@ void report_step_stacks(const struct engine *e, struct symbols *sym, const struc
 const char *report_clean(char *buf, size_t len, const char *s); /* printable, for a terminal */
 /* an interferer group's name: "comm[pid]", or "comm (N processes)"; printable */
 const char *report_group_name(char *buf, size_t len, const struct eng_interferer_group *g);
+/* processes of one name as one: "stormer (10 processes)" (eng_blame.processes) */
+const char *report_crowd_name(char *buf, size_t len, const char *comm, uint32_t procs);
 
 /*
  * Several traces as the ranks of one job (ranks.c, schemas/report.md "Ranks"):

@@ -341,7 +341,7 @@ static void culprit_share(FILE *f, const struct eng_step *s, int cause, const st
  * CROWD_UNCOUNTED: "stormer (several processes)", an episode's
  */
 #define CROWD_UNCOUNTED UINT32_MAX
-static const char *crowd_str(char *buf, size_t len, const char *comm, uint32_t procs)
+const char *report_crowd_name(char *buf, size_t len, const char *comm, uint32_t procs)
 {
 	char c[40];
 
@@ -362,7 +362,7 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 	case ENG_CPU_WAIT:
 		if (has_who) {
 			if (procs > 1)
-				crowd_str(a, sizeof(a), w->comm, procs);
+				report_crowd_name(a, sizeof(a), w->comm, procs);
 			else
 				task_role(a, sizeof(a), w);
 			fprintf(f, " — %s preempted by %s%s", crit, a, realtime_tag(w));
@@ -382,7 +382,7 @@ static void cause_phrase(FILE *f, const struct eng_step *s, int cause, const str
 				snprintf(a, sizeof(a), "%s (pid %" PRIu32 ")", clean(c2, sizeof(c2), pn),
 					 w->via_pid);
 			if (procs > 1)
-				crowd_str(b, sizeof(b), w->comm, procs);
+				report_crowd_name(b, sizeof(b), w->comm, procs);
 			else
 				who_str(b, sizeof(b), w->comm, w->pid == target_pid ? w->tid : w->pid);
 			fprintf(f, " — %s waited for %s, itself preempted by %s%s", crit, a, b,
@@ -558,7 +558,7 @@ const char *report_clean(char *buf, size_t len, const char *s)
 const char *report_group_name(char *buf, size_t len, const struct eng_interferer_group *g)
 {
 	if (g->processes > 1)
-		return crowd_str(buf, len, g->comm, g->processes);
+		return report_crowd_name(buf, len, g->comm, g->processes);
 	who_str(buf, len, g->comm, g->pid);
 	return buf;
 }
