@@ -172,12 +172,26 @@ if before > 1 * MS:
     bad.append("%.2f ms of NET_RX before the flood" % (before / MS))
 if cpus and cpus != {cpu}:
     bad.append("NET_RX named on CPUs %s, not %d" % (sorted(cpus), cpu))
+# the run's sources: NET_RX on that CPU first, at least its steps' (which keep three
+# sources a step), at most all the steps' irq
+run = rep["summary"].get("irqs", [])
+allirq = sum(cause(s, "irq") for s in rep["steps"])
+allrx = sum(src(s, "softirq", "NET_RX") for s in rep["steps"])
+if not run or (run[0]["kind"], run[0]["name"], run[0]["cpu"]) != ("softirq", "NET_RX", cpu):
+    bad.append("the run's first interrupt source is %s, not softirq NET_RX on CPU %d"
+               % (run[0] if run else None, cpu))
+elif not allrx <= run[0]["ns"] <= allirq:
+    bad.append("the run's NET_RX %.1f ms, its steps' %.1f ms, their irq %.1f ms"
+               % (run[0]["ns"] / MS, allrx / MS, allirq / MS))
 print("FAIL %s: " % name + "; ".join(bad) if bad else
       "PASS %s (%d steps: irq %.1f ms, NET_RX %.1f ms; the program lost %.1f ms, %.1f ms of it runnable)"
       % (name, len(flood), irq / MS, rx / MS, off / MS, waits / MS))
 PY
-if grep -q "irq +[0-9.]* [mµ]s.* — interrupt handlers on .*: softirq NET_RX [0-9.]* [mµ]s on CPU $cpu" "$tmp/r.txt"; then
-	pass ${T}_text
-else
+# a tail line, and the run's sources after the interferers, name NET_RX on that CPU
+if ! grep -q "irq +[0-9.]* [mµ]s.* — interrupt handlers on .*: softirq NET_RX [0-9.]* [mµ]s on CPU $cpu" "$tmp/r.txt"; then
 	fail ${T}_text "no tail line names NET_RX on CPU $cpu: $(grep -m2 -E '^  steps? ' "$tmp/r.txt" | tr '\n' ' ')"
+elif ! sed -n '/^Interrupts  /,/^[A-Z]/p' "$tmp/r.txt" | grep -q "^  softirq NET_RX [0-9.]* [mµ]s on CPU $cpu$"; then
+	fail ${T}_text "the run's interrupts do not list NET_RX on CPU $cpu: $(sed -n '/^Interrupts  /,+3p' "$tmp/r.txt" | tr '\n' ' ')"
+else
+	pass ${T}_text
 fi

@@ -784,6 +784,17 @@ static void t_irq(void)
 	      eng_irq_kind_name(s->irqs[2].kind), s->irqs[2].name, s->irqs[2].ns);
 	CHECK(!strcmp(eng_cause_name(ENG_IRQ), "irq"), "name %s", eng_cause_name(ENG_IRQ));
 	CHECK(blame_of(s0, ENG_IRQ, 0) == 0 && !s0->nirqs, "step 0 has irq");
+	/* the run's sources: the one step's, in the same order */
+	{
+		struct eng_irq q[ENG_IRQ_TOTALS_MAX];
+		int n = engine_irq_totals(e, q, ENG_IRQ_TOTALS_MAX);
+
+		CHECK(n == 3, "%d sources in the run", n);
+		for (int i = 0; i < n && i < 3; i++)
+			CHECK(q[i].kind == s->irqs[i].kind && !strcmp(q[i].name, s->irqs[i].name) &&
+			      q[i].ns == s->irqs[i].ns, "run source %d: %s %" PRIu64, i, q[i].name, q[i].ns);
+		CHECK(engine_irq_totals(e, q, 1) == 1 && !strcmp(q[0].name, "NET_RX"), "the top one");
+	}
 	engine_free(e);
 	world_free(&w);
 }

@@ -641,33 +641,37 @@ static void print_sb_sched_run(const struct sb_hdr *h)
 	f_task("runner", e->runner_comm, e->runner_pid, e->runner_tid);
 }
 
+/* "NAME_ns=N" for each nonzero ns[i], NAME lower-cased name(i): "net_rx_ns", "local_timer_ns" */
+static void f_ns_by_name(const uint32_t *ns, unsigned n, const char *(*name)(unsigned))
+{
+	char k[32];
+
+	for (unsigned i = 0; i < n; i++) {
+		if (!ns[i])
+			continue;
+		snprintf(k, sizeof(k), "%s_ns", name(i));
+		for (char *c = k; *c; c++)
+			*c = (char)tolower((unsigned char)*c);
+		f_u(k, ns[i]);
+	}
+}
+
 static void print_sb_irq_run(const struct sb_hdr *h)
 {
 	const struct sb_irq_run *e = (const void *)h;
-	char k[32], k_[32];
 
 	f_span(e->start_ns, h->ts);
 	f_u("hard_ns", e->hard_ns);
 	f_u("hard_count", e->hard_count);
 	f_u("soft_ns", e->soft_ns);
 	f_u("soft_count", e->soft_count);
-	for (unsigned v = 0; v < SB_NSOFTIRQ; v++)
-		if (e->vec_ns[v]) {
-			snprintf(k, sizeof(k), "%s_ns", sb_softirq_name(v));
-			for (char *c = k; *c; c++)
-				*c = (char)tolower((unsigned char)*c);
-			f_u(k, e->vec_ns[v]);
-		}
+	f_ns_by_name(e->vec_ns, SB_NSOFTIRQ, sb_softirq_name);
 	if (e->hard_count) {
 		f_u("hard_irq", e->hard_irq);
 		f_comm("hard_name", e->hard_name);
 	}
 	f_u("sys_count", e->sys_count);
-	for (unsigned k = 0; k < SB_NSYSIRQ; k++)
-		if (e->sys_ns[k]) {
-			snprintf(k_, sizeof(k_), "%s_ns", sb_sysirq_name(k));
-			f_u(k_, e->sys_ns[k]);
-		}
+	f_ns_by_name(e->sys_ns, SB_NSYSIRQ, sb_sysirq_name);
 }
 
 static void print_sb_reclaim(const struct sb_hdr *h)

@@ -651,6 +651,14 @@ struct eng_interferer_group {
 };
 int engine_interferer_groups(const struct engine *e, struct eng_interferer_group *out, int max);
 
+/*
+ * The interrupt sources of the run (docs/ARCHITECTURE.md, "Interrupts"): each
+ * (kind, name, CPU)'s irq time over the steps, the first ENG_IRQ_TOTALS_MAX
+ * met; most time first. Returns how many were written to out.
+ */
+#define ENG_IRQ_TOTALS_MAX 16
+int engine_irq_totals(const struct engine *e, struct eng_irq *out, int max);
+
 struct eng_target {
 	uint32_t pid;
 	char comm[SB_COMM_LEN + 1];     /* at attach (the trace's target record) */

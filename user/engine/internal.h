@@ -667,6 +667,9 @@ struct engine {
 	/* interferers */
 	struct interferer *interferers; /* open addressing by (pid, comm) */
 	uint32_t interferers_cap, ninterferers;
+	/* the run's interrupt sources (engine_irq_totals), as steps name them */
+	struct eng_irq irq_totals[ENG_IRQ_TOTALS_MAX];
+	uint32_t nirq_totals;
 	uint64_t interferers_folded, interferers_other_ns;
 
 	/* target, capture, loss */

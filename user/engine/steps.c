@@ -149,6 +149,22 @@ static void step_irqs(struct engine *e, struct eng_step *r, const struct accum *
 		}
 		n++;
 	}
+	/* the run's sources: each of this step's, however many it had */
+	for (uint32_t i = 0; i < n; i++) {
+		struct eng_irq *t = NULL;
+
+		for (uint32_t k = 0; k < e->nirq_totals && !t; k++)
+			if (e->irq_totals[k].kind == tmp[i].kind && e->irq_totals[k].cpu == tmp[i].cpu &&
+			    !strcmp(e->irq_totals[k].name, tmp[i].name))
+				t = &e->irq_totals[k];
+		if (!t && e->nirq_totals < ENG_IRQ_TOTALS_MAX) {
+			t = &e->irq_totals[e->nirq_totals++];
+			*t = tmp[i];
+			t->ns = 0;
+		}
+		if (t)
+			t->ns = sat_add(t->ns, tmp[i].ns);
+	}
 	if (n > ENG_MAX_IRQS)
 		n = ENG_MAX_IRQS;
 	if (!n)

@@ -700,6 +700,32 @@ static int interferer_cmp(const void *a, const void *b)
 	return strcmp(x->comm, y->comm);
 }
 
+static int irq_cmp(const void *a, const void *b)
+{
+	const struct eng_irq *x = a, *y = b;
+
+	if (x->ns != y->ns)
+		return x->ns > y->ns ? -1 : 1;
+	if (x->cpu != y->cpu)
+		return x->cpu < y->cpu ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+int engine_irq_totals(const struct engine *e, struct eng_irq *out, int max)
+{
+	struct eng_irq all[ENG_IRQ_TOTALS_MAX];
+	int n = 0;
+
+	for (uint32_t i = 0; i < e->nirq_totals; i++)
+		if (e->irq_totals[i].ns)
+			all[n++] = e->irq_totals[i];
+	qsort(all, (size_t)n, sizeof(all[0]), irq_cmp);
+	if (n > max)
+		n = max > 0 ? max : 0;
+	memcpy(out, all, (size_t)n * sizeof(all[0]));
+	return n;
+}
+
 int engine_interferers(const struct engine *e, struct eng_interferer *out, int max)
 {
 	struct eng_interferer *all;

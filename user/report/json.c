@@ -304,6 +304,25 @@ static void hot_stacks(struct jw *w, const struct engine *e, struct symbols *sym
 	jw_obj_end(w);
 }
 
+/* one interrupt source: a step's irqs and the run's */
+static void irq_obj(struct jw *w, const struct eng_irq *q)
+{
+	jw_obj(w);
+	jw_key(w, "kind");
+	jw_str(w, eng_irq_kind_name(q->kind));
+	jw_key(w, "name");
+	comm_val(w, q->name);
+	if (q->kind == ENG_IRQ_HARD) {
+		jw_key(w, "irq");
+		jw_u64(w, q->irq);
+	}
+	jw_key(w, "cpu");
+	jw_u64(w, q->cpu);
+	jw_key(w, "ns");
+	jw_u64(w, q->ns);
+	jw_obj_end(w);
+}
+
 static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_step *s,
 			 const struct eng_summary *sum, struct symbols *sym, bool identity);
 
@@ -501,24 +520,8 @@ static void step_obj_sym(struct jw *w, const struct engine *e, const struct eng_
 		/* the interrupts on the critical thread's time, for its irq time */
 		jw_key(w, "irqs");
 		jw_arr(w);
-		for (uint32_t i = 0; i < s->nirqs; i++) {
-			const struct eng_irq *q = &s->irqs[i];
-
-			jw_obj(w);
-			jw_key(w, "kind");
-			jw_str(w, eng_irq_kind_name(q->kind));
-			jw_key(w, "name");
-			comm_val(w, q->name);
-			if (q->kind == ENG_IRQ_HARD) {
-				jw_key(w, "irq");
-				jw_u64(w, q->irq);
-			}
-			jw_key(w, "cpu");
-			jw_u64(w, q->cpu);
-			jw_key(w, "ns");
-			jw_u64(w, q->ns);
-			jw_obj_end(w);
-		}
+		for (uint32_t i = 0; i < s->nirqs; i++)
+			irq_obj(w, &s->irqs[i]);
 		jw_arr_end(w);
 	}
 	if (s->nmoves) {
@@ -701,6 +704,19 @@ static void task_flags(struct jw *w, bool tracer, bool realtime)
 	}
 }
 
+/* the run's interrupt sources (schemas/report.md, "Which interrupt") */
+static void irq_totals(struct jw *w, const struct engine *e)
+{
+	struct eng_irq q[ENG_IRQ_TOTALS_MAX];
+	int n = engine_irq_totals(e, q, ENG_IRQ_TOTALS_MAX);
+
+	jw_key(w, "irqs");
+	jw_arr(w);
+	for (int i = 0; i < n; i++)
+		irq_obj(w, &q[i]);
+	jw_arr_end(w);
+}
+
 /* the interferers by process, and by name where processes are not told apart (schemas/report.md) */
 static void interferer_groups(struct jw *w, const struct engine *e)
 {
@@ -859,6 +875,7 @@ static void summary(struct jw *w, const struct engine *e, const struct eng_summa
 	free(itf);
 	jw_arr_end(w);
 	interferer_groups(w, e);
+	irq_totals(w, e);
 
 	jw_key(w, "dip_pattern");
 	jw_obj(w);

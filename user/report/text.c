@@ -159,6 +159,22 @@ static void irq_phrase(FILE *f, const struct eng_irq *x)
 	fprintf(f, " %s on CPU %u", fmt_ns(b, sizeof(b), x->ns), (unsigned)x->cpu);
 }
 
+/* the run's interrupt sources, after the interferers: who else took a critical thread's CPU */
+static void irq_totals_text(FILE *f, const struct engine *e)
+{
+	struct eng_irq q[ENG_IRQ_TOTALS_MAX];
+	int n = engine_irq_totals(e, q, 5);
+
+	if (!n)
+		return;
+	fputs("Interrupts  handlers run on the critical threads' time (irq), over all steps:\n", f);
+	for (int i = 0; i < n; i++) {
+		fputs(" ", f);
+		irq_phrase(f, &q[i]);
+		fputs("\n", f);
+	}
+}
+
 static void map_phrase(FILE *f, const struct eng_map *m)
 {
 	static const char *const what[ENG_NREGION] = { "", "file", "shared memory", "anon",
@@ -1402,6 +1418,7 @@ static int report_text_sym(const struct engine *e, struct symbols *sym, FILE *f)
 	} else {
 		fputs("Interferers none: no other task ran while a critical thread waited\n", f);
 	}
+	irq_totals_text(f, e);
 
 	fputs(s.windowed ? "GPU dips    (steps kept) " : "GPU dips    ", f);
 	if (s.dip == ENG_DIP_UNKNOWN)
