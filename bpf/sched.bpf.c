@@ -481,6 +481,22 @@ static __always_inline void irq_emit(struct tstate *ts)
 	ts->irq_hard_max = 0;
 }
 
+/*
+ * Write ts's interrupt run from outside an interrupt (its switch-out, the
+ * tick), unless an interrupt is changing it: all, whatever its age; else once
+ * no interrupt can extend it at now
+ */
+static __always_inline void irq_flush(struct tstate *ts, __u64 now, bool all)
+{
+	if (!ts->irq.start_ns || (!all && now <= ts->irq.h.ts + SB_IRQ_RUN_GAP_NS) ||
+	    __sync_val_compare_and_swap(&ts->irq_busy, 0, 1))
+		return;
+	if (all || now > ts->irq.h.ts + SB_IRQ_RUN_GAP_NS)
+		irq_emit(ts);
+	asm volatile("" ::: "memory");
+	ts->irq_busy = 0;
+}
+
 static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 				     struct task_struct *prev, struct task_struct *next,
 				     __u32 prev_tgid, __u32 prev_tid, __u32 next_tgid, __u32 next_tid)
@@ -554,11 +570,8 @@ static __always_inline int on_switch(void *ctx, bool direct, bool preempt,
 		bool was_waiting = end_waiting(pts, prev_tid, &stale);
 
 		/* its interrupt run: none can extend it while it is off its CPU */
-		if (pts && pts->irq.start_ns && !__sync_val_compare_and_swap(&pts->irq_busy, 0, 1)) {
-			irq_emit(pts);
-			asm volatile("" ::: "memory");
-			pts->irq_busy = 0;
-		}
+		if (pts)
+			irq_flush(pts, now, true);
 
 		if (pts && __sync_lock_test_and_set(&pts->held, 0)) {
 			if (pts->out.state == SB_STATE_SLEEP) {
@@ -1467,13 +1480,7 @@ int flush_sched(struct bpf_iter__task *ctx)
 		return 0;
 	now = bpf_ktime_get_ns();
 	/* its interrupt run, once no interrupt can extend it */
-	if (ts->irq.start_ns && (flush_all || now > ts->irq.h.ts + SB_IRQ_RUN_GAP_NS) &&
-	    !__sync_val_compare_and_swap(&ts->irq_busy, 0, 1)) {
-		if (flush_all || now > ts->irq.h.ts + SB_IRQ_RUN_GAP_NS)
-			irq_emit(ts);
-		asm volatile("" ::: "memory");
-		ts->irq_busy = 0;
-	}
+	irq_flush(ts, now, flush_all);
 	if (!sched_fold_ns)
 		return 0;
 	h = ts->held;
